@@ -1,0 +1,43 @@
+# dsh-testkit: every target builds its own .venv from the project's files; nothing by hand.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test lint typecheck pytest demo bench record-live clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+# coverage run (not --cov) so the pytest plugin's import-time lines are measured too.
+pytest: $(STAMP)
+	$(BIN)/coverage erase
+	$(BIN)/coverage run -m pytest $(PYTEST_ARGS)
+	@$(BIN)/coverage report --skip-covered
+	@echo "branch coverage: dsh_core $$($(BIN)/coverage report --include='dsh_core/*' --format=total)%, all $$($(BIN)/coverage report --format=total)%"
+
+test: lint typecheck pytest
+
+demo: $(STAMP)
+	$(BIN)/dsh-testkit demo
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python benchmarks/run.py
+
+record-live: $(STAMP)
+	@test -n "$$DEEPSEEK_API_KEY" || { echo "record-live needs DEEPSEEK_API_KEY in the environment"; exit 2; }
+	$(BIN)/python -m dsh_testkit.cassettes record-live cassettes
+
+clean:
+	rm -rf $(VENV) .coverage .mypy_cache .ruff_cache

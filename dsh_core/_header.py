@@ -1,0 +1,577 @@
+"""The request header: everything a request carries besides its messages, and its delta codec.
+
+An :class:`EpochHeader` (call config, rendered system prompt, tool schemas) is logged session
+state. Snapshots (``request/header``) anchor the fold; deltas (``request/header-delta``) amend it:
+:class:`SystemDelta` trims a common line prefix and suffix, :class:`ToolsDelta` is name-keyed and
+also records where added tools go and any reordering of kept tools, so every pair of valid headers
+round-trips (the reference harness appended added tools at the end and fell back to a full
+snapshot for any mid-list insertion or reorder). The config is replaced whole.
+
+The writer (:func:`plan_header_event`) never trusts its encoder: a delta is written only after
+applying it to the previous header is verified to reproduce the new one; otherwise it writes a
+``fallback`` snapshot, so a well-formed log always folds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from ._errors import CorruptLogError, HeaderError, InvalidEventError
+from ._events import Event
+from ._json import FrozenDict, dumps_canonical, freeze_json
+
+__all__ = [
+    "AddedTool",
+    "EpochHeader",
+    "HeaderDelta",
+    "HeaderEventPlan",
+    "LlmCallConfig",
+    "SystemDelta",
+    "ToolSchema",
+    "ToolsDelta",
+    "apply_header_delta",
+    "canonical_header",
+    "diff_header",
+    "fold_request_header",
+    "header_equals",
+    "plan_header_event",
+]
+
+_PLACEHOLDER = re.compile(r"^\{\{[A-Za-z0-9_.:-]+\}\}$")
+
+
+def _obj(value: object, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise HeaderError(f"{what} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _keys(obj: Mapping[str, Any], allowed: Iterable[str], what: str) -> None:
+    extra = set(obj) - set(allowed)
+    if extra:
+        raise HeaderError(f"{what} has unknown keys {sorted(extra)}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LlmCallConfig:
+    """The call configuration of a conversation: the model and its sampling scalars."""
+
+    provider: str
+    """Which provider adapter serves the call, e.g. ``deepseek``."""
+    model: str
+    reasoning_effort: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] | None = None
+    """``None`` (absent) and ``()`` are different values, as on the wire."""
+
+    def __post_init__(self) -> None:
+        if not self.provider or not self.model:
+            raise HeaderError("a call config needs a non-empty provider and model")
+        if self.reasoning_effort is not None and not self.reasoning_effort:
+            raise HeaderError("reasoningEffort must be a non-empty string when present")
+        if self.stop is not None and not isinstance(self.stop, tuple):
+            object.__setattr__(self, "stop", tuple(self.stop))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"provider": self.provider, "model": self.model}
+        if self.reasoning_effort is not None:
+            out["reasoningEffort"] = self.reasoning_effort
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            out["maxTokens"] = self.max_tokens
+        if self.stop is not None:
+            out["stop"] = list(self.stop)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: object) -> LlmCallConfig:
+        o = _obj(obj, "config")
+        _keys(
+            o,
+            ("provider", "model", "reasoningEffort", "temperature", "maxTokens", "stop"),
+            "config",
+        )
+        provider, model = o.get("provider"), o.get("model")
+        if not isinstance(provider, str) or not isinstance(model, str):
+            raise HeaderError("config lacks provider/model")
+        effort = o.get("reasoningEffort")
+        if effort is not None and not isinstance(effort, str):
+            raise HeaderError(f"config.reasoningEffort must be a string, got {effort!r}")
+        temperature = o.get("temperature")
+        if temperature is not None and (
+            isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+        ):
+            raise HeaderError(f"config.temperature must be a number, got {temperature!r}")
+        max_tokens = o.get("maxTokens")
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+        ):
+            raise HeaderError(f"config.maxTokens must be an integer, got {max_tokens!r}")
+        stop = o.get("stop")
+        if stop is not None and (
+            not isinstance(stop, list) or not all(isinstance(s, str) for s in stop)
+        ):
+            raise HeaderError(f"config.stop must be an array of strings, got {stop!r}")
+        return cls(
+            provider=provider,
+            model=model,
+            reasoning_effort=effort,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            stop=tuple(stop) if stop is not None else None,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSchema:
+    """A tool as the model sees it: name, description, JSON Schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: FrozenDict
+    """JSON Schema of the arguments (frozen; its key order is part of what the model sees)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise HeaderError("a tool needs a non-empty name")
+        if not isinstance(self.parameters, FrozenDict):
+            object.__setattr__(
+                self, "parameters", freeze_json(dict(self.parameters), path="parameters")
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    @classmethod
+    def from_json(cls, obj: object) -> ToolSchema:
+        o = _obj(obj, "tool")
+        _keys(o, ("name", "description", "parameters"), "tool")
+        name, description, parameters = o.get("name"), o.get("description", ""), o.get("parameters")
+        if not isinstance(name, str):
+            raise HeaderError(f"tool name must be a string, got {name!r}")
+        if not isinstance(description, str):
+            raise HeaderError(f"tool {name!r}: description must be a string")
+        if not isinstance(parameters, Mapping):
+            raise HeaderError(f"tool {name!r}: parameters must be a JSON Schema object")
+        return cls(
+            name=name,
+            description=description,
+            parameters=freeze_json(parameters, path="parameters"),
+        )
+
+
+def _check_unique(tools: Sequence[ToolSchema]) -> None:
+    seen: set[str] = set()
+    for tool in tools:
+        if tool.name in seen:
+            raise HeaderError(
+                f"duplicate tool name {tool.name!r} in one header: a model cannot tell them apart"
+            )
+        seen.add(tool.name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpochHeader:
+    """Everything a request contains besides the messages."""
+
+    config: LlmCallConfig
+    system: str | None = None
+    """The rendered system prompt; ``''`` is equivalent to absent (see :func:`canonical_header`)."""
+    tools: tuple[ToolSchema, ...] | str | None = None
+    """Tool schemas in the order the model sees them. A string is an opaque placeholder such as
+    ``"{{tools}}"`` (the reference harness's normalized logs), compared by value."""
+    _text: list[str] = field(default_factory=list, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tools, str):
+            if not _PLACEHOLDER.match(self.tools):
+                raise HeaderError(
+                    f"header tools must be an array of tool schemas, got the string {self.tools[:40]!r}"
+                )
+        elif self.tools is not None:
+            if not isinstance(self.tools, tuple):
+                object.__setattr__(self, "tools", tuple(self.tools))
+            _check_unique(self.tools)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"config": self.config.to_json()}
+        if self.system is not None:
+            out["system"] = self.system
+        if self.tools is not None:
+            out["tools"] = (
+                self.tools if isinstance(self.tools, str) else [t.to_json() for t in self.tools]
+            )
+        return out
+
+    def canonical_text(self) -> str:
+        """Compact JSON of the canonical form; equal texts ⟺ equal headers (order-sensitive)."""
+        if not self._text:
+            self._text.append(dumps_canonical(canonical_header(self).to_json()))
+        return self._text[0]
+
+    @property
+    def tool_list(self) -> tuple[ToolSchema, ...]:
+        """The tools as a tuple (empty when absent or a placeholder)."""
+        return self.tools if isinstance(self.tools, tuple) else ()
+
+    @classmethod
+    def from_json(cls, obj: object) -> EpochHeader:
+        o = _obj(obj, "header")
+        _keys(o, ("config", "system", "tools"), "header")
+        system = o.get("system")
+        if system is not None and not isinstance(system, str):
+            raise HeaderError(f"header system must be a string, got {type(system).__name__}")
+        tools_raw = o.get("tools")
+        tools: tuple[ToolSchema, ...] | str | None
+        if tools_raw is None or isinstance(tools_raw, str):
+            tools = tools_raw
+        elif isinstance(tools_raw, list):
+            tools = tuple(ToolSchema.from_json(t) for t in tools_raw)
+        else:
+            raise HeaderError(f"header tools must be an array, got {type(tools_raw).__name__}")
+        return cls(config=LlmCallConfig.from_json(o.get("config")), system=system, tools=tools)
+
+
+def canonical_header(header: EpochHeader) -> EpochHeader:
+    """Empty system and empty tools are the same as absent; everything else is kept as given."""
+    system = header.system or None
+    tools = header.tools or None
+    if system is header.system and tools is header.tools:
+        return header
+    return EpochHeader(config=header.config, system=system, tools=tools)
+
+
+def header_equals(a: EpochHeader, b: EpochHeader) -> bool:
+    """Canonical, order-sensitive equality: tool order and JSON key order are what the model sees."""
+    return a is b or a.canonical_text() == b.canonical_text()
+
+
+# --------------------------------------------------------------------------------------------
+# Deltas
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SystemDelta:
+    """Keep ``keep_start`` leading and ``keep_end`` trailing lines, put ``insert`` between them.
+
+    Lines are split on ``\\n`` only, so ``\\r`` stays inside its line and CRLF text round-trips.
+    """
+
+    keep_start: int
+    keep_end: int
+    insert: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"keepStart": self.keep_start, "keepEnd": self.keep_end, "insert": list(self.insert)}
+
+    @classmethod
+    def from_json(cls, obj: object) -> SystemDelta:
+        o = _obj(obj, "system delta")
+        _keys(o, ("keepStart", "keepEnd", "insert"), "system delta")
+        ks, ke, ins = o.get("keepStart"), o.get("keepEnd"), o.get("insert")
+        if not (isinstance(ks, int) and isinstance(ke, int) and ks >= 0 and ke >= 0):
+            raise HeaderError("system delta keepStart/keepEnd must be non-negative integers")
+        if not isinstance(ins, list) or not all(isinstance(x, str) for x in ins):
+            raise HeaderError("system delta insert must be an array of strings")
+        return cls(keep_start=ks, keep_end=ke, insert=tuple(ins))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddedTool:
+    """A tool added by a delta, and its index in the new tool list."""
+
+    index: int
+    tool: ToolSchema
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "tool": self.tool.to_json()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolsDelta:
+    """Name-keyed tool changes that also say where added tools go and how kept tools reorder.
+
+    Apply order: drop ``removed``; swap ``changed`` schemas in place; if ``order`` is present,
+    put the kept tools in that order; insert each ``added`` tool at its ``index`` (ascending).
+    """
+
+    added: tuple[AddedTool, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[ToolSchema, ...] = ()
+    order: tuple[str, ...] | None = None
+    """The kept tools' names in their new relative order; absent when that order is unchanged."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "added": [a.to_json() for a in self.added],
+            "removed": list(self.removed),
+            "changed": [t.to_json() for t in self.changed],
+        }
+        if self.order is not None:
+            out["order"] = list(self.order)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: object) -> ToolsDelta:
+        o = _obj(obj, "tools delta")
+        _keys(o, ("added", "removed", "changed", "order"), "tools delta")
+        added_raw, removed, changed = o.get("added", []), o.get("removed", []), o.get("changed", [])
+        order = o.get("order")
+        if not isinstance(added_raw, list) or not isinstance(changed, list):
+            raise HeaderError("tools delta added/changed must be arrays")
+        if not isinstance(removed, list) or not all(isinstance(n, str) for n in removed):
+            raise HeaderError("tools delta removed must be an array of names")
+        if order is not None and (
+            not isinstance(order, list) or not all(isinstance(n, str) for n in order)
+        ):
+            raise HeaderError("tools delta order must be an array of names")
+        added: list[AddedTool] = []
+        for item in added_raw:
+            item = _obj(item, "added tool")
+            if "tool" in item:
+                _keys(item, ("index", "tool"), "added tool")
+                index = item.get("index")
+                if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+                    raise HeaderError("added tool index must be a non-negative integer")
+                added.append(AddedTool(index=index, tool=ToolSchema.from_json(item["tool"])))
+            else:
+                # The reference harness's generation-B form: a bare schema, appended at the end.
+                added.append(AddedTool(index=-1, tool=ToolSchema.from_json(item)))
+        return cls(
+            added=tuple(added),
+            removed=tuple(removed),
+            changed=tuple(ToolSchema.from_json(t) for t in changed),
+            order=tuple(order) if order is not None else None,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeaderDelta:
+    """An amendment to a header; ``to_json()`` is exactly a ``request/header-delta`` event's data."""
+
+    system: SystemDelta | None = None
+    tools: ToolsDelta | None = None
+    config: LlmCallConfig | None = None
+    """Replaces the config whole when present."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.system is not None:
+            out["system"] = self.system.to_json()
+        if self.tools is not None:
+            out["tools"] = self.tools.to_json()
+        if self.config is not None:
+            out["config"] = self.config.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, obj: object) -> HeaderDelta:
+        o = _obj(obj, "header delta")
+        _keys(o, ("system", "tools", "config"), "header delta")
+        return cls(
+            system=SystemDelta.from_json(o["system"]) if o.get("system") is not None else None,
+            tools=ToolsDelta.from_json(o["tools"]) if o.get("tools") is not None else None,
+            config=LlmCallConfig.from_json(o["config"]) if o.get("config") is not None else None,
+        )
+
+
+def _lines(system: str | None) -> list[str]:
+    return system.split("\n") if system else []
+
+
+def _diff_system(prev: str | None, nxt: str | None) -> SystemDelta:
+    a, b = _lines(prev), _lines(nxt)
+    start = 0
+    limit = min(len(a), len(b))
+    while start < limit and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < len(a) - start and end < len(b) - start and a[-1 - end] == b[-1 - end]:
+        end += 1
+    return SystemDelta(keep_start=start, keep_end=end, insert=tuple(b[start : len(b) - end]))
+
+
+def _apply_system(prev: str | None, delta: SystemDelta) -> str | None:
+    a = _lines(prev)
+    if delta.keep_start + delta.keep_end > len(a):
+        raise HeaderError(
+            f"system delta keeps {delta.keep_start}+{delta.keep_end} lines of a {len(a)}-line prompt"
+        )
+    lines = a[: delta.keep_start] + list(delta.insert) + a[len(a) - delta.keep_end :]
+    return "\n".join(lines) if lines else None
+
+
+def _tool_text(tool: ToolSchema) -> str:
+    return dumps_canonical(tool.to_json())
+
+
+def _diff_tools(prev: Sequence[ToolSchema], nxt: Sequence[ToolSchema]) -> ToolsDelta:
+    prev_by_name = {t.name: t for t in prev}
+    next_names = {t.name for t in nxt}
+    removed = tuple(t.name for t in prev if t.name not in next_names)
+    added = tuple(
+        AddedTool(index=i, tool=t) for i, t in enumerate(nxt) if t.name not in prev_by_name
+    )
+    changed = tuple(
+        t
+        for t in nxt
+        if t.name in prev_by_name and _tool_text(prev_by_name[t.name]) != _tool_text(t)
+    )
+    kept_prev_order = [t.name for t in prev if t.name in next_names]
+    kept_next_order = [t.name for t in nxt if t.name in prev_by_name]
+    order = tuple(kept_next_order) if kept_prev_order != kept_next_order else None
+    return ToolsDelta(added=added, removed=removed, changed=changed, order=order)
+
+
+def _apply_tools(prev: Sequence[ToolSchema], delta: ToolsDelta) -> tuple[ToolSchema, ...]:
+    names = [t.name for t in prev]
+    for name in delta.removed:
+        if name not in names:
+            raise HeaderError(f"tools delta removes {name!r}, which the header does not have")
+    removed = set(delta.removed)
+    current = [t for t in prev if t.name not in removed]
+    position = {t.name: i for i, t in enumerate(current)}
+    for tool in delta.changed:
+        if tool.name not in position:
+            raise HeaderError(f"tools delta changes {tool.name!r}, which the header does not have")
+        current[position[tool.name]] = tool
+    if delta.order is not None:
+        if sorted(delta.order) != sorted(position):
+            raise HeaderError(
+                f"tools delta order {list(delta.order)} is not a permutation of the kept tools"
+            )
+        by_name = {t.name: t for t in current}
+        current = [by_name[n] for n in delta.order]
+    appended = [a for a in delta.added if a.index < 0]
+    for item in sorted((a for a in delta.added if a.index >= 0), key=lambda a: a.index):
+        if item.tool.name in {t.name for t in current}:
+            raise HeaderError(f"tools delta adds {item.tool.name!r}, which the header already has")
+        if item.index > len(current):
+            raise HeaderError(
+                f"tools delta adds {item.tool.name!r} at index {item.index} of a {len(current)}-tool list"
+            )
+        current.insert(item.index, item.tool)
+    current.extend(a.tool for a in appended)
+    _check_unique(current)
+    return tuple(current)
+
+
+def diff_header(prev: EpochHeader, nxt: EpochHeader) -> HeaderDelta | None:
+    """The delta from ``prev`` to ``nxt``; ``None`` exactly when :func:`header_equals`."""
+    a, b = canonical_header(prev), canonical_header(nxt)
+    if header_equals(a, b):
+        return None
+    system = _diff_system(a.system, b.system) if a.system != b.system else None
+    tools: ToolsDelta | None = None
+    if isinstance(a.tools, str) or isinstance(b.tools, str):
+        pass  # a placeholder cannot be encoded; the writer's verification falls back to a snapshot
+    elif dumps_canonical([t.to_json() for t in a.tool_list]) != dumps_canonical(
+        [t.to_json() for t in b.tool_list]
+    ):
+        tools = _diff_tools(a.tool_list, b.tool_list)
+    same_config = dumps_canonical(a.config.to_json()) == dumps_canonical(b.config.to_json())
+    config = None if same_config else b.config
+    return HeaderDelta(system=system, tools=tools, config=config)
+
+
+def apply_header_delta(prev: EpochHeader, delta: HeaderDelta) -> EpochHeader:
+    """Apply ``delta`` to ``prev``; raises :class:`HeaderError` when it does not fit."""
+    base = canonical_header(prev)
+    system = _apply_system(base.system, delta.system) if delta.system is not None else base.system
+    tools: tuple[ToolSchema, ...] | str | None = base.tools
+    if delta.tools is not None:
+        if isinstance(base.tools, str):
+            raise HeaderError(f"cannot apply a tools delta to the placeholder {base.tools!r}")
+        tools = _apply_tools(base.tool_list, delta.tools)
+    return canonical_header(
+        EpochHeader(config=delta.config or base.config, system=system, tools=tools or None)
+    )
+
+
+def fold_request_header(
+    events: Iterable[Event], start: EpochHeader | None = None
+) -> EpochHeader | None:
+    """Fold header events: snapshots replace the state, deltas amend it.
+
+    Returns ``start`` (by identity) when there is no header event. A delta before any snapshot,
+    or one that does not apply, raises :class:`CorruptLogError` naming its seq.
+    """
+    state = start
+    for event in events:
+        if event.type == "request/header":
+            try:
+                state = canonical_header(
+                    EpochHeader.from_json(_obj(event.data, "data").get("header"))
+                )
+            except HeaderError as exc:
+                raise CorruptLogError(
+                    f"request/header at seq {event.seq} is invalid: {exc}", seq=event.seq
+                ) from exc
+        elif event.type == "request/header-delta":
+            if state is None:
+                raise CorruptLogError(
+                    f"request/header-delta at seq {event.seq} before any request/header snapshot: corrupt log",
+                    seq=event.seq,
+                )
+            try:
+                state = apply_header_delta(state, HeaderDelta.from_json(event.data))
+            except HeaderError as exc:
+                raise CorruptLogError(
+                    f"request/header-delta at seq {event.seq} does not apply: {exc}", seq=event.seq
+                ) from exc
+    return state
+
+
+HeaderEventPlan: TypeAlias = tuple[
+    Literal["request/header", "request/header-delta"], dict[str, Any]
+]
+"""``(event_type, data)`` the writer owes the log before a request."""
+
+HeaderEncoder: TypeAlias = Callable[[EpochHeader, EpochHeader], "HeaderDelta | None"]
+
+
+def plan_header_event(
+    previous: EpochHeader | None,
+    header: EpochHeader,
+    *,
+    first_of_instance: bool,
+    snapshots_only: bool = False,
+    encoder: HeaderEncoder = diff_header,
+) -> HeaderEventPlan | None:
+    """The writer's decision: which header event (if any) a request owes the log.
+
+    - first request of a loop instance: a snapshot, reason ``initial`` (no header logged yet) or
+      ``resume`` (even when unchanged: the instance boundary is a recorded fact);
+    - later: nothing when equal; a delta when applying it to ``previous`` is verified to
+      reproduce ``header`` exactly (after a JSON round trip, as a reader will see it); otherwise
+      a snapshot with reason ``fallback``. With ``snapshots_only`` changes are written as
+      snapshots with reason ``change`` (for readers that cannot fold deltas).
+    """
+    header = canonical_header(header)
+
+    def snapshot(reason: str) -> HeaderEventPlan:
+        return ("request/header", {"header": header.to_json(), "reason": reason})
+
+    if first_of_instance:
+        return snapshot("initial" if previous is None else "resume")
+    if previous is None:
+        return snapshot("initial")
+    if header_equals(previous, header):
+        return None
+    if snapshots_only:
+        return snapshot("change")
+    try:
+        delta = encoder(previous, header)
+        if delta is not None:
+            data = delta.to_json()
+            replayed = apply_header_delta(previous, HeaderDelta.from_json(freeze_json(data)))
+            if header_equals(replayed, header):
+                return ("request/header-delta", data)
+    except (HeaderError, InvalidEventError):
+        pass  # the encoder could not express this change: the safety valve below
+    return snapshot("fallback")

@@ -1,0 +1,401 @@
+"""Lossless JSON: validation, deep immutability and canonical text.
+
+Everything the log stores passes through :func:`freeze_json` once: it checks that the value is
+lossless JSON (what is written reads back equal), copies it, and returns a deeply immutable copy
+built from :class:`FrozenDict` and :class:`FrozenList`. Those are ``dict`` / ``list`` subclasses
+whose mutators raise ``TypeError``, so the standard ``json`` encoder writes them natively and
+fast, and readers index them like plain JSON. Already-frozen values are trusted and shared, so
+re-freezing logged data costs nothing.
+
+All walks are iterative: a value nested 20,000 levels deep validates, freezes, dumps and loads
+without touching the recursion limit (the C encoder and decoder are tried first; a
+``RecursionError`` falls back to an iterative twin).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from typing import Any, NoReturn, TypeAlias
+
+from ._errors import JsonValueError
+
+__all__ = [
+    "FrozenDict",
+    "FrozenList",
+    "JsonValue",
+    "dumps_canonical",
+    "freeze_json",
+    "is_frozen_json",
+    "loads_json",
+    "thaw_json",
+]
+
+JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
+
+
+def _immutable(self: object, *args: object, **kwargs: object) -> NoReturn:
+    raise TypeError(f"{type(self).__name__} is immutable: logged data cannot be changed")
+
+
+class FrozenDict(dict[str, Any]):
+    """A JSON object that cannot be mutated (every mutator raises ``TypeError``)."""
+
+    __slots__ = ()
+    __setitem__ = _immutable
+    __delitem__ = _immutable
+    __ior__ = _immutable
+    clear = _immutable
+    pop = _immutable
+    popitem = _immutable
+    setdefault = _immutable
+    update = _immutable
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(dumps_canonical(self))
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: object) -> FrozenDict:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenDict, (dict(self),))
+
+
+class FrozenList(list[Any]):
+    """A JSON array that cannot be mutated (every mutator raises ``TypeError``)."""
+
+    __slots__ = ()
+    __setitem__ = _immutable
+    __delitem__ = _immutable
+    __iadd__ = _immutable
+    __imul__ = _immutable
+    append = _immutable
+    extend = _immutable
+    insert = _immutable
+    pop = _immutable
+    remove = _immutable
+    clear = _immutable
+    sort = _immutable
+    reverse = _immutable
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(dumps_canonical(self))
+
+    def __copy__(self) -> FrozenList:
+        return self
+
+    def __deepcopy__(self, memo: object) -> FrozenList:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenList, (list(self),))
+
+
+def is_frozen_json(value: object) -> bool:
+    """True for a scalar or a container produced by :func:`freeze_json`."""
+    return value is None or isinstance(value, (bool, int, float, str, FrozenDict, FrozenList))
+
+
+def _describe(value: object) -> str:
+    return type(value).__name__
+
+
+def _check_scalar(value: object, path: str) -> None:
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise JsonValueError(f"{value!r} is not representable in JSON", path=path)
+        if value == 0.0 and math.copysign(1.0, value) < 0:
+            raise JsonValueError("-0.0 does not survive a JSON round trip", path=path)
+
+
+def _child_path(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if key.isidentifier():
+        return f"{path}.{key}"
+    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+
+
+def freeze_json(value: object, *, path: str = "data") -> Any:
+    """Validate ``value`` as lossless JSON and return a deeply immutable copy.
+
+    Accepted: ``None``, ``bool``, ``int``, finite ``float`` other than ``-0.0``, ``str``, ``list``
+    and ``dict`` with ``str`` keys (and already-frozen containers, shared as they are). Anything
+    else raises :class:`JsonValueError` naming the path, e.g. ``data.content[2].text``.
+    """
+    if isinstance(value, (FrozenDict, FrozenList)) or value is None:
+        return value
+    if isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        _check_scalar(value, path)
+        return value
+    if not isinstance(value, (dict, list)):
+        raise JsonValueError(f"{_describe(value)} is not a JSON value", path=path)
+
+    # Iterative post-order build. Each frame: (source, path, items-iterator, built children).
+    active: set[int] = set()
+    root_out: list[Any] = []
+    stack: list[tuple[object, str, Iterator[tuple[str | int, object]], list[Any]]] = []
+
+    def enter(container: dict[Any, Any] | list[Any], where: str) -> None:
+        ident = id(container)
+        if ident in active:
+            raise JsonValueError("cycle: the value contains itself", path=where)
+        active.add(ident)
+        items: Iterator[tuple[str | int, object]]
+        if type(container) is not dict and type(container) is not list:
+            if isinstance(container, dict):
+                raise JsonValueError(
+                    f"{_describe(container)} is a dict subclass, not a plain JSON object",
+                    path=where,
+                )
+            raise JsonValueError(
+                f"{_describe(container)} is a list subclass, not a plain JSON array", path=where
+            )
+        if isinstance(container, dict):
+            for key in container:
+                if not isinstance(key, str):
+                    raise JsonValueError(
+                        f"object key {key!r} is a {_describe(key)}, not a str", path=where
+                    )
+            items = iter(container.items())
+        else:
+            items = enumerate(container)
+        stack.append((container, where, items, []))
+
+    enter(value, path)
+    while stack:
+        container, where, items, built = stack[-1]
+        descended = False
+        for key, child in items:
+            child_path = _child_path(where, key)
+            if child is None or isinstance(child, (bool, int, str, FrozenDict, FrozenList)):
+                built.append((key, child))
+            elif isinstance(child, float):
+                _check_scalar(child, child_path)
+                built.append((key, child))
+            elif isinstance(child, (dict, list)):
+                built.append((key, None))  # placeholder, filled when the child finishes
+                enter(child, child_path)
+                descended = True
+                break
+            else:
+                raise JsonValueError(f"{_describe(child)} is not a JSON value", path=child_path)
+        if descended:
+            continue
+        stack.pop()
+        active.discard(id(container))
+        frozen: FrozenDict | FrozenList
+        if isinstance(container, dict):
+            frozen = FrozenDict(built)
+        else:
+            frozen = FrozenList(v for _, v in built)
+        if stack:
+            parent_built = stack[-1][3]
+            key, _ = parent_built[-1]
+            parent_built[-1] = (key, frozen)
+        else:
+            root_out.append(frozen)
+    return root_out[0]
+
+
+def thaw_json(value: Any) -> Any:
+    """A plain, mutable deep copy of a (frozen) JSON value."""
+    if not isinstance(value, (dict, list)):
+        return value
+    root: Any = {} if isinstance(value, dict) else []
+    stack: list[tuple[Any, Any]] = [(value, root)]
+    while stack:
+        src, dst = stack.pop()
+        pairs = src.items() if isinstance(src, dict) else enumerate(src)
+        for key, child in pairs:
+            if isinstance(child, (dict, list)):
+                copy: Any = {} if isinstance(child, dict) else []
+                stack.append((child, copy))
+            else:
+                copy = child
+            if isinstance(dst, dict):
+                dst[key] = copy
+            else:
+                dst.append(copy)
+    return root
+
+
+_ENCODE_STR = json.encoder.encode_basestring
+
+
+def _dumps_iterative(value: Any, sort_keys: bool) -> str:
+    out: list[str] = []
+    # Stack of pending work: strings to emit, or values to encode.
+    work: list[tuple[bool, Any]] = [(False, value)]
+    while work:
+        is_text, item = work.pop()
+        if is_text:
+            out.append(item)
+            continue
+        if item is None:
+            out.append("null")
+        elif item is True:
+            out.append("true")
+        elif item is False:
+            out.append("false")
+        elif isinstance(item, str):
+            out.append(_ENCODE_STR(item))
+        elif isinstance(item, int):
+            out.append(int.__repr__(item))
+        elif isinstance(item, float):
+            out.append(float.__repr__(item))
+        elif isinstance(item, dict):
+            keys = sorted(item) if sort_keys else list(item)
+            pending: list[tuple[bool, Any]] = [(True, "{")]
+            for i, key in enumerate(keys):
+                if i:
+                    pending.append((True, ","))
+                pending.append((True, _ENCODE_STR(key) + ":"))
+                pending.append((False, item[key]))
+            pending.append((True, "}"))
+            work.extend(reversed(pending))
+        else:
+            pending = [(True, "[")]
+            for i, child in enumerate(item):
+                if i:
+                    pending.append((True, ","))
+                pending.append((False, child))
+            pending.append((True, "]"))
+            work.extend(reversed(pending))
+    return "".join(out)
+
+
+def dumps_canonical(value: Any, *, sort_keys: bool = False) -> str:
+    """Compact JSON text (``,`` / ``:`` separators, UTF-8, no ASCII escaping).
+
+    Key order is kept by default: a request's key order is part of what the model sees. Pass
+    ``sort_keys=True`` for order-insensitive comparisons (cassette matching).
+    """
+    try:
+        return json.dumps(
+            value, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys, allow_nan=False
+        )
+    except RecursionError:
+        return _dumps_iterative(value, sort_keys)
+
+
+_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _loads_iterative(text: str) -> Any:
+    scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
+    pos = _WS.match(text, 0).end()  # type: ignore[union-attr]
+    # Each frame: (container, pending key or None)
+    stack: list[list[Any]] = []
+    result: Any = None
+    have_result = False
+
+    def fail(msg: str) -> NoReturn:
+        raise json.JSONDecodeError(msg, text, pos)
+
+    while True:
+        # Parse one value at pos.
+        ch = text[pos : pos + 1]
+        value: Any
+        opened = False
+        if ch == "{":
+            pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+            if text[pos : pos + 1] == "}":
+                value = {}
+                pos += 1
+            else:
+                if text[pos : pos + 1] != '"':
+                    fail("Expecting property name enclosed in double quotes")
+                key, pos = scanstring(text, pos + 1)
+                pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
+                if text[pos : pos + 1] != ":":
+                    fail("Expecting ':' delimiter")
+                pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+                stack.append([{}, key])
+                opened = True
+        elif ch == "[":
+            pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+            if text[pos : pos + 1] == "]":
+                value = []
+                pos += 1
+            else:
+                stack.append([[], None])
+                opened = True
+        elif ch == '"':
+            value, pos = scanstring(text, pos + 1)
+        elif text.startswith("null", pos):
+            value, pos = None, pos + 4
+        elif text.startswith("true", pos):
+            value, pos = True, pos + 4
+        elif text.startswith("false", pos):
+            value, pos = False, pos + 5
+        else:
+            m = _NUMBER.match(text, pos)
+            if not m:
+                fail("Expecting value")
+            num = m.group(0)
+            value = float(num) if (m.group(1) or m.group(2)) else int(num)
+            pos = m.end()
+        if opened:
+            continue
+        # Attach the value and close finished containers.
+        while True:
+            if not stack:
+                result, have_result = value, True
+                break
+            frame = stack[-1]
+            container = frame[0]
+            if isinstance(container, dict):
+                container[frame[1]] = value
+            else:
+                container.append(value)
+            pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
+            sep = text[pos : pos + 1]
+            if sep == ",":
+                pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+                if isinstance(container, dict):
+                    if text[pos : pos + 1] != '"':
+                        fail("Expecting property name enclosed in double quotes")
+                    key, pos = scanstring(text, pos + 1)
+                    pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
+                    if text[pos : pos + 1] != ":":
+                        fail("Expecting ':' delimiter")
+                    pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+                    frame[1] = key
+                break
+            closer = "}" if isinstance(container, dict) else "]"
+            if sep != closer:
+                fail(f"Expecting ',' or '{closer}'")
+            pos += 1
+            stack.pop()
+            value = container
+        if have_result:
+            break
+    pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
+    if pos != len(text):
+        fail("Extra data")
+    return result
+
+
+def loads_json(text: str) -> Any:
+    """Parse JSON text into plain values; deep nesting does not hit the recursion limit.
+
+    Raises ``json.JSONDecodeError`` (a ``ValueError``) on malformed text. Non-finite number
+    literals (``NaN``, ``Infinity``), which are not JSON, are refused.
+    """
+
+    def refuse_constant(name: str) -> NoReturn:
+        raise json.JSONDecodeError(f"{name} is not a JSON value", text, text.find(name))
+
+    try:
+        return json.loads(text, parse_constant=refuse_constant)
+    except RecursionError:
+        return _loads_iterative(text)

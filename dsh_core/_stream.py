@@ -1,0 +1,506 @@
+"""The provider-facing vocabulary: stream chunks, usage, finish reasons, failures, requests.
+
+JSON forms use the reference harness's field names (``block-start``, ``argumentsDelta``,
+``cacheReadTokens``, …) so ``assistant/chunk`` events interchange. :class:`BlockAssembler` is the
+one chunk → message assembly, shared by the loop, replay and the interrupted-prefix rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+from ._errors import DshError, InvalidEventError
+from ._header import LlmCallConfig, ToolSchema
+from ._json import FrozenDict, dumps_canonical, freeze_json
+from ._messages import (
+    ContentBlock,
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    block_from_json,
+)
+
+__all__ = [
+    "BlockAssembler",
+    "BlockEnd",
+    "BlockStart",
+    "CancelToken",
+    "Finish",
+    "FinishReason",
+    "GenerateOptions",
+    "LlmFailure",
+    "Provider",
+    "ProviderError",
+    "ReasoningDelta",
+    "StreamChunk",
+    "TextDelta",
+    "TokenUsage",
+    "ToolCallDelta",
+    "UsageChunk",
+    "chunk_from_json",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenUsage:
+    """Token counts of one call. Buckets are disjoint: ``input_tokens`` excludes cached input."""
+
+    input_tokens: int
+    """Uncached prompt tokens (DeepSeek's ``prompt_cache_miss_tokens``)."""
+    output_tokens: int
+    cache_read_tokens: int | None = None
+    """Prompt tokens served from the provider's prefix cache (``prompt_cache_hit_tokens``)."""
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    """A subdivision of ``output_tokens``."""
+
+    @property
+    def prompt_tokens(self) -> int:
+        """All prompt tokens: uncached + cache read + cache write."""
+        return self.input_tokens + (self.cache_read_tokens or 0) + (self.cache_write_tokens or 0)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens}
+        if self.cache_read_tokens is not None:
+            out["cacheReadTokens"] = self.cache_read_tokens
+        if self.cache_write_tokens is not None:
+            out["cacheWriteTokens"] = self.cache_write_tokens
+        if self.reasoning_tokens is not None:
+            out["reasoningTokens"] = self.reasoning_tokens
+        return out
+
+    @classmethod
+    def from_json(cls, obj: object) -> TokenUsage:
+        if not isinstance(obj, Mapping):
+            raise InvalidEventError(f"usage must be an object, got {obj!r}")
+
+        def count(key: str, required: bool) -> int | None:
+            value = obj.get(key)
+            if value is None and not required:
+                return None
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InvalidEventError(
+                    f"usage.{key} must be a non-negative integer, got {value!r}"
+                )
+            return value
+
+        return cls(
+            input_tokens=count("inputTokens", True) or 0,
+            output_tokens=count("outputTokens", True) or 0,
+            cache_read_tokens=count("cacheReadTokens", False),
+            cache_write_tokens=count("cacheWriteTokens", False),
+            reasoning_tokens=count("reasoningTokens", False),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LlmFailure:
+    """Why a call failed, as the loop and the log see it."""
+
+    message: str
+    code: str
+    """A stable code: ``RATE_LIMITED``, ``SERVER``, ``AUTH``, ``STREAM_CLOSED``, ``EMPTY_RESPONSE``, …"""
+    status: int | None = None
+    """The HTTP status, when there was one."""
+    retryable: bool = False
+    """Whether a retry of the byte-identical request may succeed."""
+    retry_after_ms: int | None = None
+    """The provider's Retry-After, in milliseconds."""
+    request_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"message": self.message, "code": self.code}
+        if self.status is not None:
+            out["status"] = self.status
+        if self.retryable:
+            out["retryable"] = True
+        if self.retry_after_ms is not None:
+            out["providerRetryAfterMs"] = self.retry_after_ms
+        if self.request_id is not None:
+            out["requestId"] = self.request_id
+        return out
+
+    @classmethod
+    def from_json(cls, obj: object) -> LlmFailure:
+        if not isinstance(obj, Mapping):
+            raise InvalidEventError(f"failure must be an object, got {obj!r}")
+        return cls(
+            message=str(obj.get("message", "")),
+            code=str(obj.get("code", "UNKNOWN")),
+            status=obj.get("status"),
+            retryable=bool(obj.get("retryable", False)),
+            retry_after_ms=obj.get("providerRetryAfterMs"),
+            request_id=obj.get("requestId"),
+        )
+
+
+class ProviderError(DshError):
+    """A model call failed; ``failure`` says how (and whether a retry may help)."""
+
+    def __init__(self, failure: LlmFailure) -> None:
+        status = f" (HTTP {failure.status})" if failure.status is not None else ""
+        super().__init__(f"{failure.code}{status}: {failure.message}")
+        self.failure = failure
+
+
+FinishKind: TypeAlias = Literal["stop", "tool-calls", "max-tokens", "error", "aborted"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishReason:
+    """How a stream ended. ``failure`` is set for ``error`` and ``aborted``."""
+
+    kind: FinishKind
+    failure: LlmFailure | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        if self.failure is not None:
+            out["failure"] = self.failure.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, obj: object) -> FinishReason:
+        if not isinstance(obj, Mapping) or obj.get("kind") not in (
+            "stop",
+            "tool-calls",
+            "max-tokens",
+            "error",
+            "aborted",
+        ):
+            raise InvalidEventError(f"finish reason must be {{kind: …}}, got {obj!r}")
+        failure = obj.get("failure") or obj.get("error")
+        return cls(kind=obj["kind"], failure=LlmFailure.from_json(failure) if failure else None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BlockStart:
+    index: int
+    block_type: str
+    type: Literal["block-start"] = "block-start"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "block-start", "index": self.index, "blockType": self.block_type}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta:
+    index: int
+    text: str
+    type: Literal["text-delta"] = "text-delta"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "text-delta", "index": self.index, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReasoningDelta:
+    index: int
+    text: str
+    type: Literal["reasoning-delta"] = "reasoning-delta"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "reasoning-delta", "index": self.index, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallDelta:
+    """A fragment of a tool call's raw JSON arguments; ``name`` comes with the first fragment."""
+
+    index: int
+    id: str
+    arguments_delta: str
+    name: str | None = None
+    type: Literal["tool-call-delta"] = "tool-call-delta"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "tool-call-delta", "index": self.index, "id": self.id}
+        if self.name is not None:
+            out["name"] = self.name
+        out["argumentsDelta"] = self.arguments_delta
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BlockEnd:
+    """Closes a block with its authoritative assembled form."""
+
+    index: int
+    block: ContentBlock
+    type: Literal["block-end"] = "block-end"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "block-end", "index": self.index, "block": self.block.to_json()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageChunk:
+    usage: TokenUsage
+    type: Literal["usage"] = "usage"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "usage", "usage": self.usage.to_json()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finish:
+    """The terminal chunk. ``replay_state`` is adapter-private data, carried opaquely."""
+
+    reason: FinishReason
+    replay_state: FrozenDict | None = None
+    type: Literal["finish"] = "finish"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "finish", "reason": self.reason.to_json()}
+        if self.replay_state is not None:
+            out["replayState"] = self.replay_state
+        return out
+
+
+StreamChunk: TypeAlias = (
+    "BlockStart | TextDelta | ReasoningDelta | ToolCallDelta | BlockEnd | UsageChunk | Finish"
+)
+
+
+def _int(obj: Mapping[str, Any], key: str) -> int:
+    value = obj.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidEventError(f"chunk {obj.get('type')}: {key} must be a non-negative integer")
+    return value
+
+
+def _str(obj: Mapping[str, Any], key: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise InvalidEventError(f"chunk {obj.get('type')}: {key} must be a string")
+    return value
+
+
+def chunk_from_json(obj: object) -> StreamChunk:
+    """Parse one stream chunk as logged in ``assistant/chunk`` data."""
+    if not isinstance(obj, Mapping):
+        raise InvalidEventError(f"a chunk must be an object, got {obj!r}")
+    kind = obj.get("type")
+    if kind == "block-start":
+        return BlockStart(index=_int(obj, "index"), block_type=_str(obj, "blockType"))
+    if kind == "text-delta":
+        return TextDelta(index=_int(obj, "index"), text=_str(obj, "text"))
+    if kind == "reasoning-delta":
+        return ReasoningDelta(index=_int(obj, "index"), text=_str(obj, "text"))
+    if kind == "tool-call-delta":
+        name = obj.get("name")
+        return ToolCallDelta(
+            index=_int(obj, "index"),
+            id=_str(obj, "id"),
+            arguments_delta=_str(obj, "argumentsDelta"),
+            name=name if isinstance(name, str) else None,
+        )
+    if kind == "block-end":
+        return BlockEnd(index=_int(obj, "index"), block=block_from_json(obj.get("block")))
+    if kind == "usage":
+        return UsageChunk(usage=TokenUsage.from_json(obj.get("usage")))
+    if kind == "finish":
+        state = obj.get("replayState")
+        return Finish(
+            reason=FinishReason.from_json(obj.get("reason")),
+            replay_state=freeze_json(state, path="replayState") if state is not None else None,
+        )
+    raise InvalidEventError(f"unknown chunk type {kind!r}")
+
+
+class CancelToken:
+    """The one live control channel of a request: cancellation (never frozen, never compared)."""
+
+    __slots__ = ("_event", "reason")
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self.reason: str | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self, reason: str = "user") -> None:
+        if not self._event.is_set():
+            self.reason = reason
+            self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GenerateOptions:
+    """One request, deep-immutable. A loop-built one is a pure function of the log."""
+
+    provider: str
+    model: str
+    messages: tuple[Message, ...]
+    reasoning_effort: str | None = None
+    system: str | None = None
+    tools: tuple[ToolSchema, ...] | str | None = None
+    """Schemas in the order the model sees them (a string only for an opaque placeholder)."""
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] | None = None
+    session_id: str | None = None
+    purpose: str | None = None
+    """Unset on conversation requests; ``compaction`` for the one-shot summary call."""
+    cancel: CancelToken | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def config(self) -> LlmCallConfig:
+        return LlmCallConfig(
+            provider=self.provider,
+            model=self.model,
+            reasoning_effort=self.reasoning_effort,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            stop=self.stop,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The request as JSON (the cancellation token is not part of it)."""
+        out: dict[str, Any] = dict(self.config.to_json())
+        out["messages"] = [m.to_json() for m in self.messages]
+        if self.system is not None:
+            out["system"] = self.system
+        if self.tools is not None:
+            out["tools"] = (
+                self.tools if isinstance(self.tools, str) else [t.to_json() for t in self.tools]
+            )
+        if self.session_id is not None:
+            out["sessionId"] = self.session_id
+        if self.purpose is not None:
+            out["purpose"] = self.purpose
+        return out
+
+    def canonical_json(self) -> str:
+        return dumps_canonical(self.to_json())
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model provider: streams the chunks of one call.
+
+    A failure may be reported either as a terminal ``Finish`` with kind ``error`` (preferred:
+    it is logged like any chunk) or by raising :class:`ProviderError`.
+    """
+
+    def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]: ...
+
+
+@dataclass(slots=True)
+class _OpenBlock:
+    kind: str
+    text: list[str] = field(default_factory=list)
+    call_id: str | None = None
+    name: str | None = None
+
+
+class BlockAssembler:
+    """Assembles chunks into content blocks (dsh-core-spec §6.4 assembler rules).
+
+    Blocks in first-seen index order; a ``block-end`` is authoritative (first close wins, later
+    deltas for a closed index are ignored); an open block is assembled from its deltas (a tool call
+    without id becomes ``call-<index>``); on a ``max-tokens`` finish tool calls are dropped; a
+    missing finish counts as ``stop``; the last usage wins.
+    """
+
+    def __init__(self) -> None:
+        self._order: list[int] = []
+        self._open: dict[int, _OpenBlock] = {}
+        self._closed: dict[int, ContentBlock] = {}
+        self.usage: TokenUsage | None = None
+        self.finish: Finish | None = None
+
+    def _touch(self, index: int, kind: str) -> _OpenBlock | None:
+        if index in self._closed:
+            return None
+        block = self._open.get(index)
+        if block is None:
+            block = self._open[index] = _OpenBlock(kind)
+            self._order.append(index)
+        return block
+
+    def feed(self, chunk: StreamChunk) -> None:
+        if isinstance(chunk, BlockStart):
+            self._touch(chunk.index, chunk.block_type)
+        elif isinstance(chunk, (TextDelta, ReasoningDelta)):
+            block = self._touch(
+                chunk.index, "text" if isinstance(chunk, TextDelta) else "reasoning"
+            )
+            if block is not None:
+                block.text.append(chunk.text)
+        elif isinstance(chunk, ToolCallDelta):
+            block = self._touch(chunk.index, "tool-call")
+            if block is not None:
+                block.call_id = block.call_id or chunk.id or None
+                if chunk.name is not None and block.name is None:
+                    block.name = chunk.name
+                block.text.append(chunk.arguments_delta)
+        elif isinstance(chunk, BlockEnd):
+            if chunk.index not in self._closed:
+                if chunk.index not in self._open:
+                    self._order.append(chunk.index)
+                self._open.pop(chunk.index, None)
+                self._closed[chunk.index] = chunk.block
+        elif isinstance(chunk, UsageChunk):
+            self.usage = chunk.usage
+        elif isinstance(chunk, Finish):
+            self.finish = chunk
+
+    @property
+    def finish_reason(self) -> FinishReason:
+        return self.finish.reason if self.finish is not None else FinishReason(kind="stop")
+
+    def _assemble_open(self, index: int, block: _OpenBlock) -> ContentBlock:
+        text = "".join(block.text)
+        if block.kind == "reasoning":
+            return ReasoningBlock(text=text)
+        if block.kind == "tool-call":
+            return ToolCallBlock(
+                id=block.call_id or f"call-{index}", name=block.name or "", arguments=text
+            )
+        return TextBlock(text=text)
+
+    def blocks(self) -> tuple[ContentBlock, ...]:
+        """The assembled blocks; tool calls are dropped on a ``max-tokens`` finish."""
+        out: list[ContentBlock] = []
+        drop_calls = self.finish_reason.kind == "max-tokens"
+        for index in self._order:
+            block = self._closed.get(index)
+            if block is None:
+                block = self._assemble_open(index, self._open[index])
+            if drop_calls and isinstance(block, ToolCallBlock):
+                continue
+            out.append(block)
+        return tuple(out)
+
+    def interrupted_blocks(self) -> tuple[ContentBlock, ...]:
+        """What survives a cancellation: non-blank text and reasoning only, closed or open."""
+        out: list[ContentBlock] = []
+        for index in self._order:
+            block = self._closed.get(index)
+            if block is None:
+                block = self._assemble_open(index, self._open[index])
+            if isinstance(block, (TextBlock, ReasoningBlock)) and block.text.strip():
+                out.append(block)
+        return tuple(out)
+
+
+def message_from_blocks(
+    blocks: tuple[ContentBlock, ...], *, provider: str, model: str, id: str
+) -> Message:
+    """An assistant message over assembled blocks."""
+    return Message(
+        id=id,
+        role="assistant",
+        content=blocks,
+        source=freeze_json({"kind": "model", "provider": provider, "model": model}, path="source"),
+    )
