@@ -1,0 +1,23 @@
+"""Shared test configuration: hypothesis profiles and the reference-logs location."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+
+# "ci" is derandomized so a CI run is reproducible; "dev" explores more. CI=true selects "ci".
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    max_examples=100,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", deadline=None, max_examples=200)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+REFERENCE_LOGS = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "reference-logs"
+"""Real logs of the reference harness, beside the checkout (absent on some machines)."""
