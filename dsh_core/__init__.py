@@ -33,6 +33,7 @@ from ._header import (
     header_equals,
     plan_header_event,
 )
+from ._invariants import LogInvariant, RequestInvariant
 from ._json import FrozenDict, FrozenList, dumps_canonical, freeze_json, loads_json, thaw_json
 from ._messages import (
     ContentBlock,
@@ -46,6 +47,15 @@ from ._messages import (
     derive_event_message,
     tool_result_message,
     user_message,
+)
+from ._reconstruct import (
+    BoundaryRule,
+    ReconstructedRequest,
+    RequestWitness,
+    detect_boundary_rule,
+    diff_requests,
+    reconstruct_request,
+    reconstruct_requests,
 )
 from ._session import SESSION_FORMAT_VERSION, EventLog, Session, SessionInfo, fork
 from ._stream import (
@@ -68,6 +78,7 @@ from ._stream import (
     chunk_from_json,
 )
 from ._surface import SurfaceReplacement, fold_surface
+from ._views import MessageView
 
 __all__ = [
     "CORE_EVENT_TYPES",
@@ -78,6 +89,7 @@ __all__ = [
     "BlockAssembler",
     "BlockEnd",
     "BlockStart",
+    "BoundaryRule",
     "CancelToken",
     "ContentBlock",
     "CorruptLogError",
@@ -98,12 +110,17 @@ __all__ = [
     "JsonValueError",
     "LlmCallConfig",
     "LlmFailure",
+    "LogInvariant",
     "Message",
+    "MessageView",
     "OpaqueBlock",
     "Provider",
     "ProviderError",
     "ReasoningBlock",
     "ReasoningDelta",
+    "ReconstructedRequest",
+    "RequestInvariant",
+    "RequestWitness",
     "Session",
     "SessionInfo",
     "StreamChunk",
@@ -126,7 +143,9 @@ __all__ = [
     "canonical_header",
     "chunk_from_json",
     "derive_event_message",
+    "detect_boundary_rule",
     "diff_header",
+    "diff_requests",
     "dumps_canonical",
     "fold_request_header",
     "fold_surface",
@@ -135,6 +154,8 @@ __all__ = [
     "header_equals",
     "loads_json",
     "plan_header_event",
+    "reconstruct_request",
+    "reconstruct_requests",
     "thaw_json",
     "tool_result_message",
     "user_message",

@@ -19,6 +19,7 @@ from ._header import EpochHeader, fold_request_header
 from ._json import FrozenDict, freeze_json
 from ._messages import Message, derive_event_message
 from ._surface import SurfaceFold
+from ._views import MessageView
 
 __all__ = ["SESSION_FORMAT_VERSION", "EventLog", "Session", "SessionInfo", "fork"]
 
@@ -287,6 +288,16 @@ class Session:
 
     def derive_messages(self) -> list[Message]:
         """What the model sees now: a new list per call over shared, immutable messages."""
+        self._refresh_messages()
+        return list(self._derived)
+
+    def message_view(self) -> MessageView:
+        """Like :meth:`derive_messages`, as an O(1) immutable view (the loop's request snapshot)."""
+        self._refresh_messages()
+        return MessageView(self._derived, len(self._derived))
+
+    def _refresh_messages(self) -> None:
+        """Project the surface nodes not yet seen (each exactly once); a replace rebuilds."""
         surface = self._surface
         if surface.generation != self._derived_generation:
             self._derived = []
@@ -300,7 +311,6 @@ class Session:
                 if message is not None:
                     self._derived.append(message)
             self._derived_nodes = len(nodes)
-        return list(self._derived)
 
     def request_header(self) -> EpochHeader | None:
         """The folded request header (``None`` before the first snapshot)."""

@@ -8,7 +8,7 @@ one chunk → message assembly, shared by the loop, replay and the interrupted-p
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -340,7 +340,8 @@ class GenerateOptions:
 
     provider: str
     model: str
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]
+    """Immutable: a tuple or a :class:`MessageView` (never a list)."""
     reasoning_effort: str | None = None
     system: str | None = None
     tools: tuple[ToolSchema, ...] | str | None = None

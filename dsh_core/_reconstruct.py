@@ -1,0 +1,392 @@
+"""Rebuilding requests from a log alone: the pure function every loop request must equal.
+
+:func:`reconstruct_request` folds :func:`derive_event_message` over the surface and the header
+events over the log. It shares no state with :class:`Session`'s caches, which is what makes it a
+witness: the dev-mode invariant compares each dispatched request with it.
+
+Two boundary rules exist, one per generation of the design, and a log follows exactly one:
+
+- ``step-start`` (this project, the seed RFC): a step's messages are the derivation over the
+  events before its ``step/start``; its header is the fold through the step's own header event.
+  The turn's prompt is appended before the ``step/start``.
+- ``first-chunk`` (the reference harness's current logs): the boundary is just before the
+  attempt's first ``assistant/chunk``; the claimed prompt is appended after ``step/start``.
+
+:func:`detect_boundary_rule` decides once per log, from the first turn; it never guesses per
+request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from ._errors import CorruptLogError
+from ._events import SURFACE_EVENT_TYPES, Event
+from ._header import EpochHeader, fold_request_header
+from ._json import dumps_canonical
+from ._messages import Message, derive_event_message
+from ._stream import GenerateOptions
+from ._surface import SurfaceFold
+from ._views import MessageView
+
+__all__ = [
+    "BoundaryRule",
+    "ReconstructedRequest",
+    "RequestWitness",
+    "detect_boundary_rule",
+    "diff_requests",
+    "reconstruct_request",
+    "reconstruct_requests",
+]
+
+BoundaryRule: TypeAlias = Literal["step-start", "first-chunk"]
+
+
+def detect_boundary_rule(events: Sequence[Event]) -> BoundaryRule:
+    """Which generation's boundary rule a log follows (decided once, from the log itself).
+
+    Header deltas, ``fallback`` snapshots and ``compact/*`` events exist only in this design;
+    otherwise the first turn decides: a prompt appended before its first ``step/start`` is this
+    design, one appended after it (before the first chunk) is the reference harness's.
+    """
+    in_turn = False
+    seen_step = False
+    for event in events:
+        kind = event.type
+        if kind == "request/header-delta" or kind.startswith("compact/"):
+            return "step-start"
+        if (
+            kind == "request/header"
+            and isinstance(event.data, Mapping)
+            and event.data.get("reason") == "fallback"
+        ):
+            return "step-start"
+        if kind == "turn/start":
+            in_turn, seen_step = True, False
+        elif kind == "turn/end":
+            in_turn = False
+        elif kind == "step/start" and in_turn:
+            seen_step = True
+        elif in_turn and kind in SURFACE_EVENT_TYPES and event.surface_op == "append":
+            return "first-chunk" if seen_step else "step-start"
+    return "step-start"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReconstructedRequest:
+    """One request rebuilt from a log, and where it sits."""
+
+    request: GenerateOptions
+    turn: int
+    step: int
+    attempt: int
+    """0 for the first attempt of a step, 1.. for retries."""
+    step_start_seq: int
+    boundary_seq: int
+    """Messages are the derivation over ``events[:boundary_seq]``."""
+    first_response_seq: int | None
+    """Seq of the attempt's first chunk (or its message), ``None`` if nothing was logged."""
+    header_seq: int | None
+    """Seq of the last header event folded into this request's header."""
+
+
+class _Fold:
+    """An independent incremental fold: surface, derived messages, header (no Session state)."""
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        self.events = events
+        self.surface = SurfaceFold()
+        self.count = 0
+        self.messages: list[Message] = []
+        self.projected = 0
+        self.generation = 0
+        self.header: EpochHeader | None = None
+        self.header_count = 0
+        self.header_seq: int | None = None
+
+    def messages_through(self, end: int) -> MessageView:
+        events = self.events
+        while self.count < end:
+            event = events[self.count]
+            self.surface.apply(self.surface.plan(event, self.count, events))
+            self.count += 1
+        if self.surface.generation != self.generation:
+            self.messages, self.projected, self.generation = [], 0, self.surface.generation
+        nodes = self.surface.nodes
+        for seq in nodes[self.projected :]:
+            message = derive_event_message(events[seq])
+            if message is not None:
+                self.messages.append(message)
+        self.projected = len(nodes)
+        return MessageView(self.messages, len(self.messages))
+
+    def header_through(self, end: int) -> EpochHeader | None:
+        events = self.events
+        while self.header_count < end:
+            event = events[self.header_count]
+            if event.type in ("request/header", "request/header-delta"):
+                self.header = fold_request_header((event,), self.header)
+                self.header_seq = event.seq
+            self.header_count += 1
+        return self.header
+
+
+def _build(
+    header: EpochHeader | None, messages: MessageView, session_id: str | None, where: int
+) -> GenerateOptions:
+    if header is None:
+        raise CorruptLogError(
+            f"the request at seq {where} has no request header in the log before it", seq=where
+        )
+    config = header.config
+    return GenerateOptions(
+        provider=config.provider,
+        model=config.model,
+        reasoning_effort=config.reasoning_effort,
+        messages=messages,
+        system=header.system,
+        tools=header.tools,
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
+        stop=config.stop,
+        session_id=session_id,
+    )
+
+
+def _turn_step(event: Event) -> tuple[int, int]:
+    data = event.data if isinstance(event.data, Mapping) else {}
+    return int(data.get("turn", 0) or 0), int(data.get("step", 0) or 0)
+
+
+def reconstruct_requests(
+    events: Sequence[Event], *, session_id: str | None = None, rule: BoundaryRule | None = None
+) -> Iterator[ReconstructedRequest]:
+    """Every request of a log, in order: one per attempt (retries included). Linear in the log.
+
+    An attempt is a run of ``assistant/chunk`` events of one step ended by a ``finish`` chunk (a
+    retry starts a new run), or an ``assistant/message`` with no chunks before it.
+    """
+    rule = rule or detect_boundary_rule(events)
+    fold = _Fold(events)
+    step_start: Event | None = None
+    attempt = 0
+    in_attempt = False
+    for event in events:
+        kind = event.type
+        if kind == "step/start":
+            step_start, attempt, in_attempt = event, 0, False
+            continue
+        if kind in ("step/end", "turn/end"):
+            step_start, in_attempt = None, False
+            continue
+        if step_start is None:
+            continue
+        starts = (kind == "assistant/chunk" and not in_attempt) or (
+            kind == "assistant/message" and not in_attempt and not event.source_event_seqs
+        )
+        if starts:
+            boundary = step_start.seq if rule == "step-start" else event.seq
+            messages = fold.messages_through(boundary)
+            header = fold.header_through(event.seq)
+            turn, step = _turn_step(step_start)
+            yield ReconstructedRequest(
+                request=_build(header, messages, session_id, event.seq),
+                turn=turn,
+                step=step,
+                attempt=attempt,
+                step_start_seq=step_start.seq,
+                boundary_seq=boundary,
+                first_response_seq=event.seq,
+                header_seq=fold.header_seq,
+            )
+            attempt += 1
+            in_attempt = kind == "assistant/chunk"
+        if kind == "assistant/chunk" and in_attempt:
+            chunk = event.data.get("chunk") if isinstance(event.data, Mapping) else None
+            if isinstance(chunk, Mapping) and chunk.get("type") == "finish":
+                in_attempt = False
+        elif kind == "assistant/message":
+            in_attempt = False
+
+
+def reconstruct_request(
+    events: Sequence[Event],
+    step_start_seq: int,
+    *,
+    attempt: int = 0,
+    session_id: str | None = None,
+    rule: BoundaryRule | None = None,
+) -> GenerateOptions:
+    """The request of the step opened at ``step_start_seq`` (its ``attempt``-th attempt).
+
+    With the ``step-start`` rule a step whose request was not answered yet (the invariant checks
+    before dispatch) is rebuilt from the events logged so far.
+    """
+    if not 0 <= step_start_seq < len(events) or events[step_start_seq].type != "step/start":
+        raise CorruptLogError(f"seq {step_start_seq} is not a step/start", seq=step_start_seq)
+    rule = rule or detect_boundary_rule(events)
+    end = len(events)
+    for i in range(step_start_seq + 1, len(events)):
+        if events[i].type in ("step/start", "step/end"):
+            end = i
+            break
+    window = events[:end]
+    for rebuilt in reconstruct_requests(window, session_id=session_id, rule=rule):
+        if rebuilt.step_start_seq == step_start_seq and rebuilt.attempt == attempt:
+            return rebuilt.request
+    if rule == "step-start" and attempt == 0:
+        fold = _Fold(events)
+        messages = fold.messages_through(step_start_seq)
+        return _build(fold.header_through(end), messages, session_id, step_start_seq)
+    raise CorruptLogError(
+        f"the step at seq {step_start_seq} has no attempt {attempt} in the log", seq=step_start_seq
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Diffs in this project's vocabulary
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = value if isinstance(value, str) else dumps_canonical(value)
+    text = repr(text) if isinstance(value, str) else text
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _first_json_difference(path: str, a: Any, b: Any) -> str | None:
+    """The first path at which two JSON values differ, with both values."""
+    stack: list[tuple[str, Any, Any]] = [(path, a, b)]
+    while stack:
+        where, x, y = stack.pop()
+        if isinstance(x, Mapping) and isinstance(y, Mapping):
+            if list(x) != list(y):
+                only_x = [k for k in x if k not in y]
+                only_y = [k for k in y if k not in x]
+                if only_x or only_y:
+                    return f"{where}: keys {only_x} only in expected, {only_y} only in actual"
+                return f"{where}: same keys in another order ({list(x)} vs {list(y)})"
+            for key in reversed(list(x)):
+                stack.append((f"{where}.{key}", x[key], y[key]))
+        elif isinstance(x, list) and isinstance(y, list):
+            if len(x) != len(y):
+                for i, (p, q) in enumerate(zip(x, y, strict=False)):
+                    if dumps_canonical(p) != dumps_canonical(q):
+                        return _first_json_difference(f"{where}[{i}]", p, q)
+                return f"{where}: {len(x)} items expected, {len(y)} actual"
+            for i in reversed(range(len(x))):
+                stack.append((f"{where}[{i}]", x[i], y[i]))
+        elif type(x) is not type(y) or x != y:
+            return f"{where} differs: expected {_short(x)}, actual {_short(y)}"
+    return None
+
+
+def _system_diff(expected: str | None, actual: str | None) -> str:
+    a = expected.split("\n") if expected else []
+    b = actual.split("\n") if actual else []
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return f"system line {i + 1} differs: expected {_short(x)}, actual {_short(y)}"
+    if len(a) != len(b):
+        return f"system: expected {len(a)} lines, actual {len(b)}"
+    return "system differs"
+
+
+def _tools_diff(expected: Any, actual: Any) -> list[str]:
+    if isinstance(expected, str) or isinstance(actual, str) or expected is None or actual is None:
+        return [f"header.tools differs: expected {_short(expected)}, actual {_short(actual)}"]
+    exp = {t.name: t for t in expected}
+    act = {t.name: t for t in actual}
+    out: list[str] = []
+    for name in act:
+        if name not in exp:
+            out.append(f"header.tools: {name!r} present in the request but not in the log")
+    for name in exp:
+        if name not in act:
+            out.append(f"header.tools: {name!r} in the log but missing from the request")
+    for name in exp:
+        if name in act and dumps_canonical(exp[name].to_json()) != dumps_canonical(
+            act[name].to_json()
+        ):
+            detail = _first_json_difference(
+                f"tool {name!r}", exp[name].to_json(), act[name].to_json()
+            )
+            out.append(f"header.tools: {detail}")
+    if not out and [t.name for t in expected] != [t.name for t in actual]:
+        out.append(
+            f"header.tools: order differs: expected {[t.name for t in expected]}, "
+            f"actual {[t.name for t in actual]}"
+        )
+    return out
+
+
+def diff_requests(expected: GenerateOptions, actual: GenerateOptions) -> tuple[str, ...]:
+    """Where ``actual`` differs from ``expected``, in this project's vocabulary; ``()`` if equal.
+
+    Config fields (``config.temperature``), the system prompt by line, tools by name, and
+    messages by index and field (``messages[4].content[0].text differs: …``).
+    """
+    out: list[str] = []
+    exp_config, act_config = expected.config.to_json(), actual.config.to_json()
+    for key in dict.fromkeys([*exp_config, *act_config]):
+        if key not in act_config:
+            out.append(f"config.{key}: expected {_short(exp_config[key])}, absent in the request")
+        elif key not in exp_config:
+            out.append(f"config.{key}: {_short(act_config[key])} in the request, absent in the log")
+        elif dumps_canonical(exp_config[key]) != dumps_canonical(act_config[key]):
+            out.append(
+                f"config.{key}: expected {_short(exp_config[key])}, actual {_short(act_config[key])}"
+            )
+    if (expected.system or None) != (actual.system or None):
+        out.append(_system_diff(expected.system, actual.system))
+    exp_tools = expected.tools or None
+    act_tools = actual.tools or None
+    if exp_tools != act_tools:
+        out.extend(_tools_diff(exp_tools, act_tools))
+    exp_msgs, act_msgs = expected.messages, actual.messages
+    for i, (m, n) in enumerate(zip(exp_msgs, act_msgs, strict=False)):
+        if m is not n and m.canonical_json() != n.canonical_json():
+            detail = _first_json_difference(f"messages[{i}]", m.to_json(), n.to_json())
+            out.append(detail or f"messages[{i}] differs")
+            break
+    if len(exp_msgs) != len(act_msgs):
+        out.append(
+            f"messages: the log derives {len(exp_msgs)}, the request has {len(act_msgs)}"
+            + (
+                f" (first extra: {_short(act_msgs[len(exp_msgs)].text)})"
+                if len(act_msgs) > len(exp_msgs)
+                else ""
+            )
+        )
+    if (expected.session_id, expected.purpose) != (actual.session_id, actual.purpose):
+        out.append(
+            f"envelope: expected sessionId={expected.session_id!r} purpose={expected.purpose!r}, "
+            f"actual sessionId={actual.session_id!r} purpose={actual.purpose!r}"
+        )
+    return tuple(out)
+
+
+class RequestWitness:
+    """An independent, incremental reconstructor over a live log (for the dev invariant).
+
+    It keeps its own surface, message and header folds and advances them over new events only,
+    so checking each request costs O(new events) to fold plus one comparison.
+    """
+
+    def __init__(self) -> None:
+        self._fold: _Fold | None = None
+
+    def expected(
+        self, events: Sequence[Event], step_start_seq: int, session_id: str | None
+    ) -> GenerateOptions:
+        """The request the log owes for the step at ``step_start_seq`` (step-start rule)."""
+        if self._fold is None:
+            self._fold = _Fold(events)
+        fold = self._fold
+        fold.events = events
+        if step_start_seq < fold.count:
+            fold = self._fold = _Fold(events)  # the log was rewound (a different log): refold
+        messages = fold.messages_through(step_start_seq)
+        header = fold.header_through(len(events))
+        return _build(header, messages, session_id, step_start_seq)

@@ -1,0 +1,61 @@
+"""``MessageView``: an O(1), immutable snapshot of an append-only message list.
+
+The session's derived-message cache is append-only between surface rewrites (a replace starts a
+new list), so a view of its first ``n`` items never changes. Requests carry such a view instead
+of copying history, which keeps the loop's per-step cost flat as the log grows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+from ._messages import Message
+
+__all__ = ["MessageView"]
+
+
+class MessageView(Sequence[Message]):
+    """The first ``len`` messages of an append-only list; immutable, compares like a sequence."""
+
+    __slots__ = ("_items", "_n")
+
+    def __init__(self, items: list[Message] | tuple[Message, ...], n: int | None = None) -> None:
+        self._items = items
+        self._n = len(items) if n is None else n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
+    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+        if isinstance(index, slice):
+            return tuple(self._items[: self._n][index])
+        if index < 0:
+            index += self._n
+        if not 0 <= index < self._n:
+            raise IndexError(f"message index {index} out of range ({self._n} messages)")
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[Message]:
+        items = self._items
+        for i in range(self._n):
+            yield items[i]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        if len(other) != self._n:
+            return False
+        return all(a is b or a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"MessageView(<{self._n} messages>)"
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [m.to_json() for m in self]
