@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import types
 
 import pytest
@@ -24,5 +25,5 @@ def test_all_is_sorted_and_exact(package: types.ModuleType) -> None:
     }
     for name in exported:
         value = getattr(package, name)
-        if hasattr(value, "__module__") and not isinstance(value, str):
+        if isinstance(value, type) or inspect.isfunction(value):
             assert value.__module__.startswith(package.__name__), name
