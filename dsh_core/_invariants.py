@@ -79,6 +79,10 @@ class LogInvariant:
         return invariant
 
     def __call__(self, event: Event, session: Session) -> None:
+        self.check(event)
+
+    def check(self, event: Event) -> None:
+        """Check ``event`` as the next event of the log, then record it."""
         self._check(event)
         self._advance(event)
 

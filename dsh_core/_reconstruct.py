@@ -44,13 +44,21 @@ __all__ = [
 BoundaryRule: TypeAlias = Literal["step-start", "first-chunk"]
 
 
+_REFERENCE_ONLY_TYPES = frozenset({"request/context", "agent/inbox/spliced", "session/title"})
+"""Event types only the reference harness's current generation writes (our loop never does)."""
+
+
 def detect_boundary_rule(events: Sequence[Event]) -> BoundaryRule:
     """Which generation's boundary rule a log follows (decided once, from the log itself).
 
-    Header deltas, ``fallback`` snapshots and ``compact/*`` events exist only in this design;
-    otherwise the first turn decides: a prompt appended before its first ``step/start`` is this
-    design, one appended after it (before the first chunk) is the reference harness's.
+    In order: header deltas, ``fallback`` snapshots and ``compact/*`` events exist only in this
+    design (``step-start``); ``request/context``, ``agent/inbox/spliced`` and ``session/title``
+    only in the reference harness's current generation (``first-chunk``). Otherwise the first
+    turn decides: a prompt appended before its first ``step/start`` is this design, one appended
+    after it is the reference harness's.
     """
+    reference_marker = False
+    first_turn: BoundaryRule | None = None
     in_turn = False
     seen_step = False
     for event in events:
@@ -63,15 +71,24 @@ def detect_boundary_rule(events: Sequence[Event]) -> BoundaryRule:
             and event.data.get("reason") == "fallback"
         ):
             return "step-start"
-        if kind == "turn/start":
+        if kind in _REFERENCE_ONLY_TYPES:
+            reference_marker = True
+        elif kind == "turn/start":
             in_turn, seen_step = True, False
         elif kind == "turn/end":
             in_turn = False
         elif kind == "step/start" and in_turn:
             seen_step = True
-        elif in_turn and kind in SURFACE_EVENT_TYPES and event.surface_op == "append":
-            return "first-chunk" if seen_step else "step-start"
-    return "step-start"
+        elif (
+            first_turn is None
+            and in_turn
+            and kind in SURFACE_EVENT_TYPES
+            and event.surface_op == "append"
+        ):
+            first_turn = "first-chunk" if seen_step else "step-start"
+    if reference_marker:
+        return "first-chunk"
+    return first_turn or "step-start"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
