@@ -5,6 +5,7 @@ it; the loop builds each request from those folds and nothing else, so anyone ho
 rebuilds every request byte for byte (:func:`reconstruct_request`).
 """
 
+from ._compaction import CompactionError, Compactor, estimate_context_tokens
 from ._errors import (
     AgentError,
     CorruptLogError,
@@ -35,6 +36,17 @@ from ._header import (
 )
 from ._invariants import LogInvariant, RequestInvariant
 from ._json import FrozenDict, FrozenList, dumps_canonical, freeze_json, loads_json, thaw_json
+from ._loop import (
+    Agent,
+    AgentOptions,
+    PreStepContext,
+    PreStepHook,
+    PromptContext,
+    RequestContext,
+    RequestMiddleware,
+    SystemSection,
+    TurnCancelledError,
+)
 from ._messages import (
     ContentBlock,
     Message,
@@ -57,6 +69,7 @@ from ._reconstruct import (
     reconstruct_request,
     reconstruct_requests,
 )
+from ._retry import RetryPolicy
 from ._session import SESSION_FORMAT_VERSION, EventLog, Session, SessionInfo, fork
 from ._stream import (
     BlockAssembler,
@@ -78,6 +91,7 @@ from ._stream import (
     chunk_from_json,
 )
 from ._surface import SurfaceReplacement, fold_surface
+from ._tools import Tool, ToolContext, ToolFunction, ToolOutput, ToolRegistry, tool
 from ._views import MessageView
 
 __all__ = [
@@ -85,12 +99,16 @@ __all__ = [
     "SESSION_FORMAT_VERSION",
     "SURFACE_EVENT_TYPES",
     "AddedTool",
+    "Agent",
     "AgentError",
+    "AgentOptions",
     "BlockAssembler",
     "BlockEnd",
     "BlockStart",
     "BoundaryRule",
     "CancelToken",
+    "CompactionError",
+    "Compactor",
     "ContentBlock",
     "CorruptLogError",
     "DshError",
@@ -114,13 +132,19 @@ __all__ = [
     "Message",
     "MessageView",
     "OpaqueBlock",
+    "PreStepContext",
+    "PreStepHook",
+    "PromptContext",
     "Provider",
     "ProviderError",
     "ReasoningBlock",
     "ReasoningDelta",
     "ReconstructedRequest",
+    "RequestContext",
     "RequestInvariant",
+    "RequestMiddleware",
     "RequestWitness",
+    "RetryPolicy",
     "Session",
     "SessionInfo",
     "StreamChunk",
@@ -128,14 +152,21 @@ __all__ = [
     "SurfaceReplace",
     "SurfaceReplacement",
     "SystemDelta",
+    "SystemSection",
     "TextBlock",
     "TextDelta",
     "TokenUsage",
+    "Tool",
     "ToolCallBlock",
     "ToolCallDelta",
+    "ToolContext",
+    "ToolFunction",
+    "ToolOutput",
+    "ToolRegistry",
     "ToolResultBlock",
     "ToolSchema",
     "ToolsDelta",
+    "TurnCancelledError",
     "UnsupportedVersionError",
     "UsageChunk",
     "apply_header_delta",
@@ -147,6 +178,7 @@ __all__ = [
     "diff_header",
     "diff_requests",
     "dumps_canonical",
+    "estimate_context_tokens",
     "fold_request_header",
     "fold_surface",
     "fork",
@@ -157,6 +189,7 @@ __all__ = [
     "reconstruct_request",
     "reconstruct_requests",
     "thaw_json",
+    "tool",
     "tool_result_message",
     "user_message",
 ]

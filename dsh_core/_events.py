@@ -83,7 +83,7 @@ class SurfaceReplace:
         start, end = obj["start"], obj["end"]
         if not _is_seq(start) or not _is_seq(end):
             raise InvalidEventError(
-                f"surfaceOp start/end must be non-negative integers, got {start!r}, {end!r}"
+                f"surfaceOp start/end must be non-negative safe integers, got {start!r}, {end!r}"
             )
         return cls(start=start, end=end)
 
@@ -91,8 +91,16 @@ class SurfaceReplace:
 SurfaceOp: TypeAlias = "Literal['append'] | SurfaceReplace"
 
 
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+"""Seqs and times are JSON safe integers, so logs interchange with the TypeScript harness."""
+
+
+def _is_safe_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_SAFE_INTEGER
+
+
 def _is_seq(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return _is_safe_int(value) and value >= 0  # type: ignore[operator]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,20 +122,38 @@ class Event:
     ignorable: bool = False
     """A reader that does not know ``type`` may skip it only when this is true."""
 
+    def __post_init__(self) -> None:
+        # An event built by hand gets the same deep immutability as a logged one (already-frozen
+        # data is shared, so this costs nothing on the hot path).
+        try:
+            data = freeze_json(self.data, path="data")
+        except JsonValueError as exc:
+            raise InvalidEventError(
+                f"event data is not lossless JSON: {exc}", seq=self.seq, event_type=self.type
+            ) from exc
+        if data is not self.data:
+            object.__setattr__(self, "data", data)
+        if self.source_event_seqs is not None and not isinstance(self.source_event_seqs, tuple):
+            object.__setattr__(self, "source_event_seqs", tuple(self.source_event_seqs))
+
     def to_json(self) -> dict[str, Any]:
-        """The envelope as JSON, ``type`` first (raw-text probes of JSONL depend on it)."""
+        """The envelope as JSON in the reference harness's key order: ``type, seq, time, data,
+        sourceEventSeqs?, surfaceOp?, ignorable?`` (``type`` first: raw-text probes of JSONL
+        depend on it)."""
         out: dict[str, Any] = {
             "type": self.type,
             "seq": self.seq,
             "time": self.time,
             "data": self.data,
         }
+        # The reference harness writes provenance before the surface marker; byte-identical
+        # re-encoding of its logs depends on this order.
+        if self.source_event_seqs is not None:
+            out["sourceEventSeqs"] = list(self.source_event_seqs)
         if self.surface_op is not None:
             out["surfaceOp"] = (
                 "append" if self.surface_op == "append" else self.surface_op.to_json()
             )
-        if self.source_event_seqs is not None:
-            out["sourceEventSeqs"] = list(self.source_event_seqs)
         if self.ignorable:
             out["ignorable"] = True
         return out
@@ -155,12 +181,12 @@ class Event:
             raise InvalidEventError("event type must be a non-empty string", seq=seq_hint)
         if not _is_seq(obj["seq"]):
             raise InvalidEventError(
-                f"event seq must be a non-negative integer, got {obj['seq']!r}",
+                f"event seq must be a non-negative safe integer, got {obj['seq']!r}",
                 event_type=type_hint,
             )
-        if not isinstance(obj["time"], int) or isinstance(obj["time"], bool):
+        if not _is_safe_int(obj["time"]):
             raise InvalidEventError(
-                f"event time must be an integer (epoch ms), got {obj['time']!r}",
+                f"event time must be a safe integer (epoch ms), got {obj['time']!r}",
                 seq=seq_hint,
                 event_type=type_hint,
             )
@@ -169,6 +195,11 @@ class Event:
             raise InvalidEventError(
                 "ignorable must be absent or exactly true", seq=seq_hint, event_type=type_hint
             )
+        for key in ("surfaceOp", "sourceEventSeqs"):
+            if key in obj and obj[key] is None:
+                raise InvalidEventError(
+                    f"{key} must be absent or a value, not null", seq=seq_hint, event_type=type_hint
+                )
         surface_op = parse_surface_op(obj.get("surfaceOp"), seq=seq_hint, event_type=type_hint)
         seqs = parse_source_seqs(obj.get("sourceEventSeqs"), seq=seq_hint, event_type=type_hint)
         try:
@@ -219,11 +250,15 @@ def parse_source_seqs(
     for item in value:
         if not _is_seq(item):
             raise InvalidEventError(
-                f"sourceEventSeqs entries must be non-negative integers, got {item!r}",
+                f"sourceEventSeqs entries must be non-negative safe integers, got {item!r}",
                 seq=seq,
                 event_type=event_type,
             )
     return tuple(value)
+
+
+def _non_empty_str(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
 
 
 def _fail(event: Event, message: str) -> InvalidEventError:
@@ -264,7 +299,9 @@ def check_event_shape(event: Event) -> None:
         if not isinstance(content, list):
             raise _fail(event, "message content must be an array")
         if event.type == "assistant/message" and (
-            source["kind"] != "model" or not source.get("provider") or not source.get("model")
+            source["kind"] != "model"
+            or not _non_empty_str(source.get("provider"))
+            or not _non_empty_str(source.get("model"))
         ):
             raise _fail(event, "assistant message source must be {kind:'model', provider, model}")
         if event.type == "tool/result":

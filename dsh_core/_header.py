@@ -14,12 +14,13 @@ applying it to the previous header is verified to reproduce the new one; otherwi
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeGuard
 
-from ._errors import CorruptLogError, HeaderError, InvalidEventError
+from ._errors import CorruptLogError, HeaderError, JsonValueError
 from ._events import Event
 from ._json import FrozenDict, dumps_canonical, freeze_json
 
@@ -41,6 +42,10 @@ __all__ = [
 ]
 
 _PLACEHOLDER = re.compile(r"^\{\{[A-Za-z0-9_.:-]+\}\}$")
+
+
+def _non_empty_str(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
 
 
 def _obj(value: object, what: str) -> Mapping[str, Any]:
@@ -69,12 +74,32 @@ class LlmCallConfig:
     """``None`` (absent) and ``()`` are different values, as on the wire."""
 
     def __post_init__(self) -> None:
-        if not self.provider or not self.model:
-            raise HeaderError("a call config needs a non-empty provider and model")
-        if self.reasoning_effort is not None and not self.reasoning_effort:
-            raise HeaderError("reasoningEffort must be a non-empty string when present")
-        if self.stop is not None and not isinstance(self.stop, tuple):
-            object.__setattr__(self, "stop", tuple(self.stop))
+        if not _non_empty_str(self.provider) or not _non_empty_str(self.model):
+            raise HeaderError(
+                f"a call config needs a non-empty provider and model, got {self.provider!r}, "
+                f"{self.model!r}"
+            )
+        if self.reasoning_effort is not None and not _non_empty_str(self.reasoning_effort):
+            raise HeaderError(
+                f"reasoningEffort must be a non-empty string when present, got {self.reasoning_effort!r}"
+            )
+        if self.temperature is not None and (
+            isinstance(self.temperature, bool)
+            or not isinstance(self.temperature, (int, float))
+            or not math.isfinite(self.temperature)
+        ):
+            raise HeaderError(f"temperature must be a finite number, got {self.temperature!r}")
+        if self.max_tokens is not None and (
+            isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int)
+        ):
+            raise HeaderError(f"maxTokens must be an integer, got {self.max_tokens!r}")
+        if self.stop is not None:
+            if isinstance(self.stop, str):
+                raise HeaderError("stop must be a sequence of strings, not one string")
+            if not isinstance(self.stop, tuple):
+                object.__setattr__(self, "stop", tuple(self.stop))
+            if not all(isinstance(s, str) for s in self.stop):
+                raise HeaderError(f"stop must hold strings only, got {self.stop!r}")
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"provider": self.provider, "model": self.model}
@@ -138,11 +163,17 @@ class ToolSchema:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise HeaderError("a tool needs a non-empty name")
-        if not isinstance(self.parameters, FrozenDict):
-            object.__setattr__(
-                self, "parameters", freeze_json(dict(self.parameters), path="parameters")
-            )
+            raise HeaderError(f"a tool needs a non-empty name, got {self.name!r}")
+        if not isinstance(self.description, str):
+            raise HeaderError(f"tool {self.name!r}: description must be a string")
+        if not isinstance(self.parameters, Mapping):
+            raise HeaderError(f"tool {self.name!r}: parameters must be a JSON Schema object")
+        if type(self.parameters) is not FrozenDict:
+            try:
+                frozen = freeze_json(dict(self.parameters), path="parameters")
+            except JsonValueError as exc:
+                raise HeaderError(f"tool {self.name!r}: {exc}") from exc
+            object.__setattr__(self, "parameters", frozen)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -158,11 +189,7 @@ class ToolSchema:
             raise HeaderError(f"tool {name!r}: description must be a string")
         if not isinstance(parameters, Mapping):
             raise HeaderError(f"tool {name!r}: parameters must be a JSON Schema object")
-        return cls(
-            name=name,
-            description=description,
-            parameters=freeze_json(parameters, path="parameters"),
-        )
+        return cls(name=name, description=description, parameters=parameters)  # type: ignore[arg-type]
 
 
 def _check_unique(tools: Sequence[ToolSchema]) -> None:
@@ -188,14 +215,25 @@ class EpochHeader:
     _text: list[str] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.system is not None and not isinstance(self.system, str):
+            raise HeaderError(f"header system must be a string, got {type(self.system).__name__}")
         if isinstance(self.tools, str):
             if not _PLACEHOLDER.match(self.tools):
                 raise HeaderError(
                     f"header tools must be an array of tool schemas, got the string {self.tools[:40]!r}"
                 )
         elif self.tools is not None:
-            if not isinstance(self.tools, tuple):
-                object.__setattr__(self, "tools", tuple(self.tools))
+            if not isinstance(self.tools, tuple) or not all(
+                isinstance(t, ToolSchema) for t in self.tools
+            ):
+                object.__setattr__(
+                    self,
+                    "tools",
+                    tuple(
+                        t if isinstance(t, ToolSchema) else ToolSchema.from_json(t)
+                        for t in self.tools
+                    ),
+                )
             _check_unique(self.tools)
 
     def to_json(self) -> dict[str, Any]:
@@ -255,6 +293,10 @@ def header_equals(a: EpochHeader, b: EpochHeader) -> bool:
 # Deltas
 
 
+def _count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SystemDelta:
     """Keep ``keep_start`` leading and ``keep_end`` trailing lines, put ``insert`` between them.
@@ -274,7 +316,7 @@ class SystemDelta:
         o = _obj(obj, "system delta")
         _keys(o, ("keepStart", "keepEnd", "insert"), "system delta")
         ks, ke, ins = o.get("keepStart"), o.get("keepEnd"), o.get("insert")
-        if not (isinstance(ks, int) and isinstance(ke, int) and ks >= 0 and ke >= 0):
+        if not (_count(ks) and _count(ke)):
             raise HeaderError("system delta keepStart/keepEnd must be non-negative integers")
         if not isinstance(ins, list) or not all(isinstance(x, str) for x in ins):
             raise HeaderError("system delta insert must be an array of strings")
@@ -286,9 +328,19 @@ class AddedTool:
     """A tool added by a delta, and its index in the new tool list."""
 
     index: int
+    """Position in the new tool list; ``-1`` appends at the end (the reference harness's
+    generation-B form, written back as a bare schema)."""
     tool: ToolSchema
 
+    def __post_init__(self) -> None:
+        if isinstance(self.index, bool) or not isinstance(self.index, int) or self.index < -1:
+            raise HeaderError(
+                f"added tool index must be -1 or a non-negative integer, got {self.index!r}"
+            )
+
     def to_json(self) -> dict[str, Any]:
+        if self.index < 0:
+            return self.tool.to_json()
         return {"index": self.index, "tool": self.tool.to_json()}
 
 
@@ -569,9 +621,10 @@ def plan_header_event(
         delta = encoder(previous, header)
         if delta is not None:
             data = delta.to_json()
+            # Verify what a reader will fold: the frozen JSON form, decoded again.
             replayed = apply_header_delta(previous, HeaderDelta.from_json(freeze_json(data)))
             if header_equals(replayed, header):
                 return ("request/header-delta", data)
-    except (HeaderError, InvalidEventError):
-        pass  # the encoder could not express this change: the safety valve below
+    except Exception:  # an encoder bug of any kind must only cost a snapshot, never a request
+        pass
     return snapshot("fallback")

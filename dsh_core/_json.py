@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterable, Iterator
 from typing import Any, NoReturn, TypeAlias
 
 from ._errors import JsonValueError
@@ -40,8 +41,23 @@ def _immutable(self: object, *args: object, **kwargs: object) -> NoReturn:
     raise TypeError(f"{type(self).__name__} is immutable: logged data cannot be changed")
 
 
+def _item_hash(value: object) -> int:
+    # A shallow hash consistent with ``==``: equal containers have equal lengths, and equal
+    # scalars hash alike across int/float/bool (hash(1) == hash(1.0) == hash(True)).
+    if type(value) is FrozenDict:
+        return hash(("{}", len(value)))
+    if type(value) is FrozenList:
+        return hash(("[]", len(value)))
+    return hash(value)
+
+
 class FrozenDict(dict[str, Any]):
-    """A JSON object that cannot be mutated (every mutator raises ``TypeError``)."""
+    """A JSON object that cannot be mutated (every mutator raises ``TypeError``).
+
+    Constructing one validates and deep-freezes its contents like :func:`freeze_json` (a
+    :class:`JsonValueError` names the offending path), so a ``FrozenDict`` is always lossless,
+    immutable JSON all the way down.
+    """
 
     __slots__ = ()
     __setitem__ = _immutable
@@ -53,8 +69,15 @@ class FrozenDict(dict[str, Any]):
     setdefault = _immutable
     update = _immutable
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> FrozenDict:
+        frozen: FrozenDict = freeze_json(dict(*args, **kwargs), path="FrozenDict")
+        return frozen
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Contents are set by ``__new__``; calling ``__init__`` again changes nothing."""
+
     def __hash__(self) -> int:  # type: ignore[override]
-        return hash(dumps_canonical(self))
+        return hash(frozenset((key, _item_hash(value)) for key, value in self.items()))
 
     def __copy__(self) -> FrozenDict:
         return self
@@ -67,7 +90,10 @@ class FrozenDict(dict[str, Any]):
 
 
 class FrozenList(list[Any]):
-    """A JSON array that cannot be mutated (every mutator raises ``TypeError``)."""
+    """A JSON array that cannot be mutated (every mutator raises ``TypeError``).
+
+    Constructing one validates and deep-freezes its items like :func:`freeze_json`.
+    """
 
     __slots__ = ()
     __setitem__ = _immutable
@@ -83,8 +109,15 @@ class FrozenList(list[Any]):
     sort = _immutable
     reverse = _immutable
 
+    def __new__(cls, iterable: Iterable[Any] = (), /) -> FrozenList:
+        frozen: FrozenList = freeze_json(list(iterable), path="FrozenList")
+        return frozen
+
+    def __init__(self, iterable: Iterable[Any] = (), /) -> None:
+        """Items are set by ``__new__``; calling ``__init__`` again changes nothing."""
+
     def __hash__(self) -> int:  # type: ignore[override]
-        return hash(dumps_canonical(self))
+        return hash(tuple(_item_hash(value) for value in self))
 
     def __copy__(self) -> FrozenList:
         return self
@@ -96,6 +129,19 @@ class FrozenList(list[Any]):
         return (FrozenList, (list(self),))
 
 
+def _new_frozen_dict(pairs: Iterable[tuple[str, Any]]) -> FrozenDict:
+    # Bypasses the validating constructor: the caller has validated and frozen every value.
+    frozen = dict.__new__(FrozenDict)
+    dict.__init__(frozen, pairs)
+    return frozen
+
+
+def _new_frozen_list(items: Iterable[Any]) -> FrozenList:
+    frozen = list.__new__(FrozenList)
+    list.__init__(frozen, items)
+    return frozen
+
+
 def is_frozen_json(value: object) -> bool:
     """True for a scalar or a container produced by :func:`freeze_json`."""
     return value is None or isinstance(value, (bool, int, float, str, FrozenDict, FrozenList))
@@ -105,12 +151,40 @@ def _describe(value: object) -> str:
     return type(value).__name__
 
 
-def _check_scalar(value: object, path: str) -> None:
+_BIG_INT_BITS = 13_000
+"""Below this many bits an int always has fewer digits than Python's str-conversion limit."""
+
+
+def _check_float(value: float, path: str) -> None:
+    if math.isnan(value) or math.isinf(value):
+        raise JsonValueError(f"{value!r} is not representable in JSON", path=path)
+    if value == 0.0 and math.copysign(1.0, value) < 0:
+        raise JsonValueError("-0.0 does not survive a JSON round trip", path=path)
+
+
+def _check_big_int(value: int, path: str) -> None:
+    limit = sys.get_int_max_str_digits()
+    if limit and abs(value) >= 10**limit:
+        raise JsonValueError(
+            f"an integer of more than {limit} digits cannot be written as JSON text", path=path
+        )
+
+
+def _coerce_scalar(value: object, path: str) -> object:
+    """A JSON scalar of an exact built-in type; subclasses (``IntEnum``, ``StrEnum``, numpy's
+    ``float64``) become the plain value their JSON text reads back as. Anything else raises."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):  # bool cannot be subclassed, so this is a true int subclass
+        number = int.__index__(value)
+        if number.bit_length() > _BIG_INT_BITS:
+            _check_big_int(number, path)
+        return number
     if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            raise JsonValueError(f"{value!r} is not representable in JSON", path=path)
-        if value == 0.0 and math.copysign(1.0, value) < 0:
-            raise JsonValueError("-0.0 does not survive a JSON round trip", path=path)
+        real = float.__float__(value)
+        _check_float(real, path)
+        return real
+    raise JsonValueError(f"{_describe(value)} is not a JSON value", path=path)
 
 
 def _child_path(path: str, key: str | int) -> str:
@@ -125,30 +199,33 @@ def freeze_json(value: object, *, path: str = "data") -> Any:
     """Validate ``value`` as lossless JSON and return a deeply immutable copy.
 
     Accepted: ``None``, ``bool``, ``int``, finite ``float`` other than ``-0.0``, ``str``, ``list``
-    and ``dict`` with ``str`` keys (and already-frozen containers, shared as they are). Anything
-    else raises :class:`JsonValueError` naming the path, e.g. ``data.content[2].text``.
+    and ``dict`` with ``str`` keys (and already-frozen containers, shared as they are).
+    Subclasses of ``str``/``int``/``float`` are stored as the plain value. Anything else (NaN,
+    infinities, ``-0.0``, non-str keys, tuples, sets, cycles, other objects, dict/list
+    subclasses) raises :class:`JsonValueError` naming the path, e.g. ``data.content[2].text``.
     """
-    if isinstance(value, (FrozenDict, FrozenList)) or value is None:
+    kind = type(value)
+    if value is None or kind is bool or kind is str or kind is FrozenDict or kind is FrozenList:
         return value
-    if isinstance(value, (bool, int, str)):
+    if kind is int:
+        if value.bit_length() > _BIG_INT_BITS:  # type: ignore[attr-defined]
+            _check_big_int(value, path)  # type: ignore[arg-type]
         return value
-    if isinstance(value, float):
-        _check_scalar(value, path)
+    if kind is float:
+        _check_float(value, path)  # type: ignore[arg-type]
         return value
     if not isinstance(value, (dict, list)):
-        raise JsonValueError(f"{_describe(value)} is not a JSON value", path=path)
+        return _coerce_scalar(value, path)
 
     # Iterative post-order build. Each frame: (source, path, items-iterator, built children).
     active: set[int] = set()
     root_out: list[Any] = []
-    stack: list[tuple[object, str, Iterator[tuple[str | int, object]], list[Any]]] = []
+    stack: list[tuple[object, str, Iterator[tuple[Any, object]], list[Any]]] = []
 
     def enter(container: dict[Any, Any] | list[Any], where: str) -> None:
         ident = id(container)
         if ident in active:
             raise JsonValueError("cycle: the value contains itself", path=where)
-        active.add(ident)
-        items: Iterator[tuple[str | int, object]]
         if type(container) is not dict and type(container) is not list:
             if isinstance(container, dict):
                 raise JsonValueError(
@@ -158,15 +235,23 @@ def freeze_json(value: object, *, path: str = "data") -> Any:
             raise JsonValueError(
                 f"{_describe(container)} is a list subclass, not a plain JSON array", path=where
             )
-        if isinstance(container, dict):
+        items: Iterator[tuple[Any, object]]
+        if type(container) is dict:
+            plain_keys = True
             for key in container:
-                if not isinstance(key, str):
-                    raise JsonValueError(
-                        f"object key {key!r} is a {_describe(key)}, not a str", path=where
-                    )
-            items = iter(container.items())
+                if type(key) is not str:
+                    if not isinstance(key, str):
+                        raise JsonValueError(
+                            f"object key {key!r} is a {_describe(key)}, not a str", path=where
+                        )
+                    plain_keys = False
+            if plain_keys:
+                items = iter(container.items())
+            else:  # str-subclass keys (a StrEnum) become the plain strings JSON reads back
+                items = iter([(str.__str__(k), v) for k, v in container.items()])
         else:
             items = enumerate(container)
+        active.add(ident)
         stack.append((container, where, items, []))
 
     enter(value, path)
@@ -174,28 +259,38 @@ def freeze_json(value: object, *, path: str = "data") -> Any:
         container, where, items, built = stack[-1]
         descended = False
         for key, child in items:
-            child_path = _child_path(where, key)
-            if child is None or isinstance(child, (bool, int, str, FrozenDict, FrozenList)):
+            kind = type(child)
+            if (
+                child is None
+                or kind is str
+                or kind is bool
+                or kind is FrozenDict
+                or kind is FrozenList
+            ):
                 built.append((key, child))
-            elif isinstance(child, float):
-                _check_scalar(child, child_path)
+            elif kind is int:
+                if child.bit_length() > _BIG_INT_BITS:  # type: ignore[attr-defined]
+                    _check_big_int(child, _child_path(where, key))  # type: ignore[arg-type]
                 built.append((key, child))
-            elif isinstance(child, (dict, list)):
+            elif kind is float:
+                _check_float(child, _child_path(where, key))  # type: ignore[arg-type]
+                built.append((key, child))
+            elif kind is dict or kind is list or isinstance(child, (dict, list)):
                 built.append((key, None))  # placeholder, filled when the child finishes
-                enter(child, child_path)
+                enter(child, _child_path(where, key))  # type: ignore[arg-type]
                 descended = True
                 break
             else:
-                raise JsonValueError(f"{_describe(child)} is not a JSON value", path=child_path)
+                built.append((key, _coerce_scalar(child, _child_path(where, key))))
         if descended:
             continue
         stack.pop()
         active.discard(id(container))
         frozen: FrozenDict | FrozenList
-        if isinstance(container, dict):
-            frozen = FrozenDict(built)
+        if type(container) is dict:
+            frozen = _new_frozen_dict(built)
         else:
-            frozen = FrozenList(v for _, v in built)
+            frozen = _new_frozen_list(v for _, v in built)
         if stack:
             parent_built = stack[-1][3]
             key, _ = parent_built[-1]
@@ -250,6 +345,8 @@ def _dumps_iterative(value: Any, sort_keys: bool) -> str:
         elif isinstance(item, int):
             out.append(int.__repr__(item))
         elif isinstance(item, float):
+            if not math.isfinite(item):  # as json.dumps(allow_nan=False) does
+                raise ValueError(f"Out of range float values are not JSON compliant: {item!r}")
             out.append(float.__repr__(item))
         elif isinstance(item, dict):
             keys = sorted(item) if sort_keys else list(item)
@@ -261,7 +358,7 @@ def _dumps_iterative(value: Any, sort_keys: bool) -> str:
                 pending.append((False, item[key]))
             pending.append((True, "}"))
             work.extend(reversed(pending))
-        else:
+        elif isinstance(item, (list, tuple)):
             pending = [(True, "[")]
             for i, child in enumerate(item):
                 if i:
@@ -269,6 +366,8 @@ def _dumps_iterative(value: Any, sort_keys: bool) -> str:
                 pending.append((False, child))
             pending.append((True, "]"))
             work.extend(reversed(pending))
+        else:
+            raise TypeError(f"Object of type {type(item).__name__} is not JSON serializable")
     return "".join(out)
 
 

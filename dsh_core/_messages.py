@@ -80,6 +80,10 @@ class ToolResultBlock:
     """``None`` when the producer did not say (the key is then absent in JSON)."""
     type: Literal["tool-result"] = "tool-result"
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.content, tuple):
+            object.__setattr__(self, "content", tuple(self.content))
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "type": "tool-result",
@@ -98,6 +102,10 @@ class OpaqueBlock:
     type: str
     data: FrozenDict
     """The whole block as frozen JSON, ``type`` included."""
+
+    def __post_init__(self) -> None:
+        if type(self.data) is not FrozenDict:
+            object.__setattr__(self, "data", FrozenDict(self.data))
 
     def to_json(self) -> dict[str, Any]:
         return self.data
@@ -159,6 +167,13 @@ class Message:
     _json_text: list[str] = field(default_factory=list, repr=False, compare=False)
 
     ROLES: ClassVar[frozenset[str]] = frozenset({"system", "user", "assistant"})
+
+    def __post_init__(self) -> None:
+        # A message built by hand is as immutable as a derived one.
+        if not isinstance(self.content, tuple):
+            object.__setattr__(self, "content", tuple(self.content))
+        if type(self.source) is not FrozenDict:
+            object.__setattr__(self, "source", FrozenDict(self.source))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -275,6 +290,12 @@ def derive_event_message(event: Event) -> Message | None:
     except an assistant message with empty content, which projects to nothing (a max-tokens step
     whose tool calls were dropped exists only to carry usage). Every other type → ``None``.
     """
+    return parse_event_message(event)
+
+
+def parse_event_message(event: Event) -> Message | None:
+    """The body of :func:`derive_event_message`, for internal checks that must not count as a
+    projection (the session's append-time check that a surface event's message parses)."""
     if event.type == "user/message":
         obj = event.data
     elif event.type in ("assistant/message", "tool/result"):

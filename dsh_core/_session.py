@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, overload
 
-from ._errors import ForkError, InvalidEventError, JsonValueError
+from ._errors import CorruptLogError, ForkError, InvalidEventError, JsonValueError
 from ._events import Event, SurfaceOp, check_event_shape, parse_source_seqs, parse_surface_op
 from ._header import EpochHeader, fold_request_header
 from ._json import FrozenDict, freeze_json
-from ._messages import Message, derive_event_message
+from ._messages import Message, derive_event_message, parse_event_message
 from ._surface import SurfaceFold
 from ._views import MessageView
 
@@ -99,6 +99,16 @@ class EventLog(Sequence[Event]):
         for i in range(self._n):
             yield items[i]
 
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence (list, tuple, another log) of equal events, in order."""
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        if len(other) != self._n:
+            return False
+        return all(a is b or a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __repr__(self) -> str:
         return f"EventLog(<{self._n} events>)"
 
@@ -174,16 +184,25 @@ class Session:
         if seed is None:
             return session
         for index, raw in enumerate(seed):
-            event = raw if isinstance(raw, Event) else _event_from_json(raw, index)
-            if check_shapes:
-                check_event_shape(event)
-            if event.seq != index:
-                raise InvalidEventError(
-                    f"seed must be contiguous from 0: event at index {index} has seq {event.seq}",
-                    seq=event.seq,
-                    event_type=event.type,
-                )
-            plan = session._surface.plan(event, index, session._events)
+            # An Event instance is re-checked through its JSON form: the envelope rules apply to
+            # hand-built events too (its frozen data is shared, not copied).
+            event = _event_from_json(raw.to_json() if isinstance(raw, Event) else raw, index)
+            try:
+                if check_shapes:
+                    check_event_shape(event)
+                if event.seq != index:
+                    raise InvalidEventError(
+                        f"seed must be contiguous from 0: it has seq {event.seq}",
+                        seq=event.seq,
+                        event_type=event.type,
+                    )
+                plan = session._surface.plan(event, index, session._events)
+            except InvalidEventError as exc:
+                raise type(exc)(
+                    f"invalid seed event at index {index}: {exc}",
+                    seq=exc.seq,
+                    event_type=exc.event_type,
+                ) from exc
             session._surface.apply(plan)
             session._events.append(event)
         session.request_header()  # a seed whose header does not fold is refused here
@@ -246,6 +265,12 @@ class Session:
                 event_type=type,
             )
         seq = len(self._events)
+        if not isinstance(type, str) or not type:
+            raise InvalidEventError(f"event type must be a non-empty string, got {type!r}", seq=seq)
+        if not isinstance(ignorable, bool):
+            raise InvalidEventError(
+                f"ignorable must be a bool, got {ignorable!r}", seq=seq, event_type=type
+            )
         try:
             frozen = freeze_json(data, path="data")
         except JsonValueError as exc:
@@ -258,7 +283,10 @@ class Session:
             event_type=type,
         )
         cited = parse_source_seqs(
-            list(source_event_seqs) if source_event_seqs is not None else None,
+            list(source_event_seqs)
+            if isinstance(source_event_seqs, Sequence)
+            and not isinstance(source_event_seqs, (str, bytes))
+            else source_event_seqs,
             seq=seq,
             event_type=type,
         )
@@ -272,17 +300,37 @@ class Session:
             ignorable=ignorable,
         )
         plan = self._surface.plan(event, seq, self._events)
+        if plan is not None:
+            _check_projectable(event)
+        header = self._fold_candidate_header(event)
         self._appending = True
         try:
             for validator in tuple(self._validators):
                 validator(event, self)
             self._surface.apply(plan)
             self._events.append(event)
+            if header is not None and self._header_cursor == seq:
+                self._header, self._header_cursor = header, seq + 1
             for listener in tuple(self._listeners):
                 listener(event, self)
         finally:
             self._appending = False
         return event
+
+    def _fold_candidate_header(self, event: Event) -> EpochHeader | None:
+        """The header after ``event`` when it is a header event; one that does not fold is
+        refused, so the live log always folds (``request_header()`` never breaks later)."""
+        if event.type not in ("request/header", "request/header-delta"):
+            return None
+        check_event_shape(event)  # the reason vocabulary, as a reader will check it
+        try:
+            return fold_request_header((event,), self.request_header())
+        except CorruptLogError as exc:
+            raise InvalidEventError(
+                f"{event.type} at seq {event.seq} does not fold onto the log's header: {exc}",
+                seq=event.seq,
+                event_type=event.type,
+            ) from exc
 
     # ---------------------------------------------------------------- folds
 
@@ -304,13 +352,14 @@ class Session:
             self._derived_nodes = 0
             self._derived_generation = surface.generation
         nodes = surface.nodes
-        if self._derived_nodes < len(nodes):
-            events = self._events
-            for seq in nodes[self._derived_nodes :]:
-                message = derive_event_message(events[seq])
-                if message is not None:
-                    self._derived.append(message)
-            self._derived_nodes = len(nodes)
+        events = self._events
+        while self._derived_nodes < len(nodes):
+            # Advance the cursor node by node: if a projection raises (a seed loaded without
+            # shape checks), nothing is projected twice on the next call.
+            message = derive_event_message(events[nodes[self._derived_nodes]])
+            if message is not None:
+                self._derived.append(message)
+            self._derived_nodes += 1
 
     def request_header(self) -> EpochHeader | None:
         """The folded request header (``None`` before the first snapshot)."""
@@ -325,6 +374,19 @@ class Session:
     def fork(self, at_seq: int, *, child_id: str) -> Session:
         """A new session seeded with ``events[0..at_seq]`` (inclusive); see :func:`fork`."""
         return fork(self, at_seq, child_id=child_id)
+
+
+def _check_projectable(event: Event) -> None:
+    """Refuse a surface event whose message :func:`derive_event_message` could not project:
+    logged, it would make every later ``derive_messages()`` raise."""
+    try:
+        parse_event_message(event)
+    except InvalidEventError as exc:
+        raise InvalidEventError(
+            f"{exc} (refused: derive_messages() could not project this message)",
+            seq=event.seq,
+            event_type=event.type,
+        ) from exc
 
 
 def _event_from_json(raw: Mapping[str, Any], index: int) -> Event:

@@ -99,11 +99,6 @@ def test_packing_a_reference_log_again_reproduces_its_records(path: Path) -> Non
 
 
 @needs_logs
-@pytest.mark.xfail(
-    strict=True,
-    reason="Event.to_json writes surfaceOp before sourceEventSeqs; the reference harness writes "
-    "sourceEventSeqs first (reported to the lead)",
-)
 def test_a_reference_log_re_encodes_byte_for_byte() -> None:
     path = REFERENCE_LOGS / "multi-turn" / "session.jsonl"
     loaded = load_session(path, audit=True)

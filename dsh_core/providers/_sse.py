@@ -1,0 +1,201 @@
+"""A spec-strict, incremental Server-Sent Events parser (WHATWG HTML, "Parsing an event stream").
+
+Both DeepSeek wire formats stream SSE: Chat Completions sends ``data: {json}`` events ended by
+``data: [DONE]`` and ``: keep-alive`` comments while queued; the Anthropic-format endpoint sends
+named events (``event: message_start``). :class:`SseParser` turns bytes, split anywhere (even inside
+a UTF-8 sequence or between ``\\r`` and ``\\n``), into :class:`SseEvent` values; how the bytes were
+split into reads never changes the result.
+
+Why not httpx-sse: it reads lines from an ``httpx.Response``, drops comments silently (a keep-alive
+must re-arm the caller's idle watchdog) and, at end of stream, cannot tell a clean end from a cut
+inside an event. The reference harness learned the hard way (dsh-testing-spec §9 item 11) that a
+final ``data: [DONE]`` without its blank line is truncation, not success: here it is never
+dispatched, and :meth:`SseParser.close` raises :class:`SseTruncatedError`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .._errors import DshError
+
+__all__ = ["SseEvent", "SseParser", "SseTruncatedError"]
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SseEvent:
+    """One dispatched event."""
+
+    event: str = "message"
+    """The ``event:`` field; ``message`` when the event named none."""
+    data: str = ""
+    """The ``data:`` lines joined with ``\\n`` (the literal ``[DONE]`` for DeepSeek's end marker)."""
+    id: str | None = None
+    """The last event id seen on the stream so far (ids persist across events, as specified)."""
+    retry: int | None = None
+    """A ``retry:`` value (milliseconds) that arrived with this event."""
+
+    def encode(self) -> bytes:
+        """The event as wire bytes, ending with the blank line that dispatches it."""
+        if "\r" in self.data:
+            raise ValueError("SSE data cannot carry a carriage return: it ends a line")
+        lines: list[str] = []
+        if self.event != "message":
+            lines.append(f"event: {self.event}")
+        if self.id is not None:
+            lines.append(f"id: {self.id}")
+        if self.retry is not None:
+            lines.append(f"retry: {self.retry}")
+        lines.extend(f"data: {line}" for line in self.data.split("\n"))
+        return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+class SseTruncatedError(DshError, ValueError):
+    """The stream ended inside an event (or inside a line): the partial event was discarded.
+
+    ``pending`` is the undispatched text (partial line and buffered fields), for diagnostics.
+    """
+
+    def __init__(self, pending: str) -> None:
+        shown = pending if len(pending) <= 80 else pending[:77] + "..."
+        super().__init__(
+            f"event stream ended inside an event; discarded {shown!r}. "
+            "An event is complete only after its blank line"
+        )
+        self.pending = pending
+
+
+class SseParser:
+    """Incremental SSE parser: :meth:`feed` bytes as they arrive, :meth:`close` at end of stream.
+
+    Comments (lines starting with ``:``) are not events; each is passed, without the colon and
+    one leading space, to ``on_comment`` (a keep-alive hook).
+    """
+
+    __slots__ = (
+        "_closed",
+        "_data",
+        "_decoder",
+        "_event_type",
+        "_fields",
+        "_last_id",
+        "_on_comment",
+        "_partial",
+        "_retry",
+        "_skip_lf",
+        "_started",
+    )
+
+    def __init__(self, *, on_comment: Callable[[str], None] | None = None) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._on_comment = on_comment
+        self._partial: list[str] = []
+        self._skip_lf = False
+        self._started = False
+        self._closed = False
+        self._data: list[str] = []
+        self._event_type = ""
+        self._retry: int | None = None
+        self._fields: list[str] = []
+        self._last_id: str | None = None
+
+    @property
+    def last_event_id(self) -> str | None:
+        return self._last_id
+
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        """The events completed by ``chunk`` (possibly none)."""
+        if self._closed:
+            raise ValueError("SseParser.feed after close(): the stream has ended")
+        return self._feed_text(self._decoder.decode(chunk))
+
+    def close(self) -> list[SseEvent]:
+        """End of stream. Returns no event: an event without its blank line is never dispatched.
+
+        Raises :class:`SseTruncatedError` when the stream stopped inside a line or an event.
+        """
+        if self._closed:
+            return []
+        events = self._feed_text(self._decoder.decode(b"", final=True))
+        self._closed = True
+        pending = "".join(self._partial)
+        if pending or self._fields:
+            raise SseTruncatedError("\n".join([*self._fields, pending]).strip("\n"))
+        return events
+
+    def _feed_text(self, text: str) -> list[SseEvent]:
+        if not text:
+            return []
+        if self._skip_lf:
+            # The previous read ended with "\r": a "\n" opening this one belongs to it.
+            self._skip_lf = False
+            if text[0] == "\n":
+                text = text[1:]
+        if not self._started and text:
+            self._started = True
+            if text[0] == "\ufeff":
+                text = text[1:]
+        if "\r" not in text and "\n" not in text:
+            if text:
+                self._partial.append(text)
+            return []
+        self._partial.append(text)
+        buffer = "".join(self._partial)
+        self._partial.clear()
+        events: list[SseEvent] = []
+        position = 0
+        for match in _LINE_END.finditer(buffer):
+            self._line(buffer[position : match.start()], events)
+            position = match.end()
+        rest = buffer[position:]
+        if rest:
+            self._partial.append(rest)
+        elif buffer.endswith("\r"):
+            self._skip_lf = True
+        return events
+
+    def _line(self, line: str, events: list[SseEvent]) -> None:
+        if not line:
+            self._dispatch(events)
+            return
+        if line[0] == ":":
+            if self._on_comment is not None:
+                comment = line[1:]
+                self._on_comment(comment[1:] if comment.startswith(" ") else comment)
+            return
+        name, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event_type = value
+        elif name == "id":
+            if "\0" not in value:
+                self._last_id = value
+        elif name == "retry":
+            if value.isascii() and value.isdigit():
+                self._retry = int(value)
+        else:
+            return  # unknown fields are ignored, as specified
+        self._fields.append(line)
+
+    def _dispatch(self, events: list[SseEvent]) -> None:
+        if self._data:
+            events.append(
+                SseEvent(
+                    event=self._event_type or "message",
+                    data="\n".join(self._data),
+                    id=self._last_id,
+                    retry=self._retry,
+                )
+            )
+        self._data = []
+        self._event_type = ""
+        self._retry = None
+        self._fields = []

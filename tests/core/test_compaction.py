@@ -1,0 +1,329 @@
+"""Compaction: the pre-step transaction, its one-shot summary call, and the replaced surface."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from dsh_core import (
+    AgentError,
+    CompactionError,
+    Compactor,
+    Session,
+    TurnCancelledError,
+    estimate_context_tokens,
+    user_message,
+)
+from dsh_core._compaction import balanced_cut, estimate_message_tokens
+from dsh_core.scripted import (
+    error_response,
+    hang_response,
+    max_tokens_response,
+    text_response,
+    tool_call,
+    tool_call_response,
+)
+
+from ._loop_helpers import (
+    assert_balanced,
+    assert_reconstructs,
+    make_agent,
+    new_session,
+    of_type,
+    read,
+    types,
+)
+
+LONG = "x" * 400
+
+
+async def _two_turns(**overrides: Any) -> Any:
+    """Turn 1 has a tool call; turn 2 is plain. Usage is large, so turn 3 compacts."""
+    agent, provider, session = make_agent(
+        tool_call_response(tool_call("c1", "read", {"path": "a"}), usage=(900, 10)),
+        text_response(LONG, usage=(950, 100)),
+        text_response(LONG, usage=(1200, 100)),
+        tools=[read],
+        system="Be brief.",
+        max_tokens=512,
+        **overrides,
+    )
+    await agent.run("first question " + LONG)
+    await agent.run("second question " + LONG)
+    return agent, provider, session
+
+
+async def test_compaction_replaces_the_oldest_range_before_the_step() -> None:
+    agent, provider, session = await _two_turns()
+    agent.add_pre_step(Compactor(threshold_tokens=1000, keep_last=2))
+    provider.push(
+        text_response("They asked two questions; a says hi."), text_response("third answer")
+    )
+    await agent.run("third question")
+
+    kinds = types(session)
+    start = kinds.index("compact/start")
+    assert kinds[start : start + 4] == [
+        "compact/start",
+        "compact/summary",
+        "user/message",
+        "compact/end",
+    ]
+    assert kinds[start + 4] == "step/start"
+    summary_event = of_type(session, "compact/summary")[0]
+    data = summary_event.data
+    assert data["model"] == "m1" and data["maxTokens"] == 512
+    assert data["summary"] == [{"type": "text", "text": "They asked two questions; a says hi."}]
+    shadowed = data["shadowedSeqs"]
+    assert data["shadowedRange"] == {"start": shadowed[0], "end": shadowed[-1]}
+    assert data["shadowedTokenCount"] > 0
+    checkpoint = session.events[summary_event.seq + 1]
+    assert checkpoint.surface_op.start == shadowed[0] and checkpoint.surface_op.end == shadowed[-1]  # type: ignore[union-attr]
+    assert list(checkpoint.source_event_seqs) == [*shadowed, summary_event.seq]
+    assert of_type(session, "compact/end")[0].data == {"turn": 3}
+
+    one_shot = provider.requests[3]
+    assert one_shot.purpose == "compaction" and one_shot.session_id == "s1"
+    assert one_shot.system == "Be brief." and [t.name for t in one_shot.tools] == ["read"]
+    assert one_shot.max_tokens == 512
+    assert one_shot.messages[-1].text.startswith("Summarize the conversation")
+    last = provider.requests[4]
+    assert last.messages[0].content[0].text.endswith("<compacted-summary>")
+    assert last.messages[0].content[1].text == "They asked two questions; a says hi."
+    assert last.messages[-1].text == "third question"
+    assert len(last.messages) == 3  # the checkpoint, turn 2's answer (kept), the new prompt
+    assert last.messages[1].text == LONG
+    assert len([e for e in session.events if e.type.startswith("request/header")]) == 1
+    assert_balanced(session)
+    assert_reconstructs(session.events, provider.requests, "s1")
+
+
+async def test_below_the_threshold_nothing_happens() -> None:
+    agent, provider, session = await _two_turns()
+    agent.add_pre_step(Compactor(threshold_tokens=10**6))
+    provider.push(text_response("third"))
+    await agent.run("third")
+    assert not of_type(session, "compact/start")
+    assert [r.purpose for r in provider.requests] == [None] * 4
+
+
+async def test_a_configured_model_and_max_tokens_are_logged() -> None:
+    agent, provider, session = await _two_turns()
+    agent.add_pre_step(Compactor(threshold_tokens=0, model="summarizer", max_tokens=77))
+    provider.push(text_response("short"), text_response("third"))
+    await agent.run("third")
+    data = of_type(session, "compact/summary")[0].data
+    assert (data["model"], data["maxTokens"]) == ("summarizer", 77)
+    assert provider.requests[3].model == "summarizer"
+
+
+@pytest.mark.parametrize(
+    ("response", "error"),
+    [
+        (error_response("SERVER"), "finished with error: scripted SERVER failure"),
+        (max_tokens_response("cut"), "finished with max-tokens"),
+        (text_response("   "), "returned no text"),
+        (text_response("y" * 5000), "is not smaller than"),
+    ],
+)
+async def test_a_failed_summary_is_logged_and_the_turn_goes_on(response: Any, error: str) -> None:
+    agent, provider, session = await _two_turns()
+    agent.add_pre_step(Compactor(threshold_tokens=0))
+    provider.push(response, text_response("third"))
+    assert (await agent.run("third")).text == "third"
+    (end,) = of_type(session, "compact/end")
+    assert error in end.data["error"] and end.data["turn"] == 3
+    assert not of_type(session, "compact/summary")
+    assert session.surface_generation == 0
+    assert_reconstructs(session.events, provider.requests, "s1")
+
+
+async def test_the_surface_changing_under_the_summary_aborts_the_commit() -> None:
+    agent, provider, session = await _two_turns()
+    agent.add_pre_step(Compactor(threshold_tokens=0, keep_last=1))
+
+    def summarize(request: Any) -> Any:
+        head = session.surface_nodes[0]
+        replacement = user_message("rewritten", id="rw")
+        session.append(
+            "user/message",
+            replacement.to_json(),
+            surface_op={"op": "replace", "start": head, "end": head},
+            source_event_seqs=[head],
+        )
+        return text_response("sum")
+
+    provider.push(summarize, text_response("third"))
+    await agent.run("third")
+    assert "surface changed" in of_type(session, "compact/end")[0].data["error"]
+
+
+async def test_cancelling_during_the_summary_closes_the_compaction_and_the_turn() -> None:
+    agent, provider, session = await _two_turns()
+    agent.add_pre_step(Compactor(threshold_tokens=0))
+    provider.push(hang_response(after=()))
+    task = asyncio.ensure_future(agent.run("third"))
+    while len(provider.requests) < 4:
+        await asyncio.sleep(0)
+    agent.cancel()
+    with pytest.raises(TurnCancelledError):
+        await task
+    assert of_type(session, "compact/end")[0].data == {"turn": 3, "error": "cancelled"}
+    assert types(session)[-1] == "turn/end"
+    assert "step/start" not in types(session)[of_type(session, "compact/start")[0].seq :]
+    assert_balanced(session)
+
+
+async def test_compaction_without_a_logged_header_uses_the_rendered_assembly() -> None:
+    session = new_session()
+    for i in range(3):
+        session.append(
+            "user/message",
+            user_message(f"old note {i} " + LONG, id=f"n{i}").to_json(),
+            surface_op="append",
+        )
+    agent, provider, _ = make_agent(
+        text_response("notes summarized"),
+        text_response("answer"),
+        session=session,
+        system="Sys",
+        tools=[read],
+    )
+    agent.add_pre_step(Compactor(threshold_tokens=10))
+    await agent.run("q")
+    one_shot = provider.requests[0]
+    assert one_shot.purpose == "compaction" and one_shot.system == "Sys"
+    assert [t.name for t in one_shot.tools] == ["read"]
+    assert one_shot.model == "m1" and one_shot.max_tokens is None
+    assert "maxTokens" not in of_type(session, "compact/summary")[0].data
+    assert_reconstructs(session.events, provider.requests, "s1")
+
+
+def test_compactor_validation() -> None:
+    with pytest.raises(AgentError, match="non-negative"):
+        Compactor(threshold_tokens=-1)
+    assert issubclass(CompactionError, AgentError)
+
+
+# -------------------------------------------------------------------------------- the cut
+
+
+def _surface_with_pairs() -> Session:
+    from dsh_core import assistant_message, tool_result_message
+    from dsh_core._messages import ToolCallBlock
+
+    session = new_session()
+
+    def add(kind: str, payload: Any) -> None:
+        session.append(kind, payload, surface_op="append")
+
+    add("user/message", user_message("q", id="u1").to_json())
+    call = ToolCallBlock(id="c1", name="read", arguments="{}")
+    call2 = ToolCallBlock(id="c2", name="read", arguments="{}")
+    add(
+        "assistant/message",
+        {
+            "turn": 1,
+            "step": 1,
+            "message": assistant_message([call, call2], provider="p", model="m", id="a1").to_json(),
+        },
+    )
+    add(
+        "tool/result",
+        {"turn": 1, "step": 1, "message": tool_result_message("c1", "r1", id="t1").to_json()},
+    )
+    add(
+        "tool/result",
+        {"turn": 1, "step": 1, "message": tool_result_message("c2", "r2", id="t2").to_json()},
+    )
+    add(
+        "assistant/message",
+        {
+            "turn": 1,
+            "step": 2,
+            "message": assistant_message("done", provider="p", model="m", id="a2").to_json(),
+        },
+    )
+    return session
+
+
+def test_balanced_cut_never_separates_a_call_from_its_results() -> None:
+    session = _surface_with_pairs()
+    nodes = session.surface_nodes
+    assert balanced_cut(session, nodes, keep_last=0) == 4
+    assert balanced_cut(session, nodes, keep_last=1) == 3  # after both results
+    assert balanced_cut(session, nodes, keep_last=2) is None  # would split c2 from its result
+    assert balanced_cut(session, nodes, keep_last=4) is None  # a single node is not worth it
+
+
+def test_estimate_uses_the_last_usage_plus_the_tail_and_falls_back_after_a_replace() -> None:
+    session = new_session()
+    assert estimate_context_tokens(session) == 0
+    session.append("user/message", user_message("a" * 400, id="u1").to_json(), surface_op="append")
+    whole = estimate_message_tokens(session.derive_messages())
+    assert estimate_context_tokens(session) == whole > 100
+    from dsh_core import assistant_message
+
+    session.append(
+        "assistant/message",
+        {
+            "turn": 1,
+            "step": 1,
+            "message": assistant_message("b", provider="p", model="m", id="a1").to_json(),
+            "usage": {"inputTokens": 1000, "outputTokens": 20, "cacheReadTokens": 500},
+        },
+        surface_op="append",
+    )
+    assert estimate_context_tokens(session) == 1520
+    tail = user_message("c" * 40, id="u2")
+    session.append("user/message", tail.to_json(), surface_op="append")
+    assert estimate_context_tokens(session) == 1520 + estimate_message_tokens([tail])
+    session.append(
+        "user/message",
+        user_message("summary", id="s").to_json(),
+        surface_op={"op": "replace", "start": 0, "end": 1},
+        source_event_seqs=[0, 1],
+    )
+    assert estimate_context_tokens(session) == estimate_message_tokens(session.derive_messages())
+
+
+async def test_cancelling_a_summary_call_that_ignores_the_token() -> None:
+    agent, _provider, session = await _two_turns()
+    agent.add_pre_step(Compactor(threshold_tokens=0))
+    started = asyncio.Event()
+
+    class Deaf:
+        def stream(self, options: Any) -> Any:
+            async def forever() -> Any:
+                started.set()
+                await asyncio.Event().wait()
+                yield None  # pragma: no cover - never reached
+
+            return forever()
+
+    agent.provider = Deaf()
+    task = asyncio.ensure_future(agent.run("third"))
+    await started.wait()
+    agent.cancel()
+    with pytest.raises(TurnCancelledError):
+        await task
+    assert of_type(session, "compact/end")[0].data == {"turn": 3, "error": "cancelled"}
+    assert_balanced(session)
+
+
+async def test_compaction_without_any_route_fails_softly_then_the_turn_errors() -> None:
+    session = new_session()
+    for i in range(3):
+        session.append(
+            "user/message",
+            user_message(f"note {i} " + LONG, id=f"n{i}").to_json(),
+            surface_op="append",
+        )
+    agent, provider, _ = make_agent(session=session, provider=None, model=None)
+    agent.add_pre_step(Compactor(threshold_tokens=0))
+    with pytest.raises(AgentError, match="no provider/model"):
+        await agent.run("q")
+    assert "no provider/model to summarize with" in of_type(session, "compact/end")[0].data["error"]
+    assert provider.requests == []
