@@ -3,18 +3,83 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import signal
 import sys
 from collections.abc import Sequence
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Run the mock DeepSeek on loopback until SIGINT/SIGTERM; the base URL is stdout's first line."""
+    from dsh_testkit.mock import MockDeepSeek, MockServerError, Script, ScriptError, serve
+
+    try:
+        script = Script.load(args.script) if args.script else None
+    except ScriptError as exc:
+        print(f"dsh-testkit serve: {exc}", file=sys.stderr)
+        return 2
+    mock = MockDeepSeek(script, seed=args.seed)
+
+    def ready(base_url: str) -> None:
+        print(base_url, flush=True)
+        print(
+            f"mock DeepSeek at {base_url} (chat: /chat/completions, /v1/chat/completions; "
+            f"Anthropic format: {base_url}/anthropic; control: /_dsh/script, /_dsh/requests, "
+            "/_dsh/reset). Stop with Ctrl-C or SIGTERM.",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
+                loop.add_signal_handler(signum, stop.set)
+        await serve(mock, host=args.host, port=args.port, stop=stop, ready=ready)
+
+    try:
+        asyncio.run(run())
+    except MockServerError as exc:
+        print(f"dsh-testkit serve: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # where signal handlers cannot be installed
+        pass
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dsh-testkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="run the scripted demo session (no key, no network)")
+    serve = sub.add_parser(
+        "serve",
+        help="serve the mock DeepSeek over HTTP on loopback (prints its base URL)",
+        description=(
+            "Serve the mock DeepSeek until SIGINT/SIGTERM. The first line on stdout is the base "
+            "URL; any client takes it as its DeepSeek base URL (add /anthropic for the "
+            "Anthropic format)."
+        ),
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument(
+        "--port", type=int, default=0, help="port to bind; 0 picks a free one (default 0)"
+    )
+    serve.add_argument(
+        "--script",
+        metavar="FILE",
+        help="a JSON script file loaded at start (see dsh_testkit.mock.Script)",
+    )
+    serve.add_argument(
+        "--seed", type=int, default=0, help="seed for ids and timestamps (default 0)"
+    )
     args = parser.parse_args(argv)
     if args.command == "demo":
         print("dsh-testkit demo: not yet implemented")
         return 0
+    if args.command == "serve":
+        return _serve(args)
     return 2
 
 

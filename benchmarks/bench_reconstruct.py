@@ -1,0 +1,110 @@
+"""2. Reconstruction and audit over logs of 5,000 and 10,000 events: they must scale linearly.
+
+Goal: twice the log takes at most 2.2× the time, for ``reconstruct_requests`` (every request of
+the log rebuilt) and ``audit_log`` (invariants, folds, the header timeline, every request rebuilt
+and compared with the one before it). Loading the JSONL file and the cache report are reported
+beside them.
+"""
+
+from __future__ import annotations
+
+import gc
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from dsh_core import Event, Session, reconstruct_requests
+from dsh_core.persistence import load_session, write_session
+from dsh_testkit.audit import audit_log
+from dsh_testkit.report import cache_report
+
+from ._common import Figure, Section, median
+from ._history import build_log, cut_at_turn
+
+__all__ = ["run"]
+
+SIZES = (5_000, 10_000)
+QUICK_SIZES = (250, 500)
+GOAL = 2.2
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def run(quick: bool) -> Section:
+    sizes = QUICK_SIZES if quick else SIZES
+    rounds = 2 if quick else 7
+    log = build_log(max(sizes))
+    logs = {n: cut_at_turn(log, n) for n in sizes}
+    tmp = Path(tempfile.mkdtemp(prefix="dsh-bench-"))
+    files: dict[int, Path] = {}
+    for n, events in logs.items():
+        files[n] = tmp / f"log-{n}.jsonl"
+        write_session(files[n], Session.create(f"bench-{n}", events)).close()
+
+    def reconstruct(events: list[Event]) -> Callable[[], object]:
+        return lambda: list(reconstruct_requests(events))
+
+    def audit(events: list[Event]) -> Callable[[], object]:
+        return lambda: audit_log(events)
+
+    def report(events: list[Event]) -> Callable[[], object]:
+        return lambda: cache_report(events)
+
+    def load(path: Path) -> Callable[[], object]:
+        return lambda: load_session(path)
+
+    operations: dict[str, tuple[Callable[[int], Callable[[], object]], bool]] = {
+        "reconstruct_requests": (lambda n: reconstruct(logs[n]), True),
+        "audit_log": (lambda n: audit(logs[n]), True),
+        "load_session (JSONL file)": (lambda n: load(files[n]), False),
+        "cache_report": (lambda n: report(logs[n]), False),
+    }
+    samples: dict[tuple[str, int], list[float]] = {(op, n): [] for op in operations for n in sizes}
+    for r in range(rounds):
+        order = sizes if r % 2 == 0 else tuple(reversed(sizes))
+        for op, (make, _) in operations.items():
+            for n in order:
+                samples[(op, n)].append(_timed(make(n)))
+    for path in files.values():
+        path.unlink()
+    tmp.rmdir()
+    small, large = sizes
+    requests = {n: sum(1 for _ in reconstruct_requests(logs[n])) for n in sizes}
+    section = Section(
+        key="reconstruct",
+        title="Reconstruction and audit scaling",
+        method=(
+            "Two logs written by the real loop (tool turns, as in §1), cut at turn boundaries: "
+            f"{len(logs[small]):,} events ({requests[small]} requests) and {len(logs[large]):,} "
+            f"events ({requests[large]} requests). Each operation runs on the in-memory events "
+            "(`load_session` reads the JSONL file written by `write_session`); "
+            f"{rounds} rounds alternating the order of the two sizes, `gc.collect()` before each "
+            "sample; medians. The scaling figure is t(large) / t(small) at a "
+            f"{len(logs[large]) / len(logs[small]):.2f}× longer log."
+        ),
+    )
+    for op, (_, has_goal) in operations.items():
+        t_small, t_large = median(samples[(op, small)]), median(samples[(op, large)])
+        section.figures.append(
+            Figure(label=f"{op}, {len(logs[small]):,} events", value=t_small * 1000, unit="ms")
+        )
+        section.figures.append(
+            Figure(label=f"{op}, {len(logs[large]):,} events", value=t_large * 1000, unit="ms")
+        )
+        ratio = t_large / t_small
+        section.figures.append(
+            Figure(
+                label=f"{op}: t({len(logs[large]):,}) / t({len(logs[small]):,})",
+                value=ratio,
+                unit="×",
+                goal=f"≤ {GOAL}" if has_goal else None,
+                ok=ratio <= GOAL if has_goal else None,
+            )
+        )
+    return section

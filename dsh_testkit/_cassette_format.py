@@ -1,0 +1,411 @@
+"""The cassette file format: versioned YAML with parsed JSON bodies and SSE as event lists.
+
+vcrpy hands its serializer a dict of interactions whose bodies are opaque strings; this module
+stores them so a diff of a re-recorded cassette reads like a diff of the conversation:
+
+- JSON bodies are stored parsed (``body: {json: …}``), and multi-line strings (system prompts,
+  tool output) as YAML literal blocks;
+- ``text/event-stream`` bodies are stored as their list of events, one per line
+  (``body: {sse: [{data: {…}}, {dataText: '[DONE]'}, …]}``), so the event boundaries survive
+  and replay can deliver one event per stream chunk. Storage is lossless: an event is stored in
+  a structured form only when that form renders back to the same bytes (a JSON payload written
+  with spaces or ``\\u`` escapes records its ``style``); anything else (several data lines,
+  CRLF, a missing blank line at EOF) is kept verbatim as ``{raw: …}``;
+- other text as ``{text: …}``, anything else as ``{base64: …}``.
+
+Every file starts with ``format: dsh-cassette`` and ``version``; another version is refused,
+never migrated. Output is deterministic: the pure-Python YAML emitter, insertion-ordered keys,
+sorted header names, ``\\n`` line endings and UTF-8 on every machine.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from ._errors import CassetteFormatError
+
+__all__ = [
+    "CASSETTE_FORMAT",
+    "CASSETTE_FORMAT_VERSION",
+    "CassettePersister",
+    "CassetteSerializer",
+    "is_event_stream",
+    "response_chunks",
+    "split_sse",
+]
+
+CASSETTE_FORMAT: Final = "dsh-cassette"
+CASSETTE_FORMAT_VERSION: Final = 1
+"""The one cassette format version written and read."""
+
+_EVENT_END = re.compile(r"\r\n\r\n|\n\n|\r\r")
+
+
+def split_sse(text: str) -> list[str]:
+    """An SSE body cut into events, each with its terminating blank line (the last may lack it).
+
+    ``"".join(split_sse(text)) == text`` always holds.
+    """
+    events: list[str] = []
+    start = 0
+    for match in _EVENT_END.finditer(text):
+        events.append(text[start : match.end()])
+        start = match.end()
+    if start < len(text):
+        events.append(text[start:])
+    return events
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+_STYLES: Final[dict[str, tuple[tuple[str, str], bool]]] = {
+    "compact": ((",", ":"), False),
+    "ascii": ((",", ":"), True),
+    "spaced": ((", ", ": "), False),
+    "spaced-ascii": ((", ", ": "), True),
+}
+"""How a JSON payload was written (separators, ``\\u`` escapes); ``compact`` is the default."""
+
+
+def _render(value: Any, style: str) -> str:
+    separators, ascii_only = _STYLES[style]
+    return json.dumps(value, ensure_ascii=ascii_only, separators=separators)
+
+
+def _encode_event(event: str) -> dict[str, Any]:
+    """One SSE event in structured form when that form renders back to exactly ``event``."""
+    if event.endswith("\n\n") and "\n" not in event[:-2] and "\r" not in event:
+        line = event[:-2]
+        if line.startswith("data: "):
+            payload = line[len("data: ") :]
+            try:
+                parsed = json.loads(payload)
+            except ValueError:
+                return {"dataText": payload}
+            if not isinstance(parsed, (dict, list)):
+                return {"dataText": payload}
+            data = _Flow(parsed) if isinstance(parsed, dict) else parsed
+            for style in _STYLES:
+                if _render(parsed, style) == payload:
+                    return {"data": data} if style == "compact" else {"data": data, "style": style}
+        elif line.startswith(": "):
+            return {"comment": line[2:]}
+    return {"raw": event}
+
+
+def _decode_event(event: Any, where: str) -> str:
+    if isinstance(event, Mapping):
+        kind = next(iter(event), None)
+        value = event.get(kind) if isinstance(kind, str) else None
+        style = event.get("style", "compact")
+        extra = set(event) - {kind, "style"} if kind == "data" else set(event) - {kind}
+        if not extra:
+            if kind == "data" and isinstance(value, (dict, list)) and style in _STYLES:
+                return f"data: {_render(value, style)}\n\n"
+            if kind == "dataText" and isinstance(value, str):
+                return f"data: {value}\n\n"
+            if kind == "comment" and isinstance(value, str):
+                return f": {value}\n\n"
+            if kind == "raw" and isinstance(value, str):
+                return value
+    raise _FormatError(
+        f"{where}: an SSE event must be one of {{data: object, style?}}, {{dataText: str}}, "
+        f"{{comment: str}} or {{raw: str}}, got {event!r}"
+    )
+
+
+class _FormatError(Exception):
+    """Raised inside (de)serialization; the persister re-raises it with the cassette path."""
+
+
+def _content_type(headers: Mapping[str, Any]) -> str:
+    for name, value in headers.items():
+        if name.lower() == "content-type":
+            first = value[0] if isinstance(value, list) and value else value
+            return str(first or "").lower()
+    return ""
+
+
+def is_event_stream(headers: Mapping[str, Any]) -> bool:
+    """Whether response headers declare a ``text/event-stream`` body."""
+    return _content_type(headers).startswith("text/event-stream")
+
+
+def _encode_body(body: Any, headers: Mapping[str, Any], *, sse: bool) -> dict[str, Any] | None:
+    if body is None or body in (b"", ""):
+        return None
+    if isinstance(body, bytes):
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"base64": base64.b64encode(body).decode("ascii")}
+    else:
+        text = str(body)
+    if sse and is_event_stream(headers):
+        return {"sse": [_encode_event(event) for event in split_sse(text)]}
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return {"text": text}
+    return {"json": parsed}
+
+
+def _decode_body(body: Any, where: str) -> tuple[str | bytes | None, list[bytes] | None]:
+    """The body text and, for SSE, its events as separate byte chunks."""
+    if body is None:
+        return None, None
+    if isinstance(body, Mapping) and len(body) == 1:
+        ((kind, value),) = body.items()
+        if kind == "json":
+            return _compact(value), None
+        if kind == "text" and isinstance(value, str):
+            return value, None
+        if kind == "base64" and isinstance(value, str):
+            return base64.b64decode(value), None
+        if kind == "sse" and isinstance(value, list):
+            events = [_decode_event(e, f"{where}.sse[{i}]") for i, e in enumerate(value)]
+            return "".join(events), [e.encode("utf-8") for e in events]
+    raise _FormatError(
+        f"{where}: a body must be one of {{json: …}}, {{text: str}}, {{base64: str}} or "
+        f"{{sse: [events]}}, got {body!r}"
+    )
+
+
+def _single(values: Any) -> Any:
+    return values[0] if isinstance(values, list) and len(values) == 1 else values
+
+
+def _sorted_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
+    """Lowercased, sorted names; a single value as a string, repeated values as a list."""
+    return {name.lower(): _single(headers[name]) for name in sorted(headers, key=str.lower)}
+
+
+def response_chunks(response: Mapping[str, Any]) -> list[bytes]:
+    """The byte chunks a replayed response delivers: one per SSE event, else the whole body."""
+    body = response.get("body") or {}
+    chunks = body.get("chunks")
+    if chunks is not None:
+        return [c if isinstance(c, bytes) else str(c).encode("utf-8") for c in chunks]
+    string = body.get("string")
+    if string is None or string in (b"", ""):
+        return []
+    data = string if isinstance(string, bytes) else str(string).encode("utf-8")
+    if is_event_stream(response.get("headers") or {}):
+        try:
+            return [e.encode("utf-8") for e in split_sse(data.decode("utf-8"))]
+        except UnicodeDecodeError:
+            pass
+    return [data]
+
+
+# --------------------------------------------------------------------------------------------
+# YAML with literal blocks and one-line SSE events
+
+
+class _Flow(dict[str, Any]):
+    """A mapping emitted in flow style (one SSE event per line)."""
+
+
+class _Dumper(yaml.SafeDumper):
+    """The pure-Python emitter: the same bytes on every machine, with or without libyaml."""
+
+
+_YAML_BREAKS: Final = frozenset("\r\x85\u2028\u2029")
+"""Characters YAML reads as line breaks: a string holding one is written double-quoted (with
+escapes), because a plain, single-quoted or literal scalar would fold it on load."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style: str | None = None
+    if not _YAML_BREAKS.isdisjoint(value):
+        style = '"'
+    elif "\n" in value:
+        style = "|"
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+def _represent_flow(dumper: yaml.SafeDumper, value: _Flow) -> yaml.Node:
+    return dumper.represent_mapping("tag:yaml.org,2002:map", value.items(), flow_style=True)
+
+
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(_Flow, _represent_flow)
+
+
+def _dump_yaml(data: Any) -> str:
+    text: str = yaml.dump(
+        data,
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=False,
+        width=2**30,
+        indent=2,
+    )
+    return text
+
+
+def _load_yaml(text: str) -> Any:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(text, Loader=loader)
+
+
+class CassetteSerializer:
+    """vcrpy serializer: vcrpy's interaction dict ⇄ the dsh-cassette YAML document."""
+
+    @staticmethod
+    def serialize(data: Mapping[str, Any]) -> str:
+        interactions = []
+        for interaction in data.get("interactions") or []:
+            request = interaction["request"]
+            response = interaction["response"]
+            req_headers = request.get("headers") or {}
+            resp_headers = response.get("headers") or {}
+            req_out: dict[str, Any] = {
+                "method": request["method"],
+                "uri": request["uri"],
+                "headers": _sorted_headers(req_headers),
+            }
+            req_body = _encode_body(request.get("body"), req_headers, sse=False)
+            if req_body is not None:
+                req_out["body"] = req_body
+            status = response.get("status") or {}
+            resp_out: dict[str, Any] = {
+                "status": _Flow({"code": status.get("code"), "message": status.get("message")}),
+                "headers": _sorted_headers(resp_headers),
+            }
+            resp_body = _encode_body(
+                (response.get("body") or {}).get("string"), resp_headers, sse=True
+            )
+            if resp_body is not None:
+                resp_out["body"] = resp_body
+            interactions.append({"request": req_out, "response": resp_out})
+        document: dict[str, Any] = {"format": CASSETTE_FORMAT, "version": CASSETTE_FORMAT_VERSION}
+        if data.get("metadata"):
+            document["metadata"] = dict(data["metadata"])
+        document["interactions"] = interactions
+        return _dump_yaml(document)
+
+    @staticmethod
+    def deserialize(text: str) -> dict[str, Any]:
+        try:
+            document = _load_yaml(text)
+        except yaml.YAMLError as exc:
+            raise _FormatError(f"not valid YAML: {exc}") from None
+        if not isinstance(document, Mapping) or document.get("format") != CASSETTE_FORMAT:
+            raise _FormatError(
+                f"not a dsh cassette (no 'format: {CASSETTE_FORMAT}' at the top); "
+                "delete it and record it again"
+            )
+        version = document.get("version")
+        if version != CASSETTE_FORMAT_VERSION:
+            raise _FormatError(
+                f"cassette format version {version!r}; this dsh-testkit reads version "
+                f"{CASSETTE_FORMAT_VERSION} only (cassettes are re-recorded, never migrated): "
+                "record it again with mode='all'"
+            )
+        raw = document.get("interactions")
+        if not isinstance(raw, list):
+            raise _FormatError("'interactions' must be a list")
+        interactions = []
+        for i, interaction in enumerate(raw):
+            where = f"interactions[{i}]"
+            try:
+                request = interaction["request"]
+                response = interaction["response"]
+                req_body, _ = _decode_body(request.get("body"), f"{where}.request.body")
+                resp_body, chunks = _decode_body(response.get("body"), f"{where}.response.body")
+                out_request = {
+                    "method": str(request["method"]),
+                    "uri": str(request["uri"]),
+                    "body": req_body,
+                    "headers": {k: [v] for k, v in (request.get("headers") or {}).items()},
+                }
+                status = response["status"]
+                out_response: dict[str, Any] = {
+                    "status": {"code": int(status["code"]), "message": status.get("message")},
+                    "headers": {
+                        k: list(v) if isinstance(v, list) else [v]
+                        for k, v in (response.get("headers") or {}).items()
+                    },
+                    "body": {"string": resp_body if resp_body is not None else b""},
+                }
+                if chunks is not None:
+                    out_response["body"]["chunks"] = chunks
+            except (KeyError, TypeError, ValueError) as exc:
+                if isinstance(exc, _FormatError):
+                    raise
+                raise _FormatError(
+                    f"{where}: malformed interaction ({type(exc).__name__}: {exc})"
+                ) from None
+            interactions.append({"request": out_request, "response": out_response})
+        out: dict[str, Any] = {"interactions": interactions}
+        metadata = document.get("metadata")
+        if metadata:
+            out["metadata"] = dict(metadata)
+        return out
+
+
+class CassettePersister:
+    """vcrpy persister: UTF-8, ``\\n`` line endings, atomic writes, errors naming the file.
+
+    ``metadata`` is merged into the cassette's metadata on every save (the recorder's note on
+    what was recorded against); ``loaded_metadata`` is what the file held when it was read.
+    """
+
+    def __init__(self, metadata: Mapping[str, Any] | None = None) -> None:
+        self.metadata = dict(metadata or {})
+        self.loaded_metadata: dict[str, Any] = {}
+
+    def load_cassette(self, cassette_path: str | os.PathLike[str], serializer: Any) -> Any:
+        from vcr.persisters.filesystem import CassetteNotFoundError
+        from vcr.serialize import deserialize
+
+        path = Path(cassette_path)
+        if not path.is_file():
+            raise CassetteNotFoundError()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise CassetteFormatError(
+                f"cassette {path} is not UTF-8 text", path=str(path)
+            ) from None
+        if not text.strip():
+            raise CassetteNotFoundError()
+        try:
+            loaded = deserialize(text, serializer)
+        except _FormatError as exc:
+            raise CassetteFormatError(f"cassette {path}: {exc}", path=str(path)) from None
+        if len(loaded) == 3:
+            self.loaded_metadata = dict(loaded[2])
+        return loaded
+
+    def save_cassette(
+        self, cassette_path: str | os.PathLike[str], cassette_dict: dict[str, Any], serializer: Any
+    ) -> None:
+        from vcr.serialize import serialize
+
+        path = Path(cassette_path)
+        metadata = {**self.loaded_metadata, **dict(cassette_dict.get("metadata") or {})}
+        metadata.update(self.metadata)
+        text = serialize({**cassette_dict, "metadata": metadata}, serializer)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

@@ -1,0 +1,191 @@
+"""The error tree of ``dsh_testkit``, rooted in ``dsh_core``'s one tree.
+
+Every failure the test kit raises on purpose is a :class:`TestkitError`. Errors that mean "the
+code under test did something other than what was recorded" are also ``AssertionError``s, so
+pytest reports them as failures, not as crashes. Each carries its facts as attributes::
+
+    DshError
+    └── TestkitError
+        ├── CassetteError              a cassette could not be used (``.path``)
+        │   ├── CassetteFormatError    unreadable, another format version, a bad body encoding
+        │   ├── CassetteNotFound       replay-only mode and no cassette file at ``.path``
+        │   ├── CassetteMismatch       no recording for a live request (``.index``, ``.request``,
+        │   │                          ``.closest``, ``.closest_index``, ``.diff``)   [AssertionError]
+        │   └── CassetteNotFullyPlayed recordings left unplayed (``.unplayed``)   [AssertionError]
+        ├── RecordingRefused           ``record-live`` without a key, or an unknown scenario
+        ├── ReplayError                the replay provider could not serve a call
+        │   ├── ReplayScriptError      a log cannot be turned into a script (``.turn``, ``.step``, ``.seq``)
+        │   ├── UnrecordedSession      more live sessions than recorded ones (``.session_id``)
+        │   ├── ReplayExhausted        a session asked for more calls than recorded (``.session_id``,
+        │   │                          ``.index``, ``.recorded``)   [AssertionError]
+        │   ├── ReplayNotConsumed      recorded calls left unserved (``.remaining``)   [AssertionError]
+        │   └── ReplayMismatch         strict mode: the live request differs from the recorded one
+        │                              (``.index``, ``.expected``, ``.actual``, ``.diff``)   [AssertionError]
+        └── PrefixInstability          a captured request does not extend the previous one
+                                       (``.index``, ``.diff``)   [AssertionError]
+
+``dsh_testkit.mock`` keeps its own ``MockError`` branch of ``DshError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dsh_core import DshError
+
+__all__ = [
+    "CassetteError",
+    "CassetteFormatError",
+    "CassetteMismatch",
+    "CassetteNotFound",
+    "CassetteNotFullyPlayed",
+    "PrefixInstability",
+    "RecordingRefused",
+    "ReplayError",
+    "ReplayExhausted",
+    "ReplayMismatch",
+    "ReplayNotConsumed",
+    "ReplayScriptError",
+    "TestkitError",
+    "UnrecordedSession",
+]
+
+
+def _indented(lines: Sequence[str]) -> str:
+    return "".join(f"\n  {line}" for line in lines)
+
+
+class TestkitError(DshError):
+    """Base of every error ``dsh_testkit`` raises on purpose."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+
+class CassetteError(TestkitError):
+    """A cassette could not be used. ``path`` is the cassette file."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class CassetteFormatError(CassetteError, ValueError):
+    """A cassette file cannot be read: not ours, another format version, or a bad body."""
+
+
+class CassetteNotFound(CassetteError, FileNotFoundError):
+    """Replay-only mode was asked for a cassette that does not exist."""
+
+
+class CassetteMismatch(CassetteError, AssertionError):
+    """A live request has no recording to play.
+
+    ``index`` is the live request's position in this cassette use (0-based); ``request`` a
+    one-line description of it (method and URL); ``closest_index`` the interaction closest to
+    it (``None`` when the cassette has none); ``closest`` that interaction's method and URL;
+    ``diff`` the differences from the closest recording to the live request, first first.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        index: int,
+        request: str,
+        closest: str | None,
+        closest_index: int | None,
+        diff: tuple[str, ...],
+    ) -> None:
+        super().__init__(message, path=path)
+        self.index = index
+        self.request = request
+        self.closest = closest
+        self.closest_index = closest_index
+        self.diff = diff
+
+
+class CassetteNotFullyPlayed(CassetteError, AssertionError):
+    """A cassette was left with recordings that were never played (``unplayed`` indexes)."""
+
+    def __init__(self, message: str, *, path: str, unplayed: tuple[int, ...]) -> None:
+        super().__init__(message, path=path)
+        self.unplayed = unplayed
+
+
+class RecordingRefused(TestkitError):
+    """A live recording was refused (no key in the environment, an unknown scenario, …)."""
+
+
+class ReplayError(TestkitError):
+    """The replay provider could not serve a call."""
+
+
+class ReplayScriptError(ReplayError, ValueError):
+    """A recorded log cannot be turned into a replay script; ``turn``/``step``/``seq`` say where."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        turn: int | None = None,
+        step: int | None = None,
+        seq: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.turn = turn
+        self.step = step
+        self.seq = seq
+
+
+class UnrecordedSession(ReplayError, AssertionError):
+    """A live session made a call but every recorded session is already bound to another."""
+
+    def __init__(self, message: str, *, session_id: str | None) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+
+
+class ReplayExhausted(ReplayError, AssertionError):
+    """A session asked for call ``index`` (0-based) but only ``recorded`` calls were recorded."""
+
+    def __init__(self, message: str, *, session_id: str | None, index: int, recorded: int) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.index = index
+        self.recorded = recorded
+
+
+class ReplayNotConsumed(ReplayError, AssertionError):
+    """Recorded calls were never served. ``remaining`` maps each recorded session to its count."""
+
+    def __init__(self, message: str, *, remaining: dict[str, int]) -> None:
+        super().__init__(message)
+        self.remaining = remaining
+
+
+class ReplayMismatch(ReplayError, AssertionError):
+    """Strict replay: live request ``index`` differs from the one the recorded log rebuilds.
+
+    ``expected`` is the reconstructed request, ``actual`` the live one (both
+    :class:`~dsh_core.GenerateOptions`), ``diff`` the differences, first first.
+    """
+
+    def __init__(
+        self, message: str, *, index: int, expected: Any, actual: Any, diff: tuple[str, ...]
+    ) -> None:
+        super().__init__(message + _indented(diff))
+        self.index = index
+        self.expected = expected
+        self.actual = actual
+        self.diff = diff
+
+
+class PrefixInstability(TestkitError, AssertionError):
+    """Captured request ``index`` does not extend request ``index - 1`` (the cache prefix broke)."""
+
+    def __init__(self, message: str, *, index: int, diff: tuple[str, ...]) -> None:
+        super().__init__(message + _indented(diff))
+        self.index = index
+        self.diff = diff

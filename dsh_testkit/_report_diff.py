@@ -1,0 +1,207 @@
+"""What changed between two headers or two requests, in words (shared by audit and cache-report).
+
+The wording follows :func:`dsh_core.diff_requests`: header changes name the field
+(``config.model: 'a' → 'b'``, ``system line 12 changed``, ``tool 'grep' added``), message
+changes name the first differing JSON path (``messages[3].content[0].text differs``). Unlike
+``diff_requests`` (which compares a request with the log's expectation), these describe how a
+log moved from one state to the next, so they read "previous → this".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dsh_core import (
+    EpochHeader,
+    GenerateOptions,
+    Message,
+    SystemDelta,
+    ToolSchema,
+    ToolsDelta,
+    canonical_header,
+    diff_header,
+    dumps_canonical,
+)
+
+__all__ = [
+    "RequestComparison",
+    "compare_requests",
+    "first_json_difference",
+    "header_changes",
+    "header_of",
+    "header_summary",
+    "short",
+]
+
+
+def short(value: Any, limit: int = 48) -> str:
+    """A one-line preview of a JSON value (strings quoted), cut with ``…`` past ``limit``."""
+    text = repr(value) if isinstance(value, str) else dumps_canonical(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def first_json_difference(path: str, a: Any, b: Any) -> str | None:
+    """The first path at which ``b`` differs from ``a`` (depth-first, in document order)."""
+    stack: list[tuple[str, Any, Any]] = [(path, a, b)]
+    while stack:
+        where, x, y = stack.pop()
+        if isinstance(x, Mapping) and isinstance(y, Mapping):
+            removed = [k for k in x if k not in y]
+            added = [k for k in y if k not in x]
+            if removed:
+                return f"{where}.{removed[0]} removed"
+            if added:
+                return f"{where}.{added[0]} added ({short(y[added[0]])})"
+            if list(x) != list(y):
+                return f"{where}: keys reordered ({', '.join(y)})"
+            stack.extend((f"{where}.{k}", x[k], y[k]) for k in reversed(list(x)))
+        elif isinstance(x, list) and isinstance(y, list):
+            for i, (p, q) in enumerate(zip(x, y, strict=False)):
+                if dumps_canonical(p) != dumps_canonical(q):
+                    stack.append((f"{where}[{i}]", p, q))
+                    break
+            else:
+                if len(x) != len(y):
+                    return f"{where}: {len(x)} items → {len(y)}"
+        elif type(x) is not type(y) or x != y:
+            return f"{where} differs ({short(x)} → {short(y)})"
+    return None
+
+
+def header_of(request: GenerateOptions) -> EpochHeader:
+    """The canonical header a request was built from (its config, system and tools)."""
+    return canonical_header(
+        EpochHeader(config=request.config, system=request.system, tools=request.tools)
+    )
+
+
+def header_summary(header: EpochHeader) -> str:
+    """``deepseek/deepseek-chat · system 40 lines · 3 tools`` (placeholders shown as they are)."""
+    config = header.config
+    parts = [f"{config.provider}/{config.model}"]
+    extras = [
+        f"{k}={short(v, 24)}" for k, v in config.to_json().items() if k not in {"provider", "model"}
+    ]
+    if extras:
+        parts.append(" ".join(extras))
+    system = header.system
+    if system is None:
+        parts.append("no system")
+    elif system.startswith("{{") and system.endswith("}}") and "\n" not in system:
+        parts.append(f"system {system}")
+    else:
+        n = len(system.split("\n"))
+        parts.append(f"system {n} line{'s' if n != 1 else ''}")
+    tools = header.tools
+    if tools is None:
+        parts.append("no tools")
+    elif isinstance(tools, str):
+        parts.append(f"tools {tools}")
+    else:
+        parts.append(f"{len(tools)} tool{'s' if len(tools) != 1 else ''}")
+    return " · ".join(parts)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def _system_change(previous: str | None, delta: SystemDelta) -> str:
+    old_lines = len(previous.split("\n")) if previous else 0
+    first = delta.keep_start + 1
+    removed = old_lines - delta.keep_start - delta.keep_end
+    inserted = len(delta.insert)
+    if removed == 0:
+        where = "at the start" if delta.keep_start == 0 else f"after line {delta.keep_start}"
+        return f"system: {_plural(inserted, 'line')} inserted {where}"
+    span = f"line {first}" if removed == 1 else f"lines {first}–{first + removed - 1}"
+    if inserted == 0:
+        return f"system {span} removed"
+    if removed == inserted == 1:
+        return f"system {span} changed"
+    return f"system {span} replaced by {_plural(inserted, 'line')}"
+
+
+def _tool_changes(previous: tuple[ToolSchema, ...], delta: ToolsDelta) -> list[str]:
+    old = {t.name: t for t in previous}
+    out = [f"tool {a.tool.name!r} added" for a in delta.added]
+    out.extend(f"tool {name!r} removed" for name in delta.removed)
+    for tool in delta.changed:
+        detail = first_json_difference("", old[tool.name].to_json(), tool.to_json())
+        out.append(f"tool {tool.name!r} changed" + (f" ({detail.lstrip('.')})" if detail else ""))
+    if delta.order is not None:
+        out.append(f"tools reordered ({', '.join(delta.order)})")
+    return out
+
+
+def header_changes(previous: EpochHeader | None, header: EpochHeader) -> tuple[str, ...]:
+    """Every change from ``previous`` to ``header``, one phrase each; ``()`` when equal.
+
+    Config fields first (``config.model: 'a' → 'b'``), then the system prompt by line, then
+    tools by name (added, removed, changed, reordered). With no previous header: ``()``.
+    """
+    if previous is None:
+        return ()
+    a, b = canonical_header(previous), canonical_header(header)
+    delta = diff_header(a, b)
+    if delta is None:
+        return ()
+    out: list[str] = []
+    old_config, new_config = a.config.to_json(), b.config.to_json()
+    for key in dict.fromkeys([*old_config, *new_config]):
+        if key not in new_config:
+            out.append(f"config.{key} removed (was {short(old_config[key])})")
+        elif key not in old_config:
+            out.append(f"config.{key} added ({short(new_config[key])})")
+        elif dumps_canonical(old_config[key]) != dumps_canonical(new_config[key]):
+            out.append(f"config.{key}: {short(old_config[key])} → {short(new_config[key])}")
+    if delta.system is not None:
+        out.append(_system_change(a.system, delta.system))
+    if isinstance(a.tools, str) or isinstance(b.tools, str):
+        if a.tools != b.tools:
+            out.append(f"tools: {short(a.tools)} → {short(b.tools)}")
+    elif delta.tools is not None:
+        out.extend(_tool_changes(a.tool_list, delta.tools))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestComparison:
+    """How a request relates to the one before it."""
+
+    extends: bool
+    """Same header, and the previous request's messages are a prefix of this one's."""
+    differences: tuple[str, ...]
+    """Header changes (``header: …``), then the first message difference; ``()`` when it extends."""
+    shared_messages: int
+    """How many leading messages the two requests share."""
+
+
+def _messages_equal(a: Message, b: Message) -> bool:
+    return a is b or a.canonical_json() == b.canonical_json()
+
+
+def compare_requests(previous: GenerateOptions, request: GenerateOptions) -> RequestComparison:
+    """Is ``request`` an append-only extension of ``previous``? If not, what differs first."""
+    differences = [f"header: {c}" for c in header_changes(header_of(previous), header_of(request))]
+    old: Sequence[Message] = previous.messages
+    new: Sequence[Message] = request.messages
+    shared = 0
+    limit = min(len(old), len(new))
+    while shared < limit and _messages_equal(old[shared], new[shared]):
+        shared += 1
+    if shared < len(old):
+        if shared < len(new):
+            detail = first_json_difference(
+                f"messages[{shared}]", old[shared].to_json(), new[shared].to_json()
+            )
+            differences.append(detail or f"messages[{shared}] differs")
+        else:
+            differences.append(
+                f"messages: {len(old) - shared} of the previous request's {len(old)} are gone"
+            )
+    return RequestComparison(
+        extends=not differences, differences=tuple(differences), shared_messages=shared
+    )

@@ -1,0 +1,459 @@
+"""Cassettes: record an agent's HTTP traffic once, replay it in every test run after.
+
+Built on vcrpy with this project's configuration (see ``cassettes/README.md`` for the file
+format and how the repository's cassettes were recorded)::
+
+    from dsh_testkit.cassettes import use_cassette
+
+    with use_cassette("cassettes/plain-chat.yaml") as cassette:   # replay only, network blocked
+        run_my_agent()
+    # leaving the block fails if a recording was never played
+
+- **Format**: versioned YAML; JSON bodies parsed, SSE bodies as event lists that replay as a
+  real stream, one event per chunk, to sync and async ``httpx``/``httpx2`` clients.
+- **Secrets** are scrubbed before anything is written (credential headers, query parameters and
+  JSON keys; key-shaped strings anywhere, request and response alike).
+- **Matching**: method + URL + canonical JSON body (key order ignored). A request with no
+  recording raises :class:`CassetteMismatch` naming the request's index, the closest recording
+  and what differs in this project's vocabulary (``system line 3``, tool ``'grep'`` added,
+  ``config.temperature``, ``messages[4].content``). The error is raised inside the transport
+  and, because HTTP clients may swallow transport errors into retries, raised again when the
+  cassette closes.
+- **Modes**: ``"none"`` (the default: replay only, live network blocked), ``"missing"`` (record
+  what has no recording), ``"all"`` (re-record everything).
+
+The repository's cassettes are the :data:`SCENARIOS`; ``python -m dsh_testkit.cassettes
+record-mock cassettes`` re-records them against the loopback mock server, and ``record-live``
+(with ``DEEPSEEK_API_KEY`` set) against the live API.
+
+Why the httpx transports are patched here rather than by vcrpy (which patches ``httpx`` and
+``httpx2`` alike in 9.x): vcrpy hands every replayed or recorded body to the client as ONE
+chunk, so a stream would lose its event boundaries; see ``_cassette_transport``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, Final, Literal, TypeAlias
+
+from dsh_core import dumps_canonical
+
+from ._cassette_format import (
+    CASSETTE_FORMAT,
+    CASSETTE_FORMAT_VERSION,
+    CassettePersister,
+    CassetteSerializer,
+)
+from ._cassette_record import SCENARIOS, CassetteScenario, Transcript, record_scenarios
+from ._cassette_scrub import (
+    REDACTED,
+    find_secrets,
+    scrub_json,
+    scrub_text,
+    scrub_url,
+    scrub_vcr_request,
+    scrub_vcr_response,
+)
+from ._cassette_transport import TransportPatches
+from ._diff import chat_view, common_message_prefix, diff_chat, short
+from ._errors import (
+    CassetteError,
+    CassetteFormatError,
+    CassetteMismatch,
+    CassetteNotFound,
+    CassetteNotFullyPlayed,
+    RecordingRefused,
+)
+
+__all__ = [
+    "CASSETTE_FORMAT",
+    "CASSETTE_FORMAT_VERSION",
+    "REDACTED",
+    "SCENARIOS",
+    "VOLATILE_REQUEST_HEADERS",
+    "VOLATILE_RESPONSE_HEADERS",
+    "Cassette",
+    "CassetteError",
+    "CassetteFormatError",
+    "CassetteMismatch",
+    "CassetteNotFound",
+    "CassetteNotFullyPlayed",
+    "CassetteScenario",
+    "RecordMode",
+    "RecordingRefused",
+    "Transcript",
+    "find_secrets",
+    "json_body_matcher",
+    "main",
+    "record_scenarios",
+    "scrub_json",
+    "scrub_text",
+    "scrub_url",
+    "use_cassette",
+]
+
+RecordMode: TypeAlias = Literal["none", "missing", "all"]
+"""``none``: replay only (live network blocked); ``missing``: record requests with no
+recording; ``all``: re-record every request, dropping the old recordings."""
+
+_VCR_MODES: Final = {"none": "none", "missing": "new_episodes", "all": "all"}
+
+VOLATILE_REQUEST_HEADERS: Final = frozenset(
+    {"accept-encoding", "connection", "content-length", "host", "user-agent"}
+)
+"""Request headers not stored: they vary by library version or transport, never by the agent.
+Headers starting with ``x-stainless-`` (the openai/anthropic SDKs' platform report) go too."""
+
+VOLATILE_RESPONSE_HEADERS: Final = frozenset(
+    {"connection", "content-length", "date", "keep-alive", "transfer-encoding"}
+)
+"""Response headers not stored: the date changes every recording, the length is of the
+recorded bytes (which a parsed JSON body does not keep), and the rest are hop-by-hop framing
+of the recording's connection, not of the replay."""
+
+
+def json_body_matcher(r1: Any, r2: Any) -> None:
+    """vcrpy matcher ``json_body``: equal canonical JSON (key order ignored), else equal bytes."""
+    a, b = _canonical_body(r1.body), _canonical_body(r2.body)
+    if a != b:
+        raise AssertionError(f"bodies differ: {short(_text(a))} != {short(_text(b))}")
+
+
+def _canonical_body(body: Any) -> Any:
+    if body is None or body in (b"", ""):
+        return b""
+    raw = body if isinstance(body, (bytes, str)) else bytes(body)
+    try:
+        return dumps_canonical(json.loads(raw), sort_keys=True)
+    except ValueError:
+        return raw if isinstance(raw, bytes) else raw.encode("utf-8")
+
+
+def _drop_volatile_request_headers(request: Any) -> Any:
+    request.headers = {
+        name: value
+        for name, value in request.headers.items()
+        if name.lower() not in VOLATILE_REQUEST_HEADERS
+        and not name.lower().startswith("x-stainless-")
+    }
+    return request
+
+
+def _drop_volatile_response_headers(response: dict[str, Any]) -> dict[str, Any]:
+    response["headers"] = {
+        name: values
+        for name, values in (response.get("headers") or {}).items()
+        if name.lower() not in VOLATILE_RESPONSE_HEADERS
+    }
+    return response
+
+
+def _decode_compressed(response: dict[str, Any]) -> dict[str, Any]:
+    from vcr.filters import decode_response
+
+    decoded: dict[str, Any] = decode_response(response)
+    return decoded
+
+
+def _describe(request: Any) -> str:
+    return f"{request.method} {request.uri}"
+
+
+class _Rewriter:
+    def __init__(self, rewrite_origin: tuple[str, str] | None) -> None:
+        self.origin = rewrite_origin
+
+    def __call__(self, request: Any) -> Any:
+        if self.origin is not None:
+            live, recorded = (o.rstrip("/") for o in self.origin)
+            if request.uri.startswith(live):
+                request.uri = recorded + request.uri[len(live) :]
+        return request
+
+
+class Cassette:
+    """One use of a cassette file: what was played, recorded and left over.
+
+    Returned by :func:`use_cassette`; wraps the vcrpy cassette in ``vcr_cassette``.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        mode: RecordMode,
+        persister: CassettePersister,
+        *,
+        match_on: tuple[Any, ...],
+    ) -> None:
+        self.path = path
+        """The cassette file."""
+        self.mode: RecordMode = mode
+        self.vcr_cassette: Any = None
+        """The underlying ``vcr.cassette.Cassette`` (for vcrpy-level inspection)."""
+        self.requests_seen = 0
+        """Live requests that reached the cassette so far."""
+        self.mismatches: list[CassetteMismatch] = []
+        """Every mismatch raised during this use (re-raised when the cassette closes)."""
+        self.match_on = match_on
+        """The vcrpy matchers in use (method, URL, canonical JSON body)."""
+        self._persister = persister
+        self._loaded = 0
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The metadata stored in the file (what it was recorded against, the scenario, …)."""
+        return {**self._persister.loaded_metadata, **self._persister.metadata}
+
+    @property
+    def recorded(self) -> int:
+        """Interactions in the cassette (loaded and newly recorded)."""
+        return len(self.vcr_cassette)
+
+    @property
+    def play_count(self) -> int:
+        return int(self.vcr_cassette.play_count)
+
+    @property
+    def unplayed(self) -> tuple[int, ...]:
+        """Indexes of loaded recordings never played in this use."""
+        counts = self.vcr_cassette.play_counts
+        return tuple(i for i in range(self._loaded) if counts[i] == 0)
+
+    def assert_all_played(self) -> None:
+        """Fail with :class:`CassetteNotFullyPlayed` when a loaded recording was not played.
+
+        A recording left over means the code under test made fewer (or other) requests than
+        were recorded. In mode ``"all"`` nothing is played by design, so nothing is checked.
+        """
+        if self.mode == "all":
+            return
+        unplayed = self.unplayed
+        if not unplayed:
+            return
+        data = self.vcr_cassette.data
+        listed = "".join(f"\n  interaction {i}: {_describe(data[i][0])}" for i in unplayed[:5])
+        more = f"\n  … and {len(unplayed) - 5} more" if len(unplayed) > 5 else ""
+        raise CassetteNotFullyPlayed(
+            f"cassette {self.path} was only partly played: {len(unplayed)} of {self._loaded} "
+            f"recordings never requested (the code made {self.requests_seen} request(s)):"
+            f"{listed}{more}\nThe code under test now makes fewer or other requests than were "
+            "recorded: fix it, or re-record the cassette with mode='all' if the change is intended.",
+            path=str(self.path),
+            unplayed=unplayed,
+        )
+
+    # ---------------------------------------------------------------- transport callbacks
+
+    def decide(self, request: Any, body: bytes) -> tuple[str, Any]:
+        """Play, record, or raise for a live request (called by the transport patches)."""
+        from vcr.request import Request as VcrRequest
+
+        cassette = self.vcr_cassette
+        index = self.requests_seen
+        self.requests_seen += 1
+        vcr_request = VcrRequest(request.method, str(request.url), body, dict(request.headers))
+        if cassette.can_play_response_for(vcr_request):
+            return "play", cassette.play_response(vcr_request)
+        if cassette.write_protected:
+            error = self._mismatch(vcr_request, index)
+            self.mismatches.append(error)
+            raise error
+        return "record", vcr_request
+
+    def record(
+        self,
+        vcr_request: Any,
+        status: int,
+        reason: str,
+        headers: dict[str, list[str]],
+        content: bytes,
+    ) -> None:
+        self.vcr_cassette.append(
+            vcr_request,
+            {
+                "status": {"code": status, "message": reason},
+                "headers": headers,
+                "body": {"string": content},
+            },
+        )
+
+    def _mismatch(self, vcr_request: Any, index: int) -> CassetteMismatch:
+        from vcr.matchers import requests_match
+
+        cassette = self.vcr_cassette
+        live = cassette.filter_request(vcr_request)
+        described = _describe(live)
+        head = f"cassette {self.path} has no recording for request {index} (0-based): {described}"
+        fix = (
+            "What to do: if the change is intended, re-record the cassette with mode='all' "
+            "(pytest --dsh-record-mode=all); otherwise fix the code that builds the request."
+        )
+        data = cassette.data
+        if not data:
+            return CassetteMismatch(
+                f"{head}\nThe cassette holds no recordings.\n{fix}",
+                path=str(self.path),
+                index=index,
+                request=described,
+                closest=None,
+                closest_index=None,
+                diff=(),
+            )
+        matching = [i for i, (r, _) in enumerate(data) if requests_match(live, r, self.match_on)]
+        if matching:
+            listed = ", ".join(str(i) for i in matching)
+            return CassetteMismatch(
+                f"{head}\nIt matches recorded interaction(s) {listed}, but each was already "
+                f"played: the code sends this request more often than it was recorded.\n{fix}",
+                path=str(self.path),
+                index=index,
+                request=described,
+                closest=_describe(data[matching[0]][0]),
+                closest_index=matching[0],
+                diff=(),
+            )
+        best = min(range(len(data)), key=lambda i: self._distance(live, data[i][0], i, index))
+        recorded = data[best][0]
+        diff = self._diff(recorded, live)
+        played = " (already played)" if cassette.play_counts[best] else ""
+        lines = (
+            "".join(f"\n  {line}" for line in diff) or "\n  (no difference in method, URL or body)"
+        )
+        return CassetteMismatch(
+            f"{head}\nClosest recording: interaction {best}{played}, {_describe(recorded)}; "
+            f"what differs (recorded → request), in order:{lines}\n{fix}",
+            path=str(self.path),
+            index=index,
+            request=described,
+            closest=_describe(recorded),
+            closest_index=best,
+            diff=diff,
+        )
+
+    @staticmethod
+    def _diff(recorded: Any, live: Any) -> tuple[str, ...]:
+        out: list[str] = []
+        if recorded.method != live.method:
+            out.append(f"method differs: recorded: {recorded.method}, request: {live.method}")
+        if recorded.uri != live.uri:
+            out.append(f"url differs: recorded: {recorded.uri}, request: {live.uri}")
+        a, b = chat_view(recorded.body), chat_view(live.body)
+        if a is not None and b is not None:
+            out.extend(diff_chat(a, b))
+        elif _canonical_body(recorded.body) != _canonical_body(live.body):
+            out.append(
+                f"body differs: recorded: {short(_text(recorded.body))}, "
+                f"request: {short(_text(live.body))}"
+            )
+        return tuple(out)
+
+    @staticmethod
+    def _distance(live: Any, recorded: Any, position: int, index: int) -> tuple[int, ...]:
+        """Sort key: same method and URL first, then fewer differences, longer shared history,
+        and the recording at the live request's own position."""
+        route = int(recorded.method != live.method) + int(recorded.uri != live.uri)
+        a, b = chat_view(recorded.body), chat_view(live.body)
+        if a is not None and b is not None:
+            differences = len(diff_chat(a, b))
+            shared = common_message_prefix(a, b)
+        else:
+            differences = int(_canonical_body(recorded.body) != _canonical_body(live.body))
+            shared = 0
+        return (route, differences, -shared, abs(position - index))
+
+
+def _text(body: Any) -> str:
+    if body is None:
+        return ""
+    if isinstance(body, bytes):
+        return body.decode("utf-8", errors="replace")
+    return str(body)
+
+
+@contextmanager
+def use_cassette(
+    path: str | Path,
+    *,
+    mode: RecordMode = "none",
+    metadata: Mapping[str, Any] | None = None,
+    rewrite_origin: tuple[str, str] | None = None,
+    assert_all_played: bool = True,
+) -> Iterator[Cassette]:
+    """Replay (or record) every ``httpx``/``httpx2`` request made inside the block.
+
+    ``mode`` is ``"none"`` (replay only; a missing file raises :class:`CassetteNotFound` at
+    once, and an unrecorded request raises :class:`CassetteMismatch`), ``"missing"`` or
+    ``"all"``. ``metadata`` is stored in the file when it is written (say what it was recorded
+    against). ``rewrite_origin=(live, recorded)`` stores requests sent to the ``live`` origin as
+    sent to ``recorded`` (a loopback recording filed under the real API's URL). On a clean exit
+    the block fails when a recording was never played (``assert_all_played``), and any mismatch
+    that a client swallowed (into a retry or a wrapped error) is raised again.
+    """
+    import vcr.cassette
+
+    if mode not in _VCR_MODES:
+        raise ValueError(f"mode must be one of {sorted(_VCR_MODES)}, got {mode!r}")
+    path = Path(path)
+    if mode == "none" and not path.is_file():
+        raise CassetteNotFound(
+            f"cassette {path} does not exist and mode 'none' replays only (live network "
+            "blocked); record it with mode='missing' (pytest --dsh-record-mode=missing)",
+            path=str(path),
+        )
+    from vcr.matchers import method, uri
+
+    persister = CassettePersister(metadata)
+    handle = Cassette(path, mode, persister, match_on=(method, uri, json_body_matcher))
+    rewriter = _Rewriter(rewrite_origin)
+
+    def before_record_request(request: Any) -> Any:
+        request = scrub_vcr_request(request)
+        return _drop_volatile_request_headers(rewriter(request))
+
+    def before_record_response(response: dict[str, Any]) -> dict[str, Any]:
+        response = scrub_vcr_response(_decode_compressed(response))
+        return _drop_volatile_response_headers(response)
+
+    context = vcr.cassette.Cassette.use(
+        path=str(path),
+        serializer=CassetteSerializer,
+        persister=persister,
+        record_mode=_VCR_MODES[mode],
+        match_on=handle.match_on,
+        before_record_request=before_record_request,
+        before_record_response=before_record_response,
+        allow_playback_repeats=False,
+        drop_unused_requests=mode == "all",
+        record_on_exception=False,
+        skip_patchers=("httpx", "httpx2"),
+    )
+    with ExitStack() as stack:
+        handle.vcr_cassette = stack.enter_context(context)
+        handle._loaded = len(handle.vcr_cassette)
+        TransportPatches(handle).install(stack)
+        try:
+            yield handle
+        except BaseException as exc:
+            if handle.mismatches and not isinstance(exc, CassetteMismatch):
+                raise handle.mismatches[0] from exc
+            raise
+    if handle.mismatches:
+        raise handle.mismatches[0]
+    if assert_all_played:
+        handle.assert_all_played()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m dsh_testkit.cassettes record-live|record-mock DIRECTORY``."""
+    from ._cassette_record import main as record_main
+
+    return record_main(argv)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""A wire-faithful mock DeepSeek: one transport-independent model, served in process and on loopback.
+
+:class:`MockDeepSeek` is the model of the API (validation, scripted answers and faults, the
+prefix-cache simulator for usage). Serve it in process with :class:`MockHandler` /
+:func:`mock_transport` / :func:`respx_route` (httpx and httpx2 clients, sync and async), or on a
+real socket with :class:`MockServer` (tests) and ``dsh-testkit serve`` (any language)::
+
+    mock = MockDeepSeek([Reply(text="hi"), HttpError(status=429, retry_after="2")])
+    client = openai.AsyncOpenAI(
+        base_url="https://api.deepseek.com", api_key="sk-test",
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(MockHandler(mock))),
+    )
+"""
+
+from ._api_errors import ApiError
+from ._cache import CacheKey, CacheUsage, PrefixCacheSimulator
+from ._errors import MockError, MockServerError, ScriptError
+from ._inprocess import MockHandler, mock_transport, respx_route
+from ._model import MockDeepSeek, Responder, resolve_model
+from ._plan import Emit, Hangup, HttpRequest, Pause, ResponsePlan, Stall
+from ._render import (
+    Completion,
+    CompletionToolCall,
+    WireUsage,
+    anthropic_events,
+    anthropic_message,
+    chat_chunks,
+    chat_completion,
+)
+from ._request import MockRequest, ReceivedRequest
+from ._responder import default_reply, example_arguments
+from ._script import (
+    BEHAVIOURS,
+    SCRIPT_FORMAT_VERSION,
+    Fault,
+    HttpError,
+    Reply,
+    Script,
+    ScriptEntry,
+    ToolCall,
+    behaviour,
+    entry_from_json,
+    random_script,
+)
+from ._server import MockServer, serve
+from ._tokens import HeuristicTokenizer, PromptRenderer, Tokenizer
+from ._validate import PassbackRule
+
+__all__ = [
+    "BEHAVIOURS",
+    "SCRIPT_FORMAT_VERSION",
+    "ApiError",
+    "CacheKey",
+    "CacheUsage",
+    "Completion",
+    "CompletionToolCall",
+    "Emit",
+    "Fault",
+    "Hangup",
+    "HeuristicTokenizer",
+    "HttpError",
+    "HttpRequest",
+    "MockDeepSeek",
+    "MockError",
+    "MockHandler",
+    "MockRequest",
+    "MockServer",
+    "MockServerError",
+    "PassbackRule",
+    "Pause",
+    "PrefixCacheSimulator",
+    "PromptRenderer",
+    "ReceivedRequest",
+    "Reply",
+    "Responder",
+    "ResponsePlan",
+    "Script",
+    "ScriptEntry",
+    "ScriptError",
+    "Stall",
+    "Tokenizer",
+    "ToolCall",
+    "WireUsage",
+    "anthropic_events",
+    "anthropic_message",
+    "behaviour",
+    "chat_chunks",
+    "chat_completion",
+    "default_reply",
+    "entry_from_json",
+    "example_arguments",
+    "mock_transport",
+    "random_script",
+    "resolve_model",
+    "respx_route",
+    "serve",
+]

@@ -1,0 +1,604 @@
+"""A simulator of DeepSeek's prefix cache ("context caching on disk"), in token space.
+
+DeepSeek caches automatically, per account and ``user_id``, and reports
+``prompt_cache_hit_tokens`` / ``prompt_cache_miss_tokens`` (wire.md §2). A mock that answers
+every request with a zero hit cannot tell a cache-friendly agent from one that rewrites its
+history, so the mock runs every request through :class:`PrefixCacheSimulator`.
+
+Rules ``"2026"`` (the default; wire.md §2.1, §2.4), per isolation key:
+
+- After a request, *cache prefix units* are persisted: one ending at the end of the user input
+  (:attr:`RenderedPrompt.input_end`), one ending at the end of the model output (prompt +
+  completion), one at every multiple of ``interval_tokens`` inside that sequence, and — when the
+  prompt shares a longer prefix with an earlier prompt than the unit it hit — one for that common
+  prefix (cut at the last ``granularity`` boundary inside it: "A+B then A+C persists A").
+- A request hits the **longest** visible unit it matches **in full** (no partial use of a unit);
+  the hit is reported rounded down to whole ``granularity`` units, as the real API reports
+  multiples of 64/128. Units shorter than one granularity are never persisted.
+- A unit becomes visible ``visibility_delay`` seconds after the request that persisted it (so
+  back-to-back parallel requests miss), and is forgotten after ``ttl`` idle seconds (a hit
+  refreshes it) or when the key holds more than ``max_units_per_key`` units (least recently
+  used first).
+
+Rules ``"2024"`` (wire.md §2.2): every ``granularity``-token block boundary of every earlier
+prompt and output is a unit, so a request hits its longest shared block-aligned prefix with any
+of them; shorter than one granularity is never cached.
+
+How to use it: ``lookup(key, prompt)`` at request time returns a :class:`CacheLookup` whose
+``usage`` is the hit/miss split; ``commit(lookup, completion)`` once the reply is known persists
+the units (``completion=None`` when the request produced no output but its input was read).
+``process(key, prompt, completion)`` does both. Two requests looked up before either commits
+both miss, as concurrent requests do on the real service.
+
+Efficiency: a prompt is hashed once, as a chain of ``granularity``-token blocks (``chain[k]`` is
+the hash of the first ``k`` blocks); a unit of any length ``L`` is identified by
+``hash((chain[L // G], tokens[L // G * G : L]))``, so checking a unit costs one dictionary
+lookup, and a 1M-token prompt hashes in about 15 ms. Hashes are Python's ``hash`` of ints and
+tuples, which is not randomized per process, so a simulation is reproducible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from bisect import bisect_right, insort
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Literal, TypeAlias
+
+from ._tokens import RenderedCompletion, RenderedPrompt
+
+__all__ = [
+    "CacheKey",
+    "CacheLookup",
+    "CacheRules",
+    "CacheUnit",
+    "CacheUnitKind",
+    "CacheUsage",
+    "PrefixCacheSimulator",
+    "anthropic_usage",
+    "deepseek_usage",
+]
+
+CacheRules: TypeAlias = Literal["2026", "2024"]
+"""``"2026"``: persisted cache prefix units, full match. ``"2024"``: any shared block prefix."""
+
+CacheUnitKind: TypeAlias = Literal["input", "output", "interval", "common", "block"]
+"""Why a unit was persisted: end of user input, end of model output, a fixed interval, a
+detected common prefix, or (rules ``"2024"``) a block boundary."""
+
+_RECENT_BLOCKS_PER_KEY = 1 << 18
+"""Bound on the block hashes of recent prompts kept per key for common-prefix detection."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheKey:
+    """An isolation key: one account (API key) and one ``user_id``.
+
+    Built with :meth:`for_request`, which keeps only a digest of the API key, so a key can be
+    logged, printed and compared without exposing the credential.
+    """
+
+    account: str
+    """A SHA-256 digest prefix of the API key (never the key itself)."""
+    user_id: str = ""
+    """The request's ``user_id`` (chat) or ``metadata.user_id`` (Anthropic); ``""`` when absent."""
+
+    @classmethod
+    def for_request(cls, api_key: str, user_id: str | None = None) -> CacheKey:
+        """The key for a request made with ``api_key`` on behalf of ``user_id``."""
+        digest = hashlib.sha256(api_key.encode("utf-8")).hexdigest()[:16]
+        return cls(account=digest, user_id=user_id or "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheUsage:
+    """The cache outcome of one request, as DeepSeek reports it."""
+
+    prompt_tokens: int
+    """All prompt tokens; always ``hit_tokens + miss_tokens``."""
+    hit_tokens: int
+    """Tokens served from cache: a multiple of the granularity (``prompt_cache_hit_tokens``)."""
+    miss_tokens: int
+    """Tokens not served from cache (``prompt_cache_miss_tokens``)."""
+    unit_tokens: int = 0
+    """Length of the unit that hit, before rounding down to the granularity (0 on a miss)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheUnit:
+    """A persisted unit, as :meth:`PrefixCacheSimulator.units` lists it."""
+
+    length: int
+    """Tokens covered, from the start of the sequence."""
+    kind: CacheUnitKind
+    """Why it was first persisted."""
+    visible_at: float
+    """Clock time from which requests can hit it."""
+    last_used: float
+    """Clock time it was last persisted again or hit (the idle TTL counts from here)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheLookup:
+    """The result of :meth:`PrefixCacheSimulator.lookup`; pass it to ``commit``."""
+
+    key: Hashable
+    """The isolation key looked up."""
+    usage: CacheUsage
+    """The hit/miss split of this request."""
+    prompt: RenderedPrompt | None = field(repr=False, compare=False)
+    """The rendered prompt, when one was given (``None`` for raw token sequences)."""
+    tokens: Sequence[int] = field(repr=False, compare=False)
+    """The prompt tokens."""
+    input_end: int = field(repr=False)
+    """Where the input ends (the "end of user input" unit)."""
+    chain: tuple[int, ...] = field(repr=False, compare=False)
+    """Block-chain hashes of the prompt (``chain[k]`` covers the first ``k`` blocks)."""
+    time: float
+    """Clock time of the lookup."""
+
+
+class _Unit:
+    """A unit's mutable bookkeeping."""
+
+    __slots__ = ("kind", "last_used", "length", "visible_at")
+
+    def __init__(self, length: int, kind: CacheUnitKind, visible_at: float, now: float) -> None:
+        self.length = length
+        self.kind: CacheUnitKind = kind
+        self.visible_at = visible_at
+        self.last_used = now
+
+
+class _KeyState:
+    """Everything one isolation key has cached."""
+
+    __slots__ = ("last_sweep", "length_counts", "lengths", "recent", "units")
+
+    def __init__(self, now: float) -> None:
+        self.units: dict[int, _Unit] = {}
+        """Prefix hash → unit, least recently used first (dict order)."""
+        self.lengths: list[int] = []
+        """Distinct unit lengths, ascending (rules 2026)."""
+        self.length_counts: dict[int, int] = {}
+        self.recent: dict[int, float] = {}
+        """Block-chain hashes of recent prompts → last seen; shorter prefixes more recent."""
+        self.last_sweep = now
+
+
+_SEED = 0x5EED
+
+
+def _extend_chain(chain: list[int], tail: Sequence[int], granularity: int) -> list[int]:
+    """Append to ``chain`` the hashes of the full blocks of ``tail``, which starts where the
+    blocks ``chain`` covers end (``chain[k]`` is the hash of the first ``k`` blocks)."""
+    last = chain[-1]
+    for start in range(0, len(tail) - granularity + 1, granularity):
+        last = hash((last, tuple(tail[start : start + granularity])))
+        chain.append(last)
+    return chain
+
+
+def _extend_with_output(
+    chain: list[int], tokens: Sequence[int], output: Sequence[int], granularity: int
+) -> int:
+    """Extend the prompt's ``chain`` over ``tokens + output`` without copying the prompt;
+    return the prefix hash of the whole sequence."""
+    start = (len(chain) - 1) * granularity
+    tail = [*tokens[start:], *output]
+    _extend_chain(chain, tail, granularity)
+    blocks = (start + len(tail)) // granularity
+    return hash((chain[blocks], tuple(tail[blocks * granularity - start :])))
+
+
+def _prefix_hash(chain: Sequence[int], tokens: Sequence[int], length: int, granularity: int) -> int:
+    """The identity of the first ``length`` tokens: their full blocks' chain, then the tail."""
+    blocks = length // granularity
+    return hash((chain[blocks], tuple(tokens[blocks * granularity : length])))
+
+
+def _aligned_hash(chain_hash: int) -> int:
+    """:func:`_prefix_hash` of a block-aligned length (an empty tail), from its chain hash."""
+    return hash((chain_hash, ()))
+
+
+class PrefixCacheSimulator:
+    """DeepSeek's prefix cache, per isolation key. See the module docstring for the rules.
+
+    Parameters (all keyword-only):
+
+    - ``rules``: ``"2026"`` (default) or ``"2024"``.
+    - ``granularity``: tokens per reported unit (default 64, the documented 2024 storage unit;
+      V4-era hits are all multiples of 128 — pass 128 to mimic that).
+    - ``interval_tokens``: rules 2026, a unit every this many tokens inside long sequences
+      (default 4096; a multiple of ``granularity``; ``None`` turns interval units off). DeepSeek
+      does not publish its interval.
+    - ``visibility_delay``: seconds before a persisted unit can hit (default 0 so back-to-back
+      test requests hit; the real service takes seconds).
+    - ``ttl``: idle seconds before a unit is forgotten (default 6 h; the real service keeps
+      units hours to days; ``None`` never expires).
+    - ``max_units_per_key``: bound per key, least recently used evicted first (default 10 000).
+    - ``clock``: seconds as a float (default ``time.monotonic``); inject a fake one in tests.
+    """
+
+    __slots__ = (
+        "_clock",
+        "_delay",
+        "_granularity",
+        "_interval",
+        "_keys",
+        "_max_units",
+        "_rules",
+        "_ttl",
+    )
+
+    def __init__(
+        self,
+        *,
+        rules: CacheRules = "2026",
+        granularity: int = 64,
+        interval_tokens: int | None = 4096,
+        visibility_delay: float = 0.0,
+        ttl: float | None = 6 * 3600.0,
+        max_units_per_key: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if rules not in ("2026", "2024"):
+            raise ValueError(f'rules must be "2026" or "2024", got {rules!r}')
+        if granularity < 1:
+            raise ValueError(f"granularity must be a positive number of tokens, got {granularity}")
+        if interval_tokens is not None and (
+            interval_tokens < granularity or interval_tokens % granularity
+        ):
+            raise ValueError(
+                f"interval_tokens must be a positive multiple of granularity ({granularity}) or "
+                f"None to disable interval units, got {interval_tokens}"
+            )
+        if visibility_delay < 0:
+            raise ValueError(f"visibility_delay must be >= 0 seconds, got {visibility_delay}")
+        if ttl is not None and ttl <= 0:
+            raise ValueError(f"ttl must be > 0 seconds or None for no expiry, got {ttl}")
+        if max_units_per_key < 1:
+            raise ValueError(f"max_units_per_key must be at least 1, got {max_units_per_key}")
+        self._rules: CacheRules = rules
+        self._granularity = granularity
+        self._interval = interval_tokens
+        self._delay = visibility_delay
+        self._ttl = ttl
+        self._max_units = max_units_per_key
+        self._clock = clock
+        self._keys: dict[Hashable, _KeyState] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"PrefixCacheSimulator(rules={self._rules!r}, granularity={self._granularity}, "
+            f"interval_tokens={self._interval}, visibility_delay={self._delay}, ttl={self._ttl}, "
+            f"max_units_per_key={self._max_units}, keys={len(self._keys)})"
+        )
+
+    @property
+    def rules(self) -> CacheRules:
+        """The rule set simulated."""
+        return self._rules
+
+    @property
+    def granularity(self) -> int:
+        """Tokens per reported unit; every hit is a multiple of it."""
+        return self._granularity
+
+    # -- the two calls per request ----------------------------------------------------------
+
+    def lookup(self, key: Hashable, prompt: RenderedPrompt | Sequence[int]) -> CacheLookup:
+        """The cache outcome of a request with ``prompt`` under ``key``, at the clock's now.
+
+        A raw token sequence is taken as a prompt whose input ends at its end. The unit that
+        hits has its idle timer refreshed; nothing is persisted until :meth:`commit`.
+        """
+        now = self._clock()
+        if isinstance(prompt, RenderedPrompt):
+            rendered: RenderedPrompt | None = prompt
+            tokens: Sequence[int] = prompt.tokens
+            input_end = prompt.input_end
+        else:  # a copy, so a caller reusing its list cannot change what commit persists
+            rendered, tokens, input_end = None, tuple(prompt), len(prompt)
+        chain = _extend_chain([_SEED], tokens, self._granularity)
+        state = self._keys.get(key)
+        unit_tokens = 0
+        if state is not None:
+            if self._rules == "2026":
+                unit_tokens = self._match_unit(state, tokens, chain, now)
+            else:
+                unit_tokens = self._match_blocks(state, chain, now)
+        hit = unit_tokens // self._granularity * self._granularity
+        usage = CacheUsage(
+            prompt_tokens=len(tokens),
+            hit_tokens=hit,
+            miss_tokens=len(tokens) - hit,
+            unit_tokens=unit_tokens,
+        )
+        return CacheLookup(
+            key=key,
+            usage=usage,
+            prompt=rendered,
+            tokens=tokens,
+            input_end=input_end,
+            chain=tuple(chain),
+            time=now,
+        )
+
+    def commit(
+        self, lookup: CacheLookup, completion: RenderedCompletion | Sequence[int] | None
+    ) -> None:
+        """Persist the units of a looked-up request, now that its reply is ``completion``.
+
+        ``None``: the input was read but no output was produced (a fault after prefill); only
+        input-side units are persisted.
+        """
+        now = self._clock()
+        state = self._keys.get(lookup.key)
+        if state is None:
+            state = self._keys[lookup.key] = _KeyState(now)
+        self._sweep(state, now)
+        visible_at = now + self._delay
+        output: Sequence[int] = ()
+        if isinstance(completion, RenderedCompletion):
+            output = completion.tokens
+        elif completion is not None:
+            output = completion
+        if self._rules == "2026":
+            self._commit_units(state, lookup, output, visible_at, now)
+        else:
+            self._commit_blocks(state, lookup, output, visible_at, now)
+        self._evict(state)
+
+    def process(
+        self,
+        key: Hashable,
+        prompt: RenderedPrompt | Sequence[int],
+        completion: RenderedCompletion | Sequence[int] | None = None,
+    ) -> CacheUsage:
+        """:meth:`lookup` then :meth:`commit` in one call; returns the request's usage."""
+        found = self.lookup(key, prompt)
+        self.commit(found, completion)
+        return found.usage
+
+    # -- inspection -------------------------------------------------------------------------
+
+    def units(self, key: Hashable) -> tuple[CacheUnit, ...]:
+        """The units ``key`` holds now (expired ones excluded), shortest first."""
+        state = self._keys.get(key)
+        if state is None:
+            return ()
+        now = self._clock()
+        return tuple(
+            sorted(
+                (
+                    CacheUnit(
+                        length=unit.length,
+                        kind=unit.kind,
+                        visible_at=unit.visible_at,
+                        last_used=unit.last_used,
+                    )
+                    for unit in state.units.values()
+                    if not self._expired(unit, now)
+                ),
+                key=lambda unit: (unit.length, unit.visible_at),
+            )
+        )
+
+    def clear(self, key: Hashable | None = None) -> None:
+        """Forget everything cached for ``key``, or for every key when ``None``."""
+        if key is None:
+            self._keys.clear()
+        else:
+            self._keys.pop(key, None)
+
+    # -- rules 2026 -------------------------------------------------------------------------
+
+    def _match_unit(
+        self, state: _KeyState, tokens: Sequence[int], chain: Sequence[int], now: float
+    ) -> int:
+        granularity = self._granularity
+        lengths = state.lengths
+        for position in range(bisect_right(lengths, len(tokens)) - 1, -1, -1):
+            length = lengths[position]
+            prefix = _prefix_hash(chain, tokens, length, granularity)
+            unit = state.units.get(prefix)
+            if unit is None or unit.length != length or unit.visible_at > now:
+                continue
+            if self._expired(unit, now):
+                self._drop(state, prefix)
+                continue
+            unit.last_used = now
+            state.units[prefix] = state.units.pop(prefix)
+            return length
+        return 0
+
+    def _commit_units(
+        self,
+        state: _KeyState,
+        lookup: CacheLookup,
+        output: Sequence[int],
+        visible_at: float,
+        now: float,
+    ) -> None:
+        granularity = self._granularity
+        tokens = lookup.tokens
+        chain = list(lookup.chain)
+        common = self._common_prefix_blocks(state, chain) * granularity
+        if common > lookup.usage.unit_tokens:
+            prefix = _aligned_hash(chain[common // granularity])
+            self._persist(state, prefix, common, "common", visible_at, now)
+        self._remember_prompt(state, chain, now)
+        self._persist_length(state, tokens, chain, lookup.input_end, "input", visible_at, now)
+        end = len(tokens)
+        if output:
+            whole = _extend_with_output(chain, tokens, output, granularity)
+            end += len(output)
+            if end >= granularity:
+                self._persist(state, whole, end, "output", visible_at, now)
+        if self._interval is not None:
+            for length in range(self._interval, end, self._interval):
+                prefix = _aligned_hash(chain[length // granularity])
+                self._persist(state, prefix, length, "interval", visible_at, now)
+
+    def _persist_length(
+        self,
+        state: _KeyState,
+        tokens: Sequence[int],
+        chain: Sequence[int],
+        length: int,
+        kind: CacheUnitKind,
+        visible_at: float,
+        now: float,
+    ) -> None:
+        if length >= self._granularity:
+            prefix = _prefix_hash(chain, tokens, length, self._granularity)
+            self._persist(state, prefix, length, kind, visible_at, now)
+
+    def _persist(
+        self,
+        state: _KeyState,
+        prefix: int,
+        length: int,
+        kind: CacheUnitKind,
+        visible_at: float,
+        now: float,
+    ) -> None:
+        """Store the unit whose prefix hash is ``prefix`` (``length`` tokens), or refresh it."""
+        unit = state.units.pop(prefix, None)
+        if unit is None or unit.length != length:
+            unit = _Unit(length, kind, visible_at, now)
+            if self._rules == "2026":
+                count = state.length_counts.get(length, 0)
+                if count == 0:
+                    insort(state.lengths, length)
+                state.length_counts[length] = count + 1
+        else:
+            unit.visible_at = min(unit.visible_at, visible_at)
+            unit.last_used = now
+        state.units[prefix] = unit
+
+    def _common_prefix_blocks(self, state: _KeyState, chain: Sequence[int]) -> int:
+        """Blocks this prompt shares with a recent prompt of the key (binary search)."""
+        recent = state.recent
+        low, high = 0, len(chain) - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            if chain[middle] in recent:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+    def _remember_prompt(self, state: _KeyState, chain: Sequence[int], now: float) -> None:
+        recent = state.recent
+        # Longest prefix first, so shorter prefixes are more recent in dict order and eviction
+        # from the front never removes a prefix while keeping one of its extensions.
+        for block_hash in reversed(chain[1:]):
+            recent.pop(block_hash, None)
+            recent[block_hash] = now
+        excess = len(recent) - _RECENT_BLOCKS_PER_KEY
+        if excess > 0:
+            for block_hash in list(islice(recent, excess)):
+                del recent[block_hash]
+
+    # -- rules 2024 -------------------------------------------------------------------------
+
+    def _match_blocks(self, state: _KeyState, chain: Sequence[int], now: float) -> int:
+        blocks = 0
+        units = state.units
+        for block in range(1, len(chain)):
+            unit = units.get(_aligned_hash(chain[block]))
+            if unit is None or unit.visible_at > now or self._expired(unit, now):
+                break
+            blocks = block
+        return blocks * self._granularity
+
+    def _commit_blocks(
+        self,
+        state: _KeyState,
+        lookup: CacheLookup,
+        output: Sequence[int],
+        visible_at: float,
+        now: float,
+    ) -> None:
+        granularity = self._granularity
+        chain = list(lookup.chain)
+        if output:
+            _extend_with_output(chain, lookup.tokens, output, granularity)
+        # Deepest block first: shorter prefixes end more recent, so LRU eviction keeps the
+        # persisted blocks prefix-closed.
+        for block in range(len(chain) - 1, 0, -1):
+            prefix = _aligned_hash(chain[block])
+            self._persist(state, prefix, block * granularity, "block", visible_at, now)
+
+    # -- expiry and eviction ----------------------------------------------------------------
+
+    def _expired(self, unit: _Unit, now: float) -> bool:
+        return self._ttl is not None and now - max(unit.last_used, unit.visible_at) > self._ttl
+
+    def _drop(self, state: _KeyState, prefix: int) -> None:
+        unit = state.units.pop(prefix)
+        if self._rules == "2026":
+            count = state.length_counts[unit.length] - 1
+            if count:
+                state.length_counts[unit.length] = count
+            else:
+                del state.length_counts[unit.length]
+                del state.lengths[bisect_right(state.lengths, unit.length) - 1]
+
+    def _sweep(self, state: _KeyState, now: float) -> None:
+        ttl = self._ttl
+        if ttl is None or now - state.last_sweep < ttl:
+            return
+        state.last_sweep = now
+        for prefix in [p for p, unit in state.units.items() if self._expired(unit, now)]:
+            self._drop(state, prefix)
+        state.recent = {h: seen for h, seen in state.recent.items() if now - seen <= ttl}
+
+    def _evict(self, state: _KeyState) -> None:
+        excess = len(state.units) - self._max_units
+        if excess > 0:
+            for prefix in list(islice(state.units, excess)):
+                self._drop(state, prefix)
+
+
+def deepseek_usage(
+    cache: CacheUsage, *, completion_tokens: int, reasoning_tokens: int | None = None
+) -> dict[str, object]:
+    """The ``usage`` object of a DeepSeek chat completion, in the API's field order.
+
+    ``prompt_tokens = prompt_cache_hit_tokens + prompt_cache_miss_tokens``;
+    ``prompt_tokens_details.cached_tokens`` mirrors the hit; ``completion_tokens`` includes
+    reasoning; ``completion_tokens_details`` appears only in thinking mode (pass
+    ``reasoning_tokens``), as in V4 captures (wire.md §1.5, §1.7).
+    """
+    usage: dict[str, object] = {
+        "prompt_tokens": cache.prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": cache.prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cache.hit_tokens},
+    }
+    if reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    usage["prompt_cache_hit_tokens"] = cache.hit_tokens
+    usage["prompt_cache_miss_tokens"] = cache.miss_tokens
+    return usage
+
+
+def anthropic_usage(cache: CacheUsage, *, output_tokens: int) -> dict[str, int]:
+    """The ``usage`` object of DeepSeek's Anthropic-compatible endpoint.
+
+    The disk-cache hit is ``cache_read_input_tokens``, ``input_tokens`` is the uncached rest,
+    and ``cache_creation_input_tokens`` is always 0 (no cache writes are billed; wire.md §3,
+    §4.2). The three input fields sum to the prompt's tokens; there is no ``total_tokens``.
+    """
+    return {
+        "input_tokens": cache.miss_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cache.hit_tokens,
+        "output_tokens": output_tokens,
+    }

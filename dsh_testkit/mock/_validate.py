@@ -1,0 +1,416 @@
+"""Request validation as the API does it, answered with the API's own error bodies.
+
+The codec (``dsh_core.providers.deepseek.parse_request`` / ``anthropic.parse_request``) checks
+every field's type and shape, as the server's deserializer does. This module checks what a
+deserializer cannot: the conversation's meaning — tool messages answer the preceding calls, every
+call is answered, tool schemas are well formed, ``tool_choice`` fits the tools and the mode, and
+the thinking-mode rule that reasoning must be passed back (wire.md §1.4). It reads the decoded body
+(already shape-checked by the codec), so it is defensive but never re-parses.
+
+Messages quoted from real DeepSeek answers are marked [observed] (wire.md §1.3–§1.9 and public
+issue threads); the rest are ours, in the API's style.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeAlias
+
+from ._api_errors import ApiError
+
+__all__ = [
+    "PassbackRule",
+    "ToolFacts",
+    "anthropic_thinking",
+    "chat_thinking",
+    "check_tool_names",
+    "validate_anthropic",
+    "validate_chat",
+]
+
+PassbackRule: TypeAlias = Literal["strict", "tool-calls", "off"]
+"""When thinking-mode reasoning must come back (wire.md §1.4, §7: the rule changed in 2026).
+
+``strict`` (default): an assistant message needs its reasoning when it made tool calls (V4
+wording) or when the request carries tools (V4.1 wording). ``tool-calls``: only assistant messages
+that made tool calls. ``off``: never checked."""
+
+_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]+$")
+_MAX_TOOLS: Final = 128
+_MAX_NAME: Final = 128
+
+_TOOL_ORDER_MISSING: Final = (
+    "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+    "'tool_call_id'. (insufficient tool messages following tool_calls message)"
+)  # [observed]
+_TOOL_ORDER_ORPHAN: Final = "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'"  # [observed]
+_PASSBACK: Final = "The `reasoning_content` in the thinking mode must be passed back to the API."  # [observed] wire.md §1.4
+_PASSBACK_ANTHROPIC: Final = "The `content[].thinking` in the thinking mode must be passed back to the API."  # [observed] wire.md §3
+_THINKING_TOOL_CHOICE: Final = "Thinking mode does not support this tool_choice"  # [observed]
+
+
+def _bad(message: str, param: str | None = None) -> ApiError:
+    return ApiError(status=400, message=message, param=param)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolFacts:
+    """What the default responder needs to know about the request's tools."""
+
+    schemas: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    """``(name, JSON Schema of the arguments)`` in request order."""
+    forced: str | None = None
+    """The tool ``tool_choice`` demands (``required``/``any`` → the first), else ``None``."""
+
+
+def chat_thinking(body: Mapping[str, Any], *, default: bool) -> bool:
+    """Whether a Chat Completions request runs in thinking mode.
+
+    ``thinking.type`` decides when given; otherwise ``reasoning_effort: "none"`` turns it off
+    (V4.1); otherwise the model's default.
+    """
+    thinking = body.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "disabled"):
+        return bool(thinking["type"] == "enabled")
+    if body.get("reasoning_effort") == "none":
+        return False
+    return default
+
+
+def anthropic_thinking(body: Mapping[str, Any], *, default: bool) -> bool:
+    """Whether an Anthropic-format request runs in thinking mode (``thinking.type``, or the
+    ``reasoning.effort: "none"`` spelling one docs copy shows; wire.md §3 says accept both)."""
+    thinking = body.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("type") in (
+        "enabled",
+        "disabled",
+        "adaptive",
+    ):
+        return bool(thinking["type"] != "disabled")
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, Mapping) and reasoning.get("effort") == "none":
+        return False
+    return default
+
+
+def _check_schema(name: str, schema: object) -> ApiError | None:
+    if schema is None:
+        return None  # an omitted schema declares a function without arguments
+    if not isinstance(schema, Mapping):
+        return _bad(f"Invalid schema for function '{name}': schema must be a JSON object")
+    kind = schema.get("type")
+    if kind != "object":
+        return _bad(
+            f"Invalid schema for function '{name}': schema must be a JSON Schema of "
+            f"'type: \"object\"', got 'type: \"{kind}\"'."
+        )
+    properties = schema.get("properties")
+    if properties is not None and not isinstance(properties, Mapping):
+        return _bad(f"Invalid schema for function '{name}': 'properties' must be an object")
+    required = schema.get("required")
+    if required is not None and (
+        not isinstance(required, list) or not all(isinstance(r, str) for r in required)
+    ):
+        return _bad(f"Invalid schema for function '{name}': 'required' must be an array of strings")
+    return None
+
+
+def _check_tool_names(names: Sequence[str], where: str) -> ApiError | None:
+    if len(names) > _MAX_TOOLS:
+        return _bad(
+            f"Invalid '{where}': array too long. Expected an array with maximum length "
+            f"{_MAX_TOOLS}, but got an array with length {len(names)} instead.",
+            where,
+        )
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        param = f"{where}[{i}].function.name" if where == "tools" else f"{where}[{i}].name"
+        if not _NAME.match(name):
+            return _bad(  # [observed]
+                f"Invalid '{param}': string does not match pattern. Expected a string that "
+                "matches the pattern '^[a-zA-Z0-9_-]+$'.",
+                param,
+            )
+        if len(name) > _MAX_NAME:
+            return _bad(
+                f"Invalid '{param}': string too long. Expected a string with maximum length "
+                f"{_MAX_NAME}, but got a string with length {len(name)} instead.",
+                param,
+            )
+        if name in seen:
+            return _bad(f"Invalid '{where}': duplicate function name '{name}'.", where)
+        seen.add(name)
+    return None
+
+
+def _check_max_tokens(value: object, limit: int) -> ApiError | None:
+    if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= limit:
+        return _bad(  # [observed]
+            f"Invalid max_tokens value, the valid range of max_tokens is [1, {limit}]"
+        )
+    return None
+
+
+def _chat_tools(body: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    tools = body.get("tools") or []
+    for tool in tools if isinstance(tools, list) else []:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+            out.append((function["name"], function.get("parameters")))
+    return out
+
+
+def _anthropic_tools(body: Mapping[str, Any]) -> list[tuple[str, Any, bool]]:
+    """``(name, input_schema, custom)``; server tools (``web_search_…``) are not custom."""
+    out: list[tuple[str, Any, bool]] = []
+    tools = body.get("tools") or []
+    for tool in tools if isinstance(tools, list) else []:
+        if isinstance(tool, Mapping) and isinstance(tool.get("name"), str):
+            custom = tool.get("type") in (None, "custom")
+            out.append((tool["name"], tool.get("input_schema"), custom))
+    return out
+
+
+def check_tool_names(
+    body: Mapping[str, Any], *, endpoint: Literal["chat", "anthropic"]
+) -> ApiError | None:
+    """The API's own answers for bad tool names and counts. Run before the codec, whose
+    structural message for the same fault is not the one the API gives."""
+    if endpoint == "chat":
+        names = [name for name, _ in _chat_tools(body)]
+    else:
+        names = [name for name, _, custom in _anthropic_tools(body) if custom]
+    return _check_tool_names(names, "tools")
+
+
+def _chat_tool_choice(
+    body: Mapping[str, Any], names: Sequence[str], thinking: bool
+) -> tuple[str | None, ApiError | None]:
+    choice = body.get("tool_choice")
+    if choice is None:
+        return None, None
+    named: str | None = None
+    if isinstance(choice, Mapping):
+        function = choice.get("function")
+        named = function.get("name") if isinstance(function, Mapping) else None
+    if not names and choice != "none":
+        return None, _bad(
+            "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are "
+            "specified.",
+            "tool_choice",
+        )
+    if thinking and (choice == "required" or isinstance(choice, Mapping)):
+        return None, _bad(_THINKING_TOOL_CHOICE, "tool_choice")
+    if choice == "required":
+        return names[0], None
+    if isinstance(choice, Mapping):
+        if named not in names:
+            return None, _bad(
+                f"Invalid 'tool_choice': function '{named}' is not in 'tools'.", "tool_choice"
+            )
+        return named, None
+    return None, None
+
+
+def _chat_order(messages: Sequence[Any]) -> ApiError | None:
+    pending: set[str] = set()
+    answerable: set[str] | None = None  # ids of the assistant message a tool message may answer
+    for message in messages:
+        if not isinstance(message, Mapping):
+            continue
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if answerable is None:
+                return _bad(_TOOL_ORDER_ORPHAN)
+            if call_id not in answerable:
+                return _bad(
+                    f"Invalid parameter: 'tool_call_id' of '{call_id}' not found in "
+                    "'tool_calls' of previous message."
+                )
+            pending.discard(call_id)
+            continue
+        if pending:
+            return _bad(_TOOL_ORDER_MISSING)
+        answerable = None
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if calls:
+            ids = {c.get("id") for c in calls if isinstance(c, Mapping)}
+            answerable = {i for i in ids if isinstance(i, str)}
+            pending = set(answerable)
+    if pending:
+        return _bad(_TOOL_ORDER_MISSING)
+    return None
+
+
+def _chat_passback(
+    messages: Sequence[Any], *, has_tools: bool, rule: PassbackRule
+) -> ApiError | None:
+    if rule == "off":
+        return None
+    for message in messages:
+        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+            continue
+        needs = bool(message.get("tool_calls")) or (rule == "strict" and has_tools)
+        # An empty string is accepted; only an absent (or null) value is refused [observed].
+        if needs and not isinstance(message.get("reasoning_content"), str):
+            return _bad(_PASSBACK)
+    return None
+
+
+def validate_chat(
+    body: Mapping[str, Any],
+    *,
+    thinking: bool,
+    max_output_tokens: int,
+    passback: PassbackRule = "strict",
+) -> tuple[ToolFacts, ApiError | None]:
+    """Check a shape-valid Chat Completions body; returns the tool facts and the first error."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return ToolFacts(), _bad(
+            "Invalid 'messages': empty array. Expected an array with minimum length 1.", "messages"
+        )
+    tools = _chat_tools(body)
+    names = [name for name, _ in tools]
+    error: ApiError | None = None
+    for name, schema in tools:
+        error = _check_schema(name, schema)
+        if error is not None:
+            break
+    forced: str | None = None
+    if error is None:
+        forced, error = _chat_tool_choice(body, names, thinking)
+    facts = ToolFacts(
+        schemas=tuple((n, s if isinstance(s, Mapping) else {}) for n, s in tools), forced=forced
+    )
+    if error is not None:
+        return facts, error
+    response_format = body.get("response_format")
+    if isinstance(response_format, Mapping) and response_format.get("type") not in (
+        None,
+        "text",
+        "json_object",
+    ):
+        return facts, _bad("This response_format type is unavailable now")  # [observed]
+    if body.get("stream_options") is not None and not body.get("stream"):
+        return facts, _bad(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+            "stream_options",
+        )
+    error = _check_max_tokens(body.get("max_tokens"), max_output_tokens)
+    if error is not None:
+        return facts, error
+    error = _chat_order(messages)
+    if error is None and thinking:
+        error = _chat_passback(messages, has_tools=bool(names), rule=passback)
+    return facts, error
+
+
+def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    content = message.get("content")
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, Mapping)]
+    return []
+
+
+def _anthropic_order(messages: Sequence[Any]) -> ApiError | None:
+    previous_uses: list[str] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            continue
+        blocks = _blocks(message)
+        if message.get("role") == "user":
+            answered: set[str] = set()
+            for j, block in enumerate(blocks):
+                if block.get("type") != "tool_result":
+                    continue
+                use_id = block.get("tool_use_id")
+                if use_id not in previous_uses:
+                    return _bad(
+                        f"messages.{i}.content.{j}: unexpected `tool_use_id` found in "
+                        f"`tool_result` blocks: {use_id}. Each `tool_result` block must have a "
+                        "corresponding `tool_use` block in the previous message."
+                    )
+                answered.add(use_id)
+            missing = [u for u in previous_uses if u not in answered]
+            if missing:
+                return _missing_results(i - 1, missing)
+            previous_uses = []
+        else:
+            if previous_uses:
+                return _missing_results(i - 1, previous_uses)
+            previous_uses = [
+                b["id"]
+                for b in blocks
+                if b.get("type") == "tool_use" and isinstance(b.get("id"), str)
+            ]
+    if previous_uses:
+        return _missing_results(len(messages) - 1, previous_uses)
+    return None
+
+
+def _missing_results(index: int, ids: Sequence[str]) -> ApiError:
+    return _bad(
+        f"messages.{index}: `tool_use` ids were found without `tool_result` blocks immediately "
+        f"after: {', '.join(ids)}. Each `tool_use` block must have a corresponding "
+        "`tool_result` block in the next message."
+    )
+
+
+def _anthropic_passback(messages: Sequence[Any]) -> ApiError | None:
+    for message in messages:
+        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+            continue
+        blocks = _blocks(message)
+        if any(b.get("type") == "tool_use" for b in blocks) and not any(
+            b.get("type") == "thinking" for b in blocks
+        ):
+            return _bad(_PASSBACK_ANTHROPIC)
+    return None
+
+
+def validate_anthropic(
+    body: Mapping[str, Any], *, thinking: bool, max_output_tokens: int
+) -> tuple[ToolFacts, ApiError | None]:
+    """Check a shape-valid Anthropic-format body; returns the tool facts and the first error."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return ToolFacts(), _bad("messages: at least one message is required", "messages")
+    tools = _anthropic_tools(body)
+    names = [name for name, _, _ in tools]
+    error: ApiError | None = None
+    for name, schema, custom in tools:
+        if error is None and custom:
+            error = _check_schema(name, schema)
+    forced: str | None = None
+    choice = body.get("tool_choice")
+    if error is None and isinstance(choice, Mapping):
+        kind = choice.get("type")
+        if kind in ("any", "tool"):
+            if not names:
+                error = _bad("tool_choice: requires `tools` to be specified", "tool_choice")
+            elif thinking:
+                error = _bad(_THINKING_TOOL_CHOICE, "tool_choice")
+            elif kind == "any":
+                forced = names[0]
+            elif choice.get("name") in names:
+                forced = choice["name"]
+            else:
+                error = _bad(
+                    f"tool_choice: tool '{choice.get('name')}' is not in `tools`", "tool_choice"
+                )
+    facts = ToolFacts(
+        schemas=tuple((n, s if isinstance(s, Mapping) else {}) for n, s, _ in tools),
+        forced=forced,
+    )
+    if error is None:
+        error = _check_max_tokens(body.get("max_tokens"), max_output_tokens)
+    if error is None:
+        error = _anthropic_order(messages)
+    if error is None and thinking:
+        error = _anthropic_passback(messages)
+    return facts, error

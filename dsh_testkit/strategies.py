@@ -1,0 +1,641 @@
+"""Hypothesis strategies for the values of :mod:`dsh_core`: JSON, headers, tools, deltas, messages
+and session logs.
+
+They generate the hard cases on purpose instead of hoping to hit them: header edits insert a
+tool mid-list, reorder tools, change a tool's schema *and* move it, duplicate system-prompt lines,
+use CRLF line ends and non-ASCII text, and flip the system prompt and the tool list between empty,
+absent and populated. Session logs mix surface appends with replaces (compaction-style ranges and
+single tool-result rewrites) and with log-only noise, and are valid seeds by construction.
+
+Use them in your own property tests::
+
+    from hypothesis import given
+    from dsh_core import apply_header_delta, diff_header, header_equals
+    from dsh_testkit.strategies import header_pairs
+
+    @given(header_pairs())
+    def test_codec_round_trips(pair):
+        before, after = pair
+        delta = diff_header(before, after)
+        assert delta is None or header_equals(apply_header_delta(before, delta), after)
+
+Only ``hypothesis`` and ``dsh_core`` are imported, so importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar, cast
+
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from dsh_core import (
+    EpochHeader,
+    Event,
+    HeaderDelta,
+    LlmCallConfig,
+    Message,
+    Session,
+    ToolSchema,
+    diff_header,
+    thaw_json,
+)
+
+__all__ = [
+    "EventDraft",
+    "call_configs",
+    "content_blocks",
+    "edited_headers",
+    "epoch_headers",
+    "header_deltas",
+    "header_pairs",
+    "header_sequences",
+    "json_values",
+    "message_events",
+    "messages",
+    "noise_events",
+    "session_logs",
+    "system_lines",
+    "system_prompts",
+    "tool_lists",
+    "tool_names",
+    "tool_schemas",
+]
+
+MAX_SAFE_INTEGER = 2**53 - 1
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _cached(factory: Callable[_P, _R]) -> Callable[_P, _R]:
+    # Strategies are immutable and validating a fresh one is the dominant cost of drawing from
+    # a composite in a loop, so each factory builds its strategy once per argument set.
+    return cast(Callable[_P, _R], functools.cache(factory))
+
+
+# Lines that recur across prompts, so edits produce duplicated lines and ambiguous
+# common-prefix/suffix alignments; CRLF remnants and non-ASCII text included.
+_COMMON_LINES = (
+    "",
+    "You are a careful coding agent.",
+    "Be brief.",
+    "# Rules",
+    "- Use the tools.",
+    "- Use the tools.",
+    "  indented line",
+    "line with a CR\r",
+    "\r",
+    "Grüße, 你好, مرحبا, 🙂",
+    "{{cwd}}",
+)
+
+
+# ------------------------------------------------------------------------------------------ JSON
+
+
+@_cached
+def json_values(*, max_leaves: int = 20) -> st.SearchStrategy[Any]:
+    """Lossless JSON values: what :func:`dsh_core.freeze_json` accepts (``-0.0`` excluded)."""
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-MAX_SAFE_INTEGER, max_value=MAX_SAFE_INTEGER),
+        st.floats(allow_nan=False, allow_infinity=False).map(lambda x: x + 0.0),  # no -0.0
+        st.text(),
+    )
+    return st.recursive(
+        scalars,
+        lambda children: st.one_of(
+            st.lists(children, max_size=4),
+            st.dictionaries(st.text(max_size=8), children, max_size=4),
+        ),
+        max_leaves=max_leaves,
+    )
+
+
+# ------------------------------------------------------------------------------- system prompts
+
+
+@_cached
+def system_lines() -> st.SearchStrategy[str]:
+    """One line of a system prompt (no ``\\n``): common lines often, so duplicates occur."""
+    return st.one_of(
+        st.sampled_from(_COMMON_LINES),
+        st.text(st.characters(blacklist_characters="\n"), max_size=30),
+    )
+
+
+@_cached
+def system_prompts() -> st.SearchStrategy[str | None]:
+    """``None``, ``''`` or a prompt of 1–12 lines, some CRLF-terminated, some repeated."""
+    text = st.lists(system_lines(), min_size=1, max_size=12).map("\n".join)
+    crlf = st.lists(system_lines(), min_size=1, max_size=6).map(
+        lambda lines: "\r\n".join(lines) + "\r\n"
+    )
+    return st.one_of(st.none(), st.just(""), text, crlf)
+
+
+# -------------------------------------------------------------------------------------- tools
+
+
+@_cached
+def tool_names() -> st.SearchStrategy[str]:
+    """Tool names: ``snake_case``-like, from a space large enough that collisions are rare."""
+    return st.from_regex(r"[a-z][a-z0-9_]{0,11}", fullmatch=True)
+
+
+@_cached
+def _parameters() -> st.SearchStrategy[dict[str, Any]]:
+    prop = st.fixed_dictionaries(
+        {"type": st.sampled_from(["string", "integer", "boolean", "number"])},
+        optional={"description": st.text(max_size=20)},
+    )
+    props = st.dictionaries(tool_names(), prop, max_size=4)
+
+    def schema(properties: dict[str, Any], required: list[str], first: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {"properties": properties, "required": required}
+        # Key order is part of what the model sees: generate both orders.
+        return {"type": "object", **body} if first else {**body, "type": "object"}
+
+    return props.flatmap(
+        lambda properties: st.builds(
+            schema,
+            st.just(properties),
+            st.lists(st.sampled_from(sorted(properties)), unique=True)
+            if properties
+            else st.just([]),
+            st.booleans(),
+        )
+    )
+
+
+def tool_schemas(name: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[ToolSchema]:
+    """A :class:`ToolSchema` with a JSON Schema ``parameters`` object and any description."""
+    return st.builds(
+        lambda n, d, p: ToolSchema(name=n, description=d, parameters=p),
+        name if name is not None else tool_names(),
+        st.one_of(st.just(""), st.text(max_size=40)),
+        _parameters(),
+    )
+
+
+@_cached
+def tool_lists(*, min_size: int = 0, max_size: int = 8) -> st.SearchStrategy[list[ToolSchema]]:
+    """Tool lists with unique names, in any (not only sorted) order."""
+    return st.lists(
+        tool_schemas(), min_size=min_size, max_size=max_size, unique_by=lambda t: t.name
+    )
+
+
+# ------------------------------------------------------------------------------------ headers
+
+
+@_cached
+def call_configs() -> st.SearchStrategy[LlmCallConfig]:
+    """Call configs, including ``stop=()`` (distinct from absent) and integer temperatures."""
+    return st.builds(
+        LlmCallConfig,
+        provider=st.sampled_from(["deepseek", "deepseek-official", "anthropic"]),
+        model=st.sampled_from(["deepseek-v4-flash", "deepseek-v4-pro", "claude-x"]),
+        reasoning_effort=st.one_of(st.none(), st.sampled_from(["high", "max"])),
+        temperature=st.one_of(
+            st.none(), st.sampled_from([0, 1]), st.floats(min_value=0, max_value=2)
+        ),
+        max_tokens=st.one_of(st.none(), st.integers(min_value=1, max_value=256_000)),
+        stop=st.one_of(st.none(), st.lists(st.text(max_size=5), max_size=3).map(tuple)),
+    )
+
+
+@_cached
+def epoch_headers() -> st.SearchStrategy[EpochHeader]:
+    """Headers with absent, empty or populated system prompt and tools."""
+    tools = st.one_of(st.none(), st.just(()), tool_lists(min_size=1).map(tuple))
+    return st.builds(
+        lambda c, s, t: EpochHeader(config=c, system=s, tools=t),
+        call_configs(),
+        system_prompts(),
+        tools,
+    )
+
+
+def _lines(system: str | None) -> list[str]:
+    return system.split("\n") if system else []
+
+
+def _join(lines: list[str]) -> str | None:
+    return "\n".join(lines) if lines else None
+
+
+@st.composite
+def _edit_system(draw: st.DrawFn, system: str | None) -> str | None:
+    lines = _lines(system)
+    ops = ["replace", "insert", "delete", "duplicate", "crlf", "empty", "absent", "new"]
+    op = draw(st.sampled_from(ops))
+    if op == "empty":
+        return ""
+    if op == "absent":
+        return None
+    if op == "new" or not lines:
+        return _join(draw(st.lists(system_lines(), min_size=1, max_size=6)))
+    i = draw(st.integers(0, len(lines) - 1))
+    if op == "replace":
+        lines[i] = draw(system_lines())
+    elif op == "insert":
+        at = draw(st.integers(0, len(lines)))
+        lines[at:at] = draw(st.lists(system_lines(), min_size=1, max_size=3))
+    elif op == "delete":
+        j = draw(st.integers(i, len(lines) - 1))
+        del lines[i : j + 1]
+    elif op == "duplicate":
+        at = draw(st.integers(0, len(lines)))
+        lines.insert(at, lines[i])
+    else:  # crlf: one line, or every line, gains a trailing CR
+        if draw(st.booleans()):
+            lines[i] += "\r"
+        else:
+            lines = [line + "\r" for line in lines]
+    return _join(lines)
+
+
+@st.composite
+def _edit_tools(
+    draw: st.DrawFn, tools: tuple[ToolSchema, ...] | None
+) -> tuple[ToolSchema, ...] | None:
+    current = list(tools or ())
+    names = {t.name for t in current}
+    fresh = tool_schemas(tool_names().filter(lambda n: n not in names))
+    ops = ["insert", "remove", "reorder", "swap", "change_move", "change", "empty", "absent"]
+    op = draw(st.sampled_from(ops))
+    if op == "empty":
+        return ()
+    if op == "absent":
+        return None
+    if op == "insert" or not current:
+        # Anywhere, the middle included: the case a name-keyed codec without positions misses.
+        at = draw(st.integers(0, len(current)))
+        current.insert(at, draw(fresh))
+        return tuple(current)
+    i = draw(st.integers(0, len(current) - 1))
+    if op == "remove":
+        del current[i]
+    elif op == "reorder":
+        current = list(draw(st.permutations(current)))
+    elif op == "swap":
+        j = draw(st.integers(0, len(current) - 1))
+        current[i], current[j] = current[j], current[i]
+    else:  # change (and for change_move, also move) one tool's schema
+        old = current[i]
+        new = draw(tool_schemas(st.just(old.name)).filter(lambda t: t != old))
+        del current[i]
+        at = draw(st.integers(0, len(current))) if op == "change_move" else i
+        current.insert(at, new)
+    return tuple(current)
+
+
+@st.composite
+def _edit_config(draw: st.DrawFn, config: LlmCallConfig) -> LlmCallConfig:
+    fields = config.to_json()
+    op = draw(st.sampled_from(["model", "temperature", "stop", "effort", "any"]))
+    if op == "model":
+        fields["model"] = draw(st.sampled_from(["deepseek-v4-flash", "deepseek-v4-pro", "m2"]))
+    elif op == "temperature":
+        fields["temperature"] = draw(st.sampled_from([0, 0.5, 1, 1.0]))
+    elif op == "stop":  # absent ↔ [] ↔ populated
+        stop = fields.pop("stop", None)
+        if stop is None:
+            fields["stop"] = draw(st.sampled_from([[], ["<END>"]]))
+    elif op == "effort":
+        if fields.pop("reasoningEffort", None) is None:
+            fields["reasoningEffort"] = "max"
+    else:
+        return draw(call_configs())
+    return LlmCallConfig.from_json(fields)
+
+
+@st.composite
+def _edited(draw: st.DrawFn, base: EpochHeader, max_edits: int) -> EpochHeader:
+    system = base.system
+    tools = base.tools if not isinstance(base.tools, str) else None
+    config = base.config
+    for _ in range(draw(st.integers(0, max_edits))):
+        part = draw(st.sampled_from(["system", "tools", "tools", "config"]))
+        if part == "system":
+            system = draw(_edit_system(system))
+        elif part == "tools":
+            tools = draw(_edit_tools(tools))
+        else:
+            config = draw(_edit_config(config))
+    return EpochHeader(config=config, system=system, tools=tools)
+
+
+def edited_headers(base: EpochHeader, *, max_edits: int = 4) -> st.SearchStrategy[EpochHeader]:
+    """``base`` after 0–``max_edits`` deliberate edits (0 edits gives an equal header)."""
+    return _edited(base, max_edits)
+
+
+@_cached
+def header_pairs(*, max_edits: int = 4) -> st.SearchStrategy[tuple[EpochHeader, EpochHeader]]:
+    """``(before, after)`` where ``after`` is ``before`` with a few deliberate edits."""
+    return epoch_headers().flatmap(
+        lambda before: edited_headers(before, max_edits=max_edits).map(
+            lambda after: (before, after)
+        )
+    )
+
+
+@st.composite
+def _sequence(draw: st.DrawFn, min_size: int, max_size: int, max_edits: int) -> list[EpochHeader]:
+    headers = [draw(epoch_headers())]
+    for _ in range(draw(st.integers(min_size - 1, max_size - 1))):
+        headers.append(draw(edited_headers(headers[-1], max_edits=max_edits)))
+    return headers
+
+
+@_cached
+def header_sequences(
+    *, min_size: int = 1, max_size: int = 6, max_edits: int = 3
+) -> st.SearchStrategy[list[EpochHeader]]:
+    """Successive headers of one conversation, each an edit of the one before."""
+    if min_size < 1:
+        raise ValueError("a header sequence has at least one header")
+    return _sequence(min_size, max_size, max_edits)
+
+
+@st.composite
+def _header_deltas(draw: st.DrawFn) -> tuple[EpochHeader, HeaderDelta]:
+    before, after = draw(header_pairs(max_edits=4))
+    delta = diff_header(before, after)
+    assume(delta is not None)
+    assert delta is not None
+    return before, delta
+
+
+@_cached
+def header_deltas() -> st.SearchStrategy[tuple[EpochHeader, HeaderDelta]]:
+    """``(base, delta)`` where ``delta`` is a real change that applies to ``base``."""
+    return _header_deltas()
+
+
+# ----------------------------------------------------------------------------------- messages
+
+_IDS = st.uuids().map(str)
+
+
+@_cached
+def _text_blocks(max_size: int = 3) -> st.SearchStrategy[list[dict[str, Any]]]:
+    return st.lists(st.builds(lambda t: {"type": "text", "text": t}, st.text()), max_size=max_size)
+
+
+@_cached
+def content_blocks(*, nested: bool = True) -> st.SearchStrategy[dict[str, Any]]:
+    """Content blocks as JSON: text, reasoning, tool-call (raw argument text), an image
+    reference (an opaque block), and with ``nested`` a tool-result holding text blocks."""
+    blocks = [
+        st.builds(lambda t: {"type": "text", "text": t}, st.text()),
+        st.builds(lambda t: {"type": "reasoning", "text": t}, st.text()),
+        st.builds(
+            lambda i, n, a: {"type": "tool-call", "id": i, "name": n, "arguments": a},
+            _IDS,
+            tool_names(),
+            st.one_of(st.just(""), st.just('{"path": "a.txt"}'), st.text(max_size=20)),
+        ),
+        st.builds(
+            lambda d: {"type": "image", "attachment": {"digest": d, "mediaType": "image/png"}},
+            st.text("0123456789abcdef", min_size=8, max_size=8),
+        ),
+    ]
+    if nested:
+        blocks.append(
+            st.builds(
+                lambda i, c, e: {
+                    "type": "tool-result",
+                    "toolCallId": i,
+                    "content": c,
+                    "isError": e,
+                },
+                _IDS,
+                _text_blocks(),
+                st.booleans(),
+            )
+        )
+    return st.one_of(blocks)
+
+
+@_cached
+def _user_json() -> st.SearchStrategy[dict[str, Any]]:
+    return st.builds(
+        lambda i, c: {"id": i, "role": "user", "content": c, "source": {"kind": "user"}},
+        _IDS,
+        st.lists(content_blocks(nested=False), max_size=3),
+    )
+
+
+@_cached
+def _assistant_json() -> st.SearchStrategy[dict[str, Any]]:
+    return st.builds(
+        lambda i, c: {
+            "id": i,
+            "role": "assistant",
+            "content": c,
+            "source": {"kind": "model", "provider": "deepseek", "model": "deepseek-v4-flash"},
+        },
+        _IDS,
+        st.lists(content_blocks(nested=False), max_size=3),
+    )
+
+
+@_cached
+def _tool_result_json() -> st.SearchStrategy[dict[str, Any]]:
+    return st.builds(
+        lambda i, c, content, e: {
+            "id": i,
+            "role": "user",
+            "content": [{"type": "tool-result", "toolCallId": c, "content": content, "isError": e}],
+            "source": {"kind": "tool", "callId": c},
+        },
+        _IDS,
+        _IDS,
+        _text_blocks(),
+        st.booleans(),
+    )
+
+
+@_cached
+def messages() -> st.SearchStrategy[Message]:
+    """Typed messages: user, assistant (possibly empty) and tool-result messages."""
+    return st.one_of(_user_json(), _assistant_json(), _tool_result_json()).map(Message.from_json)
+
+
+# ------------------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventDraft:
+    """An event before it has a seq: what :meth:`dsh_core.Session.append` takes."""
+
+    type: str
+    """The event type, e.g. ``user/message``."""
+    data: Any
+    """Plain JSON (mutable; the session freezes its own copy)."""
+    surface_op: str | Mapping[str, Any] | None = None
+    """``"append"``, a ``{op: "replace", start, end}`` object, or ``None`` for log-only events."""
+    source_event_seqs: tuple[int, ...] | None = None
+    """Provenance: the earlier seqs this event cites."""
+
+    def append_to(self, session: Session) -> Event:
+        """Append this draft to ``session``; returns the logged event."""
+        return session.append(
+            self.type,
+            self.data,
+            surface_op=self.surface_op,
+            source_event_seqs=self.source_event_seqs,
+        )
+
+    def to_json(self, *, seq: int, time: int = 0) -> dict[str, Any]:
+        """The envelope this draft becomes at ``seq`` (a seed entry; ``data`` is a fresh copy)."""
+        out: dict[str, Any] = {
+            "type": self.type,
+            "seq": seq,
+            "time": time,
+            "data": thaw_json(self.data),
+        }
+        if self.surface_op is not None:
+            out["surfaceOp"] = (
+                self.surface_op if isinstance(self.surface_op, str) else dict(self.surface_op)
+            )
+        if self.source_event_seqs is not None:
+            out["sourceEventSeqs"] = list(self.source_event_seqs)
+        return out
+
+
+@_cached
+def message_events() -> st.SearchStrategy[EventDraft]:
+    """Surface appends: ``user/message``, ``assistant/message`` with and without usage (its
+    content may be empty, which projects to nothing) and ``tool/result``."""
+    user = _user_json().map(lambda m: EventDraft(type="user/message", data=m, surface_op="append"))
+    assistant = st.builds(
+        lambda m, usage: EventDraft(
+            type="assistant/message",
+            data={"turn": 1, "step": 1, "message": m, **usage},
+            surface_op="append",
+        ),
+        _assistant_json(),
+        st.sampled_from([{}, {"usage": {"inputTokens": 1, "outputTokens": 1}}]),
+    )
+    result = _tool_result_json().map(
+        lambda m: EventDraft(
+            type="tool/result",
+            data={"turn": 1, "step": 1, "message": m},
+            surface_op="append",
+        )
+    )
+    return st.one_of(user, assistant, result)
+
+
+@_cached
+def noise_events() -> st.SearchStrategy[EventDraft]:
+    """Log-only events that never change the derived messages: turn/step boundaries, chunks,
+    todo writes, header snapshots and an opaque plugin event."""
+    config = {"provider": "deepseek", "model": "deepseek-v4-flash"}
+    return st.one_of(
+        st.just(EventDraft(type="turn/start", data={"turn": 1})),
+        st.just(EventDraft(type="turn/end", data={"turn": 1, "reason": {"kind": "completed"}})),
+        st.just(EventDraft(type="step/start", data={"turn": 1, "step": 1})),
+        st.just(EventDraft(type="step/end", data={"turn": 1, "step": 1})),
+        st.builds(
+            lambda t: EventDraft(
+                type="assistant/chunk",
+                data={"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": t}},
+            ),
+            st.text(),
+        ),
+        st.builds(
+            lambda t: EventDraft(
+                type="todo/write", data={"todos": [{"content": t, "status": "pending"}]}
+            ),
+            st.text(max_size=10),
+        ),
+        st.builds(
+            lambda s: EventDraft(
+                type="request/header",
+                data={"header": {"config": config, "system": s}, "reason": "initial"},
+            ),
+            st.text(min_size=1, max_size=10),
+        ),
+        st.just(EventDraft(type="session/title", data={"title": "t"})),
+    )
+
+
+def _replace_range(nodes: Sequence[int], i: int, j: int) -> dict[str, Any]:
+    return {"op": "replace", "start": nodes[i], "end": nodes[j]}
+
+
+@st.composite
+def _session_logs(
+    draw: st.DrawFn, max_size: int, replaces: bool, noise: bool
+) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    nodes: list[int] = []  # the surface, simulated exactly as dsh_core folds it
+    kinds = (
+        ["message", "message"]
+        + (["noise"] if noise else [])
+        + (["replace", "trim"] if replaces else [])
+    )
+    times = st.integers(min_value=0, max_value=MAX_SAFE_INTEGER)
+    for _ in range(draw(st.integers(0, max_size))):
+        seq = len(events)
+        kind = draw(st.sampled_from(kinds))
+        results = [n for n in nodes if events[n]["type"] == "tool/result"]
+        draft: EventDraft
+        if kind == "replace" and nodes:
+            # A compaction-style range replace, by surface position; it may cite extra seqs.
+            i = draw(st.integers(0, len(nodes) - 1))
+            j = draw(st.integers(i, len(nodes) - 1))
+            shadowed = nodes[i : j + 1]
+            extra = draw(st.lists(st.integers(0, seq - 1), max_size=2))
+            cited = draw(st.permutations(sorted(set(shadowed) | set(extra))))
+            checkpoint = draw(_user_json())
+            checkpoint["source"] = {"kind": "plugin", "plugin": "compact"}
+            draft = EventDraft(
+                type="user/message",
+                data=checkpoint,
+                surface_op=_replace_range(nodes, i, j),
+                source_event_seqs=tuple(cited),
+            )
+            nodes[i : j + 1] = [seq]
+        elif kind == "trim" and results:
+            # A single-node tool/result rewrite: only the result block's inner content changes.
+            target = draw(st.sampled_from(results))
+            data = thaw_json(events[target]["data"])
+            data["message"]["content"][0]["content"] = draw(_text_blocks())
+            draft = EventDraft(
+                type="tool/result",
+                data=data,
+                surface_op={"op": "replace", "start": target, "end": target},
+                source_event_seqs=(target,),
+            )
+            nodes[nodes.index(target)] = seq
+        elif kind == "noise":
+            draft = draw(noise_events())
+        else:
+            draft = draw(message_events())
+            nodes.append(seq)
+        events.append(draft.to_json(seq=seq, time=draw(times)))
+    return events
+
+
+@_cached
+def session_logs(
+    *, max_size: int = 25, replaces: bool = True, noise: bool = True
+) -> st.SearchStrategy[list[dict[str, Any]]]:
+    """Valid session logs as seed JSON (``seq == index``): surface appends, range replaces that
+    cite every shadowed seq (and sometimes more), single tool-result rewrites, and noise.
+
+    Seed them (``Session.create(id, log)``) or append them one by one in order to a fresh
+    session; ``time`` is any safe integer (never infer order from it).
+    """
+    return _session_logs(max_size, replaces, noise)

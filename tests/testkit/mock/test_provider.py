@@ -1,0 +1,314 @@
+"""Our own providers against the mock: every scripted fault ends in the right finish, and the
+round trip "our serialize → mock parse → mock render → our provider's parse" holds."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dsh_core import (
+    BlockAssembler,
+    GenerateOptions,
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    ToolSchema,
+    assistant_message,
+    freeze_json,
+    user_message,
+)
+from dsh_core.providers import AnthropicProvider, DeepSeekProvider, SseParser, anthropic, deepseek
+from dsh_testkit.mock import (
+    BEHAVIOURS,
+    HttpRequest,
+    MockDeepSeek,
+    MockHandler,
+    MockServer,
+    Reply,
+    ToolCall,
+)
+
+from ._helpers import API_KEY
+
+# behaviour → (finish kind, failure code or None)
+EXPECTED: dict[str, tuple[str, str | None]] = {
+    "connection_reset": ("error", "TRANSPORT"),
+    "stream_disconnect": ("error", "TRANSPORT"),
+    "partial_disconnect": ("error", "TRANSPORT"),
+    "stall": ("error", "TIMEOUT"),
+    "empty": ("error", "EMPTY_RESPONSE"),
+    "empty_body": ("error", "STREAM_CLOSED"),
+    "stream_eof": ("error", "STREAM_CLOSED"),
+    "partial_eof": ("error", "STREAM_CLOSED"),
+    "malformed_json": ("error", "MALFORMED_RESPONSE"),
+    "malformed_event": ("error", "MALFORMED_RESPONSE"),
+    # The providers read an SSE body whatever its content type (as the reference adapter does).
+    "wrong_content_type": ("stop", None),
+    "rate_limit": ("error", "RATE_LIMIT"),
+    "server_error": ("error", "SERVER"),
+    "service_unavailable": ("error", "SERVER"),
+    "auth_error": ("error", "AUTH"),
+    "invalid_request": ("error", "INVALID_REQUEST"),
+    "context_overflow": ("error", "CONTEXT_WINDOW_EXCEEDED"),
+    "quota_exceeded": ("error", "QUOTA"),
+    "success": ("stop", None),
+    "slow_success": ("stop", None),
+    "reasoning_success": ("stop", None),
+    "tool_call_success": ("tool-calls", None),
+    "max_tokens": ("max-tokens", None),
+}
+
+OPTIONS = GenerateOptions(
+    provider="deepseek", model="deepseek-v4-flash", messages=(user_message("hi"),)
+)
+
+
+def test_the_expectations_cover_the_whole_vocabulary() -> None:
+    assert set(EXPECTED) == set(BEHAVIOURS)
+
+
+async def run(provider: DeepSeekProvider | AnthropicProvider) -> BlockAssembler:
+    assembler = BlockAssembler()
+    async with provider:
+        async for chunk in provider.stream(OPTIONS):
+            assembler.feed(chunk)
+    return assembler
+
+
+def check(assembler: BlockAssembler, name: str) -> None:
+    kind, code = EXPECTED[name]
+    reason = assembler.finish_reason
+    assert (reason.kind, reason.failure.code if reason.failure else None) == (kind, code)
+    if name == "rate_limit":
+        assert reason.failure is not None and reason.failure.retry_after_ms == 1000
+    if kind == "stop":
+        assert TextBlock(text="Hello from the mock DeepSeek.") in assembler.blocks()
+    if name == "tool_call_success":
+        assert assembler.blocks() == (
+            ToolCallBlock(id="mock-call-1", name="lookup", arguments='{"query":"mock"}'),
+        )
+
+
+@pytest.mark.parametrize("provider_type", [DeepSeekProvider, AnthropicProvider])
+@pytest.mark.parametrize("name", sorted(BEHAVIOURS))
+async def test_every_fault_in_process(provider_type: type[Any], name: str) -> None:
+    mock = MockDeepSeek([BEHAVIOURS[name]])
+    base = "https://api.deepseek.com" + ("/anthropic" if provider_type is AnthropicProvider else "")
+    provider = provider_type(
+        api_key=API_KEY, base_url=base, transport=httpx.MockTransport(MockHandler(mock))
+    )
+    check(await run(provider), name)
+    assert mock.pending == ()
+
+
+@pytest.fixture(scope="module")
+def shared_server() -> Any:
+    with MockServer() as server:
+        yield server
+
+
+@pytest.mark.parametrize("name", sorted(BEHAVIOURS))
+async def test_every_fault_over_the_loopback_server(shared_server: MockServer, name: str) -> None:
+    shared_server.mock.reset()
+    shared_server.mock.push(BEHAVIOURS[name])
+    provider = DeepSeekProvider(api_key=API_KEY, base_url=shared_server.base_url, idle_timeout=0.3)
+    check(await run(provider), name)
+    assert shared_server.mock.requests[0].scripted
+
+
+async def test_the_provider_multi_turn_tool_loop_passes_validation() -> None:
+    """A thinking-mode tool round trip as the loop sends it: the mock's strict pass-back rule
+    accepts what our serializer sends back."""
+    mock = MockDeepSeek(
+        [
+            Reply(reasoning="need weather", tool_calls=(ToolCall(name="weather", arguments="{}"),)),
+            Reply(text="Sunny."),
+        ]
+    )
+    tools = (
+        ToolSchema(name="weather", description="", parameters=freeze_json({"type": "object"})),
+    )
+    provider = DeepSeekProvider(api_key=API_KEY, transport=httpx.MockTransport(MockHandler(mock)))
+    first = BlockAssembler()
+    options = GenerateOptions(
+        provider="deepseek",
+        model="deepseek-v4-flash",
+        messages=(user_message("weather?"),),
+        tools=tools,
+    )
+    async with provider:
+        async for chunk in provider.stream(options):
+            first.feed(chunk)
+        reply = assistant_message(first.blocks(), provider="deepseek", model="deepseek-v4-flash")
+        call = reply.tool_calls[0]
+        result = user_message(
+            [ToolResultBlock(tool_call_id=call.id, content=(TextBlock(text="sunny"),))]
+        )
+        second = BlockAssembler()
+        follow = GenerateOptions(
+            provider="deepseek",
+            model="deepseek-v4-flash",
+            messages=(*options.messages, reply, result),
+            tools=tools,
+        )
+        async for chunk in provider.stream(follow):
+            second.feed(chunk)
+    assert second.finish_reason.kind == "stop", second.finish_reason
+    assert second.blocks()[-1] == TextBlock(text="Sunny.")
+    assert mock.requests[1].body["messages"][1]["reasoning_content"] == "need weather"
+
+
+# -- the round trip ------------------------------------------------------------------------------
+
+texts = st.text(max_size=40)
+ids = st.text(alphabet="abcdefghij0123456789_-", min_size=1, max_size=12)
+names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-0123456789", min_size=1, max_size=12)
+arguments = st.one_of(
+    st.just("{}"),
+    texts,
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=3).map(json.dumps),
+)
+
+
+@st.composite
+def conversations(draw: st.DrawFn, *, always_reasoning: bool = False) -> tuple[Message, ...]:
+    """user text, then (assistant turn with calls → their results)*, then user text: what the
+    loop sends, and valid for the API's ordering rules. ``always_reasoning``: every assistant
+    turn reasoned (as the API's thinking mode always does)."""
+    messages: list[Message] = [user_message(draw(texts))]
+    for turn in range(draw(st.integers(0, 2))):
+        call_ids = draw(st.lists(ids, min_size=1, max_size=2, unique=True))
+        blocks: list[Any] = []
+        if always_reasoning or draw(st.booleans()):
+            blocks.append(ReasoningBlock(text=draw(st.text(min_size=1, max_size=40))))
+        if draw(st.booleans()):
+            blocks.append(TextBlock(text=draw(texts)))
+        blocks += [
+            ToolCallBlock(id=f"t{turn}-{i}", name=draw(names), arguments=draw(arguments))
+            for i in call_ids
+        ]
+        messages.append(assistant_message(blocks, provider="deepseek", model="deepseek-v4-flash"))
+        messages.append(
+            user_message(
+                [
+                    ToolResultBlock(
+                        tool_call_id=f"t{turn}-{i}", content=(TextBlock(text=draw(texts)),)
+                    )
+                    for i in call_ids
+                ]
+            )
+        )
+    messages.append(user_message(draw(texts)))
+    return tuple(messages)
+
+
+replies = st.builds(
+    Reply,
+    text=texts,
+    reasoning=st.none() | texts,
+    tool_calls=st.lists(
+        st.builds(ToolCall, name=names, arguments=arguments, fragments=st.integers(1, 6)),
+        max_size=3,
+    ).map(
+        lambda calls: tuple(
+            ToolCall(name=c.name, arguments=c.arguments, fragments=c.fragments, id=f"id{i}")
+            for i, c in enumerate(calls)
+        )
+    ),
+    chunk_size=st.integers(1, 9),
+    finish_reason=st.sampled_from([None, "length"]),
+)
+
+
+def expected_blocks(reply: Reply) -> tuple[Any, ...]:
+    out: list[Any] = []
+    if reply.reasoning:
+        out.append(ReasoningBlock(text=reply.reasoning))
+    if reply.text:
+        out.append(TextBlock(text=reply.text))
+    if reply.finish_reason != "length":
+        out += [
+            ToolCallBlock(id=c.id or "", name=c.name, arguments=c.arguments)
+            for c in reply.tool_calls
+        ]
+    return tuple(out)
+
+
+def round_trip(mock: MockDeepSeek, path: str, body: bytes, translate: Any) -> BlockAssembler:
+    plan = mock.handle(
+        HttpRequest.build("POST", path, headers=[("authorization", f"Bearer {API_KEY}")], body=body)
+    )
+    assert plan.status == 200, plan.body_bytes
+    parser = SseParser()
+    events = parser.feed(plan.body_bytes) + parser.close()
+    assembler = BlockAssembler()
+    for chunk in translate(events):
+        assembler.feed(chunk)
+    return assembler
+
+
+@given(conversations(), replies, st.sampled_from([None, "off", "high"]))
+def test_deepseek_round_trip(
+    messages: tuple[Message, ...], reply: Reply, effort: str | None
+) -> None:
+    options = GenerateOptions(
+        provider="deepseek", model="deepseek-v4-flash", messages=messages, reasoning_effort=effort
+    )
+    body = deepseek.encode_request(options)
+    mock = MockDeepSeek([reply])
+    assembler = round_trip(mock, "/chat/completions", body, deepseek.translate_events)
+    assert mock.requests[0].body == json.loads(body)  # the mock parsed exactly what we sent
+    if not expected_blocks(reply) and reply.finish_reason != "length":
+        assert assembler.finish_reason.failure is not None
+        assert assembler.finish_reason.failure.code == "EMPTY_RESPONSE"
+        return
+    assert assembler.blocks() == expected_blocks(reply)
+    kind = {"length": "max-tokens"}.get(
+        reply.finish_reason or "", "tool-calls" if reply.tool_calls else "stop"
+    )
+    assert assembler.finish_reason.kind == kind
+    assert assembler.usage is not None and assembler.usage.prompt_tokens > 0
+
+
+@given(conversations(always_reasoning=True), replies)
+def test_anthropic_round_trip(messages: tuple[Message, ...], reply: Reply) -> None:
+    reply = Reply(
+        text=reply.text,
+        reasoning=reply.reasoning,
+        # the Anthropic format carries tool input as an object
+        tool_calls=tuple(
+            ToolCall(name=c.name, arguments='{"k": 1}', id=c.id, fragments=c.fragments)
+            for c in reply.tool_calls
+        ),
+        chunk_size=reply.chunk_size,
+        finish_reason=reply.finish_reason,
+    )
+    options = GenerateOptions(provider="deepseek", model="deepseek-v4-flash", messages=messages)
+    mock = MockDeepSeek([reply])
+    assembler = round_trip(
+        mock,
+        "/anthropic/v1/messages",
+        anthropic.encode_request(options),
+        anthropic.translate_events,
+    )
+    if not expected_blocks(reply) and reply.finish_reason != "length":
+        assert assembler.finish_reason.kind == "error"
+        return
+    got = assembler.blocks()
+    assert [type(b) for b in got] == [type(b) for b in expected_blocks(reply)]
+    for block, want in zip(got, expected_blocks(reply), strict=True):
+        if isinstance(want, ToolCallBlock):
+            assert (block.id, block.name, json.loads(block.arguments)) == (
+                want.id,
+                want.name,
+                {"k": 1},
+            )  # type: ignore[union-attr]
+        else:
+            assert block == want

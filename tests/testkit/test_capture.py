@@ -1,0 +1,431 @@
+"""Request capture for any httpx/httpx2 client, and assert_prefix_stable."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import httpx2
+import openai
+import pytest
+
+from dsh_core import GenerateOptions, ToolSchema, user_message
+from dsh_testkit._errors import TestkitError
+from dsh_testkit.capture import (
+    CapturedRequest,
+    PrefixInstability,
+    RequestCapture,
+    assert_prefix_stable,
+    capture_requests,
+)
+
+KEY = "sk-" + "Q1w2E3r4T5" * 4
+BASE = "https://api.deepseek.com"
+
+
+def completion(request: Any) -> dict[str, Any]:
+    body = json.loads(request.content)
+    turn = sum(1 for m in body["messages"] if m["role"] == "user")
+    return {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body["model"],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": f"answer {turn}"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+
+
+def httpx2_handler(request: httpx2.Request) -> httpx2.Response:
+    return httpx2.Response(200, json=completion(request))
+
+
+TOOL = {"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}
+
+
+def run_agent(
+    client: openai.OpenAI,
+    *,
+    turns: int,
+    bust: Callable[[int, list[dict[str, Any]], dict[str, Any]], None] | None = None,
+) -> None:
+    """A minimal chat agent over the openai SDK: keeps the history and resends it each turn."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are terse.\nBe kind."}]
+    for turn in range(turns):
+        messages.append({"role": "user", "content": f"question {turn}"})
+        params: dict[str, Any] = {"model": "deepseek-v4-flash", "tools": [TOOL]}
+        if bust is not None:
+            bust(turn, messages, params)
+        reply = client.chat.completions.create(messages=messages, **params)
+        messages.append({"role": "assistant", "content": reply.choices[0].message.content})
+
+
+def sdk(capture: RequestCapture) -> openai.OpenAI:
+    transport = capture.transport(httpx2.MockTransport(httpx2_handler))
+    return openai.OpenAI(api_key=KEY, base_url=BASE, http_client=httpx2.Client(transport=transport))
+
+
+# ------------------------------------------------------------------------------- capture
+
+
+def test_transport_capture_records_exact_wire_requests_with_credentials_redacted() -> None:
+    capture = RequestCapture()
+    run_agent(sdk(capture), turns=2)
+    assert len(capture) == 2
+    first = capture[0]
+    assert (first.method, first.url) == ("POST", f"{BASE}/chat/completions")
+    assert first.json["messages"][-1] == {"role": "user", "content": "question 0"}
+    assert json.loads(first.body) == first.json and first.is_chat
+    headers = dict(first.headers)
+    assert headers["authorization"] == "<REDACTED>"
+    assert KEY not in repr(capture.requests) and KEY not in str(first.headers)
+    assert repr(first) == f"CapturedRequest(POST {BASE}/chat/completions, {len(first.body)} bytes)"
+    assert [r.json["messages"][-1]["content"] for r in capture] == ["question 0", "question 1"]
+    assert capture[0:1] == [first]
+
+
+async def test_transport_capture_wraps_async_transports() -> None:
+    capture = RequestCapture()
+    transport = capture.transport(httpx.MockTransport(lambda r: httpx.Response(200, json={})))
+    async with httpx.AsyncClient(transport=transport) as client:
+        await client.post(f"{BASE}/x", content=b"raw bytes")
+    assert capture.requests[0].body == b"raw bytes"
+    assert capture.requests[0].json is None and not capture.requests[0].is_chat
+
+
+def test_transport_capture_closes_the_inner_transport() -> None:
+    closed = []
+
+    class Inner(httpx.BaseTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            return httpx.Response(204)
+
+        def close(self) -> None:
+            closed.append(True)
+
+    capture = RequestCapture()
+    with httpx.Client(transport=capture.transport(Inner())) as client:
+        client.get(BASE)
+    assert closed == [True] and len(capture) == 1
+
+
+def test_event_hook_capture_on_sync_and_async_clients() -> None:
+    capture = RequestCapture()
+    client = capture.install(
+        httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    )
+    client.post(f"{BASE}/a", json={"messages": []})
+    client.close()
+    sdk_client = capture.install(httpx2.Client(transport=httpx2.MockTransport(httpx2_handler)))
+    openai.OpenAI(api_key=KEY, base_url=BASE, http_client=sdk_client).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert [r.url for r in capture] == [f"{BASE}/a", f"{BASE}/chat/completions"]
+
+
+async def test_event_hook_capture_on_an_async_client() -> None:
+    capture = RequestCapture()
+    client = capture.install(
+        httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    )
+    async with client:
+        await client.post(f"{BASE}/a", json={"messages": []})
+    assert capture.chat_requests() == capture.requests and len(capture) == 1
+
+
+def test_capture_requests_sees_clients_the_agent_builds_itself() -> None:
+    with capture_requests() as capture:
+        client = openai.OpenAI(
+            api_key=KEY,
+            base_url=BASE,
+            http_client=httpx2.Client(transport=httpx2.MockTransport(httpx2_handler)),
+        )
+        run_agent(client, turns=3)
+        httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200))).get(
+            f"{BASE}/models"
+        )
+    assert len(capture) == 4 and len(capture.chat_requests()) == 3
+    capture.assert_prefix_stable()
+    capture.clear()
+    assert list(capture) == []
+
+
+async def test_capture_requests_sees_async_clients() -> None:
+    with capture_requests() as capture:
+        async with httpx.AsyncClient(
+            transport=httpx.MockTransport(lambda r: httpx.Response(200))
+        ) as client:
+            await client.post(f"{BASE}/a", json={"messages": []})
+    assert len(capture) == 1
+
+
+def test_capture_requests_unpatches_on_exit() -> None:
+    with capture_requests() as capture:
+        pass
+    httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200))).get(BASE)
+    assert len(capture) == 0
+
+
+# ------------------------------------------------------------------------------- prefix stability
+
+
+def test_a_stable_agent_passes() -> None:
+    capture = RequestCapture()
+    run_agent(sdk(capture), turns=4)
+    assert_prefix_stable(capture.requests)
+    capture.assert_prefix_stable()
+
+
+@pytest.mark.parametrize(
+    ("bust", "expected"),
+    [
+        (
+            lambda turn, messages, params: messages.__setitem__(
+                0, {"role": "system", "content": f"You are terse.\nTime: 12:0{turn}"}
+            ),
+            "system line 2 differs: request 0: 'Time: 12:00', request 1: 'Time: 12:01'",
+        ),
+        (
+            lambda turn, messages, params: params.update(
+                tools=[TOOL, {"type": "function", "function": {"name": "grep"}}] if turn else [TOOL]
+            ),
+            "tool 'grep' added in request 1",
+        ),
+        (
+            lambda turn, messages, params: params.update(tools=[] if turn else [TOOL]),
+            "tool 'read' removed (only in request 0)",
+        ),
+        (
+            lambda turn, messages, params: params.update(
+                model="deepseek-v4-pro" if turn else "deepseek-v4-flash"
+            ),
+            "model differs: request 0: 'deepseek-v4-flash', request 1: 'deepseek-v4-pro'",
+        ),
+        (
+            lambda turn, messages, params: (
+                turn and messages[1].update(content="question 0 (edited)")
+            ),
+            "messages[0].content differs: request 0: 'question 0', request 1: 'question 0 (edited)'",
+        ),
+        (
+            lambda turn, messages, params: turn and messages.__delitem__(slice(1, 3)),
+            "messages[0].content differs: request 0: 'question 0', request 1: 'question 1'",
+        ),
+    ],
+    ids=[
+        "timestamp-in-system",
+        "tool-added",
+        "tool-removed",
+        "model-switch",
+        "history-edited",
+        "history-truncated",
+    ],
+)
+def test_a_busting_agent_fails_naming_the_first_divergence(bust: Any, expected: str) -> None:
+    capture = RequestCapture()
+    run_agent(sdk(capture), turns=3, bust=bust)
+    with pytest.raises(PrefixInstability) as caught:
+        assert_prefix_stable(capture.requests)
+    error = caught.value
+    assert error.index == 1
+    assert error.diff[0].startswith(expected), error.diff
+    assert str(error).startswith(
+        "request 1 does not extend request 0, so the provider's prefix cache cannot reuse it"
+    )
+    assert isinstance(error, AssertionError) and isinstance(error, TestkitError)
+
+
+def test_a_truncated_history_names_the_missing_message() -> None:
+    first = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
+    }
+    second = {"model": "m", "messages": [{"role": "user", "content": "a"}]}
+    with pytest.raises(PrefixInstability) as caught:
+        assert_prefix_stable([first, second])
+    assert caught.value.diff == (
+        'messages: request 0 has 2, request 1 only 1 (first missing: {"role":"assistant","content":"b"})',
+    )
+
+
+def test_config_changes_other_than_the_model_do_not_bust_the_prefix() -> None:
+    first = {"model": "m", "temperature": 0.1, "messages": [{"role": "user", "content": "a"}]}
+    second = {
+        "model": "m",
+        "temperature": 0.9,
+        "stream": True,
+        "messages": [{"role": "user", "content": "a"}],
+    }
+    assert_prefix_stable([first, json.dumps(second).encode()])
+
+
+def test_anthropic_shaped_bodies_compare_their_top_level_system() -> None:
+    first = {"model": "m", "system": [{"type": "text", "text": "one"}], "messages": []}
+    second = {"model": "m", "system": "two", "messages": []}
+    with pytest.raises(
+        PrefixInstability, match="system line 1 differs: request 0: 'one', request 1: 'two'"
+    ):
+        assert_prefix_stable([first, second])
+
+
+def test_non_chat_requests_are_skipped_and_indexes_stay_those_of_the_input() -> None:
+    chat = {"model": "m", "messages": [{"role": "user", "content": "a"}]}
+    models = CapturedRequest(method="GET", url=f"{BASE}/models", headers=(), body=b"")
+    with pytest.raises(PrefixInstability) as caught:
+        assert_prefix_stable([chat, models, b"not json", {**chat, "model": "n"}])
+    assert caught.value.index == 3
+    assert str(caught.value).startswith("request 3 does not extend request 0")
+
+
+def test_generate_options_are_accepted() -> None:
+    tools = (ToolSchema(name="read", description="Read a file", parameters={"type": "object"}),)
+    base = GenerateOptions(
+        provider="deepseek",
+        model="m",
+        messages=(user_message("a", id="1"),),
+        system="s",
+        tools=tools,
+    )
+    longer = GenerateOptions(
+        provider="deepseek",
+        model="m",
+        messages=(user_message("a", id="1"), user_message("b", id="2")),
+        system="s",
+        tools=tools,
+    )
+    assert_prefix_stable([base, longer])
+    with pytest.raises(PrefixInstability, match="tool 'read' removed"):
+        assert_prefix_stable(
+            [
+                longer,
+                GenerateOptions(
+                    provider="deepseek", model="m", messages=longer.messages, system="s"
+                ),
+            ]
+        )
+
+
+def test_capture_refuses_objects_of_other_http_libraries() -> None:
+    with pytest.raises(
+        TypeError, match="expected an httpx or httpx2 client or transport, got object"
+    ):
+        RequestCapture().transport(object())
+
+
+def test_unsupported_items_are_refused() -> None:
+    with pytest.raises(TypeError, match="assert_prefix_stable takes captured requests"):
+        assert_prefix_stable([42])  # type: ignore[list-item]
+
+
+def test_zero_or_one_request_is_trivially_stable() -> None:
+    assert_prefix_stable([])
+    assert_prefix_stable([{"model": "m", "messages": []}])
+
+
+# ------------------------------------------------------------------------------- the diff vocabulary
+
+
+def test_diff_names_changed_tools_reordered_tools_and_config_on_either_side() -> None:
+    from dsh_testkit._diff import chat_view, diff_chat
+
+    grep = {"type": "function", "function": {"name": "grep", "parameters": {"type": "object"}}}
+    before = chat_view(
+        {"model": "m", "stop": ["x"], "tools": [TOOL, grep], "messages": []},
+        use_provider_codec=False,
+    )
+    changed = {**grep, "function": {"name": "grep", "parameters": {"type": "array"}}}
+    after = chat_view(
+        {"model": "m", "seed": 1, "tools": [TOOL, changed], "messages": []},
+        use_provider_codec=False,
+    )
+    assert before is not None and after is not None
+    assert diff_chat(before, after) == (
+        'config.stop: only in recorded (["x"])',
+        "config.seed: only in request (1)",
+        "tool 'grep' changed: function.parameters.type differs: recorded: 'object', request: 'array'",
+    )
+    reordered = chat_view(
+        {"model": "m", "stop": ["x"], "tools": [grep, TOOL], "messages": []},
+        use_provider_codec=False,
+    )
+    assert reordered is not None
+    assert diff_chat(before, reordered) == (
+        "tools: order changed: recorded: ['read', 'grep'], request: ['grep', 'read']",
+    )
+
+
+def test_diff_names_message_fields_on_one_side_and_shorter_systems() -> None:
+    from dsh_testkit._diff import ChatView, diff_chat, first_json_difference
+
+    a = ChatView(system="one\ntwo", messages=[{"role": "user", "content": "x", "name": "n"}])
+    b = ChatView(system="one", messages=[{"role": "user", "content": "x", "extra": [1, 2]}])
+    assert diff_chat(a, b) == (
+        "system: recorded has 2 line(s), request has 1",
+        "messages[0].name: only in recorded ('n')",
+    )
+    assert (
+        first_json_difference("x", {"k": [1]}, {"k": [1, 2]}, ("a", "b"))
+        == "x.k: a has 1 item(s), b has 2"
+    )
+    assert (
+        first_json_difference("x", {"k": 1}, {"k": 1, "j": 2}, ("a", "b")) == "x.j: only in b (2)"
+    )
+    assert first_json_difference("x", [1, "2"], [1, 2], ("a", "b")) == "x[1] differs: a: '2', b: 2"
+    assert first_json_difference("x", {"k": [1]}, {"k": [1]}, ("a", "b")) is None
+    long = ChatView(messages=[{"content": "y" * 100}])
+    assert diff_chat(ChatView(), long)[0].endswith("…)")
+
+
+def test_diff_of_opaque_or_unnamed_tools() -> None:
+    from dsh_testkit._diff import ChatView, diff_chat
+
+    assert diff_chat(ChatView(tools="{{tools}}"), ChatView(tools=[{"x": 1}])) == (
+        "tools differ: recorded: '{{tools}}', request: [{\"x\":1}]",
+    )
+    assert diff_chat(ChatView(tools=[{"name": "a"}]), ChatView(tools=[{"x": 1}])) == (
+        "tool '{\"x\": 1}' added in request",
+        "tool 'a' removed (only in recorded)",
+    )
+
+
+def test_chat_view_reads_deepseek_bodies_through_the_provider_codec() -> None:
+    from dsh_testkit._diff import chat_view
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": None}
+    through_codec = chat_view(json.dumps(body))
+    plain = chat_view(body, use_provider_codec=False)
+    assert through_codec is not None and plain is not None
+    assert "temperature" not in through_codec.config and plain.config["temperature"] is None
+    assert chat_view(b"not json") is None and chat_view({"no": "messages"}) is None
+    refused = chat_view(
+        {
+            "model": "m",
+            "messages": [{"role": "developer", "content": "x"}, {"role": "user", "content": "y"}],
+        }
+    )
+    assert refused is not None and refused.system == "x"  # the codec refuses it; read as plain JSON
+
+
+def test_capture_over_real_http_against_the_loopback_mock() -> None:
+    from dsh_testkit.mock import MockDeepSeek, MockServer
+
+    capture = RequestCapture()
+    # This minimal agent drops reasoning_content from its history; a real one must keep it.
+    with MockServer(MockDeepSeek(passback="tool-calls")) as server:
+        transport = capture.transport(httpx2.HTTPTransport())
+        client = openai.OpenAI(
+            api_key=KEY, base_url=server.base_url, http_client=httpx2.Client(transport=transport)
+        )
+        run_agent(client, turns=3)
+        client.close()
+    assert len(capture.chat_requests()) == 3
+    assert_prefix_stable(capture.requests)
+    assert KEY not in repr(capture.requests[0].headers)

@@ -1,0 +1,912 @@
+"""Cassettes: format, SSE replay, scrubbing, matching, mismatch diffs, modes."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import openai
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dsh_testkit._cassette_format import CassetteSerializer, split_sse
+from dsh_testkit._cassette_scrub import scrub_vcr_request, scrub_vcr_response
+from dsh_testkit._errors import TestkitError
+from dsh_testkit.cassettes import (
+    CASSETTE_FORMAT_VERSION,
+    REDACTED,
+    CassetteFormatError,
+    CassetteMismatch,
+    CassetteNotFound,
+    CassetteNotFullyPlayed,
+    find_secrets,
+    json_body_matcher,
+    scrub_json,
+    scrub_text,
+    scrub_url,
+    use_cassette,
+)
+
+URL = "https://api.deepseek.com/chat/completions"
+KEY = "sk-" + "A1b2C3d4E5" * 4
+"""A key-shaped fake key; it must never reach a cassette."""
+
+EVENTS = [
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n',
+    b": keep-alive\n\n",
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\n',
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}],'
+    b'"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}\n\n',
+    b"data: [DONE]\n\n",
+]
+
+
+def chat_body(**changes: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": "deepseek-v4-flash",
+        "messages": [
+            {"role": "system", "content": "You are terse.\nAnswer in English."},
+            {"role": "user", "content": "hello"},
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": "read", "parameters": {"type": "object", "properties": {}}},
+            }
+        ],
+        "stream": True,
+    }
+    body.update(changes)
+    return body
+
+
+def sse_handler(events: list[bytes] = EVENTS) -> Any:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, content=b"".join(events)
+        )
+
+    return handler
+
+
+def json_handler(payload: Any, status: int = 200) -> Any:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, json=payload)
+
+    return handler
+
+
+def record(path: Path, handler: Any, *bodies: dict[str, Any], **options: Any) -> None:
+    with (
+        use_cassette(path, mode="all", **options),
+        httpx.Client(transport=httpx.MockTransport(handler)) as client,
+    ):
+        for body in bodies:
+            client.post(URL, json=body, headers={"authorization": f"Bearer {KEY}"}).read()
+
+
+# ------------------------------------------------------------------------------- format
+
+
+def test_recording_writes_a_versioned_readable_cassette(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(), chat_body(), metadata={"scenario": "plain-chat"})
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith(f"format: dsh-cassette\nversion: {CASSETTE_FORMAT_VERSION}\n")
+    assert "scenario: plain-chat" in text
+    # JSON bodies are stored parsed, multi-line strings as literal blocks, SSE one event a line
+    assert "      json:\n        model: deepseek-v4-flash\n" in text
+    assert "content: |-\n            You are terse.\n            Answer in English.\n" in text
+    assert "      - comment: keep-alive\n" in text
+    assert "      - dataText: '[DONE]'\n" in text
+    assert "      - data: {id: c1, choices: [{index: 0, delta: {content: Hel}}]}\n" in text
+
+
+def test_recording_is_byte_identical_across_runs(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    record(a, sse_handler(), chat_body(), chat_body(stream=False))
+    record(b, sse_handler(), chat_body(), chat_body(stream=False))
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_volatile_headers_are_not_stored_and_compressed_bodies_are_decoded(tmp_path: Path) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200,
+            headers={
+                "content-type": "application/json",
+                "content-encoding": "gzip",
+                "date": "Mon, 01 Jan 2026 00:00:00 GMT",
+                "x-ds-trace-id": "abc",
+            },
+            content=gzip.compress(b'{"answer":42}'),
+        )
+
+    path = tmp_path / "c.yaml"
+    record(path, handler, chat_body())
+    text = path.read_text(encoding="utf-8")
+    assert "user-agent" not in text and "date:" not in text and "content-encoding" not in text
+    assert "x-ds-trace-id: abc" in text
+    assert "json:\n        answer: 42" in text
+    with use_cassette(path), httpx.Client() as client:
+        assert client.post(URL, json=chat_body()).json() == {"answer": 42}
+
+
+def test_replay_of_a_non_json_non_text_body(tmp_path: Path) -> None:
+    payloads = {"text": b"plain words", "binary": bytes(range(256))}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        kind = json.loads(request.content)["kind"]
+        return httpx.Response(200, content=payloads[kind])
+
+    path = tmp_path / "c.yaml"
+    record(path, handler, {"kind": "text"}, {"kind": "binary"})
+    text = path.read_text(encoding="utf-8")
+    assert "text: plain words" in text and "base64: " in text
+    with use_cassette(path), httpx.Client() as client:
+        assert client.post(URL, json={"kind": "text"}).content == b"plain words"
+        assert client.post(URL, json={"kind": "binary"}).content == bytes(range(256))
+
+
+def test_metadata_is_stored_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(), chat_body(), metadata={"recordedAgainst": "loopback mock"})
+    with use_cassette(path) as cassette, httpx.Client() as client:
+        client.post(URL, json=chat_body()).read()
+    assert cassette.metadata == {"recordedAgainst": "loopback mock"}
+    assert cassette.recorded == 1 and cassette.play_count == 1
+
+
+def test_rewrite_origin_files_a_loopback_recording_under_the_real_url(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    with (
+        use_cassette(
+            path, mode="all", rewrite_origin=("http://127.0.0.1:8765", "https://api.deepseek.com")
+        ),
+        httpx.Client(transport=httpx.MockTransport(sse_handler())) as client,
+    ):
+        client.post("http://127.0.0.1:8765/chat/completions", json=chat_body()).read()
+    assert f"uri: {URL}\n" in path.read_text(encoding="utf-8")
+    with use_cassette(path), httpx.Client() as client:
+        assert client.post(URL, json=chat_body()).status_code == 200
+
+
+# ------------------------------------------------------------------------------- SSE replay
+
+
+def test_sse_replay_preserves_chunk_boundaries_sync(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(), chat_body())
+    with (
+        use_cassette(path),
+        httpx.Client() as client,
+        client.stream("POST", URL, json=chat_body()) as response,
+    ):
+        assert response.headers["content-type"] == "text/event-stream"
+        assert list(response.iter_raw()) == EVENTS
+
+
+async def test_sse_replay_preserves_chunk_boundaries_async(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(), chat_body())
+    with use_cassette(path):
+        async with (
+            httpx.AsyncClient() as client,
+            client.stream("POST", URL, json=chat_body()) as response,
+        ):
+            assert [chunk async for chunk in response.aiter_raw()] == EVENTS
+
+
+def test_recording_hands_the_live_client_the_same_chunks_as_replay(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    with (
+        use_cassette(path, mode="all"),
+        httpx.Client(transport=httpx.MockTransport(sse_handler())) as client,
+        client.stream("POST", URL, json=chat_body()) as response,
+    ):
+        assert list(response.iter_raw()) == EVENTS
+
+
+async def test_async_recording_and_replay_of_an_sse_stream(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    with use_cassette(path, mode="all"):
+        async with httpx.AsyncClient(transport=httpx.MockTransport(sse_handler())) as client:
+            response = await client.post(URL, json=chat_body())
+            assert response.content == b"".join(EVENTS)
+    with use_cassette(path):
+        async with (
+            httpx.AsyncClient() as client,
+            client.stream("POST", URL, json=chat_body()) as response,
+        ):
+            assert [chunk async for chunk in response.aiter_raw()] == EVENTS
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [EVENTS[0], b"data: [DONE]"],  # [DONE] without its blank line: truncation, kept as is
+        [b'data: {"a":1}\r\n\r\n', b"event: ping\ndata: x\n\n"],  # CRLF, named event
+        [b"data: not json\n\n", b'data: {"a": 1}\n\n', b"data: 3\n\n", b":no-space\n\n"],
+        [EVENTS[0], EVENTS[2]],  # EOF without [DONE]
+    ],
+)
+def test_sse_framing_survives_byte_for_byte(tmp_path: Path, events: list[bytes]) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(events), chat_body())
+    with (
+        use_cassette(path),
+        httpx.Client() as client,
+        client.stream("POST", URL, json=chat_body()) as response,
+    ):
+        chunks = list(response.iter_raw())
+    assert chunks == events
+
+
+@given(st.text(alphabet=st.sampled_from(["a", "\n", "\r", ":", " ", "d"]), max_size=40))
+def test_split_sse_loses_nothing(text: str) -> None:
+    assert "".join(split_sse(text)) == text
+
+
+_json_payloads = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+_sse_pieces = st.one_of(
+    st.builds(
+        lambda value, separators, ascii_only: (
+            "data: " + json.dumps(value, separators=separators, ensure_ascii=ascii_only) + "\n\n"
+        ),
+        _json_payloads,
+        st.sampled_from([(",", ":"), (", ", ": "), (",", ": ")]),
+        st.booleans(),
+    ),
+    st.sampled_from(
+        ["data: [DONE]\n\n", ": keep-alive\n\n", "data: [DONE]", "\r\n\r\n", "data:x\n\n"]
+    ),
+    st.text(alphabet=st.sampled_from(["d", "a", ":", " ", "\n", "\r", "{", "}", "é"]), max_size=12),
+)
+
+
+@given(st.lists(_sse_pieces, max_size=6).map("".join))
+def test_an_sse_body_survives_the_cassette_byte_for_byte(text: str) -> None:
+    """The law behind "SSE stored as events": decode(encode(body)) is the same bytes, chunked
+    at event boundaries."""
+    data = {
+        "interactions": [
+            {
+                "request": {"method": "GET", "uri": URL, "body": None, "headers": {}},
+                "response": {
+                    "status": {"code": 200, "message": "OK"},
+                    "headers": {"content-type": ["text/event-stream"]},
+                    "body": {"string": text},
+                },
+            }
+        ]
+    }
+    back = CassetteSerializer.deserialize(CassetteSerializer.serialize(data))
+    body = back["interactions"][0]["response"]["body"]
+    if not text:
+        assert body["string"] == b""
+        return
+    assert body["string"] == text
+    assert body["chunks"] == [e.encode("utf-8") for e in split_sse(text)]
+
+
+def test_openai_sdk_streaming_replays_through_httpx2(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
+            200, headers={"content-type": "text/event-stream"}, content=b"".join(EVENTS)
+        )
+
+    def run(client: openai.OpenAI) -> list[str]:
+        stream = client.chat.completions.create(
+            model="deepseek-v4-flash", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        return [c.choices[0].delta.content or "" for c in stream if c.choices]
+
+    with use_cassette(path, mode="all"):
+        live = openai.OpenAI(
+            api_key=KEY,
+            base_url="https://api.deepseek.com",
+            http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        )
+        assert run(live) == ["", "Hel", "lo"]
+    assert KEY not in path.read_text(encoding="utf-8")
+    with use_cassette(path):
+        replayed = openai.OpenAI(
+            api_key="other", base_url="https://api.deepseek.com", max_retries=0
+        )
+        assert run(replayed) == ["", "Hel", "lo"]
+
+
+def test_429_then_retry_replays_in_recorded_order(tmp_path: Path) -> None:
+    answers = iter(
+        [
+            httpx.Response(
+                429, headers={"retry-after": "1"}, json={"error": {"message": "Rate Limit Reached"}}
+            ),
+            httpx.Response(
+                200, headers={"content-type": "text/event-stream"}, content=b"".join(EVENTS)
+            ),
+        ]
+    )
+    path = tmp_path / "c.yaml"
+    record(path, lambda request: next(answers), chat_body(), chat_body())
+    with use_cassette(path), httpx.Client() as client:
+        first = client.post(URL, json=chat_body())
+        second = client.post(URL, json=chat_body())
+    assert (first.status_code, first.headers["retry-after"]) == (429, "1")
+    assert first.json()["error"]["message"] == "Rate Limit Reached"
+    assert second.status_code == 200 and second.content == b"".join(EVENTS)
+
+
+# ------------------------------------------------------------------------------- secrets
+
+
+def test_secrets_are_scrubbed_everywhere_before_writing(tmp_path: Path) -> None:
+    other_key = "sk-" + "Z9y8X7w6V5" * 3
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200,
+            headers={"content-type": "application/json", "set-cookie": "session=abcdef"},
+            json={"echo": f"your key is {KEY}", "api_key": "short"},
+        )
+
+    path = tmp_path / "c.yaml"
+    with (
+        use_cassette(path, mode="all"),
+        httpx.Client(transport=httpx.MockTransport(handler)) as client,
+    ):
+        client.post(
+            f"{URL}?api_key=plain&x={other_key}",
+            json=chat_body(messages=[{"role": "user", "content": f"my key: {other_key}"}]),
+            headers={
+                "authorization": f"Bearer {KEY}",
+                "x-api-key": "anything",
+                "api-key": "anything",
+                "cookie": "session=abcdef",
+                "x-custom": f"Bearer {'t' * 40}",
+            },
+        )
+    text = path.read_text(encoding="utf-8")
+    for secret in (KEY, other_key, "session=abcdef", "anything", "plain", "t" * 40):
+        assert secret not in text
+    assert find_secrets(text) == []
+    assert text.count(REDACTED) >= 6
+    assert "api_key=REDACTED" in text
+
+
+def test_scrubbed_requests_still_match_on_replay(tmp_path: Path) -> None:
+    body = chat_body(messages=[{"role": "user", "content": f"use {KEY}"}])
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(), body)
+    with use_cassette(path), httpx.Client() as client:
+        assert client.post(URL, json=body).status_code == 200
+
+
+def test_scrub_hooks_never_mutate_their_input() -> None:
+    from vcr.request import Request
+
+    request = Request(
+        "POST", f"{URL}?key={KEY}", json.dumps({"k": KEY}).encode(), {"authorization": KEY}
+    )
+    scrub_vcr_request(request)
+    assert KEY in request.uri and KEY in request.headers["authorization"]
+    response = {
+        "status": {"code": 200, "message": "OK"},
+        "headers": {},
+        "body": {"string": KEY.encode()},
+    }
+    scrub_vcr_response(response)
+    assert response["body"]["string"] == KEY.encode()
+
+
+_keys = st.builds(
+    lambda prefix, body: prefix + body,
+    st.sampled_from(["sk-", "sk-ant-api03-", "Bearer ", "bearer  ", "AKIA", "ghp_"]),
+    st.text(
+        alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijklmnopqrstuvwxyz",
+        min_size=36,
+        max_size=60,
+    ),
+)
+_noise = st.lists(st.sampled_from([*"ab -_.:/=\"'<>\n{}", "sk-", "Bearer "]), max_size=12).map(
+    "".join
+)
+_texts = st.lists(st.one_of(_keys, _noise), max_size=6).map("".join)
+
+
+@given(_texts)
+def test_scrub_text_is_idempotent_and_leaves_nothing_key_shaped(text: str) -> None:
+    once = scrub_text(text)
+    assert scrub_text(once) == once
+    assert find_secrets(once) == []
+
+
+@given(
+    st.recursive(
+        _texts,
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(["api_key", "content", "password", "n"]), inner, max_size=3
+            )
+        ),
+        max_leaves=8,
+    )
+)
+def test_scrub_json_is_idempotent_and_leaves_nothing_key_shaped(value: Any) -> None:
+    once = scrub_json(value)
+    assert scrub_json(once) == once
+    assert find_secrets(json.dumps(once)) == []
+
+
+@given(_texts, st.sampled_from(["key", "api_key", "q", "token"]))
+def test_scrub_url_is_idempotent_and_leaves_nothing_key_shaped(text: str, name: str) -> None:
+    url = str(httpx.URL("https://user:pw@example.com/v1/x", params={name: text, "q": text}))
+    once = scrub_url(url)
+    assert scrub_url(once) == once
+    assert find_secrets(once) == []
+    assert "pw@" not in once
+
+
+@given(_texts)
+def test_scrub_hooks_are_idempotent_on_whole_interactions(text: str) -> None:
+    from vcr.request import Request
+
+    def request() -> Any:
+        return Request(
+            "POST",
+            f"{URL}?key={text[:20]}",
+            json.dumps({"messages": [{"content": text}], "api_key": text}).encode(),
+            {"authorization": text, "x-note": text},
+        )
+
+    once = scrub_vcr_request(request())
+    twice = scrub_vcr_request(once)
+    assert (once.uri, dict(once.headers), once.body) == (twice.uri, dict(twice.headers), twice.body)
+    response = {
+        "status": {"code": 200, "message": "OK"},
+        "headers": {"set-cookie": [text], "x-echo": [text]},
+        "body": {"string": text.encode(), "chunks": [text.encode()]},
+    }
+    r1 = scrub_vcr_response(response)
+    assert scrub_vcr_response(r1) == r1
+    assert find_secrets(json.dumps(r1["headers"]) + r1["body"]["string"].decode()) == []
+
+
+def test_scrub_keeps_ordinary_words_that_contain_sk() -> None:
+    text = "task-0123456789abcdefghijklmnop and risk-assessment"
+    assert scrub_text(text) == text
+    assert scrub_text(f"Authorization: Bearer {'x' * 30}") == f"Authorization: Bearer {REDACTED}"
+
+
+# ------------------------------------------------------------------------------- matching
+
+
+def test_matching_ignores_json_key_order(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(), chat_body())
+    reordered = dict(reversed(list(chat_body().items())))
+    with use_cassette(path), httpx.Client() as client:
+        assert client.post(URL, json=reordered).status_code == 200
+
+
+def test_json_body_matcher_compares_canonical_json_and_raw_bytes() -> None:
+    from vcr.request import Request
+
+    def req(body: Any) -> Any:
+        return Request("POST", URL, body, {})
+
+    json_body_matcher(req(b'{"a":1,"b":[1,2]}'), req(b'{"b": [1, 2], "a": 1}'))
+    json_body_matcher(req(None), req(b""))
+    json_body_matcher(req(b"raw"), req("raw"))
+    with pytest.raises(AssertionError, match="bodies differ"):
+        json_body_matcher(req(b'{"a":1}'), req(b'{"a":2}'))
+    with pytest.raises(AssertionError):
+        json_body_matcher(req(b"raw"), req(b"other"))
+
+
+def _mismatch(
+    tmp_path: Path, recorded: list[dict[str, Any]], live: list[dict[str, Any]]
+) -> CassetteMismatch:
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(), *recorded)
+    with (
+        pytest.raises(CassetteMismatch) as caught,
+        use_cassette(path, assert_all_played=False),
+        httpx.Client() as client,
+    ):
+        for body in live:
+            client.post(URL, json=body)
+    return caught.value
+
+
+def test_mismatch_names_index_closest_recording_and_changed_header_parts(tmp_path: Path) -> None:
+    changed = chat_body(temperature=0.2)
+    changed["messages"][0]["content"] = "You are terse.\nAnswer in French."
+    changed["tools"].append({"type": "function", "function": {"name": "grep"}})
+    error = _mismatch(tmp_path, [chat_body()], [changed])
+    assert (error.index, error.closest_index) == (0, 0)
+    assert error.request == f"POST {URL}" and error.closest == f"POST {URL}"
+    assert error.diff == (
+        "config.temperature: only in request (0.2)",
+        "system line 2 differs: recorded: 'Answer in English.', request: 'Answer in French.'",
+        "tool 'grep' added in request",
+    )
+    text = str(error)
+    assert "has no recording for request 0 (0-based)" in text
+    assert "Closest recording: interaction 0" in text
+    assert "re-record the cassette with mode='all'" in text
+    assert error.path == str(tmp_path / "c.yaml")
+
+
+def test_mismatch_names_the_message_index_and_field(tmp_path: Path) -> None:
+    first = chat_body()
+    second = chat_body()
+    second["messages"] = [
+        *first["messages"],
+        {"role": "assistant", "content": "Hi."},
+        {"role": "user", "content": "bye"},
+    ]
+    live_second = json.loads(json.dumps(second))
+    live_second["messages"][2]["content"] = "Hello."
+    error = _mismatch(tmp_path, [first, second], [first, live_second])
+    assert error.index == 1
+    assert error.closest_index == 1
+    assert error.diff == ("messages[1].content differs: recorded: 'Hi.', request: 'Hello.'",)
+
+
+def test_mismatch_picks_the_closest_of_several_recordings(tmp_path: Path) -> None:
+    a = chat_body(model="deepseek-v4-pro")
+    b = chat_body()
+    live = chat_body(temperature=1.0)
+    error = _mismatch(tmp_path, [a, b], [live])
+    assert error.closest_index == 1
+    assert error.diff == ("config.temperature: only in request (1.0)",)
+
+
+def test_mismatch_on_another_url_and_a_non_chat_body(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, json_handler({"ok": 1}), {"q": 1})
+    with (
+        pytest.raises(CassetteMismatch) as caught,
+        use_cassette(path, assert_all_played=False),
+        httpx.Client() as client,
+    ):
+        client.post(URL + "/x", json={"q": 2})
+    assert caught.value.diff == (
+        f"url differs: recorded: {URL}, request: {URL}/x",
+        "body differs: recorded: '{\"q\":1}', request: '{\"q\":2}'",
+    )
+
+
+def test_mismatch_when_a_request_repeats_more_often_than_recorded(tmp_path: Path) -> None:
+    error = _mismatch(tmp_path, [chat_body()], [chat_body(), chat_body()])
+    assert error.index == 1 and error.closest_index == 0 and error.diff == ()
+    assert "matches recorded interaction(s) 0, but each was already played" in str(error)
+
+
+def test_mismatch_on_a_cassette_without_recordings(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("format: dsh-cassette\nversion: 1\ninteractions: []\n", encoding="utf-8")
+    with (
+        pytest.raises(CassetteMismatch, match="holds no recordings") as caught,
+        use_cassette(path),
+        httpx.Client() as client,
+    ):
+        client.get(URL)
+    assert caught.value.closest is None and caught.value.closest_index is None
+
+
+def test_a_mismatch_the_client_swallowed_is_raised_when_the_cassette_closes(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(), chat_body())
+    with (
+        pytest.raises(CassetteMismatch, match="request 1"),
+        use_cassette(path),
+        httpx.Client() as client,
+    ):
+        client.post(URL, json=chat_body()).read()
+        with contextlib.suppress(Exception):
+            client.post(URL, json=chat_body(model="other"))
+
+
+def test_a_mismatch_behind_another_exception_is_raised_from_it(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(), chat_body())
+    with (
+        pytest.raises(CassetteMismatch) as caught,
+        use_cassette(path),
+        httpx.Client() as client,
+    ):
+        try:
+            client.post(URL, json=chat_body(model="other"))
+        except CassetteMismatch as exc:
+            raise RuntimeError("wrapped by the SDK") from exc
+    assert isinstance(caught.value.__cause__, RuntimeError)
+
+
+def test_errors_belong_to_the_testkit_tree_and_fail_as_assertions() -> None:
+    assert issubclass(CassetteMismatch, TestkitError) and issubclass(
+        CassetteMismatch, AssertionError
+    )
+    assert issubclass(CassetteNotFullyPlayed, AssertionError)
+    assert issubclass(CassetteFormatError, TestkitError) and not issubclass(
+        CassetteFormatError, AssertionError
+    )
+
+
+# ------------------------------------------------------------------------------- played
+
+
+def test_a_partly_played_cassette_fails(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(), chat_body(), chat_body(model="deepseek-v4-pro"))
+    with (
+        pytest.raises(CassetteNotFullyPlayed) as caught,
+        use_cassette(path),
+        httpx.Client() as client,
+    ):
+        client.post(URL, json=chat_body()).read()
+    assert caught.value.unplayed == (1,)
+    text = str(caught.value)
+    assert "only partly played: 1 of 2 recordings never requested" in text
+    assert f"interaction 1: POST {URL}" in text
+    assert "made 1 request(s)" in text
+
+
+def test_assert_all_played_can_be_left_to_the_caller(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(), chat_body(), chat_body(model="x"))
+    with use_cassette(path, assert_all_played=False) as cassette:
+        pass
+    assert cassette.unplayed == (0, 1)
+    with pytest.raises(CassetteNotFullyPlayed):
+        cassette.assert_all_played()
+
+
+def test_a_long_unplayed_list_is_shortened(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(), *[chat_body(model=f"m{i}") for i in range(7)])
+    with pytest.raises(CassetteNotFullyPlayed, match=r"… and 2 more"), use_cassette(path):
+        pass
+
+
+# ------------------------------------------------------------------------------- modes
+
+
+def test_mode_none_refuses_a_missing_cassette_at_once(tmp_path: Path) -> None:
+    with (
+        pytest.raises(
+            CassetteNotFound, match="does not exist and mode 'none' replays only"
+        ) as caught,
+        use_cassette(tmp_path / "absent.yaml"),
+    ):
+        pytest.fail("the block must not run")
+    assert caught.value.path == str(tmp_path / "absent.yaml")
+
+
+def test_mode_none_blocks_the_network_and_never_writes(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(), chat_body())
+    before = path.read_bytes()
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(200)
+
+    with (
+        pytest.raises(CassetteMismatch),
+        use_cassette(path),
+        httpx.Client(transport=httpx.MockTransport(handler)) as client,
+    ):
+        client.post(URL, json=chat_body()).read()
+        client.post(URL, json=chat_body(model="new"))
+    assert calls == []
+    assert path.read_bytes() == before
+
+
+def test_mode_missing_records_only_what_has_no_recording(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, json_handler({"n": "old"}), chat_body())
+    with (
+        use_cassette(path, mode="missing") as cassette,
+        httpx.Client(transport=httpx.MockTransport(json_handler({"n": "new"}))) as client,
+    ):
+        assert client.post(URL, json=chat_body()).json() == {"n": "old"}
+        assert client.post(URL, json=chat_body(model="x")).json() == {"n": "new"}
+    assert cassette.recorded == 2
+    with use_cassette(path), httpx.Client() as client:
+        assert client.post(URL, json=chat_body()).json() == {"n": "old"}
+        assert client.post(URL, json=chat_body(model="x")).json() == {"n": "new"}
+
+
+def test_mode_all_rerecords_everything_and_drops_old_recordings(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, json_handler({"n": "old"}), chat_body(), chat_body(model="gone"))
+    record(path, json_handler({"n": "new"}), chat_body())
+    with use_cassette(path) as cassette, httpx.Client() as client:
+        assert client.post(URL, json=chat_body()).json() == {"n": "new"}
+    assert cassette.recorded == 1
+
+
+def test_recording_stops_on_an_exception(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    with (
+        pytest.raises(RuntimeError, match="boom"),
+        use_cassette(path, mode="all"),
+        httpx.Client(transport=httpx.MockTransport(sse_handler())) as client,
+    ):
+        client.post(URL, json=chat_body()).read()
+        raise RuntimeError("boom")
+    assert not path.exists()
+
+
+def test_an_unknown_mode_is_refused(tmp_path: Path) -> None:
+    bad_mode: Any = "once"
+    with (
+        pytest.raises(ValueError, match="mode must be one of"),
+        use_cassette(tmp_path / "c.yaml", mode=bad_mode),
+    ):
+        pass
+
+
+# ------------------------------------------------------------------------------- format errors
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("format: other\n", "not a dsh cassette"),
+        ("- [unclosed\n", "not valid YAML"),
+        (
+            "format: dsh-cassette\nversion: 2\ninteractions: []\n",
+            "format version 2; this dsh-testkit reads version 1 only",
+        ),
+        ("format: dsh-cassette\nversion: 1\ninteractions: {}\n", "'interactions' must be a list"),
+        (
+            "format: dsh-cassette\nversion: 1\ninteractions:\n- request: {}\n",
+            r"interactions\[0\]: malformed interaction \(KeyError",
+        ),
+        (
+            "format: dsh-cassette\nversion: 1\ninteractions:\n- request: {method: GET, uri: u, body: {xml: x}}\n  response: {status: {code: 200}}\n",
+            r"interactions\[0\].request.body: a body must be one of",
+        ),
+        (
+            "format: dsh-cassette\nversion: 1\ninteractions:\n- request: {method: GET, uri: u}\n  response: {status: {code: 200}, body: {sse: [{data: 1}]}}\n",
+            r"interactions\[0\].response.body.sse\[0\]: an SSE event must be one of",
+        ),
+    ],
+)
+def test_unreadable_cassettes_fail_naming_the_file(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(CassetteFormatError, match=message) as caught, use_cassette(path):
+        pass
+    assert caught.value.path == str(path)
+    assert str(path) in str(caught.value)
+
+
+def test_a_cassette_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(CassetteFormatError, match="is not UTF-8 text"), use_cassette(path):
+        pass
+
+
+def test_serializer_round_trips_every_body_kind() -> None:
+    data = {
+        "interactions": [
+            {
+                "request": {
+                    "method": "POST",
+                    "uri": URL,
+                    "body": '{"a":[1,{"b":null}]}',
+                    "headers": {"Accept": ["*/*"]},
+                },
+                "response": {
+                    "status": {"code": 200, "message": "OK"},
+                    "headers": {"Content-Type": ["text/event-stream"], "X-Multi": ["1", "2"]},
+                    "body": {"string": 'data: {"x":1}\n\n: c\n\ndata: [DONE]\n\n'},
+                },
+            },
+            {
+                "request": {"method": "GET", "uri": URL, "body": None, "headers": {}},
+                "response": {
+                    "status": {"code": 204, "message": ""},
+                    "headers": {},
+                    "body": {"string": b""},
+                },
+            },
+        ]
+    }
+    text = CassetteSerializer.serialize(data)
+    assert "x-multi:\n      - '1'\n      - '2'" in text
+    back = CassetteSerializer.deserialize(text)
+    first = back["interactions"][0]
+    assert json.loads(first["request"]["body"]) == {"a": [1, {"b": None}]}
+    assert first["response"]["body"]["chunks"] == [
+        b'data: {"x":1}\n\n',
+        b": c\n\n",
+        b"data: [DONE]\n\n",
+    ]
+    assert first["response"]["headers"]["x-multi"] == ["1", "2"]
+    assert back["interactions"][1]["request"]["body"] is None
+    assert re.search(r"status: \{code: 204, message: ''\}", text)
+
+
+def test_response_chunks_of_interactions_recorded_in_this_session() -> None:
+    from dsh_testkit._cassette_format import response_chunks
+
+    sse = {
+        "headers": {"Content-Type": ["text/event-stream"]},
+        "body": {"string": b"data: 1\n\ndata: 2\n\n"},
+    }
+    assert response_chunks(sse) == [b"data: 1\n\n", b"data: 2\n\n"]
+    assert response_chunks({**sse, "body": {"string": "data: 1\n\n"}}) == [b"data: 1\n\n"]
+    assert response_chunks({**sse, "body": {"string": b"\xff\xfe"}}) == [b"\xff\xfe"]
+    assert response_chunks({**sse, "body": {"string": b""}}) == []
+    assert response_chunks({"headers": {}, "body": {"string": b"{}", "chunks": ["a", b"b"]}}) == [
+        b"a",
+        b"b",
+    ]
+
+
+def test_mismatch_names_a_changed_method(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, json_handler({}), {"q": 1})
+    with (
+        pytest.raises(CassetteMismatch) as caught,
+        use_cassette(path, assert_all_played=False),
+        httpx.Client() as client,
+    ):
+        client.put(URL, json={"q": 1})
+    assert caught.value.diff == ("method differs: recorded: POST, request: PUT",)
+
+
+_any_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_any_json)
+def test_json_bodies_survive_the_cassette(value: Any) -> None:
+    body = json.dumps(value, ensure_ascii=False)
+    data = {
+        "interactions": [
+            {
+                "request": {"method": "POST", "uri": URL, "body": body, "headers": {}},
+                "response": {
+                    "status": {"code": 200, "message": "OK"},
+                    "headers": {"content-type": ["application/json"]},
+                    "body": {"string": body},
+                },
+            }
+        ]
+    }
+    back = CassetteSerializer.deserialize(CassetteSerializer.serialize(data))["interactions"][0]
+    assert json.loads(back["request"]["body"]) == value
+    assert json.loads(back["response"]["body"]["string"]) == value
