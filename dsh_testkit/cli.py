@@ -1,4 +1,7 @@
-"""The ``dsh-testkit`` command."""
+"""The ``dsh-testkit`` command: ``demo``, ``serve``, ``audit`` and ``cache-report``.
+
+The mock and the loop are imported only by the subcommands that run them.
+"""
 
 from __future__ import annotations
 
@@ -52,7 +55,31 @@ def _serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dsh-testkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="run the scripted demo session (no key, no network)")
+    demo = sub.add_parser(
+        "demo",
+        help="the main job: a scripted agent session on the mock, audited, with a cache report",
+        description=(
+            "Start the mock DeepSeek on loopback, run a scripted multi-turn agent session with "
+            "tools, one header change and one compaction, write its log, audit it and print the "
+            "cache report. No key, no network (unless --live)."
+        ),
+    )
+    from dsh_testkit._demo import add_demo_arguments
+
+    add_demo_arguments(demo)
+    audit = sub.add_parser(
+        "audit",
+        help="rebuild every request of a session log and check its invariants",
+    )
+    cache_report = sub.add_parser(
+        "cache-report",
+        help="per-request prompt-cache hits, the best possible, and why each drop happened",
+    )
+    from dsh_testkit.audit import add_audit_arguments
+    from dsh_testkit.report import add_cache_report_arguments
+
+    add_audit_arguments(audit)
+    add_cache_report_arguments(cache_report)
     serve = sub.add_parser(
         "serve",
         help="serve the mock DeepSeek over HTTP on loopback (prints its base URL)",
@@ -76,8 +103,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.command == "demo":
-        print("dsh-testkit demo: not yet implemented")
-        return 0
+        from dsh_testkit._demo import run_demo
+
+        return run_demo(args)
+    if args.command == "audit":
+        from dsh_testkit.audit import run_audit
+
+        return run_audit(args)
+    if args.command == "cache-report":
+        from dsh_testkit.report import run_cache_report
+
+        return run_cache_report(args)
     if args.command == "serve":
         return _serve(args)
     return 2

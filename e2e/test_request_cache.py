@@ -105,12 +105,16 @@ async def test_request_cache(target: tuple[str, str, str], tmp_path: Path) -> No
     usages = [m.data.get("usage") for m in messages]
     assert all(u is not None for u in usages), usages
     for i, usage in enumerate(usages[1:], start=2):
-        assert usage.get("cacheReadTokens", 0) > 0, f"request {i} read nothing from the cache: {usage}"
+        assert usage.get("cacheReadTokens", 0) > 0, (
+            f"request {i} read nothing from the cache: {usage}"
+        )
     assert VALUE in final.text
 
     audit = audit_file(log_path)
     assert audit.ok, [v.to_json() for v in audit.violations]
-    assert all(r.extends_previous for r in audit.requests[1:]), [r.to_json() for r in audit.requests]
+    assert all(r.extends_previous for r in audit.requests[1:]), [
+        r.to_json() for r in audit.requests
+    ]
     report = cache_report_file(log_path)
     assert report.totals.hit_tokens > 0
     assert agent.request_invariant is not None and agent.request_invariant.checked == len(messages)

@@ -1,0 +1,254 @@
+"""``dsh-testkit demo``: the project's main job, end to end, in a few seconds.
+
+It starts the mock DeepSeek on loopback, runs a scripted three-turn agent session with tools
+through our loop and the real ``DeepSeekProvider`` over HTTP — with one header change (a tool
+added mid-list) and one compaction — writes the session log, audits it and prints the cache
+report, then names the log and the HTML report. No key and no network: the mock answers from a
+script and its prefix-cache simulator reports usage. ``--live`` runs the same session against
+the real API (needs ``DEEPSEEK_API_KEY``; the model improvises instead of following a script).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.rule import Rule
+
+from dsh_core import Agent, AgentOptions, Compactor, Session, Tool, tool
+from dsh_core.persistence import write_session
+from dsh_core.providers import DeepSeekProvider
+
+__all__ = ["add_demo_arguments", "run_demo"]
+
+FILES = {
+    "src/retry.py": "class RetryPolicy:\n    max_attempts = 4\n    base_delay_ms = 500\n",
+    "src/client.py": "from retry import RetryPolicy\n\nPOLICY = RetryPolicy()\n",
+    "README.md": "Client library. Retries are configured in src/retry.py.\n",
+}
+
+PERSONA = "\n".join(
+    [
+        "You are Ferris, a careful code-reading assistant working in a small repository.",
+        "Use the tools to look things up; never invent file contents. Answer in one or two",
+        "sentences and name the files you relied on.",
+    ]
+    + [
+        f"House rule {i}: read before you claim, cite the path, keep answers short and exact."
+        for i in range(1, 31)
+    ]
+)
+
+PROMPTS = (
+    "Where is the retry policy defined?",
+    "How many attempts does it allow, and who uses it?",
+    "Summarise what we found in one sentence.",
+)
+
+
+@tool(
+    parameters={
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"],
+    },
+    concurrency_safe=True,
+)
+async def find_symbol(args: Any, ctx: Any) -> str:
+    """Find which file defines a class or function."""
+    name = str(args.get("name", "")) if isinstance(args, dict) else ""
+    hits = [
+        path for path, text in FILES.items() if f"class {name}" in text or f"def {name}" in text
+    ]
+    return "\n".join(hits) or f"no definition of {name!r}"
+
+
+@tool(
+    parameters={
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+    },
+    concurrency_safe=True,
+)
+async def read_file(args: Any, ctx: Any) -> str:
+    """Read a file of the repository."""
+    path = str(args.get("path", "")) if isinstance(args, dict) else ""
+    return FILES.get(path, f"no such file: {path}")
+
+
+@tool(
+    parameters={
+        "type": "object",
+        "properties": {"pattern": {"type": "string"}},
+        "required": ["pattern"],
+    },
+    concurrency_safe=True,
+)
+async def grep(args: Any, ctx: Any) -> str:
+    """Search every file for a literal string; returns path:line matches."""
+    pattern = str(args.get("pattern", "")) if isinstance(args, dict) else ""
+    return (
+        "\n".join(
+            f"{path}:{n}: {line}"
+            for path, text in FILES.items()
+            for n, line in enumerate(text.splitlines(), start=1)
+            if pattern and pattern in line
+        )
+        or f"no match for {pattern!r}"
+    )
+
+
+def _script() -> list[Any]:
+    from dsh_testkit.mock import Reply, ToolCall
+
+    return [
+        # turn 1
+        Reply(
+            reasoning="I should find where RetryPolicy is defined.",
+            tool_calls=(ToolCall(name="find_symbol", arguments='{"name": "RetryPolicy"}'),),
+        ),
+        Reply(text="The retry policy is the RetryPolicy class in src/retry.py."),
+        # turn 2 (the header gained `grep` between find_symbol and read_file)
+        Reply(
+            reasoning="Read the policy and search for its users, in parallel.",
+            tool_calls=(
+                ToolCall(name="read_file", arguments='{"path": "src/retry.py"}'),
+                ToolCall(name="grep", arguments='{"pattern": "RetryPolicy"}'),
+            ),
+        ),
+        Reply(text="It allows 4 attempts (src/retry.py); src/client.py builds the POLICY from it."),
+        # the compaction's one-shot summary call, before turn 3
+        Reply(
+            text="The user asked about the retry policy: RetryPolicy in src/retry.py allows 4 "
+            "attempts with a 500 ms base delay; src/client.py uses it."
+        ),
+        # turn 3
+        Reply(text="RetryPolicy (src/retry.py) allows 4 attempts and is used by src/client.py."),
+    ]
+
+
+@contextmanager
+def _target(live: bool, console: Console) -> Iterator[tuple[str, str, str]]:
+    """``(base_url, api_key, where)``; a loopback mock unless ``live``."""
+    if live:
+        key = os.environ.get("DEEPSEEK_API_KEY")
+        if not key:
+            raise SystemExit("dsh-testkit demo --live needs DEEPSEEK_API_KEY in the environment")
+        base = os.environ.get("DSH_E2E_BASE_URL", "https://api.deepseek.com")
+        yield base, key, "the live DeepSeek API"
+        return
+    from dsh_testkit.mock import MockDeepSeek, MockServer
+
+    with MockServer(MockDeepSeek(_script())) as server:
+        console.print(f"[dim]mock DeepSeek listening on {server.base_url} (no key, no network)[/]")
+        yield server.base_url, "sk-demo-not-a-real-key", f"the mock at {server.base_url}"
+
+
+async def _session(
+    base_url: str, api_key: str, model: str, log_path: Path, console: Console
+) -> Session:
+    provider = DeepSeekProvider(api_key=api_key, base_url=base_url)
+    session = Session.create(f"demo-{int(time.time())}")
+    tools: list[Tool] = [find_symbol, read_file]
+    with write_session(log_path, session):
+        agent = Agent(
+            session,
+            provider,
+            AgentOptions(provider="deepseek", model=model, system=PERSONA, invariants=True),
+            tools=tools,
+        )
+        for turn, prompt in enumerate(PROMPTS, start=1):
+            note = ""
+            remove_hook = None
+            if turn == 2:
+                agent.register_tool(grep)
+                note = (
+                    "  [dim](header change: tool `grep` added mid-list → a request/header-delta)[/]"
+                )
+            if turn == 3:
+                remove_hook = agent.add_pre_step(Compactor(threshold_tokens=1, keep_last=0))
+                note = "  [dim](compaction: the earlier turns are summarised before this step)[/]"
+            console.print(f"[bold cyan]turn {turn}[/] [bold]user:[/] {prompt}{note}")
+            with console.status(f"turn {turn}: the agent is working…", spinner="dots"):
+                answer = await agent.run(prompt)
+            if remove_hook is not None:
+                remove_hook()
+            console.print(f"        [bold]assistant:[/] {answer.text.strip()}")
+        assert agent.request_invariant is not None
+        console.print(
+            f"[green]✓[/] {agent.request_invariant.checked} requests sent; each was checked, "
+            "before dispatch, to equal its reconstruction from the log"
+        )
+    return session
+
+
+def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``dsh-testkit demo``."""
+    parser.add_argument(
+        "--out",
+        default="dsh-demo-out",
+        help="directory for the session log and the HTML report (default: ./dsh-demo-out)",
+    )
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="run against the real API (needs DEEPSEEK_API_KEY); default: the loopback mock",
+    )
+    parser.add_argument(
+        "--model",
+        default=os.environ.get("DSH_E2E_MODEL", "deepseek-v4-flash"),
+        help="model name (default: $DSH_E2E_MODEL or deepseek-v4-flash)",
+    )
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """Run the demo; returns the exit status (0 when the audit finds nothing wrong)."""
+    from dsh_testkit._html import render_cache_report_html
+    from dsh_testkit._report_cli import emit, make_console
+    from dsh_testkit.audit import audit_file, render_audit
+    from dsh_testkit.report import cache_report_file, render_cache_report
+
+    console = make_console()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log_path = out / "session.jsonl"
+    html_path = out / "cache-report.html"
+    if log_path.exists():
+        log_path.unlink()  # a fresh run, not an append to the previous demo's log
+    console.print(
+        Panel.fit(
+            "A scripted three-turn agent session with tools, one header change and one "
+            "compaction,\nthen an audit of its log and a cache report.",
+            title="dsh-testkit demo",
+        )
+    )
+    started = time.perf_counter()
+    with _target(args.live, console) as (base_url, api_key, where):
+        console.print(f"[dim]talking to {where} with model {args.model}[/]")
+        asyncio.run(_session(base_url, api_key, args.model, log_path, console))
+
+    console.print(Rule("audit"))
+    audit = audit_file(log_path)
+    emit(console, *render_audit(audit))
+    console.print(Rule("cache report"))
+    report = cache_report_file(log_path)
+    emit(console, *render_cache_report(report))
+    html_path.write_text(render_cache_report_html(report), encoding="utf-8")
+    console.print(Rule())
+    console.print(f"session log:  {log_path}")
+    console.print(f"cache report: {html_path}")
+    console.print(f"[dim]done in {time.perf_counter() - started:.1f}s[/]")
+    if not audit.ok:
+        print("dsh-testkit demo: the audit found violations", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,101 @@
+"""``dsh-testkit demo | audit | cache-report``, run as a user runs them: as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsh_core.persistence import load_session
+
+
+def _cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    run_env = {k: v for k, v in os.environ.items() if k != "DEEPSEEK_API_KEY"}
+    run_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "dsh_testkit.cli", *args],
+        cwd=cwd,
+        env=run_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def demo_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    cwd = tmp_path_factory.mktemp("demo")
+    return _cli("demo", "--out", "out", cwd=cwd), cwd / "out"
+
+
+def test_demo_runs_offline_and_names_its_outputs(
+    demo_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    result, out = demo_run
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any("mock DeepSeek listening on http://127.0.0.1:" in line for line in lines)
+    assert "audit: OK, no violations" in result.stdout
+    assert "Session efficiency" in result.stdout
+    assert lines[-3].startswith("session log:") and lines[-3].endswith("session.jsonl")
+    assert lines[-2].startswith("cache report:") and lines[-2].endswith("cache-report.html")
+    html = (out / "cache-report.html").read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") and "<svg" in html
+    # self-contained: nothing is fetched (the only script is inert JSON data)
+    assert "src=" not in html and "<link" not in html and "https://" not in html
+
+
+def test_demo_log_has_the_header_change_and_the_compaction(
+    demo_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    _, out = demo_run
+    types = [e.type for e in load_session(out / "session.jsonl").events]
+    assert types.count("request/header") == 1
+    assert types.count("request/header-delta") == 1
+    assert types.count("compact/summary") == 1
+    assert types.count("turn/start") == types.count("turn/end") == 3
+
+
+def test_audit_and_cache_report_of_the_demo_log(
+    demo_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    _, out = demo_run
+    audit = _cli("audit", "session.jsonl", "--json", cwd=out)
+    assert audit.returncode == 0, audit.stderr
+    document = json.loads(audit.stdout)
+    assert document["ok"] is True and document["kind"] == "dsh-testkit/audit"
+    assert len(document["requests"]) == 5
+    report = _cli("cache-report", "session.jsonl", "--json", cwd=out)
+    assert report.returncode == 0, report.stderr
+    figures = json.loads(report.stdout)
+    causes = json.dumps(figures)
+    assert "request/header-delta" in causes and "compaction" in causes
+
+
+def test_audit_fails_on_a_corrupt_log(tmp_path: Path) -> None:
+    log = tmp_path / "broken.jsonl"
+    log.write_text(
+        '{"type":"session","version":0,"id":"s","createdAt":0}\n'
+        '{"type":"turn/start","seq":0,"time":0,"data":{"turn":1}}\n'
+        "this line is not JSON\n"
+        '{"type":"turn/end","seq":1,"time":0,"data":{"turn":1,"reason":{"kind":"completed"}}}\n',
+        encoding="utf-8",
+    )
+    result = _cli("audit", str(log), cwd=tmp_path)
+    assert result.returncode == 1
+    assert "line 3" in result.stdout + result.stderr
+
+
+def test_demo_live_refuses_without_a_key(tmp_path: Path) -> None:
+    result = _cli("demo", "--live", "--out", "out", cwd=tmp_path)
+    assert result.returncode != 0
+    assert "DEEPSEEK_API_KEY" in result.stderr
