@@ -93,6 +93,15 @@ from ._stream import (
 from ._surface import SurfaceReplacement, fold_surface
 from ._tools import Tool, ToolContext, ToolFunction, ToolOutput, ToolRegistry, tool
 from ._views import MessageView
+from .persistence import (
+    JsonlWriter,
+    LoadedLog,
+    interrupted_turn_closers,
+    load_session,
+    open_session,
+    write_session,
+)
+from .providers import AnthropicProvider, DeepSeekProvider, SseTruncatedError, WireFormatError
 
 __all__ = [
     "CORE_EVENT_TYPES",
@@ -102,6 +111,7 @@ __all__ = [
     "Agent",
     "AgentError",
     "AgentOptions",
+    "AnthropicProvider",
     "BlockAssembler",
     "BlockEnd",
     "BlockStart",
@@ -111,6 +121,7 @@ __all__ = [
     "Compactor",
     "ContentBlock",
     "CorruptLogError",
+    "DeepSeekProvider",
     "DshError",
     "EpochHeader",
     "Event",
@@ -126,8 +137,10 @@ __all__ = [
     "InvalidEventError",
     "InvariantViolation",
     "JsonValueError",
+    "JsonlWriter",
     "LlmCallConfig",
     "LlmFailure",
+    "LoadedLog",
     "LogInvariant",
     "Message",
     "MessageView",
@@ -147,6 +160,7 @@ __all__ = [
     "RetryPolicy",
     "Session",
     "SessionInfo",
+    "SseTruncatedError",
     "StreamChunk",
     "SurfaceError",
     "SurfaceReplace",
@@ -169,6 +183,7 @@ __all__ = [
     "TurnCancelledError",
     "UnsupportedVersionError",
     "UsageChunk",
+    "WireFormatError",
     "apply_header_delta",
     "assistant_message",
     "canonical_header",
@@ -184,7 +199,10 @@ __all__ = [
     "fork",
     "freeze_json",
     "header_equals",
+    "interrupted_turn_closers",
+    "load_session",
     "loads_json",
+    "open_session",
     "plan_header_event",
     "reconstruct_request",
     "reconstruct_requests",
@@ -192,4 +210,5 @@ __all__ = [
     "tool",
     "tool_result_message",
     "user_message",
+    "write_session",
 ]

@@ -12,8 +12,15 @@ as attributes (``.seq``, ``.path``, ``.line``), not only in its message::
     │   └── UnsupportedVersionError   a log of another format version (never migrated)
     ├── ForkError             a fork at an invalid boundary (``.seq``)
     ├── InvariantViolation    a dev-mode invariant failed (``.diff``)
-    ├── ProviderError         a model call failed (``.failure``: the :class:`LlmFailure`)
+    ├── ProviderError         a model call failed (``.failure``: the :class:`LlmFailure`)   [_stream]
+    ├── WireFormatError       a wire body is not the API's shape (``.param``)          [providers]
+    ├── SseTruncatedError     an event stream ended mid-event                          [providers]
+    ├── ScriptExhaustedError  the scripted provider has no answer left                 [scripted]
     └── AgentError            the loop was misused (a turn while one runs, no provider/model, …)
+        ├── TurnCancelledError    a turn ended by ``cancel()`` (``.partial``)              [_loop]
+        └── CompactionError       a compaction attempt failed (logged; the turn goes on)  [_compaction]
+
+Errors marked ``[module]`` are defined beside the code that raises them.
 """
 
 from __future__ import annotations

@@ -310,9 +310,19 @@ def _system_diff(expected: str | None, actual: str | None) -> str:
     return "system differs"
 
 
+def _tool_names(tools: Any) -> str:
+    if tools is None:
+        return "no tools"
+    if isinstance(tools, str):
+        return f"the placeholder {tools!r}"
+    return str([t.name for t in tools])
+
+
 def _tools_diff(expected: Any, actual: Any) -> list[str]:
     if isinstance(expected, str) or isinstance(actual, str) or expected is None or actual is None:
-        return [f"header.tools differs: expected {_short(expected)}, actual {_short(actual)}"]
+        return [
+            f"header.tools differs: expected {_tool_names(expected)}, actual {_tool_names(actual)}"
+        ]
     exp = {t.name: t for t in expected}
     act = {t.name: t for t in actual}
     out: list[str] = []

@@ -103,7 +103,7 @@ class LlmFailure:
 
     message: str
     code: str
-    """A stable code: ``RATE_LIMITED``, ``SERVER``, ``AUTH``, ``STREAM_CLOSED``, ``EMPTY_RESPONSE``, …"""
+    """A stable code: ``RATE_LIMIT``, ``SERVER``, ``AUTH``, ``STREAM_CLOSED``, ``EMPTY_RESPONSE``, …"""
     status: int | None = None
     """The HTTP status, when there was one."""
     retryable: bool = False
@@ -354,8 +354,16 @@ class GenerateOptions:
     """Unset on conversation requests; ``compaction`` for the one-shot summary call."""
     cancel: CancelToken | None = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        # Deep immutability: a mutable list of messages (or stop words) becomes a tuple.
+        if isinstance(self.messages, list):
+            object.__setattr__(self, "messages", tuple(self.messages))
+        if isinstance(self.stop, list):
+            object.__setattr__(self, "stop", tuple(self.stop))
+
     @property
     def config(self) -> LlmCallConfig:
+        """The call-config fields of this request."""
         return LlmCallConfig(
             provider=self.provider,
             model=self.model,

@@ -43,7 +43,7 @@ from ._script import (
     random_script,
 )
 from ._server import MockServer, serve
-from ._tokens import HeuristicTokenizer, PromptRenderer, Tokenizer
+from ._tokens import DeepSeekTokenizer, HeuristicTokenizer, PromptRenderer, Tokenizer
 from ._validate import PassbackRule
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "CacheUsage",
     "Completion",
     "CompletionToolCall",
+    "DeepSeekTokenizer",
     "Emit",
     "Fault",
     "Hangup",

@@ -105,10 +105,7 @@ class MockHandler:
         module = _module_of(request)
         url = request.url
         path = url.raw_path.decode("ascii", errors="replace")
-        try:
-            body = request.content
-        except module.RequestNotRead:
-            body = request.read()
+        body = request.read()  # already read by MockTransport; a no-op then
         plan = self.mock.handle(
             HttpRequest.build(
                 request.method,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import random
 import string
+import sys
 import threading
 import traceback
 from collections import deque
@@ -113,38 +114,28 @@ class _Reject(Exception):
 
 
 def _last_user(endpoint: Literal["chat", "anthropic"], messages: list[Any]) -> tuple[str, bool]:
-    """``(text of the last user message, whether the conversation ends with tool results)``."""
-    if not messages or not isinstance(messages[-1], Mapping):
-        return "", False
+    """``(text of the last user message, whether the conversation ends with tool results)``.
+
+    ``messages`` passed the codec: a non-empty list of objects with a role and valid content.
+    """
     last = messages[-1]
     if endpoint == "chat":
-        after_tool = last.get("role") == "tool"
-        for message in reversed(messages):
-            if isinstance(message, Mapping) and message.get("role") == "user":
-                return _text(message.get("content")), after_tool
-        return "", after_tool
-    content = last.get("content")
-    after_tool = (
-        last.get("role") == "user"
-        and isinstance(content, list)
-        and any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content)
-    )
+        after_tool = last["role"] == "tool"
+    else:
+        content = last["content"]
+        after_tool = last["role"] == "user" and any(
+            b["type"] == "tool_result" for b in content if isinstance(content, list)
+        )
     for message in reversed(messages):
-        if isinstance(message, Mapping) and message.get("role") == "user":
-            return _text(message.get("content")), after_tool
+        if message["role"] == "user":
+            return _text(message["content"]), after_tool
     return "", after_tool
 
 
-def _text(content: object) -> str:
+def _text(content: str | list[Any]) -> str:
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", ""))
-            for p in content
-            if isinstance(p, Mapping) and p.get("type") == "text"
-        )
-    return ""
+    return "".join(str(p["text"]) for p in content if p["type"] == "text")
 
 
 class MockDeepSeek:
@@ -152,8 +143,7 @@ class MockDeepSeek:
 
     ``script``: a :class:`Script`, entries, or a :data:`Responder` callable. Queued entries answer
     first, in order; then the responder (if any); then ``on_exhausted`` decides (``default``: the
-    deterministic :func:`default_reply`). ``seed`` makes ids, timestamps and fragment boundaries
-    reproducible. ``api_keys`` restricts the accepted keys (default: any non-empty key).
+    deterministic :func:`default_reply`). ``seed`` makes ids and timestamps reproducible. ``api_keys`` restricts the accepted keys (default: any non-empty key).
     ``passback`` selects the reasoning pass-back rule. ``cache`` is the prefix-cache simulator
     (a fresh default one when omitted); ``renderer`` the prompt renderer / tokenizer.
 
@@ -195,6 +185,9 @@ class MockDeepSeek:
         self._answers = 0
         self._last_entry: ScriptEntry | None = None
         self.reset()
+
+    def __repr__(self) -> str:
+        return f"MockDeepSeek(pending={len(self._queue)}, requests={len(self._requests)})"
 
     # -- scripting ----------------------------------------------------------------------------
 
@@ -265,7 +258,8 @@ class MockDeepSeek:
                     code="MOCK_INTERNAL_ERROR",
                 )
                 self._record(request, "unknown", status=500, error=error)
-                traceback.print_exc()
+                trace = "".join(traceback.format_exception(exc))
+                print(redact(trace, secret), file=sys.stderr, end="")
                 return self._json_plan(500, error.deepseek_body())
 
     # -- routing ------------------------------------------------------------------------------
@@ -442,8 +436,7 @@ class MockDeepSeek:
             user_id = metadata.get("user_id") if isinstance(metadata, Mapping) else None
         if error is not None:
             raise _Reject(error)
-        messages = body.get("messages")
-        last_text, after_tool = _last_user(endpoint, messages if isinstance(messages, list) else [])
+        last_text, after_tool = _last_user(endpoint, body["messages"])
         return MockRequest(
             seq=len(self._requests) + 1,
             endpoint=endpoint,
@@ -524,10 +517,11 @@ class MockDeepSeek:
             tool_calls=[(c.name, c.arguments) for c in entry.tool_calls],
             thinking=view.thinking,
         )
-        produced = entry.fault not in ("reset", "hang", "empty-body")
-        # Output units persist only for an answer that was produced in full.
-        complete = produced and entry.fault not in ("disconnect", "eof", "stall")
-        self._cache.commit(lookup, rendered if complete else None)
+        # A reset or hang never reached the model; a cut answer read the input but its output
+        # was not delivered, so only input-side units persist; a full answer persists both.
+        if entry.fault not in ("reset", "hang"):
+            cut = entry.fault in ("empty-body", "disconnect", "eof", "stall")
+            self._cache.commit(lookup, None if cut else rendered)
         usage = WireUsage(
             prompt_tokens=lookup.usage.prompt_tokens,
             completion_tokens=rendered.completion_tokens,

@@ -414,7 +414,18 @@ def entry_from_json(obj: object, *, path: str = "entry") -> ScriptEntry:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Script:
-    """A script file: entries answered in order, and what an empty queue answers."""
+    """A script file: entries answered in order, and what an empty queue answers.
+
+    The file (UTF-8 JSON, also accepted by ``POST /_dsh/script``)::
+
+        {"version": 1, "onExhausted": "default", "entries": [
+          {"kind": "reply", "reasoning": "…", "text": "Hi", "chunkSize": 4},
+          {"kind": "reply", "toolCalls": [{"name": "search", "arguments": {"q": "x"}, "fragments": 3}]},
+          {"kind": "reply", "text": "cut short", "fault": "disconnect", "faultAfter": 2},
+          {"kind": "http-error", "status": 429, "retryAfter": "2"},
+          {"behaviour": "partial_eof"}
+        ]}
+    """
 
     entries: tuple[ScriptEntry, ...] = ()
     on_exhausted: OnExhausted = "default"

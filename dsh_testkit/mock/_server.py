@@ -34,7 +34,7 @@ from typing import Final, Self
 
 from ._errors import MockServerError
 from ._model import MockDeepSeek
-from ._plan import Emit, Hangup, HttpRequest, Pause, ResponsePlan, Stall
+from ._plan import Emit, Hangup, HttpRequest, Pause, ResponsePlan
 
 __all__ = ["MockServer", "serve"]
 
@@ -315,7 +315,7 @@ class _Protocol:
                 # bytes already sent still reach the client, then the body is cut.
                 writer.close()
                 return False
-            elif isinstance(action, Stall):
+            else:
                 await _wait_for_close(reader)
                 return False
         if chunked:

@@ -5,7 +5,8 @@ every field's type and shape, as the server's deserializer does. This module che
 deserializer cannot: the conversation's meaning — tool messages answer the preceding calls, every
 call is answered, tool schemas are well formed, ``tool_choice`` fits the tools and the mode, and
 the thinking-mode rule that reasoning must be passed back (wire.md §1.4). It reads the decoded body
-(already shape-checked by the codec), so it is defensive but never re-parses.
+only after the codec accepted it, and relies on that shape (a non-empty list of message objects,
+object schemas, …).
 
 Messages quoted from real DeepSeek answers are marked [observed] (wire.md §1.3–§1.9 and public
 issue threads); the rest are ours, in the API's style.
@@ -96,10 +97,8 @@ def anthropic_thinking(body: Mapping[str, Any], *, default: bool) -> bool:
 
 
 def _check_schema(name: str, schema: object) -> ApiError | None:
-    if schema is None:
-        return None  # an omitted schema declares a function without arguments
     if not isinstance(schema, Mapping):
-        return _bad(f"Invalid schema for function '{name}': schema must be a JSON object")
+        return None  # an omitted schema declares a function without arguments
     kind = schema.get("type")
     if kind != "object":
         return _bad(
@@ -219,8 +218,6 @@ def _chat_order(messages: Sequence[Any]) -> ApiError | None:
     pending: set[str] = set()
     answerable: set[str] | None = None  # ids of the assistant message a tool message may answer
     for message in messages:
-        if not isinstance(message, Mapping):
-            continue
         role = message.get("role")
         if role == "tool":
             call_id = message.get("tool_call_id")
@@ -252,7 +249,7 @@ def _chat_passback(
     if rule == "off":
         return None
     for message in messages:
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+        if message.get("role") != "assistant":
             continue
         needs = bool(message.get("tool_calls")) or (rule == "strict" and has_tools)
         # An empty string is accepted; only an absent (or null) value is refused [observed].
@@ -269,11 +266,7 @@ def validate_chat(
     passback: PassbackRule = "strict",
 ) -> tuple[ToolFacts, ApiError | None]:
     """Check a shape-valid Chat Completions body; returns the tool facts and the first error."""
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return ToolFacts(), _bad(
-            "Invalid 'messages': empty array. Expected an array with minimum length 1.", "messages"
-        )
+    messages: list[Any] = body["messages"]
     tools = _chat_tools(body)
     names = [name for name, _ in tools]
     error: ApiError | None = None
@@ -320,8 +313,6 @@ def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def _anthropic_order(messages: Sequence[Any]) -> ApiError | None:
     previous_uses: list[str] = []
     for i, message in enumerate(messages):
-        if not isinstance(message, Mapping):
-            continue
         blocks = _blocks(message)
         if message.get("role") == "user":
             answered: set[str] = set()
@@ -363,7 +354,7 @@ def _missing_results(index: int, ids: Sequence[str]) -> ApiError:
 
 def _anthropic_passback(messages: Sequence[Any]) -> ApiError | None:
     for message in messages:
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+        if message.get("role") != "assistant":
             continue
         blocks = _blocks(message)
         if any(b.get("type") == "tool_use" for b in blocks) and not any(
@@ -377,9 +368,7 @@ def validate_anthropic(
     body: Mapping[str, Any], *, thinking: bool, max_output_tokens: int
 ) -> tuple[ToolFacts, ApiError | None]:
     """Check a shape-valid Anthropic-format body; returns the tool facts and the first error."""
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return ToolFacts(), _bad("messages: at least one message is required", "messages")
+    messages: list[Any] = body["messages"]
     tools = _anthropic_tools(body)
     names = [name for name, _, _ in tools]
     error: ApiError | None = None

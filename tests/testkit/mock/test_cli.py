@@ -101,8 +101,3 @@ def test_serve_reports_a_port_it_cannot_bind(capsys: pytest.CaptureFixture[str])
         port = taken.getsockname()[1]
         assert main(["serve", "--port", str(port)]) == 1
     assert "cannot listen" in capsys.readouterr().err
-
-
-def test_demo_still_answers(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo"]) == 0
-    assert "demo" in capsys.readouterr().out

@@ -127,3 +127,17 @@ def test_query_strings_are_not_part_of_the_path(mock: MockDeepSeek) -> None:
     with httpx.Client(transport=mock_transport(mock)) as client:
         assert client.post(URL + "?beta=1", json=chat_body(), headers=AUTH).status_code == 200
     assert mock.requests[0].path == "/chat/completions"
+
+
+def test_sync_iteration_pauses_and_waits_out_a_stall(mock: MockDeepSeek) -> None:
+    mock.push(Reply(text="abc", chunk_size=1, pace_ms=1, fault="stall", fault_after=2))
+    transport = httpx.MockTransport(MockHandler(mock, stall_seconds=0.01))
+    received = bytearray()
+    with (
+        httpx.Client(transport=transport) as client,
+        pytest.raises(httpx.ReadTimeout),
+        client.stream("POST", URL, json=chat_body(stream=True), headers=AUTH) as response,
+    ):
+        for chunk in response.iter_bytes():
+            received += chunk
+    assert received.count(b"data: ") == 2

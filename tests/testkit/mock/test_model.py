@@ -164,7 +164,9 @@ def test_the_key_never_reaches_the_request_log(mock: MockDeepSeek) -> None:
     assert mock.requests[0].body["messages"][0]["content"] == "my key is <redacted>"
 
 
-def test_an_internal_failure_is_a_500_not_a_crash(mock: MockDeepSeek) -> None:
+def test_an_internal_failure_is_a_500_not_a_crash(
+    mock: MockDeepSeek, capsys: pytest.CaptureFixture[str]
+) -> None:
     def broken(request: MockRequest) -> Reply:
         raise RuntimeError(f"boom {API_KEY}")
 
@@ -174,8 +176,11 @@ def test_an_internal_failure_is_a_500_not_a_crash(mock: MockDeepSeek) -> None:
     error = payload(plan)["error"]
     assert error["code"] == "MOCK_INTERNAL_ERROR" and "RuntimeError: boom" in error["message"]
     assert API_KEY not in error["message"]
+    trace = capsys.readouterr().err
+    assert "RuntimeError: boom <redacted>" in trace and API_KEY not in trace
     mock.respond_with(None)
     assert call(mock, CHAT, chat_body()).status == 200
+    assert repr(mock) == "MockDeepSeek(pending=0, requests=2)"
 
 
 # -- scripting ------------------------------------------------------------------------------------
@@ -659,3 +664,70 @@ def test_control_api_wrong_method_and_path(mock: MockDeepSeek) -> None:
     plan = call(mock, "/_dsh/reset", method="GET", key=None)
     assert (plan.status, plan.header("allow")) == (405, "POST")
     assert call(mock, "/_dsh/nope", method="GET", key=None).status == 404
+
+
+def test_default_answer_without_any_user_text(mock: MockDeepSeek) -> None:
+    body = chat_body({"role": "system", "content": "be brief"}, model="deepseek-chat")
+    assert (
+        payload(call(mock, CHAT, body))["choices"][0]["message"]["content"]
+        == "Mock DeepSeek reply."
+    )
+
+
+def test_default_answer_for_a_named_anthropic_tool(mock: MockDeepSeek) -> None:
+    tools = [
+        {"name": "a", "input_schema": {"type": "object"}},
+        {"name": "b", "input_schema": {"type": "object"}},
+    ]
+    body = anthropic_body(
+        tools=tools, tool_choice={"type": "tool", "name": "b"}, thinking={"type": "disabled"}
+    )
+    content = payload(call(mock, ANTHROPIC, body))["content"]
+    assert [(b["type"], b["name"]) for b in content] == [("tool_use", "b")]
+
+
+def test_default_answer_after_an_anthropic_tool_result(mock: MockDeepSeek) -> None:
+    use = {"type": "tool_use", "id": "toolu_1", "name": "a", "input": {}}
+    body = anthropic_body(
+        user("go"),
+        {"role": "assistant", "content": [use]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}],
+        },
+        tools=[{"name": "a", "input_schema": {"type": "object"}}],
+        thinking={"type": "disabled"},
+    )
+    content = payload(call(mock, ANTHROPIC, body))["content"]
+    assert content == [{"type": "text", "text": "Mock DeepSeek: the tool returned its result."}]
+
+
+def test_example_arguments_stop_at_a_depth_limit() -> None:
+    schema: dict[str, Any] = {"type": "object"}
+    for _ in range(12):
+        schema = {"type": "object", "properties": {"n": schema}, "required": ["n"]}
+    depth, value = 0, json.loads(example_arguments(schema))
+    while value:
+        value, depth = value["n"], depth + 1
+    assert depth == 9
+
+
+def test_api_errors_leave_out_an_absent_code() -> None:
+    from dsh_testkit.mock import ApiError
+
+    assert ApiError(status=400, message="m", code=None).to_json() == {
+        "status": 400,
+        "message": "m",
+        "type": "invalid_request_error",
+    }
+    assert ApiError(status=400, message="m", param="p").to_json()["param"] == "p"
+
+
+def test_a_reset_leaves_the_cache_untouched_and_a_cut_answer_persists_its_input() -> None:
+    body = chat_body({"role": "system", "content": LONG}, user("one"), model="deepseek-chat")
+    reset = MockDeepSeek([Reply(text="x", fault="reset")])
+    call(reset, CHAT, body)
+    assert usage_of(call(reset, CHAT, body))["prompt_cache_hit_tokens"] == 0
+    cut = MockDeepSeek([Reply(text="x", fault="eof")])
+    call(cut, CHAT, body)
+    assert usage_of(call(cut, CHAT, body))["prompt_cache_hit_tokens"] > 0

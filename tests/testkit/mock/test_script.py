@@ -203,3 +203,22 @@ def test_random_scripts_are_reproducible_from_their_seed() -> None:
 def test_random_script_refuses_bad_weights(kwargs: dict, words: str) -> None:
     with pytest.raises(ScriptError, match=words.replace("[", r"\[").replace("]", r"\]")):
         random_script(3, seed=0, **kwargs)
+
+
+def test_sequences_given_in_python_become_tuples() -> None:
+    reply = Reply(tool_calls=[ToolCall(name="f")])  # type: ignore[arg-type]
+    assert reply.tool_calls == (ToolCall(name="f"),)
+    assert Script(entries=[reply]).entries == (reply,)  # type: ignore[arg-type]
+    error = HttpError(status=500, headers=[["x-a", "1"]])  # type: ignore[arg-type]
+    assert error.headers == (("x-a", "1"),)
+
+
+def test_http_error_headers_may_be_an_object() -> None:
+    entry = entry_from_json({"kind": "http-error", "status": 500, "headers": {"x-a": "1"}})
+    assert isinstance(entry, HttpError) and entry.headers == (("x-a", "1"),)
+
+
+def test_a_header_that_is_not_a_pair_is_a_script_error() -> None:
+    with pytest.raises(ScriptError) as caught:
+        entry_from_json({"kind": "http-error", "status": 500, "headers": [5]})
+    assert caught.value.path == "entry"

@@ -4,6 +4,7 @@ faults on a real socket, the control API over HTTP, and the server's life cycle.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import socket
 import time
@@ -15,7 +16,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_testkit.mock import HttpError, MockDeepSeek, MockServer, MockServerError, Reply
+from dsh_testkit.mock import (
+    Emit,
+    HttpError,
+    HttpRequest,
+    MockDeepSeek,
+    MockServer,
+    MockServerError,
+    Reply,
+    ResponsePlan,
+    serve,
+)
 from dsh_testkit.mock._server import _BadRequest, _parse_head
 
 from ._helpers import API_KEY, chat_body
@@ -340,3 +351,57 @@ def test_random_bytes_never_break_the_server(fuzz_server: MockServer, data: byte
     response = raw_exchange(fuzz_server, data)
     assert response == b"" or response.startswith(b"HTTP/1.1 ")
     assert httpx.get(fuzz_server.base_url + "/models", headers=AUTH).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("chunk", "status", "reason"),
+    [
+        (b"FFFFFFFF\r\n", 413, "request body too large"),
+        (b"1" * 70_000 + b"\r\n", 400, "malformed chunked body"),
+    ],
+)
+def test_chunked_bodies_too_large_or_unreadable(
+    server: MockServer, chunk: bytes, status: int, reason: str
+) -> None:
+    head = b"POST /chat/completions HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
+    response = raw_exchange(server, head + chunk)
+    assert status_of(response) == status and reason in body_of(response)["error"]["message"]
+
+
+def test_a_hanging_answer_ends_when_the_client_leaves(server: MockServer) -> None:
+    server.mock.push(Reply(text="x", fault="hang"))
+    assert raw_exchange(server, post("/chat/completions", chat_body())) == b""
+    assert httpx.get(server.base_url + "/models", headers=AUTH).status_code == 200
+
+
+def test_empty_writes_never_end_a_chunked_body_early() -> None:
+    class Padded(MockDeepSeek):
+        def handle(self, request: HttpRequest) -> ResponsePlan:
+            plan = super().handle(request)
+            return dataclasses.replace(plan, body=(Emit(data=b""), *plan.body))
+
+    with (
+        MockServer(Padded()) as server,
+        httpx.Client(base_url=server.base_url, headers=AUTH) as client,
+    ):
+        lines = [
+            line
+            for line in client.post("/chat/completions", json=chat_body(stream=True)).iter_lines()
+            if line
+        ]
+    assert lines[-1] == "data: [DONE]"
+
+
+async def test_serve_runs_in_the_callers_loop_until_stopped() -> None:
+    stop = asyncio.Event()
+    stop.set()
+    await serve(MockDeepSeek(), stop=stop)  # returns at once: no ready callback needed
+    urls: list[str] = []
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(MockDeepSeek(), stop=stop, ready=urls.append))
+    while not urls:
+        await asyncio.sleep(0.001)
+    async with httpx.AsyncClient(base_url=urls[0], headers=AUTH) as client:
+        assert (await client.get("/models")).status_code == 200
+    stop.set()
+    await asyncio.wait_for(task, 5)
