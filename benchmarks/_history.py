@@ -84,7 +84,9 @@ def push_tool_turn(provider: ScriptedProvider, n: int) -> None:
     """Script one two-step tool turn: a ``read`` call, then a short streamed answer."""
     provider.push(
         tool_call_response(tool_call(f"call-{n}", "read", {"path": f"src/file_{n}.py"})),
-        text_response(f"File {n} defines two helpers; both are covered by the tests.", chunk_size=8),
+        text_response(
+            f"File {n} defines two helpers; both are covered by the tests.", chunk_size=8
+        ),
     )
 
 

@@ -106,7 +106,8 @@ def _ours(path: Path) -> AbstractContextManager[Any]:
 def _plain(path: Path) -> AbstractContextManager[Any]:
     import vcr
 
-    return vcr.VCR().use_cassette(str(path))
+    context: AbstractContextManager[Any] = vcr.VCR().use_cassette(str(path))
+    return context
 
 
 def _timed_replay(

@@ -55,7 +55,9 @@ async def _sample(case: _Case, turns: int) -> list[float]:
     return out
 
 
-async def _measure(cases: list[_Case], rounds: int, turns: int) -> dict[tuple[int, bool], list[float]]:
+async def _measure(
+    cases: list[_Case], rounds: int, turns: int
+) -> dict[tuple[int, bool], list[float]]:
     samples: dict[tuple[int, bool], list[float]] = {(c.target, c.invariants): [] for c in cases}
     for r in range(rounds):
         # Rotate the order every round so no case always runs right after the same neighbour.

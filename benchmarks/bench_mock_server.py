@@ -45,7 +45,11 @@ def _body(client: int, n: int) -> dict[str, Any]:
 
 
 async def _client(
-    client: httpx.AsyncClient, index: int, count: int, deadline: float, out: list[tuple[float, float]]
+    client: httpx.AsyncClient,
+    index: int,
+    count: int,
+    deadline: float,
+    out: list[tuple[float, float]],
 ) -> None:
     """One client on its own connection: ``count`` streaming requests in a row, each read to
     the end; records (time to first body chunk, time to the end of the stream)."""
@@ -69,16 +73,16 @@ async def _client(
             out.append((first, time.perf_counter() - start))
 
 
-async def _load(base_url: str, clients: int, per_client: int) -> tuple[float, list[tuple[float, float]]]:
+async def _load(
+    base_url: str, clients: int, per_client: int
+) -> tuple[float, list[tuple[float, float]]]:
     # Clients are built before the clock starts: building one (its TLS context, even for a plain
     # http URL) costs tens of milliseconds of client CPU that says nothing about the server.
     pool = [httpx.AsyncClient(base_url=base_url, timeout=30.0) for _ in range(clients)]
     out: list[tuple[float, float]] = []
     start = time.perf_counter()
     deadline = start + TIME_CAP
-    await asyncio.gather(
-        *(_client(pool[i], i, per_client, deadline, out) for i in range(clients))
-    )
+    await asyncio.gather(*(_client(pool[i], i, per_client, deadline, out) for i in range(clients)))
     return time.perf_counter() - start, out
 
 
@@ -94,25 +98,27 @@ def _cpu_seconds(pid: int) -> float | None:
 @contextlib.contextmanager
 def _subprocess_server() -> Iterator[tuple[str, int | None]]:
     """``dsh-testkit serve`` in a child process; yields its base URL and pid; terminates it."""
-    process = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-m", "dsh_testkit.cli", "serve", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-    )
-    try:
-        assert process.stdout is not None
-        base_url = process.stdout.readline().strip()
-        if not base_url.startswith("http://127.0.0.1:"):
-            raise RuntimeError(f"dsh-testkit serve did not print its base URL (got {base_url!r})")
-        yield base_url, process.pid
-    finally:
-        process.terminate()
+    ) as process:
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            assert process.stdout is not None
+            base_url = process.stdout.readline().strip()
+            if not base_url.startswith("http://127.0.0.1:"):
+                raise RuntimeError(
+                    f"dsh-testkit serve did not print its base URL (got {base_url!r})"
+                )
+            yield base_url, process.pid
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 @contextlib.contextmanager
@@ -133,10 +139,11 @@ def run(quick: bool) -> Section:
             f"{clients} concurrent clients, each an `httpx.AsyncClient` with its own keep-alive "
             f"connection to 127.0.0.1, send {per_client} streaming chat requests in a row "
             f"(≤ {clients * per_client} requests, capped at {TIME_CAP:.0f} s) and read every "
-            "SSE stream to its end; the mock answers with its default reply (6 content chunks, "
-            "usage from the cache simulator). Latency = request start to the end of the stream "
-            "(first byte = to the first body chunk), `perf_counter`, all requests. The clients "
-            "run in this process; the server in its own process (`dsh-testkit serve`) or in a "
+            "SSE stream to its end; the mock answers with its default reply (12 SSE events: "
+            "role, 9 content chunks, finish with usage, `[DONE]`). Latency = request start to "
+            "the end of the stream (first byte = to the first body chunk), `perf_counter`, all "
+            "requests. The clients run in this process; the server in its own process "
+            "(`dsh-testkit serve`) or in a "
             "thread of this process (`MockServer`)."
         ),
     )
