@@ -9,7 +9,8 @@ so it is reconstructable from the log and this code.
 
 The transaction (generation-B event names, dsh-core-spec §10):
 ``compact/start {turn}`` → summarize → ``compact/summary {summary, shadowedRange, shadowedSeqs,
-shadowedTokenCount, model, maxTokens?}`` → the checkpoint ``user/message`` with
+shadowedTokenCount, model, maxTokens?, usage?}`` (``usage``: the summary call's token usage when
+the provider reported one, so replay serves it and cache reports count the call) → the checkpoint ``user/message`` with
 ``surfaceOp {op: replace, start, end}`` citing every shadowed seq and the summary event →
 ``compact/end {turn}``. A failure writes ``compact/end {turn, error}`` and the turn goes on
 uncompacted; a cancellation writes it and propagates. A cut never separates a tool call from its
@@ -160,7 +161,7 @@ class Compactor:
         session.append("compact/start", {"turn": turn})
         try:
             request = self._request(ctx, messages)
-            summary = await self._summarize(ctx, request)
+            summary, usage = await self._summarize(ctx, request)
             checkpoint = user_message(
                 [
                     TextBlock(text=f"{_PREAMBLE}\n\n<compacted-summary>"),
@@ -190,6 +191,8 @@ class Compactor:
             }
             if request.max_tokens is not None:
                 data["maxTokens"] = request.max_tokens
+            if usage is not None:
+                data["usage"] = usage.to_json()
             summary_event = session.append("compact/summary", data)
             session.append(
                 "user/message",
@@ -235,7 +238,10 @@ class Compactor:
             cancel=ctx.cancel,
         )
 
-    async def _summarize(self, ctx: PreStepContext, request: GenerateOptions) -> list[TextBlock]:
+    async def _summarize(
+        self, ctx: PreStepContext, request: GenerateOptions
+    ) -> tuple[list[TextBlock], TokenUsage | None]:
+        """The summary's non-blank text blocks and the call's usage (if reported)."""
         assembler = BlockAssembler()
         async for chunk in ctx.provider.stream(request):
             assembler.feed(chunk)
@@ -248,4 +254,4 @@ class Compactor:
         texts = [b for b in assembler.blocks() if isinstance(b, TextBlock) and b.text.strip()]
         if not texts:
             raise CompactionError("the summary call returned no text")
-        return texts
+        return texts, assembler.usage

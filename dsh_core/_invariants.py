@@ -15,6 +15,7 @@ from ._events import Event
 from ._reconstruct import RequestWitness, diff_requests
 from ._session import Session
 from ._stream import GenerateOptions
+from ._views import MessageView
 
 __all__ = ["LogInvariant", "RequestInvariant"]
 
@@ -26,12 +27,33 @@ class RequestInvariant:
         self._witness = RequestWitness()
         self.checked = 0
         """How many requests were checked (tests assert the check really ran)."""
+        # Messages verified by the previous check, with the backing lists they were verified in.
+        # Both lists are append-only and hold immutable messages (a surface replace starts new
+        # lists), so while both are the same objects, those leading messages are still equal:
+        # each check compares only the new messages, and its cost does not grow with history.
+        self._verified: tuple[object, object, int] | None = None
 
     def check(self, session: Session, step_start_seq: int, request: GenerateOptions) -> None:
         """Raise :class:`InvariantViolation` with a readable diff when the request is not the log's."""
         expected = self._witness.expected(session.events, step_start_seq, session.id)
-        differences = diff_requests(expected, request)
+        known = 0
+        actual_list = (
+            request.messages.backing if isinstance(request.messages, MessageView) else None
+        )
+        expected_list = (
+            expected.messages.backing if isinstance(expected.messages, MessageView) else None
+        )
+        if (
+            self._verified is not None
+            and actual_list is not None
+            and self._verified[0] is actual_list
+            and self._verified[1] is expected_list
+        ):
+            known = self._verified[2]
+        differences = diff_requests(expected, request, known_equal_messages=known)
         self.checked += 1
+        if not differences and actual_list is not None and expected_list is not None:
+            self._verified = (actual_list, expected_list, len(request.messages))
         if differences:
             raise InvariantViolation(
                 f"request of the step at seq {step_start_seq} is not a pure function of the log",

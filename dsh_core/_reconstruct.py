@@ -348,11 +348,14 @@ def _tools_diff(expected: Any, actual: Any) -> list[str]:
     return out
 
 
-def diff_requests(expected: GenerateOptions, actual: GenerateOptions) -> tuple[str, ...]:
+def diff_requests(
+    expected: GenerateOptions, actual: GenerateOptions, *, known_equal_messages: int = 0
+) -> tuple[str, ...]:
     """Where ``actual`` differs from ``expected``, in this project's vocabulary; ``()`` if equal.
 
     Config fields (``config.temperature``), the system prompt by line, tools by name, and
-    messages by index and field (``messages[4].content[0].text differs: …``).
+    messages by index and field (``messages[4].content[0].text differs: …``). The first
+    ``known_equal_messages`` messages are not compared (a caller that verified them already).
     """
     out: list[str] = []
     exp_config, act_config = expected.config.to_json(), actual.config.to_json()
@@ -372,7 +375,10 @@ def diff_requests(expected: GenerateOptions, actual: GenerateOptions) -> tuple[s
     if exp_tools != act_tools:
         out.extend(_tools_diff(exp_tools, act_tools))
     exp_msgs, act_msgs = expected.messages, actual.messages
-    for i, (m, n) in enumerate(zip(exp_msgs, act_msgs, strict=False)):
+    for i in range(
+        min(known_equal_messages, len(exp_msgs), len(act_msgs)), min(len(exp_msgs), len(act_msgs))
+    ):
+        m, n = exp_msgs[i], act_msgs[i]
         if m is not n and m.canonical_json() != n.canonical_json():
             detail = _first_json_difference(f"messages[{i}]", m.to_json(), n.to_json())
             out.append(detail or f"messages[{i}] differs")

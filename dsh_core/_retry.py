@@ -18,18 +18,26 @@ __all__ = ["DEFAULT_RETRYABLE_CODES", "DEFAULT_RETRYABLE_STATUSES", "RetryPolicy
 DEFAULT_RETRYABLE_CODES: frozenset[str] = frozenset(
     {
         "EMPTY_RESPONSE",
+        "INSUFFICIENT_SYSTEM_RESOURCE",
         "RATE_LIMIT",
-        "RATE_LIMITED",
         "SERVER",
         "STREAM_CLOSED",
         "TIMEOUT",
         "TRANSPORT",
     }
 )
-"""Failure codes worth a retry: rate limits, server errors, timeouts, a stream cut mid-way."""
+"""Failure codes worth a retry, as the providers emit them (``providers._failures``): rate
+limits, server errors and overload, timeouts, transport failures, an empty answer — and
+``STREAM_CLOSED`` (the stream ended mid-answer), which the providers do not flag retryable (the
+reference harness gives up there) but this loop deliberately retries. ``QUOTA`` (402
+"Insufficient Balance", or a 429 worded as a quota) is not here: waiting never refills an
+account."""
 
 DEFAULT_RETRYABLE_STATUSES: frozenset[int] = frozenset({408, 429, 500, 502, 503, 504})
-"""HTTP statuses worth a retry whatever the code says."""
+"""HTTP statuses worth a retry when the provider could not classify the failure (its code is
+``HTTP_<status>``); a classified code is the verdict, so a ``QUOTA`` 429 is never retried."""
+
+_UNCLASSIFIED_PREFIX = "HTTP_"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,7 +56,9 @@ class RetryPolicy:
     jitter: float = 0.1
     """Relative spread of the backoff, in ``[0, 1]``."""
     retryable_codes: frozenset[str] = field(default=DEFAULT_RETRYABLE_CODES)
+    """Codes retried even when the provider did not flag the failure retryable."""
     retryable_statuses: frozenset[int] = field(default=DEFAULT_RETRYABLE_STATUSES)
+    """Statuses retried for an unclassified (``HTTP_<status>``) failure."""
 
     def __post_init__(self) -> None:
         if self.max_retries < 0 or self.base_delay_ms < 0 or self.max_delay_ms < 0:
@@ -60,11 +70,19 @@ class RetryPolicy:
             raise AgentError(f"RetryPolicy.jitter must lie in [0, 1], got {self.jitter}")
 
     def is_retryable(self, failure: LlmFailure) -> bool:
-        """Whether this failure may go away when the same request is sent again."""
+        """Whether this failure may go away when the same request is sent again.
+
+        The provider's ``retryable`` flag first; then the code (:attr:`retryable_codes`); the
+        HTTP status (:attr:`retryable_statuses`) only for a failure no provider classified
+        (code ``HTTP_<status>``), so a classified ``QUOTA`` or ``AUTH`` is never retried
+        whatever its status.
+        """
+        if failure.retryable or failure.code in self.retryable_codes:
+            return True
         return (
-            failure.retryable
-            or failure.code in self.retryable_codes
-            or (failure.status is not None and failure.status in self.retryable_statuses)
+            failure.code.startswith(_UNCLASSIFIED_PREFIX)
+            and failure.status is not None
+            and failure.status in self.retryable_statuses
         )
 
     def should_retry(self, failure: LlmFailure, retries_done: int) -> bool:

@@ -27,6 +27,19 @@ class MessageView(Sequence[Message]):
     def __len__(self) -> int:
         return self._n
 
+    @property
+    def backing(self) -> list[Message] | tuple[Message, ...]:
+        """The shared append-only list this view reads (its identity says "same history")."""
+        return self._items
+
+    def extends(self, other: Sequence[Message]) -> bool:
+        """Whether ``other`` is a prefix of this view: O(1) when both read the same list."""
+        if isinstance(other, MessageView) and other._items is self._items:
+            return other._n <= self._n
+        if len(other) > self._n:
+            return False
+        return all(a is b or a == b for a, b in zip(other, self, strict=False))
+
     @overload
     def __getitem__(self, index: int) -> Message: ...
     @overload

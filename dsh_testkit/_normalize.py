@@ -52,8 +52,10 @@ MIN_SWEPT_ID_LENGTH: Final = 8
 
 _BOUNDARY_CHARS: Final = "<>'\"`()[]{},;:!?="
 _BOUNDARY_CLASS: Final = "[\\s" + re.escape(_BOUNDARY_CHARS) + "]"
-_BEFORE: Final = f"(?:\\A|(?<={_BOUNDARY_CLASS})|(?<=file://)|(?<=file:///))"
-_AFTER: Final = f"(?=\\Z|[/\\\\]|{_BOUNDARY_CLASS}|\\.(?:\\Z|{_BOUNDARY_CLASS}))"
+# A token's braces are not boundaries: "{{uuid-1}}/tmp/w" must stay as it is when normalized
+# again (its "}" was a hex digit before the UUID sweep), so normalizing is idempotent.
+_BEFORE: Final = f"(?:\\A|(?<={_BOUNDARY_CLASS})(?<!}}}})|(?<=file://)|(?<=file:///))"
+_AFTER: Final = f"(?=\\Z|[/\\\\]|(?!{{{{){_BOUNDARY_CLASS}|\\.(?:\\Z|(?!{{{{){_BOUNDARY_CLASS}))"
 _CWD_ROOTED: Final = re.compile(r"\{\{cwd\}\}[^\s'\"<>`]*")
 _UUID: Final = re.compile(
     r"(?<![0-9A-Za-z])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -200,26 +202,29 @@ class Normalizer:
             text = swept.sub(lambda m: self.known(m.group()) or m.group(), text)
         return _UUID.sub(lambda m: self.token("uuid", m.group()), text)
 
-    def json(self, value: Any) -> Any:
-        """A JSON value with every string (keys too) normalized and times zeroed (rule 4).
-
-        Returns plain ``dict``/``list`` values; key order is kept.
+    def json(self, value: Any, *, zero_times: bool = True) -> Any:
+        """A JSON value with every string (keys too) normalized and, unless ``zero_times`` is
+        false, times zeroed (rule 4). Returns plain ``dict``/``list`` values in the same order.
         """
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, Mapping):
             out: dict[str, Any] = {}
             for key, item in value.items():
-                if key in TIME_KEYS and isinstance(item, int) and not isinstance(item, bool):
+                if zero_times and key in TIME_KEYS and _is_int(item):
                     out[self.text(key)] = 0
-                elif key == "dt" and isinstance(item, (list, tuple)):
-                    out[key] = [0 if isinstance(x, int) else self.json(x) for x in item]
+                elif zero_times and key == "dt" and isinstance(item, (list, tuple)):
+                    out[key] = [0 if _is_int(x) else self.json(x) for x in item]
                 else:
-                    out[self.text(key)] = self.json(item)
+                    out[self.text(key)] = self.json(item, zero_times=zero_times)
             return out
         if isinstance(value, (list, tuple)):
-            return [self.json(item) for item in value]
+            return [self.json(item, zero_times=zero_times) for item in value]
         return value
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_token(value: str) -> bool:

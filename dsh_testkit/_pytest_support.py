@@ -35,10 +35,12 @@ from .replay import LogSource, ReplayProvider
 
 __all__ = [
     "API_KEY_ENV",
+    "BASE_URL_ENV",
     "LIVE_ORIGIN",
     "MOCK_API_KEY",
     "AgentFactory",
     "CassetteFixture",
+    "CassetteSettings",
     "MockFixture",
     "ReplayFactory",
     "cassette_path",
@@ -280,6 +282,7 @@ class CassetteFixture:
 
     def after_call(self, error: BaseException | None) -> None:
         """Fail the test for what the cassette saw; ``error`` is what the test body raised."""
+        __tracebackhide__ = True
         cassette = self.cassette
         if cassette is None:
             return
@@ -334,13 +337,19 @@ class CassetteFixture:
 
 
 def _caused_by(error: BaseException, cause: BaseException) -> bool:
+    """Whether pytest's report of ``error`` already shows ``cause`` (its displayed chain)."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         if current is cause:
             return True
         seen.add(id(current))
-        current = current.__cause__ or current.__context__
+        if current.__cause__ is not None:
+            current = current.__cause__
+        elif current.__suppress_context__:
+            current = None
+        else:
+            current = current.__context__
     return False
 
 
@@ -381,6 +390,8 @@ class ReplayFactory:
         return provider
 
     def after_call(self, error: BaseException | None) -> None:
+        """After a passing test: every provider with ``check_consumed`` served all its calls."""
+        __tracebackhide__ = True
         if error is None:
             for provider, checked in self.providers:
                 if checked:
@@ -406,24 +417,39 @@ class AgentFactory:
     a :class:`~dsh_core.Session` or a session id (default ``"dsh-session"``; new sessions get a
     deterministic millisecond clock). ``options`` are :class:`~dsh_core.AgentOptions` fields
     overriding the test defaults: provider ``deepseek``, model ``deepseek-v4-flash``,
-    ``invariants=True``, message ids ``msg-1``, ``msg-2``, … (shared by the test's agents),
-    retries that do not wait, and jitter fixed at 0.5. Agents are closed after the test.
+    ``invariants=True``, retries that do not wait, jitter fixed at 0.5, and message ids
+    ``msg-1``, ``msg-2``, … counted per session (continuing after the messages a session
+    already holds), so an agent replaying a recorded session mints the ids the recording did.
+    Agents are closed after the test.
     """
 
     def __init__(self, default_provider: Callable[[], Provider]) -> None:
         self._default_provider = default_provider
-        self._ids = itertools.count(1)
         self._ticks = itertools.count(_CLOCK_START)
+        self._ids: dict[int, Callable[[], str]] = {}
         self.agents: list[Agent] = []
         """Every agent made in this test."""
 
-    def defaults(self) -> AgentOptions:
-        """The test defaults (before a call's overrides)."""
+    def ids(self, session: Session) -> Callable[[], str]:
+        """The message-id factory of ``session`` (one counter per session in this test)."""
+        factory = self._ids.get(id(session))
+        if factory is None:
+            counter = itertools.count(len(session.derive_messages()) + 1)
+
+            def factory() -> str:
+                return f"msg-{next(counter)}"
+
+            # The factory list keeps the session alive, so its id() is not reused meanwhile.
+            self._ids[id(session)] = factory
+        return factory
+
+    def defaults(self, session: Session) -> AgentOptions:
+        """The test defaults for an agent on ``session`` (before a call's overrides)."""
         return AgentOptions(
             provider="deepseek",
             model="deepseek-v4-flash",
             invariants=True,
-            id_factory=lambda: f"msg-{next(self._ids)}",
+            id_factory=self.ids(session),
             sleep=_no_wait,
             random=lambda: 0.5,
         )
@@ -451,7 +477,7 @@ class AgentFactory:
         agent = Agent(
             session,
             provider if provider is not None else self._default_provider(),
-            replace(self.defaults(), **options),
+            replace(self.defaults(session), **options),
             tools=tools,
         )
         self.agents.append(agent)

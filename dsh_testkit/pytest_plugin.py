@@ -1,8 +1,8 @@
 """The pytest plugin (entry point ``pytest11``): options, markers and fixtures.
 
 Loaded by every pytest run where ``dsh-testkit`` is installed, so importing it stays light:
-only pytest and the standard library at import; the mock, vcrpy, respx, syrupy, hypothesis
-and the core are imported by the fixtures that need them.
+only pytest and the standard library at import; the mock, vcrpy and the core are imported by
+the fixtures that need them (respx, syrupy and hypothesis not at all).
 
 Options (group ``dsh``): ``--dsh-record-mode=none|missing|all`` (cassettes: replay only — the
 default —, record what has no recording, or re-record everything), ``--dsh-live`` (allow live
@@ -12,8 +12,9 @@ default). Markers: ``dsh_cassette(name)`` and ``dsh_live``. Fixtures: ``dsh_mock
 ``dsh_mock_server``, ``dsh_cassette``, ``dsh_cassette_provider``, ``dsh_replay``,
 ``dsh_capture``, ``dsh_agent`` (``pytest --fixtures`` shows what each does).
 
-Live calls are hard to make by accident: without ``--dsh-live`` nothing the plugin runs
-reaches the network; a cassette that records does so from the in-process mock.
+Live calls are hard to make by accident: without ``--dsh-live`` nothing the plugin does
+reaches the network: while a cassette is in use, a request to a non-loopback host that it
+records is answered by the in-process mock, so recording needs no key and never goes live.
 """
 
 from __future__ import annotations
@@ -37,8 +38,22 @@ if TYPE_CHECKING:
 __all__ = [
     "API_KEY_ENV",
     "RECORD_MODES",
-    "DshSettings",
+    "AgentFactory",
+    "MockFixture",
+    "ReplayFactory",
 ]
+
+_LAZY: Final = frozenset({"AgentFactory", "MockFixture", "ReplayFactory"})
+"""The fixtures' value types (for annotations), imported from ``_pytest_support`` on first use."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from . import _pytest_support
+
+        return getattr(_pytest_support, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 API_KEY_ENV: Final = "DEEPSEEK_API_KEY"
 """The one place a live key is read from."""
@@ -52,13 +67,13 @@ class _AfterCall(Protocol):
 
 _AFTER_CALL: Final[pytest.StashKey[list[_AfterCall]]] = pytest.StashKey()
 _CALL_ERROR: Final[pytest.StashKey[BaseException | None]] = pytest.StashKey()
-_SETTINGS: Final[pytest.StashKey[DshSettings]] = pytest.StashKey()
+_SETTINGS: Final[pytest.StashKey[_Settings]] = pytest.StashKey()
 _SERVER: Final[pytest.StashKey[MockServer]] = pytest.StashKey()
 _CASSETTE_USE: Final[pytest.StashKey[CassetteFixture]] = pytest.StashKey()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DshSettings:
+class _Settings:
     """What this run's command line and ini file decided (``config.stash``; never the key)."""
 
     record_mode: Literal["none", "missing", "all"]
@@ -107,7 +122,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _settings(config: pytest.Config) -> DshSettings:
+def _settings(config: pytest.Config) -> _Settings:
     settings = config.stash.get(_SETTINGS, None)
     if settings is not None:
         return settings
@@ -119,7 +134,7 @@ def _settings(config: pytest.Config) -> DshSettings:
     elif ini_dir:
         base = config.inipath.parent if config.inipath is not None else config.rootpath
         cassette_dir = base / ini_dir
-    settings = DshSettings(
+    settings = _Settings(
         record_mode=config.getoption("dsh_record_mode"),
         live_requested=bool(config.getoption("dsh_live")),
         key_present=bool(os.environ.get(API_KEY_ENV, "").strip()),
@@ -196,6 +211,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    __tracebackhide__ = True
     try:
         result = yield
     except BaseException as error:

@@ -136,7 +136,7 @@ def system_prompts() -> st.SearchStrategy[str | None]:
     crlf = st.lists(system_lines(), min_size=1, max_size=6).map(
         lambda lines: "\r\n".join(lines) + "\r\n"
     )
-    return st.one_of(st.none(), st.just(""), text, crlf)
+    return st.one_of(text, crlf, st.none(), st.just(""))
 
 
 # -------------------------------------------------------------------------------------- tools
@@ -212,8 +212,16 @@ def call_configs() -> st.SearchStrategy[LlmCallConfig]:
 
 @_cached
 def epoch_headers() -> st.SearchStrategy[EpochHeader]:
-    """Headers with absent, empty or populated system prompt and tools."""
-    tools = st.one_of(st.none(), st.just(()), tool_lists(min_size=1).map(tuple))
+    """Headers with absent, empty or populated system prompt and tools (often several tools,
+    so edits can insert mid-list and reorder)."""
+    # Hypothesis leans towards the first alternative: several tools come first on purpose.
+    tools = st.one_of(
+        tool_lists(min_size=3).map(tuple),
+        tool_lists(min_size=2).map(tuple),
+        st.none(),
+        st.just(()),
+        tool_lists(min_size=1).map(tuple),
+    )
     return st.builds(
         lambda c, s, t: EpochHeader(config=c, system=s, tools=t),
         call_configs(),
@@ -233,7 +241,12 @@ def _join(lines: list[str]) -> str | None:
 @st.composite
 def _edit_system(draw: st.DrawFn, system: str | None) -> str | None:
     lines = _lines(system)
-    ops = ["replace", "insert", "delete", "duplicate", "crlf", "empty", "absent", "new"]
+    if system is None:  # flip between absent and empty on purpose
+        ops = ["empty", "new"]
+    elif not system:
+        ops = ["absent", "new"]
+    else:
+        ops = ["duplicate", "crlf", "replace", "insert", "delete", "empty", "absent", "new"]
     op = draw(st.sampled_from(ops))
     if op == "empty":
         return ""
@@ -261,6 +274,12 @@ def _edit_system(draw: st.DrawFn, system: str | None) -> str | None:
     return _join(lines)
 
 
+def _positions(length: int) -> st.SearchStrategy[int]:
+    """An insertion index into a list of ``length``: strictly inside it when possible."""
+    anywhere = st.integers(0, length)
+    return st.one_of(st.integers(1, length - 1), anywhere) if length >= 2 else anywhere
+
+
 @st.composite
 def _edit_tools(
     draw: st.DrawFn, tools: tuple[ToolSchema, ...] | None
@@ -268,30 +287,50 @@ def _edit_tools(
     current = list(tools or ())
     names = {t.name for t in current}
     fresh = tool_schemas(tool_names().filter(lambda n: n not in names))
-    ops = ["insert", "remove", "reorder", "swap", "change_move", "change", "empty", "absent"]
+    if tools is None:  # flip between absent and empty on purpose
+        ops = ["empty", "insert"]
+    elif not tools:
+        ops = ["absent", "insert"]
+    else:
+        ops = [
+            "insert",
+            "change_move",
+            "reorder",
+            "insert",
+            "change_move",
+            "swap",
+            "remove",
+            "change",
+            "empty",
+            "absent",
+        ]
     op = draw(st.sampled_from(ops))
     if op == "empty":
         return ()
     if op == "absent":
         return None
     if op == "insert" or not current:
-        # Anywhere, the middle included: the case a name-keyed codec without positions misses.
-        at = draw(st.integers(0, len(current)))
-        current.insert(at, draw(fresh))
+        # The middle on purpose (the case a name-keyed codec without positions misses), or anywhere.
+        current.insert(draw(_positions(len(current))), draw(fresh))
         return tuple(current)
     i = draw(st.integers(0, len(current) - 1))
     if op == "remove":
         del current[i]
     elif op == "reorder":
-        current = list(draw(st.permutations(current)))
+        shuffled = list(draw(st.permutations(current)))
+        if shuffled == current:  # the identity is a permutation too; move one tool instead
+            shuffled = shuffled[1:] + shuffled[:1]
+        current = shuffled
     elif op == "swap":
-        j = draw(st.integers(0, len(current) - 1))
+        j = draw(st.integers(0, len(current) - 1).filter(lambda k: k != i or len(current) < 2))
         current[i], current[j] = current[j], current[i]
     else:  # change (and for change_move, also move) one tool's schema
         old = current[i]
         new = draw(tool_schemas(st.just(old.name)).filter(lambda t: t != old))
         del current[i]
-        at = draw(st.integers(0, len(current))) if op == "change_move" else i
+        at = i
+        if op == "change_move":  # somewhere else whenever there is somewhere else
+            at = draw(_positions(len(current)).filter(lambda k: k != i or not current))
         current.insert(at, new)
     return tuple(current)
 
@@ -321,8 +360,10 @@ def _edited(draw: st.DrawFn, base: EpochHeader, max_edits: int) -> EpochHeader:
     system = base.system
     tools = base.tools if not isinstance(base.tools, str) else None
     config = base.config
-    for _ in range(draw(st.integers(0, max_edits))):
-        part = draw(st.sampled_from(["system", "tools", "tools", "config"]))
+    # Mostly one edit (each hard case in its pure form), sometimes none or several at once.
+    count = draw(st.sampled_from((1, 1, 1, 0, 2, max_edits)))
+    for _ in range(min(count, max_edits)):
+        part = draw(st.sampled_from(["tools", "system", "tools", "config"]))
         if part == "system":
             system = draw(_edit_system(system))
         elif part == "tools":

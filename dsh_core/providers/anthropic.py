@@ -152,11 +152,14 @@ def _result_text(result: ToolResultBlock, where: str) -> str:
     return "".join(parts) or NO_OUTPUT
 
 
-def serialize_message(message: Message) -> dict[str, Any]:
+def serialize_message(message: Message, *, thinking: bool = True) -> dict[str, Any]:
     """The wire message of one log message (always an array of content blocks).
 
     - assistant: its blocks in order: reasoning → ``thinking``, non-empty text → ``text``, tool
-      call → ``tool_use`` (``input`` parsed from the raw arguments; not an object → ``{}``);
+      call → ``tool_use`` (``input`` parsed from the raw arguments; not an object → ``{}``). A
+      tool-use turn without reasoning opens with an empty ``{"type": "thinking", "thinking":
+      ""}`` when ``thinking`` is on: the endpoint refuses a later tool turn without a thinking
+      block in thinking mode (wire.md §3), as the chat endpoint needs ``reasoning_content: ""``;
     - user: ``tool_result`` blocks first (they answer the previous assistant turn), then the
       non-empty text blocks;
     - system (in history): a user message with its text.
@@ -167,6 +170,12 @@ def serialize_message(message: Message) -> dict[str, Any]:
     where = f"message {message.id}"
     content: list[dict[str, Any]] = []
     if message.role == "assistant":
+        if (
+            thinking
+            and any(isinstance(b, ToolCallBlock) for b in message.content)
+            and not any(isinstance(b, ReasoningBlock) for b in message.content)
+        ):
+            content.append({"type": "thinking", "thinking": ""})
         for block in message.content:
             _check_block(block, where)
             if isinstance(block, ReasoningBlock):
@@ -218,7 +227,8 @@ def serialize_request(options: GenerateOptions, *, stream: bool = True) -> dict[
     }
     if options.system:
         body["system"] = options.system
-    body["messages"] = [serialize_message(m) for m in options.messages]
+    thinking_on = thinking is None or thinking["type"] == "enabled"
+    body["messages"] = [serialize_message(m, thinking=thinking_on) for m in options.messages]
     if isinstance(options.tools, str):
         raise _unsupported(
             "INVALID_REQUEST",

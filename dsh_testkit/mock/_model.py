@@ -48,11 +48,12 @@ from ._render import (
     split_evenly,
     sse_data,
     sse_event,
+    tool_input,
 )
 from ._request import REDACTED, Endpoint, MockRequest, ReceivedRequest, redact
 from ._responder import default_reply
 from ._script import HttpError, OnExhausted, Reply, Script, ScriptEntry, entry_from_json
-from ._tokens import PromptRenderer
+from ._tokens import PromptRenderer, ToolCallSpec
 from ._validate import (
     PassbackRule,
     ToolFacts,
@@ -504,17 +505,23 @@ class MockDeepSeek:
                 )
             )
         renderer = self._renderer
-        body = thaw_json(view.body)
+        # The renderer reads the frozen body as it is (FrozenDict and FrozenList are a dict and
+        # a list): no per-request copy.
         if view.endpoint == "chat":
-            prompt = renderer.render_chat(body, thinking=view.thinking)
+            prompt = renderer.render_chat(view.body, thinking=view.thinking)
+            sent_back: list[ToolCallSpec] = [(c.name, c.arguments) for c in entry.tool_calls]
         else:
-            prompt = renderer.render_anthropic(body, thinking=view.thinking)
+            prompt = renderer.render_anthropic(view.body, thinking=view.thinking)
+            # The next request carries ``tool_use.input`` as the object this answer gives (the
+            # parsed arguments, ``{}`` when they are not an object), which the renderer spells
+            # ``json.dumps(input)`` — not the scripted string, whatever its spacing.
+            sent_back = [(c.name, tool_input(c.arguments)) for c in entry.tool_calls]
         cache_key = CacheKey.for_request(key, view.user_id)
         lookup = self._cache.lookup(cache_key, prompt)
         rendered = renderer.render_completion(
             reasoning=entry.reasoning or "",
             content=entry.text,
-            tool_calls=[(c.name, c.arguments) for c in entry.tool_calls],
+            tool_calls=sent_back,
             thinking=view.thinking,
         )
         # A reset or hang never reached the model; a cut answer read the input but its output

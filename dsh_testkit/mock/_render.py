@@ -31,6 +31,7 @@ __all__ = [
     "split_text",
     "sse_data",
     "sse_event",
+    "tool_input",
 ]
 
 SSE_DONE: Final = b"data: [DONE]\n\n"
@@ -242,7 +243,9 @@ def _signature(reasoning: str) -> str:
     return hashlib.sha256(reasoning.encode("utf-8")).hexdigest()
 
 
-def _tool_input(arguments: str) -> dict[str, Any]:
+def tool_input(arguments: str) -> dict[str, Any]:
+    """The Anthropic ``tool_use.input`` of a call's raw arguments: the parsed JSON object, or
+    ``{}`` when they are not one (the format's ``input`` is always an object)."""
     try:
         value = json.loads(arguments)
     except ValueError:
@@ -264,7 +267,7 @@ def _anthropic_blocks(c: Completion) -> list[dict[str, Any]]:
                 "type": "tool_use",
                 "id": call.id,
                 "name": call.name,
-                "input": _tool_input(call.arguments),
+                "input": tool_input(call.arguments),
             }
         )
     return blocks

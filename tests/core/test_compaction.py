@@ -327,3 +327,42 @@ async def test_compaction_without_any_route_fails_softly_then_the_turn_errors() 
         await agent.run("q")
     assert "no provider/model to summarize with" in of_type(session, "compact/end")[0].data["error"]
     assert provider.requests == []
+
+
+# -------------------------------------------------------------------------------- summary usage
+
+
+async def test_the_summary_calls_usage_is_logged() -> None:
+    from dsh_core import TokenUsage
+
+    agent, provider, session = await _two_turns()
+    agent.add_pre_step(Compactor(threshold_tokens=0))
+    usage = TokenUsage(input_tokens=148, output_tokens=12, cache_read_tokens=1152)
+    provider.push(text_response("short", usage=usage), text_response("third"))
+    await agent.run("third")
+    data = of_type(session, "compact/summary")[0].data
+    assert data["usage"] == usage.to_json()
+    assert list(data)[-1] == "usage"  # appended after the envelope scalars
+    assert TokenUsage.from_json(data["usage"]) == usage
+    assert_reconstructs(session.events, provider.requests, "s1")
+
+
+async def test_a_summary_call_without_usage_logs_none() -> None:
+    from dsh_core import BlockEnd, BlockStart, Finish, FinishReason, TextBlock, TextDelta
+    from dsh_core.scripted import Response
+
+    agent, provider, session = await _two_turns()
+    agent.add_pre_step(Compactor(threshold_tokens=0))
+    bare = Response(
+        chunks=(
+            BlockStart(index=0, block_type="text"),
+            TextDelta(index=0, text="short"),
+            BlockEnd(index=0, block=TextBlock(text="short")),
+            Finish(reason=FinishReason(kind="stop")),
+        )
+    )
+    provider.push(bare, text_response("third"))
+    await agent.run("third")
+    data = of_type(session, "compact/summary")[0].data
+    assert data["summary"] == [{"type": "text", "text": "short"}]
+    assert "usage" not in data

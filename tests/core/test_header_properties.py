@@ -5,10 +5,11 @@ composition, canonical idempotence, and delta size proportional to the change.""
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from dsh_core import (
@@ -290,3 +291,66 @@ def test_adding_one_tool_to_fifty_costs_about_one_tool(index: int, name: str, te
 def test_a_header_sequence_has_at_least_one_header() -> None:
     with pytest.raises(ValueError, match="at least one header"):
         header_sequences(min_size=0)
+
+
+# ------------------------------------------------------- the generators aim at the hard cases
+
+
+def _names(h: EpochHeader) -> list[str]:
+    return [t.name for t in h.tool_list]
+
+
+def _inserted_mid_list(a: EpochHeader, b: EpochHeader) -> bool:
+    new = [i for i, n in enumerate(_names(b)) if n not in _names(a)]
+    return bool(_names(a)) and any(0 < i < len(_names(b)) - 1 for i in new)
+
+
+def _reordered(a: EpochHeader, b: EpochHeader) -> bool:
+    return len(_names(a)) > 1 and sorted(_names(a)) == sorted(_names(b)) and _names(a) != _names(b)
+
+
+def _changed_and_moved(a: EpochHeader, b: EpochHeader) -> bool:
+    before = {t.name: (i, t) for i, t in enumerate(a.tool_list)}
+    return any(
+        t.name in before and before[t.name][1] != t and before[t.name][0] != i
+        for i, t in enumerate(b.tool_list)
+    )
+
+
+def _duplicated_line(a: EpochHeader, b: EpochHeader) -> bool:
+    lines = [line for line in (b.system or "").split("\n") if line]
+    return len(lines) != len(set(lines))
+
+
+def _empty_to_absent(a: EpochHeader, b: EpochHeader) -> bool:
+    return (a.system == "" and b.system is None) or (a.tools == () and b.tools is None)
+
+
+def _absent_to_empty(a: EpochHeader, b: EpochHeader) -> bool:
+    return (a.system is None and b.system == "") or (a.tools is None and b.tools == ())
+
+
+HARD_CASES = {
+    "a tool inserted mid-list": _inserted_mid_list,
+    "tools reordered": _reordered,
+    "a tool's schema changed and moved": _changed_and_moved,
+    "a duplicated system line": _duplicated_line,
+    "CRLF lines": lambda a, b: "\r\n" in (b.system or ""),
+    "non-ASCII text": lambda a, b: any(ord(c) > 127 for c in b.system or ""),
+    "empty → absent": _empty_to_absent,
+    "absent → empty": _absent_to_empty,
+}
+
+
+def test_header_pairs_produce_each_hard_case_on_purpose() -> None:
+    seen: Counter[str] = Counter()
+
+    @settings(max_examples=300, database=None, phases=[Phase.generate], derandomize=True)
+    @given(header_pairs())
+    def sample(pair: tuple[EpochHeader, EpochHeader]) -> None:
+        seen.update(name for name, wanted in HARD_CASES.items() if wanted(*pair))
+
+    sample()
+    assert set(seen) == set(HARD_CASES), seen
+    # Frequent, not lucky: each case in at least 2% of the pairs.
+    assert min(seen.values()) >= 6, seen

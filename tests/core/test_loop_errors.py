@@ -215,7 +215,9 @@ def test_retry_policy_rules() -> None:
     from dsh_core import LlmFailure
 
     policy = RetryPolicy(max_retries=1)
-    assert policy.should_retry(LlmFailure(message="", code="X", status=503), 0)
+    assert policy.should_retry(LlmFailure(message="", code="HTTP_503", status=503), 0)
+    # a classified code is the verdict: its status does not overrule it
+    assert not policy.should_retry(LlmFailure(message="", code="X", status=503), 0)
     assert policy.should_retry(LlmFailure(message="", code="X", retryable=True), 0)
     assert not policy.should_retry(LlmFailure(message="", code="SERVER"), 1)
     assert not policy.should_retry(LlmFailure(message="", code="AUTH", status=401), 0)

@@ -16,6 +16,7 @@ from dsh_core import (
     BlockEnd,
     BlockStart,
     CancelToken,
+    Compactor,
     Finish,
     GenerateOptions,
     Provider,
@@ -24,6 +25,7 @@ from dsh_core import (
     StreamChunk,
     TextBlock,
     TextDelta,
+    TokenUsage,
     UsageChunk,
     reconstruct_requests,
     tool,
@@ -275,6 +277,59 @@ def test_derivation_synthesizes_compaction_summary_calls() -> None:
     assert [type(c) for c in script[2].chunks] == [BlockStart, BlockEnd, UsageChunk, Finish]
 
 
+def test_our_compaction_summary_with_usage_replays_the_usage_chunk() -> None:
+    usage = TokenUsage(input_tokens=20, output_tokens=5, cache_read_tokens=640)
+    ours = {
+        "type": "compact/summary",
+        "summary": [{"type": "text", "text": "S"}],
+        "model": "m",
+        "usage": usage.to_json(),
+    }
+    summary = derive_replay_script(hand_built(compaction=ours).events)[2].chunks
+    assert [type(c) for c in summary] == [BlockStart, BlockEnd, UsageChunk, Finish]
+    assert isinstance(summary[2], UsageChunk) and summary[2].usage == usage
+
+
+async def record_compacted(session_id: str) -> Session:
+    """Two turns, then a third that compacts first; the summary call reports its usage."""
+    session = Session.create(session_id, clock=lambda: 0)
+    provider = ScriptedProvider(
+        text_response("A" * 400, usage=(900, 100)),
+        text_response("B" * 400, usage=(1000, 100)),
+        text_response(
+            "short summary",
+            usage=TokenUsage(input_tokens=64, output_tokens=4, cache_read_tokens=1024),
+        ),
+        text_response("third answer", usage=(300, 3)),
+    )
+    agent = compacting_agent(session, provider)
+    for prompt in ("first " + "x" * 400, "second " + "y" * 400, "third"):
+        await agent.run(prompt)
+    return session
+
+
+def compacting_agent(session: Session, provider: Provider) -> Agent:
+    agent = Agent(session, provider, options())
+    agent.add_pre_step(Compactor(threshold_tokens=1000, keep_last=2))
+    return agent
+
+
+async def test_a_replayed_compaction_reproduces_the_summary_usage() -> None:
+    recorded = await record_compacted("rec")
+    (logged,) = [e for e in recorded.events if e.type == "compact/summary"]
+    assert logged.data["usage"] == {"inputTokens": 64, "outputTokens": 4, "cacheReadTokens": 1024}
+    replay = ReplayProvider(recorded)
+    session = Session.create("live", clock=lambda: 0)
+    agent = compacting_agent(session, replay)
+    for prompt in ("first " + "x" * 400, "second " + "y" * 400, "third"):
+        await agent.run(prompt)
+    replay.assert_consumed()
+    assert [r.purpose for r in replay.requests] == [None, None, "compaction", None]
+    (replayed,) = [e for e in session.events if e.type == "compact/summary"]
+    assert replayed.data == logged.data
+    assert [(e.type, e.data) for e in session.events] == [(e.type, e.data) for e in recorded.events]
+
+
 @pytest.mark.parametrize(
     "summary",
     [
@@ -298,6 +353,14 @@ def test_a_summary_made_without_the_model_is_no_call(summary: dict[str, Any]) ->
         ),
         ({"type": "compact/summary", "model": "m"}, "has no summary blocks to replay"),
         ({"type": "compact/summary", "summary": [{"type": "text"}]}, "cannot be replayed"),
+        (
+            {
+                "type": "compact/summary",
+                "summary": [{"type": "text", "text": "S"}],
+                "usage": {"inputTokens": -1, "outputTokens": 1},
+            },
+            "cannot be replayed: usage.inputTokens must be a non-negative integer",
+        ),
     ],
 )
 def test_an_unreplayable_summary_fails_naming_its_seq(

@@ -183,7 +183,7 @@ def test_message_mapping_rules() -> None:
         message = assistant_message(
             [ToolCallBlock(id="c", name="f", arguments=raw)], provider="p", model="m", id="a"
         )
-        assert serialize_message(message)["content"][0]["input"] == expected
+        assert serialize_message(message, thinking=False)["content"][0]["input"] == expected
     plugin = OpaqueBlock(type="plugin/x", data=freeze_json({"type": "plugin/x"}))
     assert serialize_message(user_message([plugin], id="p"))["content"] == [
         {"type": "text", "text": ""}
@@ -197,6 +197,38 @@ def test_message_mapping_rules() -> None:
         with pytest.raises(ProviderError) as caught:
             serialize_message(message)
         assert caught.value.failure.code == "UNSUPPORTED_CONTENT"
+
+
+def test_a_tool_turn_without_reasoning_sends_an_empty_thinking_block_in_thinking_mode() -> None:
+    """Mirrors the chat serializer's ``reasoning_content: ""``: the endpoint refuses a later
+    tool turn without a thinking block in thinking mode."""
+    call = ToolCallBlock(id="toolu_1", name="read", arguments='{"path":"a.txt"}')
+    bare = assistant_message([TextBlock(text="Reading."), call], provider="p", model="m", id="a")
+    use = {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a.txt"}}
+    text = {"type": "text", "text": "Reading."}
+    assert serialize_message(bare)["content"] == [{"type": "thinking", "thinking": ""}, text, use]
+    assert serialize_message(bare, thinking=False)["content"] == [text, use]
+    reasoned = assistant_message([ReasoningBlock(text="r"), call], provider="p", model="m", id="b")
+    assert serialize_message(reasoned)["content"] == [{"type": "thinking", "thinking": "r"}, use]
+    chatty = assistant_message([TextBlock(text="Reading.")], provider="p", model="m", id="c")
+    assert serialize_message(chatty)["content"] == [text]  # no tool use: nothing to pass back
+    history = (
+        user_message("Open a.txt", id="u1"),
+        bare,
+        tool_result_message("toolu_1", "hi", id="t"),
+    )
+    for effort, sent in ((None, True), ("high", True), ("off", False)):
+        body = serialize_request(options(messages=history, reasoning_effort=effort))
+        first = body["messages"][1]["content"][0]
+        assert (first == {"type": "thinking", "thinking": ""}) is sent, effort
+    title = serialize_request(options(messages=history, purpose="session-title"))
+    assert title["messages"][1]["content"][0] == text
+    assert (
+        encode_request(options(messages=history, reasoning_effort="high")).count(
+            b'{"role":"assistant","content":[{"type":"thinking","thinking":""},{"type":"text"'
+        )
+        == 1
+    )
 
 
 def test_wide_body_round_trips() -> None:

@@ -731,3 +731,110 @@ def test_a_reset_leaves_the_cache_untouched_and_a_cut_answer_persists_its_input(
     cut = MockDeepSeek([Reply(text="x", fault="eof")])
     call(cut, CHAT, body)
     assert usage_of(call(cut, CHAT, body))["prompt_cache_hit_tokens"] > 0
+
+
+# -- the end-of-output unit on tool turns -------------------------------------------------------
+
+ANTHROPIC_TOOL = {
+    "name": "get_weather",
+    "description": "Weather for a city.",
+    "input_schema": TOOL["function"]["parameters"],
+}
+
+
+def _one_token_cache() -> PrefixCacheSimulator:
+    # granularity 1: a hit is the matched unit's exact length, so the assertions are exact
+    return PrefixCacheSimulator(granularity=1, interval_tokens=None)
+
+
+@pytest.mark.parametrize("thinking", ["enabled", "disabled"])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"city":"Paris","days":2,"unit":"c"}',  # compact: not json.dumps's spacing
+        '{ "city" : "Paris" }',
+        "not json",  # the mock answers input {} and the client sends {} back
+        "[1, 2]",  # not an object: likewise {}
+    ],
+)
+def test_an_anthropic_tool_turn_sent_back_hits_the_end_of_output_unit(
+    thinking: str, arguments: str
+) -> None:
+    mock = MockDeepSeek(
+        [
+            Reply(
+                reasoning="look it up",
+                tool_calls=(ToolCall(name="get_weather", arguments=arguments),),
+            ),
+            Reply(text="Sunny."),
+        ],
+        cache=_one_token_cache(),
+    )
+    fields = {"tools": [ANTHROPIC_TOOL], "thinking": {"type": thinking}, "system": LONG}
+    first = anthropic_body(user("weather in Paris?"), **fields)
+    answer = payload(call(mock, ANTHROPIC, first))
+    use = next(b for b in answer["content"] if b["type"] == "tool_use")
+    result = {"type": "tool_result", "tool_use_id": use["id"], "content": "sunny"}
+    second = anthropic_body(
+        *first["messages"],
+        {"role": "assistant", "content": answer["content"]},
+        {"role": "user", "content": [result]},
+        **fields,
+    )
+    usage = payload(call(mock, ANTHROPIC, second))["usage"]
+    first_prompt = mock.requests[0].extras["promptTokens"]
+    # the hit covers the whole first prompt and the whole first answer
+    assert usage["cache_read_input_tokens"] == first_prompt + answer["usage"]["output_tokens"]
+
+
+def test_a_chat_tool_turn_sent_back_hits_the_end_of_output_unit() -> None:
+    mock = MockDeepSeek(
+        [
+            Reply(tool_calls=(ToolCall(name="get_weather", arguments='{"city":"Paris"}'),)),
+            Reply(text="Sunny."),
+        ],
+        cache=_one_token_cache(),
+    )
+    first = chat_body(user("weather in Paris?"), tools=[TOOL], thinking={"type": "disabled"})
+    answer = payload(call(mock, CHAT, first))
+    message = answer["choices"][0]["message"]
+    result = {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"], "content": "sunny"}
+    second = chat_body(
+        *first["messages"], message, result, tools=[TOOL], thinking={"type": "disabled"}
+    )
+    usage = usage_of(call(mock, CHAT, second))
+    expected = answer["usage"]["prompt_tokens"] + answer["usage"]["completion_tokens"]
+    assert usage["prompt_cache_hit_tokens"] == expected
+
+
+@pytest.mark.parametrize("path", [CHAT, ANTHROPIC])
+def test_the_prompt_renderer_reads_the_frozen_body_as_it_is(
+    monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """The model hands the validated request's frozen body to the renderer without copying
+    it, and rendering the frozen body equals rendering the plain one."""
+    from dsh_core import FrozenDict
+    from dsh_testkit.mock import PromptRenderer
+
+    seen: list[Any] = []
+    for name in ("render_chat", "render_anthropic"):
+        original = getattr(PromptRenderer, name)
+
+        def spy(self: Any, body: Any, *, thinking: bool | None = None, _o: Any = original) -> Any:
+            seen.append(body)
+            return _o(self, body, thinking=thinking)
+
+        monkeypatch.setattr(PromptRenderer, name, spy)
+    mock = MockDeepSeek()
+    body = (
+        chat_body(user("one"), tools=[TOOL])
+        if path == CHAT
+        else anthropic_body(user("one"), tools=[ANTHROPIC_TOOL])
+    )
+    call(mock, path, body)
+    (given,) = seen
+    assert isinstance(given, FrozenDict) and given == body
+    monkeypatch.undo()
+    renderer = PromptRenderer()
+    render = renderer.render_chat if path == CHAT else renderer.render_anthropic
+    assert render(given, thinking=True) == render(body, thinking=True)

@@ -277,8 +277,12 @@ def test_deepseek_round_trip(
     assert assembler.usage is not None and assembler.usage.prompt_tokens > 0
 
 
-@given(conversations(always_reasoning=True), replies)
-def test_anthropic_round_trip(messages: tuple[Message, ...], reply: Reply) -> None:
+@given(conversations(), replies, st.sampled_from([None, "off", "high"]))
+def test_anthropic_round_trip(
+    messages: tuple[Message, ...], reply: Reply, effort: str | None
+) -> None:
+    """Turns with and without reasoning, in and out of thinking mode: the mock's pass-back rule
+    accepts every history our serializer sends."""
     reply = Reply(
         text=reply.text,
         reasoning=reply.reasoning,
@@ -290,14 +294,13 @@ def test_anthropic_round_trip(messages: tuple[Message, ...], reply: Reply) -> No
         chunk_size=reply.chunk_size,
         finish_reason=reply.finish_reason,
     )
-    options = GenerateOptions(provider="deepseek", model="deepseek-v4-flash", messages=messages)
-    mock = MockDeepSeek([reply])
-    assembler = round_trip(
-        mock,
-        "/anthropic/v1/messages",
-        anthropic.encode_request(options),
-        anthropic.translate_events,
+    options = GenerateOptions(
+        provider="deepseek", model="deepseek-v4-flash", messages=messages, reasoning_effort=effort
     )
+    body = anthropic.encode_request(options)
+    mock = MockDeepSeek([reply])
+    assembler = round_trip(mock, "/anthropic/v1/messages", body, anthropic.translate_events)
+    assert mock.requests[0].body == json.loads(body)  # the mock parsed exactly what we sent
     if not expected_blocks(reply) and reply.finish_reason != "length":
         assert assembler.finish_reason.kind == "error"
         return

@@ -16,7 +16,8 @@ from dsh_testkit.mock import (
     chat_chunks,
     chat_completion,
 )
-from dsh_testkit.mock._render import split_evenly, split_text
+from dsh_testkit.mock._cache import anthropic_usage, deepseek_usage
+from dsh_testkit.mock._render import split_evenly, split_text, tool_input
 
 USAGE = WireUsage(
     prompt_tokens=306, completion_tokens=85, cache_hit_tokens=256, reasoning_tokens=31
@@ -50,6 +51,39 @@ def test_usage_matches_the_observed_v4_field_order_and_sums() -> None:
         "cache_read_input_tokens": 256,
         "output_tokens": 85,
     }
+
+
+@st.composite
+def wire_usages(draw: st.DrawFn) -> WireUsage:
+    prompt = draw(st.integers(0, 10**6))
+    return WireUsage(
+        prompt_tokens=prompt,
+        completion_tokens=draw(st.integers(0, 10**5)),
+        cache_hit_tokens=draw(st.integers(0, prompt)),
+        reasoning_tokens=draw(st.none() | st.integers(0, 10**5)),
+    )
+
+
+@given(wire_usages(), st.none() | st.integers(0, 10))
+def test_wire_usage_is_rendered_by_the_cache_module_alone(
+    usage: WireUsage, output_tokens: int | None
+) -> None:
+    """One implementation of each usage object: ``WireUsage`` delegates to the cache module's
+    ``deepseek_usage`` / ``anthropic_usage`` (same keys, same order)."""
+    deepseek = deepseek_usage(
+        usage.cache,
+        completion_tokens=usage.completion_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
+    )
+    assert list(usage.deepseek_json().items()) == list(deepseek.items())
+    anthropic = anthropic_usage(
+        usage.cache,
+        output_tokens=usage.completion_tokens if output_tokens is None else output_tokens,
+    )
+    assert list(usage.anthropic_json(output_tokens=output_tokens).items()) == list(
+        anthropic.items()
+    )
+    assert usage.cache.miss_tokens == usage.prompt_tokens - usage.cache_hit_tokens
 
 
 def test_thinking_stream_follows_the_observed_v4_sequence() -> None:
@@ -195,3 +229,10 @@ def test_split_evenly_rejoins_into_at_most_n_nearly_equal_pieces(text: str, part
     assert len(pieces) == (min(parts, len(text)) if text else 0)
     if pieces:
         assert max(map(len, pieces)) - min(map(len, pieces)) <= 1
+
+
+def test_tool_input_is_the_arguments_object_or_empty() -> None:
+    assert tool_input('{"a": [1, {"b": null}]}') == {"a": [1, {"b": None}]}
+    assert tool_input("not json") == {}
+    assert tool_input("[1, 2]") == {}
+    assert tool_input("") == {}

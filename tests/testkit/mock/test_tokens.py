@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dsh_core import freeze_json
 from dsh_testkit.mock import _tokens
 from dsh_testkit.mock._tokens import (
     IMAGE_TOKENS,
@@ -849,3 +850,26 @@ def test_chat_and_anthropic_conversations_render_alike(
     assert renderer.render_chat(chat, thinking=thinking) == renderer.render_anthropic(
         anthropic, thinking=thinking
     )
+
+
+@given(turns=_turns(), thinking=st.booleans(), with_tools=st.booleans())
+def test_a_frozen_body_renders_as_the_plain_one(
+    turns: list[dict[str, Any]], thinking: bool, with_tools: bool
+) -> None:
+    """The mock renders the validated request's frozen body without thawing it first."""
+    renderer = PromptRenderer()
+    chat = {
+        "tools": [CHAT_TOOL] if with_tools else [],
+        "messages": _chat_messages(turns, len(turns)),
+    }
+    anthropic = {
+        "system": "sys",
+        "tools": [ANTHROPIC_TOOL] if with_tools else [],
+        "messages": _anthropic_messages(turns, len(turns)),
+    }
+    assert renderer.render_chat(freeze_json(chat), thinking=thinking) == renderer.render_chat(
+        chat, thinking=thinking
+    )
+    assert renderer.render_anthropic(
+        freeze_json(anthropic), thinking=thinking
+    ) == renderer.render_anthropic(anthropic, thinking=thinking)

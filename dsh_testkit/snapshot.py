@@ -1,0 +1,184 @@
+"""Golden files for agent sessions: syrupy extensions for transcripts and wire requests.
+
+::
+
+    from dsh_testkit.snapshot import TranscriptExtension, WireRequestsExtension
+
+    def test_my_agent(snapshot):
+        session = run_my_agent()                       # a dsh_core.Session (or loaded log)
+        assert session == snapshot.use_extension(TranscriptExtension)
+        assert session == snapshot.use_extension(WireRequestsExtension)
+
+- :class:`TranscriptExtension` writes ``__snapshots__/<test file>/<test>.transcript.txt``: the
+  session as turns and steps, the request-header timeline (first header in full, then diffs),
+  every request the model saw, responses with finish reasons and cache usage, tool calls and
+  results (:func:`render_transcript`).
+- :class:`WireRequestsExtension` writes ``<test>.requests.jsonc``: the exact DeepSeek JSON body
+  of every request, pretty-printed, for reviewing prompt changes (:func:`render_wire_requests`).
+  (``.jsonc``, not ``.json``: syrupy's own JSON extension claims every ``*.json`` in a
+  ``__snapshots__`` directory and would report ours as unused. The content is plain JSON.)
+
+Both are byte-stable: normalized (:class:`Normalizer` — ids in first-seen order, times dropped,
+the working directory as ``{{cwd}}``, stray UUIDs swept), written as UTF-8 with ``\\n`` line ends
+on every platform, and versioned (:data:`TRANSCRIPT_FORMAT_VERSION`,
+:data:`WIRE_FORMAT_VERSION`): a rendering change bumps the version, and a golden written by
+another version fails with a note saying so. ``pytest --snapshot-update`` regenerates; a golden
+whose content would not change is never rewritten. Either extension also accepts the string a
+renderer returned (``render_transcript(logs, cwd=...)``) when the defaults need changing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar, Final
+
+from syrupy.data import SnapshotCollection
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+from syrupy.types import PropertyFilter, PropertyMatcher, SerializableData, SerializedData
+
+from ._normalize import CWD_TOKEN, TIME_KEYS, Normalizer, cwd_spellings
+from ._transcript import (
+    TRANSCRIPT_FORMAT,
+    TRANSCRIPT_FORMAT_VERSION,
+    WIRE_FORMAT,
+    WIRE_FORMAT_VERSION,
+    LogInput,
+    SnapshotInputError,
+    render_transcript,
+    render_wire_requests,
+)
+
+__all__ = [
+    "CWD_TOKEN",
+    "TIME_KEYS",
+    "TRANSCRIPT_FORMAT",
+    "TRANSCRIPT_FORMAT_VERSION",
+    "WIRE_FORMAT",
+    "WIRE_FORMAT_VERSION",
+    "LogInput",
+    "Normalizer",
+    "SnapshotInputError",
+    "TranscriptExtension",
+    "WireRequestsExtension",
+    "cwd_spellings",
+    "render_transcript",
+    "render_wire_requests",
+]
+
+_WIRE_VERSION: Final = re.compile(r'^\{\s*"format": "([^"]*)",\s*"version": (\d+),')
+_TRANSCRIPT_VERSION: Final = re.compile(r"^# (.*) · format (\d+)$", re.MULTILINE)
+
+
+class _TextGolden(SingleFileSnapshotExtension):
+    """A single-file text golden written byte for byte: UTF-8, ``\\n`` line ends everywhere.
+
+    (syrupy's text mode would write the platform's line ends, so a golden committed on Linux
+    would be rewritten on Windows.)
+    """
+
+    _write_mode = WriteMode.TEXT
+    format_name: ClassVar[str] = ""
+    format_version: ClassVar[int] = 0
+
+    def render(self, data: LogInput) -> str:
+        raise NotImplementedError
+
+    def serialize(
+        self,
+        data: SerializableData,
+        *,
+        exclude: PropertyFilter | None = None,
+        include: PropertyFilter | None = None,
+        matcher: PropertyMatcher | None = None,
+    ) -> SerializedData:
+        # syrupy always passes a matcher of its own; property matchers and filters address
+        # paths inside a serialized object, which a rendered session does not have.
+        if exclude is not None or include is not None:
+            raise SnapshotInputError(
+                f"{type(self).__name__} renders whole sessions: exclude/include filters are not "
+                "supported (the normalization is built in)",
+                value_type=type(data).__name__,
+            )
+        if isinstance(data, str):
+            if self.version_of(data) is None:
+                raise SnapshotInputError(
+                    f"{type(self).__name__} got a string that is not a {self.format_name} "
+                    "rendering; pass the session itself, or the output of the matching "
+                    "render_* function",
+                    value_type="str",
+                )
+            return data
+        return self.render(data)
+
+    def version_of(self, text: str) -> tuple[str, int] | None:
+        """``(format name, version)`` written at the top of ``text``, or ``None``."""
+        raise NotImplementedError
+
+    def read_snapshot_data_from_location(
+        self, *, snapshot_location: str, snapshot_name: str, session_id: str
+    ) -> SerializableData | None:
+        try:
+            return Path(snapshot_location).read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            return None
+
+    @classmethod
+    def write_snapshot_collection(
+        cls,
+        *,
+        snapshot_collection: SnapshotCollection,
+        name_order: dict[str, int] | None = None,
+    ) -> None:
+        data = next(iter(snapshot_collection)).data
+        if not isinstance(data, str):
+            raise SnapshotInputError(
+                f"{cls.__name__} writes text, got {type(data).__name__}",
+                value_type=type(data).__name__,
+            )
+        Path(snapshot_collection.location).write_bytes(data.encode("utf-8"))
+
+    def diff_lines(
+        self, serialized_data: SerializedData, snapshot_data: SerializedData
+    ) -> Iterator[str]:
+        stored = self.version_of(str(snapshot_data)) if snapshot_data else None
+        if stored is not None and stored != (self.format_name, self.format_version):
+            yield (
+                f"the golden was written by {stored[0]} format {stored[1]}; this build writes "
+                f"{self.format_name} format {self.format_version}: review, then regenerate it "
+                "with pytest --snapshot-update"
+            )
+        yield from super().diff_lines(serialized_data, snapshot_data)
+
+
+class TranscriptExtension(_TextGolden):
+    """syrupy extension: a session rendered by :func:`render_transcript` (``.transcript.txt``)."""
+
+    file_extension = "transcript.txt"
+    format_name = TRANSCRIPT_FORMAT
+    format_version = TRANSCRIPT_FORMAT_VERSION
+
+    def render(self, data: LogInput) -> str:
+        return render_transcript(data)
+
+    def version_of(self, text: str) -> tuple[str, int] | None:
+        first = text.split("\n", 1)[0]
+        match = _TRANSCRIPT_VERSION.fullmatch(first)
+        return (match.group(1), int(match.group(2))) if match else None
+
+
+class WireRequestsExtension(_TextGolden):
+    """syrupy extension: every request's DeepSeek body by :func:`render_wire_requests`
+    (``.requests.jsonc``)."""
+
+    file_extension = "requests.jsonc"
+    format_name = WIRE_FORMAT
+    format_version = WIRE_FORMAT_VERSION
+
+    def render(self, data: LogInput) -> str:
+        return render_wire_requests(data)
+
+    def version_of(self, text: str) -> tuple[str, int] | None:
+        match = _WIRE_VERSION.match(text)
+        return (match.group(1), int(match.group(2))) if match else None

@@ -1,0 +1,1 @@
+"""Golden-transcript scenarios: the agent loop replayed against recorded data (see _harness)."""

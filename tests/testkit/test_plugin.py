@@ -1,0 +1,293 @@
+"""The pytest plugin as a user meets it: entry point, light import, options, markers, help.
+
+Every test runs pytest on a small project with ``pytester``; the plugin is loaded through its
+``pytest11`` entry point exactly as in a user's environment.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import entry_points
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+KEY = "sk-plugintest0123456789abcdefABCDEF"
+"""A fake key; it must never appear in anything pytest prints."""
+
+INI = """
+[pytest]
+addopts = --strict-markers -p no:cacheprovider
+filterwarnings = error
+xfail_strict = true
+asyncio_mode = auto
+asyncio_default_fixture_loop_scope = function
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A user's project: strict pytest settings like ours, no key, no base URL override."""
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
+    pytester.makefile(".ini", pytest=INI)
+    return pytester
+
+
+# ---------------------------------------------------------------------------- registration
+
+
+def test_the_plugin_is_registered_through_the_pytest11_entry_point() -> None:
+    found = [ep for ep in entry_points(group="pytest11") if ep.name == "dsh_testkit"]
+    assert [ep.value for ep in found] == ["dsh_testkit.pytest_plugin"]
+
+
+def test_importing_the_plugin_loads_no_heavy_dependency() -> None:
+    heavy = ["vcr", "respx", "syrupy", "hypothesis", "yaml", "dsh_testkit.mock", "dsh_core"]
+    code = (
+        "import sys, dsh_testkit.pytest_plugin\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_plugin_is_active_in_a_users_run(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        """
+        def test_it(pytestconfig):
+            assert pytestconfig.pluginmanager.has_plugin("dsh_testkit")
+        """
+    )
+    project.runpytest().assert_outcomes(passed=1)
+
+
+# ----------------------------------------------------------------------------- options
+
+
+def test_help_lists_the_dsh_group_and_every_option(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "300")  # one help text per line
+    result = project.runpytest("--help")
+    result.stdout.fnmatch_lines(
+        [
+            "dsh-testkit: mock DeepSeek, cassettes and replay:",
+            "  --dsh-record-mode={none,missing,all}",
+            "  *cassette record mode: none (default: replay "
+            "only, an unrecorded request fails), missing (record requests that have no "
+            "recording), all (re-record every cassette used)",
+            "  --dsh-live *allow live DeepSeek calls: run dsh_live tests and record cassettes from "
+            "the live API; the key is read from $DEEPSEEK_API_KEY only and never printed",
+            "  --dsh-cassette-dir=DIR",
+            "  *directory of cassettes (default: the dsh_cassette_dir ini "
+            "option, else a 'cassettes' folder beside each test module)",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "  dsh_cassette_dir (string):",
+            "  *directory of cassettes, relative to the ini file (--dsh-cassette-dir overrides it)",
+        ]
+    )
+
+
+def test_an_unknown_record_mode_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = project.runpytest("--dsh-record-mode=sometimes")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*argument --dsh-record-mode: invalid choice: 'sometimes' (choose from 'none', 'missing', 'all')"
+        ]
+    )
+
+
+def test_recording_live_without_a_key_is_refused_before_any_test(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile("def test_never_runs(): raise AssertionError")
+    result = project.runpytest("--dsh-record-mode=missing", "--dsh-live")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --dsh-record-mode=missing with --dsh-live records from the live DeepSeek API "
+            "and needs a key in the environment variable DEEPSEEK_API_KEY, which is not set; set "
+            "it, or drop --dsh-live to record from the in-process mock"
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "key", "line"),
+    [
+        (
+            (),
+            None,
+            "dsh-testkit: record mode none (replay only); cassettes: 'cassettes/' beside each "
+            "test module; live calls: off",
+        ),
+        (
+            ("--dsh-record-mode=missing",),
+            None,
+            "dsh-testkit: record mode missing (record what has no recording), recording from the "
+            "in-process mock; cassettes: *; live calls: off",
+        ),
+        (
+            ("--dsh-live",),
+            None,
+            "dsh-testkit: record mode none (replay only); cassettes: *; live calls: off: "
+            "--dsh-live given but $DEEPSEEK_API_KEY is not set",
+        ),
+        (
+            ("--dsh-live", "--dsh-record-mode=all"),
+            KEY,
+            "dsh-testkit: record mode all (re-record), recording from the live API; cassettes: *; "
+            "live calls: on (key from $DEEPSEEK_API_KEY)",
+        ),
+        (
+            ("--dsh-cassette-dir=recorded/here",),
+            None,
+            "dsh-testkit: record mode none (replay only); cassettes: */recorded/here; live calls: off",
+        ),
+    ],
+)
+def test_the_report_header_says_what_the_run_will_do(
+    project: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    args: tuple[str, ...],
+    key: str | None,
+    line: str,
+) -> None:
+    if key is not None:
+        monkeypatch.setenv("DEEPSEEK_API_KEY", key)
+    project.makepyfile("def test_ok(): pass")
+    result = project.runpytest(*args)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([line])
+    assert KEY not in result.stdout.str() + result.stderr.str()
+
+
+# ------------------------------------------------------------------------------ markers
+
+
+def test_markers_are_registered_with_help(project: pytest.Pytester) -> None:
+    result = project.runpytest("--markers")
+    result.stdout.fnmatch_lines(
+        [
+            "@pytest.mark.dsh_cassette(name): the cassette this test's dsh_cassette fixtures use: "
+            "<cassette dir>/<name>.yaml instead of one named after the test",
+            "@pytest.mark.dsh_live: the test calls the live DeepSeek API; skipped unless "
+            "--dsh-live is given and $DEEPSEEK_API_KEY is set",
+        ]
+    )
+
+
+LIVE_TESTS = """
+import os
+import pytest
+
+@pytest.mark.dsh_live
+def test_live():
+    assert os.environ["DEEPSEEK_API_KEY"]
+
+@pytest.mark.dsh_live
+class TestLive:
+    def test_in_class(self):
+        pass
+
+def test_offline():
+    pass
+"""
+
+
+def test_live_tests_are_skipped_with_a_reason_without_dsh_live(project: pytest.Pytester) -> None:
+    project.makepyfile(LIVE_TESTS)
+    result = project.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=2)
+    reason = "dsh_live: needs the live DeepSeek API; run with --dsh-live and $DEEPSEEK_API_KEY"
+    result.stdout.fnmatch_lines(
+        [f"SKIPPED [[]1[]] *.py:4: {reason}", f"SKIPPED [[]1[]] *.py: {reason}"]
+    )
+
+
+def test_live_tests_are_skipped_when_dsh_live_has_no_key(project: pytest.Pytester) -> None:
+    project.makepyfile(LIVE_TESTS)
+    result = project.runpytest("-rs", "--dsh-live")
+    result.assert_outcomes(passed=1, skipped=2)
+    reason = "dsh_live: --dsh-live is given but $DEEPSEEK_API_KEY is not set"
+    result.stdout.fnmatch_lines(
+        [f"SKIPPED [[]1[]] *.py:4: {reason}", f"SKIPPED [[]1[]] *.py: {reason}"]
+    )
+
+
+def test_live_tests_run_with_dsh_live_and_a_key_which_is_never_printed(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", KEY)
+    project.makepyfile(LIVE_TESTS)
+    result = project.runpytest("-v", "-rA", "--dsh-live")
+    result.assert_outcomes(passed=3)
+    assert KEY not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_key_alone_does_not_run_live_tests(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", KEY)
+    project.makepyfile(LIVE_TESTS)
+    project.runpytest().assert_outcomes(passed=1, skipped=2)
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+def test_every_fixture_is_documented_in_pytest_fixtures(project: pytest.Pytester) -> None:
+    project.makepyfile("def test_ok(): pass")
+    result = project.runpytest("--fixtures", "-v")
+    result.stdout.fnmatch_lines_random(
+        [
+            "dsh_mock -- *",
+            "    The mock DeepSeek, in process: no sockets, no key, no network.",
+            "dsh_mock_server [[]session scope[]] -- *",
+            "    The mock DeepSeek on a loopback port (``dsh_testkit.mock.MockServer``), for the "
+            "session.",
+            "dsh_cassette -- *",
+            "    The test's cassette: every httpx/httpx2 request made during the test meets it.",
+            "    ``none`` (default) replays only and never writes; ``missing`` records requests "
+            "without a",
+            "dsh_cassette_provider -- *",
+            "    A ``DeepSeekProvider`` that replays (or records) the test's cassette (see "
+            "``dsh_cassette``).",
+            "dsh_replay -- *",
+            "    A factory of replay providers: ``dsh_replay(log, *child_logs, strict=True)``.",
+            "dsh_capture -- *",
+            "    Every request any httpx/httpx2 client sends during the test, in order.",
+            "dsh_agent -- *",
+            "    A factory of ``dsh_core.Agent``s with dev-mode invariants on.",
+        ]
+    )
+
+
+def test_the_public_surface_is_exactly_all() -> None:
+    import dsh_testkit.pytest_plugin as plugin
+    from dsh_testkit import _pytest_support
+
+    exported = plugin.__all__
+    assert exported == sorted(exported, key=lambda n: (not n.isupper(), n))  # RUF022 order
+    # hooks and fixtures are found by pytest by name; everything else public is in __all__
+    public = {
+        name
+        for name, value in vars(plugin).items()
+        if not name.startswith(("_", "@", "pytest_", "dsh_"))
+        and name not in {"annotations", "os", "pytest", "dataclass", "Path", "Iterator"}
+        and name not in {"TYPE_CHECKING", "Any", "Final", "Literal", "Protocol"}
+    }
+    assert public <= set(exported)
+    for name in ("AgentFactory", "MockFixture", "ReplayFactory"):
+        assert getattr(plugin, name) is getattr(_pytest_support, name)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        _ = plugin.nothing

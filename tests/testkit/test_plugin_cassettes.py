@@ -1,0 +1,504 @@
+"""The plugin's cassette fixtures as a user runs them: every record mode, the file-naming rules,
+the failure output of a mismatch, and replay under pytest-xdist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dsh_testkit.mock import MockDeepSeek, MockServer
+
+pytest_plugins = ["pytester"]
+
+KEY = "sk-plugintest0123456789abcdefABCDEF"
+"""A fake live key; it must never reach a cassette or pytest's output."""
+
+INI = """
+[pytest]
+addopts = --strict-markers -p no:cacheprovider
+filterwarnings = error
+xfail_strict = true
+asyncio_mode = auto
+asyncio_default_fixture_loop_scope = function
+"""
+
+CHAT = '''
+import pytest
+from dsh_testkit.mock import Reply
+
+SYSTEM = "{system}"
+
+
+async def test_chat(request, dsh_cassette_provider, dsh_agent, dsh_mock):
+    """One turn through an agent; in replay the mock is never asked."""
+    dsh_mock.push(Reply(text="Hello!"))
+    agent = dsh_agent(dsh_cassette_provider, system=SYSTEM)
+    reply = await agent.run("Say hi")
+    assert reply.text == "Hello!"
+    replaying = request.config.getoption("dsh_record_mode") == "none"
+    assert len(dsh_mock.requests) == (0 if replaying else 1)
+'''
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
+    monkeypatch.setenv("COLUMNS", "300")  # summary lines untruncated
+    pytester.makefile(".ini", pytest=INI)
+    return pytester
+
+
+def chat(project: pytest.Pytester, system: str = "Be terse.") -> Path:
+    return project.makepyfile(test_chat=CHAT.format(system=system))
+
+
+def load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return data
+
+
+# -------------------------------------------------------------------------- record, replay
+
+
+def test_recording_from_the_mock_then_replaying_the_cassette(project: pytest.Pytester) -> None:
+    chat(project)
+    project.runpytest("--dsh-record-mode=missing").assert_outcomes(passed=1)
+    cassette = project.path / "cassettes" / "test_chat" / "test_chat.yaml"
+    data = load(cassette)
+    assert data["format"] == "dsh-cassette"
+    assert data["metadata"]["test"] == "test_chat.py::test_chat"
+    assert data["metadata"]["recordedAgainst"].startswith("the in-process mock DeepSeek")
+    [interaction] = data["interactions"]
+    assert interaction["request"]["uri"] == "https://api.deepseek.com/chat/completions"
+    assert interaction["request"]["headers"]["authorization"] == "<REDACTED>"
+    assert interaction["request"]["body"]["json"]["messages"][0] == {
+        "role": "system",
+        "content": "Be terse.",
+    }
+    recorded = cassette.read_bytes()
+    stat = cassette.stat()
+
+    project.runpytest().assert_outcomes(passed=1)  # replay (the default mode)
+    assert cassette.read_bytes() == recorded
+    assert (cassette.stat().st_ino, cassette.stat().st_mtime_ns) == (stat.st_ino, stat.st_mtime_ns)
+
+
+def test_replaying_without_a_cassette_fails_at_setup_saying_how_to_record(
+    project: pytest.Pytester,
+) -> None:
+    chat(project)
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of test_chat*",
+            "CassetteNotFound: cassette */cassettes/test_chat/test_chat.yaml does not exist and "
+            "mode 'none' replays only (live network blocked); record it with mode='missing' "
+            "(pytest --dsh-record-mode=missing)",
+        ]
+    )
+    assert not (project.path / "cassettes").exists()
+
+
+def test_an_unreadable_cassette_fails_at_setup_naming_the_file(project: pytest.Pytester) -> None:
+    chat(project)
+    cassette = project.path / "cassettes" / "test_chat" / "test_chat.yaml"
+    cassette.parent.mkdir(parents=True)
+    cassette.write_text("format: dsh-cassette\nversion: 99\ninteractions: []\n", encoding="utf-8")
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*ERROR at setup of test_chat*", "CassetteFormatError: cassette */test_chat.yaml: *"]
+    )
+
+
+def test_a_changed_request_fails_with_the_closest_recording_and_what_differs(
+    project: pytest.Pytester,
+) -> None:
+    chat(project)
+    project.runpytest("--dsh-record-mode=missing").assert_outcomes(passed=1)
+    chat(project, system="Be terse!")
+    result = project.runpytest("-rf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "E   *CassetteMismatch: cassette */cassettes/test_chat/test_chat.yaml has no recording "
+            "for request 0 (0-based): POST https://api.deepseek.com/chat/completions",
+            "E   *Closest recording: interaction 0, POST https://api.deepseek.com/chat/completions; "
+            "what differs (recorded → request), in order:",
+            "E   *  system line 1 differs: recorded: 'Be terse.', request: 'Be terse!'",
+            "E   *What to do: if the change is intended, re-record the cassette with mode='all' "
+            "(pytest --dsh-record-mode=all); otherwise fix the code that builds the request.",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["FAILED test_chat.py::test_chat - dsh_testkit._errors.CassetteMismatch: cassette *"]
+    )
+
+
+def test_mode_missing_adds_new_requests_and_mode_all_rerecords(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.makepyfile(
+        test_turns="""
+        import os
+
+        async def test_turns(dsh_cassette_provider, dsh_agent):
+            agent = dsh_agent(dsh_cassette_provider)
+            for prompt in os.environ["PROMPTS"].split(","):
+                await agent.run(prompt)
+        """
+    )
+    cassette = project.path / "cassettes" / "test_turns" / "test_turns.yaml"
+
+    def run(prompts: str, *args: str) -> list[str]:
+        monkeypatch.setenv("PROMPTS", prompts)
+        project.runpytest(*args).assert_outcomes(passed=1)
+        data = load(cassette)
+        return [
+            i["request"]["body"]["json"]["messages"][-1]["content"] for i in data["interactions"]
+        ]
+
+    assert run("one", "--dsh-record-mode=missing") == ["one"]
+    first = load(cassette)["interactions"][0]
+    assert run("one,two", "--dsh-record-mode=missing") == ["one", "two"]
+    assert load(cassette)["interactions"][0] == first
+    assert run("one,two") == ["one", "two"]
+    assert run("three", "--dsh-record-mode=all") == ["three"]
+
+
+def test_a_failing_test_records_nothing(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_fails="""
+        async def test_fails(dsh_cassette_provider, dsh_agent):
+            await dsh_agent(dsh_cassette_provider).run("Say hi")
+            assert False, "the test's own failure"
+        """
+    )
+    result = project.runpytest("--dsh-record-mode=missing")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["E   *AssertionError: the test's own failure"])
+    assert "CassetteMismatch" not in result.stdout.str()
+    assert not (project.path / "cassettes").exists()
+
+
+# ----------------------------------------------------------- mismatches a client swallowed
+
+SHARED = """
+import contextlib
+import pytest
+from dsh_testkit.mock import Reply
+
+
+@pytest.mark.dsh_cassette("greeting")
+async def test_two_turns(dsh_cassette_provider, dsh_agent):
+    agent = dsh_agent(dsh_cassette_provider, system="Be terse.")
+    await agent.run("Say hi")
+    await agent.run("Again")
+"""
+
+SWALLOWING = """
+import contextlib
+import pytest
+
+
+@pytest.mark.dsh_cassette("greeting")
+async def test_swallowed_and_passed(dsh_cassette_provider, dsh_agent):
+    agent = dsh_agent(dsh_cassette_provider, system="Something else.")
+    with contextlib.suppress(Exception):
+        await agent.run("Say hi")
+
+
+@pytest.mark.dsh_cassette("greeting")
+async def test_swallowed_then_failed_on_a_symptom(dsh_cassette_provider, dsh_agent):
+    agent = dsh_agent(dsh_cassette_provider, system="Something else.")
+    try:
+        await agent.run("Say hi")
+    except Exception:
+        raise RuntimeError("the agent gave up") from None
+
+
+@pytest.mark.dsh_cassette("greeting")
+async def test_failed_showing_the_cause(dsh_cassette_provider, dsh_agent):
+    agent = dsh_agent(dsh_cassette_provider, system="Something else.")
+    try:
+        await agent.run("Say hi")
+    except Exception as exc:
+        raise RuntimeError("wrapped with its cause") from exc
+
+
+@pytest.mark.dsh_cassette("greeting")
+async def test_failed_inside_the_handler(dsh_cassette_provider, dsh_agent):
+    agent = dsh_agent(dsh_cassette_provider, system="Something else.")
+    try:
+        await agent.run("Say hi")
+    except Exception:
+        raise RuntimeError("raised while handling it")
+
+
+@pytest.mark.dsh_cassette("greeting")
+async def test_one_turn_of_two(dsh_cassette_provider, dsh_agent):
+    await dsh_agent(dsh_cassette_provider, system="Be terse.").run("Say hi")
+
+"""
+
+
+def test_mismatches_a_client_swallowed_still_fail_the_test(project: pytest.Pytester) -> None:
+    project.makepyfile(test_shared=SHARED)
+    project.runpytest("--dsh-record-mode=missing").assert_outcomes(passed=1)
+    assert (project.path / "cassettes" / "greeting.yaml").is_file()
+    project.makepyfile(test_swallowing=SWALLOWING)
+    result = project.runpytest("test_swallowing.py", "-rf")
+    result.assert_outcomes(failed=5)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_swallowed_and_passed _*",
+            "E   *CassetteMismatch: cassette */cassettes/greeting.yaml has no recording for "
+            "request 0 (0-based): POST https://api.deepseek.com/chat/completions",
+            "E   *system line 1 differs: recorded: 'Be terse.', request: 'Something else.'",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_swallowed_then_failed_on_a_symptom _*",
+            "E   *RuntimeError: the agent gave up",
+            "The above exception was the direct cause of the following exception:",
+            "E   *CassetteMismatch: cassette */cassettes/greeting.yaml has no recording *",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_one_turn_of_two _*",
+            "E   *CassetteNotFullyPlayed: cassette */cassettes/greeting.yaml was only partly "
+            "played: 1 of 2 recordings never requested (the code made 1 request(s)):",
+            "E *  interaction 1: POST https://api.deepseek.com/chat/completions",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "FAILED test_swallowing.py::test_swallowed_and_passed - *CassetteMismatch*",
+            "FAILED test_swallowing.py::test_swallowed_then_failed_on_a_symptom - *CassetteMismatch*",
+            # the cassette's error is already in the chain pytest shows: not raised again
+            "FAILED test_swallowing.py::test_failed_showing_the_cause - RuntimeError: wrapped with "
+            "its cause",
+            "FAILED test_swallowing.py::test_failed_inside_the_handler - RuntimeError: raised "
+            "while handling it",
+            "FAILED test_swallowing.py::test_one_turn_of_two - *CassetteNotFullyPlayed*",
+        ]
+    )
+
+
+# ------------------------------------------------------------------------- where files go
+
+
+def test_names_follow_class_function_and_parametrize_id(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_names="""
+        import httpx
+        import pytest
+
+        AUTH = {"authorization": "Bearer any"}
+
+        class TestNames:
+            @pytest.mark.parametrize("who", ["a b", "c/d"])
+            def test_greets(self, dsh_cassette, who):
+                httpx.get("https://api.deepseek.com/models", headers=AUTH)
+        """
+    )
+    project.runpytest("--dsh-record-mode=missing").assert_outcomes(passed=2)
+    folder = project.path / "cassettes" / "test_names"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "TestNames.test_greets[a_b].yaml",
+        "TestNames.test_greets[c_d].yaml",
+    ]
+
+
+def test_the_marker_names_a_shared_cassette_in_a_subfolder(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_marked="""
+        import httpx
+        import pytest
+
+        AUTH = {"authorization": "Bearer any"}
+        pytestmark = pytest.mark.dsh_cassette("models/listing")
+
+        def test_first(dsh_cassette):
+            assert httpx.get("https://api.deepseek.com/models", headers=AUTH).status_code == 200
+
+        @pytest.mark.dsh_cassette("models/listing.yml")
+        def test_explicit_suffix(dsh_cassette):
+            assert httpx.get("https://api.deepseek.com/models", headers=AUTH).status_code == 200
+        """
+    )
+    project.runpytest("--dsh-record-mode=missing").assert_outcomes(passed=2)
+    folder = project.path / "cassettes" / "models"
+    assert sorted(p.name for p in folder.iterdir()) == ["listing.yaml", "listing.yml"]
+    project.runpytest().assert_outcomes(passed=2)
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        (
+            "dsh_cassette()",
+            "@pytest.mark.dsh_cassette takes one cassette name (a string), got args=() kwargs={}",
+        ),
+        (
+            "dsh_cassette(3)",
+            "@pytest.mark.dsh_cassette takes one cassette name (a string), got args=(3,) kwargs={}",
+        ),
+        (
+            "dsh_cassette('../outside')",
+            "dsh_cassette name '../outside' must be a relative path inside the cassette directory "
+            "(no leading '/', no '.' or '..' parts)",
+        ),
+        (
+            "dsh_cassette('/etc/x')",
+            "dsh_cassette name '/etc/x' must be a relative path inside the cassette directory "
+            "(no leading '/', no '.' or '..' parts)",
+        ),
+    ],
+)
+def test_a_bad_marker_fails_at_setup_with_a_readable_message(
+    project: pytest.Pytester, marker: str, message: str
+) -> None:
+    project.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.{marker}
+        def test_it(dsh_cassette):
+            pass
+        """
+    )
+    result = project.runpytest("--dsh-record-mode=missing")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_it*", message])
+
+
+LISTING = """
+import httpx
+
+AUTH = {"authorization": "Bearer any"}
+
+def test_listing(dsh_cassette):
+    assert httpx.get("https://api.deepseek.com/models", headers=AUTH).status_code == 200
+"""
+
+
+def test_the_cassette_dir_option_is_relative_to_where_pytest_runs(
+    project: pytest.Pytester,
+) -> None:
+    project.mkpydir("suite")
+    (project.path / "suite" / "test_listing.py").write_text(LISTING, encoding="utf-8")
+    project.runpytest("--dsh-record-mode=missing", "--dsh-cassette-dir=recs").assert_outcomes(
+        passed=1
+    )
+    assert (project.path / "recs" / "test_listing" / "test_listing.yaml").is_file()
+    assert not (project.path / "suite" / "cassettes").exists()
+
+
+def test_the_ini_cassette_dir_is_relative_to_the_ini_file_and_the_option_wins(
+    project: pytest.Pytester,
+) -> None:
+    project.makefile(".ini", pytest=INI + "dsh_cassette_dir = shared/cassettes\n")
+    project.mkpydir("suite")
+    (project.path / "suite" / "test_listing.py").write_text(LISTING, encoding="utf-8")
+    project.runpytest("--dsh-record-mode=missing", "suite").assert_outcomes(passed=1)
+    expected = project.path / "shared" / "cassettes" / "test_listing" / "test_listing.yaml"
+    assert expected.is_file()
+    project.runpytest("--dsh-cassette-dir=other", "--dsh-record-mode=missing").assert_outcomes(
+        passed=1
+    )
+    assert (project.path / "other" / "test_listing" / "test_listing.yaml").is_file()
+
+
+# --------------------------------------------------------------------------- no live calls
+
+
+def test_recording_without_dsh_live_answers_any_client_from_the_mock(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(
+        test_sdk_like="""
+        import httpx
+
+        async def test_async_client(dsh_cassette, dsh_mock):
+            async with httpx.AsyncClient() as client:
+                response = await client.post(
+                    "https://api.deepseek.com/chat/completions",
+                    headers={"authorization": "Bearer whatever"},
+                    json={"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi"}]},
+                )
+            assert response.json()["choices"][0]["message"]["content"].startswith("Mock DeepSeek")
+            recording = dsh_cassette.mode != "none"
+            assert len(dsh_mock.requests) == (1 if recording else 0)
+        """
+    )
+    project.runpytest("--dsh-record-mode=all").assert_outcomes(passed=1)
+    project.runpytest().assert_outcomes(passed=1)
+
+
+def test_recording_live_reads_the_key_from_the_environment_and_never_stores_it(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", KEY)
+    with MockServer(MockDeepSeek(api_keys=[KEY])) as live:
+        # The "live API" here is a loopback mock that accepts only this key.
+        base_url = live.base_url
+        monkeypatch.setenv("DEEPSEEK_BASE_URL", base_url)
+        project.makepyfile(
+            test_live_recording="""
+            async def test_live(dsh_cassette_provider, dsh_agent, dsh_mock):
+                reply = await dsh_agent(dsh_cassette_provider).run("Say hi")
+                assert reply.text.startswith("Mock DeepSeek reply to: Say hi")
+                assert dsh_mock.requests == ()
+            """
+        )
+        result = project.runpytest("--dsh-live", "--dsh-record-mode=missing", "-v")
+        result.assert_outcomes(passed=1)
+        assert len(live.mock.requests) == 1
+    text = (project.path / "cassettes" / "test_live_recording" / "test_live.yaml").read_text(
+        encoding="utf-8"
+    )
+    assert KEY not in text
+    assert KEY not in result.stdout.str() + result.stderr.str()
+    data = yaml.safe_load(text)
+    assert data["metadata"]["recordedAgainst"] == f"the live DeepSeek API at {base_url}"
+    assert data["interactions"][0]["request"]["uri"] == "https://api.deepseek.com/chat/completions"
+    monkeypatch.delenv("DEEPSEEK_API_KEY")
+    monkeypatch.delenv("DEEPSEEK_BASE_URL")
+    project.runpytest("test_live_recording.py").assert_outcomes(passed=1)  # replays offline
+
+
+# ---------------------------------------------------------------------------- the live guard
+
+
+async def test_the_live_guard_answers_remote_hosts_in_process_and_lets_loopback_through() -> None:
+    import httpx
+    import httpx2
+
+    from dsh_testkit._pytest_support import route_network_to_mock
+    from dsh_testkit.mock import MockHandler
+
+    originals = (httpx.HTTPTransport.handle_request, httpx2.AsyncHTTPTransport.handle_async_request)
+    auth = {"authorization": "Bearer any"}
+    in_process = MockDeepSeek()
+    with MockServer() as server, route_network_to_mock(MockHandler(in_process)):
+        remote = httpx.get("https://api.deepseek.com/models", headers=auth)
+        async with httpx2.AsyncClient() as client:
+            remote_async = await client.get("https://example.invalid/v1/models", headers=auth)
+            local_async = await client.get(server.base_url + "/v1/models", headers=auth)
+        local = httpx.get(server.base_url + "/models", headers=auth)
+        statuses = {r.status_code for r in (remote, remote_async, local, local_async)}
+        assert statuses == {200}
+        assert [r.path for r in in_process.requests] == ["/models", "/v1/models"]
+        assert [r.path for r in server.mock.requests] == ["/v1/models", "/models"]
+    assert (
+        httpx.HTTPTransport.handle_request,
+        httpx2.AsyncHTTPTransport.handle_async_request,
+    ) == originals
