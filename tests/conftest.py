@@ -19,5 +19,7 @@ settings.register_profile(
 settings.register_profile("dev", deadline=None, max_examples=200)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
-REFERENCE_LOGS = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "reference-logs"
+REFERENCE_LOGS = (
+    Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "reference-logs"
+)
 """Real logs of the reference harness, beside the checkout (absent on some machines)."""
