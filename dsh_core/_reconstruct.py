@@ -348,14 +348,24 @@ def _tools_diff(expected: Any, actual: Any) -> list[str]:
     return out
 
 
+def _visible(message: Message) -> dict[str, Any]:
+    return {"role": message.role, "content": [b.to_json() for b in message.content]}
+
+
 def diff_requests(
-    expected: GenerateOptions, actual: GenerateOptions, *, known_equal_messages: int = 0
+    expected: GenerateOptions,
+    actual: GenerateOptions,
+    *,
+    known_equal_messages: int = 0,
+    model_visible_only: bool = False,
 ) -> tuple[str, ...]:
     """Where ``actual`` differs from ``expected``, in this project's vocabulary; ``()`` if equal.
 
     Config fields (``config.temperature``), the system prompt by line, tools by name, and
     messages by index and field (``messages[4].content[0].text differs: …``). The first
     ``known_equal_messages`` messages are not compared (a caller that verified them already).
+    With ``model_visible_only`` messages compare by role and content only: ids and sources never
+    reach the wire, so a replayed agent need not mint the recorded ids.
     """
     out: list[str] = []
     exp_config, act_config = expected.config.to_json(), actual.config.to_json()
@@ -379,7 +389,15 @@ def diff_requests(
         min(known_equal_messages, len(exp_msgs), len(act_msgs)), min(len(exp_msgs), len(act_msgs))
     ):
         m, n = exp_msgs[i], act_msgs[i]
-        if m is not n and m.canonical_json() != n.canonical_json():
+        if m is n:
+            continue
+        if model_visible_only:
+            a, b = _visible(m), _visible(n)
+            if dumps_canonical(a) != dumps_canonical(b):
+                detail = _first_json_difference(f"messages[{i}]", a, b)
+                out.append(detail or f"messages[{i}] differs")
+                break
+        elif m.canonical_json() != n.canonical_json():
             detail = _first_json_difference(f"messages[{i}]", m.to_json(), n.to_json())
             out.append(detail or f"messages[{i}] differs")
             break

@@ -6,4 +6,18 @@ plugin and the ``dsh-testkit`` command. Submodules are imported lazily so that t
 stays light at import.
 """
 
-__all__: list[str] = []
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dsh_testkit._errors import TestkitError
+
+__all__ = ["TestkitError"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that importing the pytest plugin (a submodule) does not import dsh_core.
+    if name == "TestkitError":
+        from dsh_testkit._errors import TestkitError
+
+        return TestkitError
+    raise AttributeError(f"module 'dsh_testkit' has no attribute {name!r}")

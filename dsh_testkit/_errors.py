@@ -21,10 +21,14 @@ pytest reports them as failures, not as crashes. Each carries its facts as attri
         │   ├── ReplayNotConsumed      recorded calls left unserved (``.remaining``)   [AssertionError]
         │   └── ReplayMismatch         strict mode: the live request differs from the recorded one
         │                              (``.index``, ``.expected``, ``.actual``, ``.diff``)   [AssertionError]
-        └── PrefixInstability          a captured request does not extend the previous one
-                                       (``.index``, ``.diff``)   [AssertionError]
+        ├── PrefixInstability          a captured request does not extend the previous one
+        │                              (``.index``, ``.diff``)   [AssertionError]
+        ├── SnapshotInputError         a golden was asked of something that is not a log   [snapshot]
+        └── MockError                  the mock DeepSeek was misused                       [mock]
+            ├── ScriptError            a script entry or file is invalid (``.path``)
+            └── MockServerError        the loopback server could not start or serve
 
-``dsh_testkit.mock`` keeps its own ``MockError`` branch of ``DshError``.
+Errors marked ``[module]`` are defined beside the code that raises them.
 """
 
 from __future__ import annotations

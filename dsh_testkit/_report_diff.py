@@ -17,6 +17,7 @@ from dsh_core import (
     EpochHeader,
     GenerateOptions,
     Message,
+    MessageView,
     SystemDelta,
     ToolSchema,
     ToolsDelta,
@@ -32,6 +33,8 @@ __all__ = [
     "header_changes",
     "header_of",
     "header_summary",
+    "same_header",
+    "shared_history",
     "short",
 ]
 
@@ -183,13 +186,74 @@ def _messages_equal(a: Message, b: Message) -> bool:
     return a is b or a.canonical_json() == b.canonical_json()
 
 
+def _same_value(a: object, b: object) -> bool:
+    """Equal as canonical JSON, decided without serializing: ``False`` means "not sure".
+
+    Floats only count when identical (``0.0 == -0.0`` but their JSON differs); a header folded
+    once hands the same objects to every request built from it, so identity is the common case.
+    """
+    return a is b or (type(a) is type(b) and not isinstance(a, float) and a == b)
+
+
+def same_header(previous: GenerateOptions, request: GenerateOptions) -> bool:
+    """Whether two requests certainly share their header, decided in O(1) for folded requests.
+
+    Requests rebuilt from one log share the folded header's ``system`` and ``tools`` objects
+    until a header event, so identity answers without serializing either header. ``False``
+    means "not sure": compare :func:`header_of` both (see :func:`compare_requests`).
+    """
+    return (
+        previous.system is request.system
+        and previous.tools is request.tools
+        and all(
+            _same_value(a, b)
+            for a, b in (
+                (previous.provider, request.provider),
+                (previous.model, request.model),
+                (previous.reasoning_effort, request.reasoning_effort),
+                (previous.temperature, request.temperature),
+                (previous.max_tokens, request.max_tokens),
+                (previous.stop, request.stop),
+            )
+        )
+    )
+
+
+def shared_history(old: Sequence[Message], new: Sequence[Message]) -> int | None:
+    """How many leading messages two views of one append-only history share, in O(1).
+
+    :class:`dsh_core.MessageView` s over the same backing list (requests of one
+    ``reconstruct_requests`` fold between surface replaces) hold the same message objects up
+    to the shorter one's length. ``None`` when that cannot be told without comparing messages
+    (different lists after a replace, or plain tuples).
+    """
+    if (
+        isinstance(old, MessageView)
+        and isinstance(new, MessageView)
+        # The backing list's identity is what says "same history" (no public accessor yet).
+        and old._items is new._items
+    ):
+        return min(len(old), len(new))
+    return None
+
+
 def compare_requests(previous: GenerateOptions, request: GenerateOptions) -> RequestComparison:
-    """Is ``request`` an append-only extension of ``previous``? If not, what differs first."""
-    differences = [f"header: {c}" for c in header_changes(header_of(previous), header_of(request))]
+    """Is ``request`` an append-only extension of ``previous``? If not, what differs first.
+
+    Linear in the new messages for requests of one fold (see :func:`same_header` and
+    :func:`shared_history`); otherwise the headers are diffed and the messages compared from
+    the first.
+    """
+    differences = (
+        []
+        if same_header(previous, request)
+        else [f"header: {c}" for c in header_changes(header_of(previous), header_of(request))]
+    )
     old: Sequence[Message] = previous.messages
     new: Sequence[Message] = request.messages
-    shared = 0
     limit = min(len(old), len(new))
+    known = shared_history(old, new)
+    shared = known if known is not None else 0
     while shared < limit and _messages_equal(old[shared], new[shared]):
         shared += 1
     if shared < len(old):

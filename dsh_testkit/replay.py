@@ -271,8 +271,10 @@ def _diff_requests(expected: GenerateOptions, actual: GenerateOptions) -> tuple[
         or isinstance(exp_tools, str)
         or isinstance(act_tools, str)
     ):
-        return diff_requests(expected, actual)
-    rest = diff_requests(replace(expected, tools=None), replace(actual, tools=None))
+        return diff_requests(expected, actual, model_visible_only=True)
+    rest = diff_requests(
+        replace(expected, tools=None), replace(actual, tools=None), model_visible_only=True
+    )
     if exp_tools:
         names = ", ".join(repr(t.name) for t in exp_tools)
         line = f"header.tools: {names} in the log but missing from the request"

@@ -1,9 +1,10 @@
-"""Errors of the mock DeepSeek, under ``dsh_core``'s one tree::
+"""Errors of the mock DeepSeek, a branch of the test kit's tree::
 
     DshError
-    └── MockError              the mock was misused or misconfigured
-        ├── ScriptError        a script entry or script file is invalid (``.path``)
-        └── MockServerError    the loopback server could not start or stop (``.host``, ``.port``)
+    └── TestkitError
+        └── MockError              the mock was misused or misconfigured
+            ├── ScriptError        a script entry or script file is invalid (``.path``)
+            └── MockServerError    the loopback server could not start or stop (``.host``, ``.port``)
 
 Errors a *client* of the mock sees are not Python exceptions: they are the API's own HTTP error
 bodies (see :class:`~dsh_testkit.mock.ApiError`).
@@ -11,12 +12,12 @@ bodies (see :class:`~dsh_testkit.mock.ApiError`).
 
 from __future__ import annotations
 
-from dsh_core import DshError
+from dsh_testkit._errors import TestkitError
 
 __all__ = ["MockError", "MockServerError", "ScriptError"]
 
 
-class MockError(DshError):
+class MockError(TestkitError):
     """Base of every error the mock raises on purpose."""
 
 

@@ -677,3 +677,33 @@ async def test_strict_mode_names_tools_present_on_one_side_only() -> None:
         "config.temperature: 0.1 in the request, absent in the log",
         "header.tools: 'read' present in the request but not in the log",
     )
+
+
+async def test_strict_mode_ignores_message_ids_which_never_reach_the_wire() -> None:
+    recorded = await record_session()
+    replay = ReplayProvider(recorded)
+    fresh_ids = (f"another-id-{n}" for n in itertools.count())
+    agent = Agent(
+        Session.create("s-2", clock=lambda: 0),
+        replay,
+        replace(options(), id_factory=lambda: next(fresh_ids)),
+        tools=[read_tool],
+    )
+    assert (await agent.run("What is in a.txt?")).text == "The file says hello."
+    assert (await agent.run("Thanks!")).text == "Bye."
+    replay.assert_consumed()
+
+
+async def test_strict_mode_still_catches_changed_content_with_other_ids() -> None:
+    recorded = await record_session()
+    replay = ReplayProvider(recorded)
+    fresh_ids = (f"another-id-{n}" for n in itertools.count())
+    agent = Agent(
+        Session.create("s-2", clock=lambda: 0),
+        replay,
+        replace(options(), id_factory=lambda: next(fresh_ids)),
+        tools=[read_tool],
+    )
+    with pytest.raises(ReplayMismatch) as caught:
+        await agent.run("What is in b.txt?")
+    assert caught.value.diff[0].startswith("messages[0].content[0].text differs")
