@@ -14,7 +14,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-KEY = "sk-plugintest0123456789abcdefABCDEF"
+KEY = "sk-fake0123456789abcdefABCDEFplugin"
 """A fake key; it must never appear in anything pytest prints."""
 
 INI = """

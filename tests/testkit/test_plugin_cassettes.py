@@ -13,7 +13,7 @@ from dsh_testkit.mock import MockDeepSeek, MockServer
 
 pytest_plugins = ["pytester"]
 
-KEY = "sk-plugintest0123456789abcdefABCDEF"
+KEY = "sk-fake0123456789abcdefABCDEFplugin"
 """A fake live key; it must never reach a cassette or pytest's output."""
 
 INI = """
