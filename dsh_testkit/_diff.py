@@ -27,17 +27,33 @@ __all__ = [
     "diff_chat",
     "first_json_difference",
     "short",
+    "short_repr",
 ]
 
 _LIMIT = 60
 
 
+def short_repr(text: str, limit: int) -> str:
+    """``repr(text)``, cut to ``limit`` characters with ``…`` when longer, in O(limit).
+
+    Exactly ``repr(text)[: limit - 1] + "…"`` for a long text, without escaping all of it (a
+    request body can be megabytes). ``repr`` escapes each character on its own once it has
+    picked the quote for the whole text (``'`` unless the text holds ``'`` and no ``"``), so
+    the repr of the first ``limit`` characters plus one probe character that forces the same
+    pick starts with the same ``limit - 1`` characters.
+    """
+    if len(text) <= limit or limit < 1:
+        whole = repr(text)
+        return whole if len(whole) <= limit else whole[: limit - 1] + "…"
+    probe = "'" if "'" in text and '"' not in text else '"'
+    return repr(text[:limit] + probe)[: limit - 1] + "…"
+
+
 def short(value: Any, limit: int = _LIMIT) -> str:
     """A one-line rendering of a JSON value, cut at ``limit`` characters."""
     if isinstance(value, str):
-        text = repr(value)
-    else:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return short_repr(value, limit)
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

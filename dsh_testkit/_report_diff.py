@@ -26,6 +26,8 @@ from dsh_core import (
     dumps_canonical,
 )
 
+from ._diff import short_repr
+
 __all__ = [
     "RequestComparison",
     "compare_requests",
@@ -33,6 +35,7 @@ __all__ = [
     "header_changes",
     "header_of",
     "header_summary",
+    "message_history",
     "same_header",
     "shared_history",
     "short",
@@ -41,7 +44,9 @@ __all__ = [
 
 def short(value: Any, limit: int = 48) -> str:
     """A one-line preview of a JSON value (strings quoted), cut with ``…`` past ``limit``."""
-    text = repr(value) if isinstance(value, str) else dumps_canonical(value)
+    if isinstance(value, str):
+        return short_repr(value, limit)
+    text = dumps_canonical(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -219,20 +224,25 @@ def same_header(previous: GenerateOptions, request: GenerateOptions) -> bool:
     )
 
 
+def message_history(messages: Sequence[Message]) -> Sequence[Message] | None:
+    """The append-only list a :class:`dsh_core.MessageView` reads; ``None`` for other sequences.
+
+    Its identity says "same history": views over one list hold the same message objects up to
+    the shorter one's length (the list only grows until a surface replace starts a new one).
+    """
+    # MessageView has no public accessor for its list yet; it is the view's documented design.
+    return messages._items if isinstance(messages, MessageView) else None
+
+
 def shared_history(old: Sequence[Message], new: Sequence[Message]) -> int | None:
     """How many leading messages two views of one append-only history share, in O(1).
 
-    :class:`dsh_core.MessageView` s over the same backing list (requests of one
-    ``reconstruct_requests`` fold between surface replaces) hold the same message objects up
-    to the shorter one's length. ``None`` when that cannot be told without comparing messages
-    (different lists after a replace, or plain tuples).
+    Requests of one ``reconstruct_requests`` fold read the same list until a surface replace.
+    ``None`` when that cannot be told without comparing messages (different lists after a
+    replace, or plain tuples).
     """
-    if (
-        isinstance(old, MessageView)
-        and isinstance(new, MessageView)
-        # The backing list's identity is what says "same history" (no public accessor yet).
-        and old._items is new._items
-    ):
+    history = message_history(old)
+    if history is not None and history is message_history(new):
         return min(len(old), len(new))
     return None
 

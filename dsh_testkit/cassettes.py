@@ -33,6 +33,7 @@ chunk, so a stream would lose its event boundaries; see ``_cassette_transport``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -51,6 +52,8 @@ from ._cassette_record import SCENARIOS, CassetteScenario, Transcript, record_sc
 from ._cassette_scrub import (
     REDACTED,
     find_secrets,
+    request_is_clean,
+    response_is_clean,
     scrub_json,
     scrub_text,
     scrub_url,
@@ -116,10 +119,50 @@ of the recording's connection, not of the replay."""
 
 
 def json_body_matcher(r1: Any, r2: Any) -> None:
-    """vcrpy matcher ``json_body``: equal canonical JSON (key order ignored), else equal bytes."""
-    a, b = _canonical_body(r1.body), _canonical_body(r2.body)
-    if a != b:
-        raise AssertionError(f"bodies differ: {short(_text(a))} != {short(_text(b))}")
+    """vcrpy matcher ``json_body``: equal canonical JSON (key order ignored), else equal bytes.
+
+    vcrpy runs it against every recording, twice per request, so each request's canonical body
+    is computed once and kept on the request (see :func:`_body_of`).
+    """
+    a, b = _body_of(r1), _body_of(r2)
+    if a.canonical != b.canonical:
+        raise AssertionError(f"bodies differ: {a.preview()} != {b.preview()}")
+
+
+class _Body:
+    """A request body's canonical form, computed once per body object."""
+
+    __slots__ = ("_preview", "canonical", "source")
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        """The body it was computed from (kept, so its identity stays meaningful)."""
+        self.canonical = _canonical_body(source)
+        self._preview: str | None = None
+
+    def preview(self) -> str:
+        """The body cut short for a message (computed on the first mismatch only)."""
+        if self._preview is None:
+            self._preview = short(_text(self.canonical))
+        return self._preview
+
+
+_BODY_MEMO: Final = "_dsh_canonical_body"
+"""Attribute of a ``vcr.request.Request`` holding its :class:`_Body`."""
+
+
+def _body_of(request: Any) -> _Body:
+    """The request's :class:`_Body`, memoized on the request while its body is the same object
+    (assigning a new body, as the scrub hooks do on a copy, computes it afresh)."""
+    body = request.body
+    memo = getattr(request, _BODY_MEMO, None)
+    if isinstance(memo, _Body) and memo.source is body:
+        return memo
+    memo = _Body(body)
+    # A request type without a __dict__ is simply not memoized.
+    with contextlib.suppress(AttributeError):
+        setattr(request, _BODY_MEMO, memo)
+    return memo
 
 
 def _canonical_body(body: Any) -> Any:
@@ -132,12 +175,16 @@ def _canonical_body(body: Any) -> Any:
         return raw if isinstance(raw, bytes) else raw.encode("utf-8")
 
 
+def _is_volatile_request_header(name: str) -> bool:
+    lowered = name.lower()
+    return lowered in VOLATILE_REQUEST_HEADERS or lowered.startswith("x-stainless-")
+
+
 def _drop_volatile_request_headers(request: Any) -> Any:
     request.headers = {
         name: value
         for name, value in request.headers.items()
-        if name.lower() not in VOLATILE_REQUEST_HEADERS
-        and not name.lower().startswith("x-stainless-")
+        if not _is_volatile_request_header(name)
     }
     return request
 
@@ -149,6 +196,28 @@ def _drop_volatile_response_headers(response: dict[str, Any]) -> dict[str, Any]:
         if name.lower() not in VOLATILE_RESPONSE_HEADERS
     }
     return response
+
+
+def _loaded_request_is_final(request: Any, rewriter: _Rewriter) -> bool:
+    """Whether the record hooks would leave a loaded request as it is (then they are skipped).
+
+    vcrpy runs the record hooks on every interaction it loads. A cassette written by them
+    needs none of it, and checking costs a fraction of scrubbing; a stored request with
+    anything to scrub, a volatile header or an origin to rewrite goes through the hooks.
+    """
+    return (
+        not any(_is_volatile_request_header(name) for name in request.headers)
+        and not rewriter.applies(request)
+        and request_is_clean(request)
+    )
+
+
+def _loaded_response_is_final(response: dict[str, Any]) -> bool:
+    """:func:`_loaded_request_is_final` for a loaded response (a compressed one is decoded)."""
+    names = [name.lower() for name in response.get("headers") or {}]
+    return not any(
+        name in VOLATILE_RESPONSE_HEADERS or name == "content-encoding" for name in names
+    ) and response_is_clean(response)
 
 
 def _decode_compressed(response: dict[str, Any]) -> dict[str, Any]:
@@ -165,6 +234,13 @@ def _describe(request: Any) -> str:
 class _Rewriter:
     def __init__(self, rewrite_origin: tuple[str, str] | None) -> None:
         self.origin = rewrite_origin
+
+    def applies(self, request: Any) -> bool:
+        """Whether :meth:`__call__` would change the request's URL."""
+        if self.origin is None:
+            return False
+        live, recorded = (o.rstrip("/") for o in self.origin)
+        return bool(request.uri.startswith(live)) and live != recorded
 
     def __call__(self, request: Any) -> Any:
         if self.origin is not None:
@@ -343,7 +419,7 @@ class Cassette:
         a, b = chat_view(recorded.body), chat_view(live.body)
         if a is not None and b is not None:
             out.extend(diff_chat(a, b))
-        elif _canonical_body(recorded.body) != _canonical_body(live.body):
+        elif _body_of(recorded).canonical != _body_of(live).canonical:
             out.append(
                 f"body differs: recorded: {short(_text(recorded.body))}, "
                 f"request: {short(_text(live.body))}"
@@ -360,7 +436,7 @@ class Cassette:
             differences = len(diff_chat(a, b))
             shared = common_message_prefix(a, b)
         else:
-            differences = int(_canonical_body(recorded.body) != _canonical_body(live.body))
+            differences = int(_body_of(recorded).canonical != _body_of(live).canonical)
             shared = 0
         return (route, differences, -shared, abs(position - index))
 
@@ -409,11 +485,24 @@ def use_cassette(
     handle = Cassette(path, mode, persister, match_on=(method, uri, json_body_matcher))
     rewriter = _Rewriter(rewrite_origin)
 
+    # vcrpy hands each live request to this hook three times (checking, then playing or
+    # recording), once more as the hook's own output: scrub it once. The hook's output is
+    # final (scrubbing is idempotent), so it passes through unchanged.
+    last_request: list[Any] = [None, None]
+
     def before_record_request(request: Any) -> Any:
-        request = scrub_vcr_request(request)
-        return _drop_volatile_request_headers(rewriter(request))
+        if handle.vcr_cassette is None and _loaded_request_is_final(request, rewriter):
+            return request  # loading what these hooks wrote: nothing to scrub again
+        live, filtered = last_request
+        if request is live or request is filtered:
+            return filtered
+        filtered = _drop_volatile_request_headers(rewriter(scrub_vcr_request(request)))
+        last_request[:] = [request, filtered]
+        return filtered
 
     def before_record_response(response: dict[str, Any]) -> dict[str, Any]:
+        if handle.vcr_cassette is None and _loaded_response_is_final(response):
+            return response
         response = scrub_vcr_response(_decode_compressed(response))
         return _drop_volatile_response_headers(response)
 

@@ -79,6 +79,7 @@ from dsh_core import (
     DshError,
     Event,
     GenerateOptions,
+    Message,
     ReconstructedRequest,
     dumps_canonical,
     reconstruct_requests,
@@ -86,7 +87,7 @@ from dsh_core import (
 from dsh_core.persistence import LoadedLog, load_session
 
 from ._report_cli import dumps_report_json, emit, make_console
-from ._report_diff import compare_requests
+from ._report_diff import compare_requests, message_history, same_header, shared_history
 from ._report_log import (
     HeaderStep,
     SurfaceRewrite,
@@ -123,8 +124,18 @@ DEFAULT_BLOCK_TOKENS: Final = 64
 """DeepSeek's prefix cache stores and matches whole 64-token units."""
 
 
+def _tokens_of_length(length: int) -> int:
+    return math.ceil(length / 4)
+
+
 def _chars_over_four(text: str) -> int:
-    return math.ceil(len(text) / 4)
+    return _tokens_of_length(len(text))
+
+
+_COUNT_BY_LENGTH: Final[dict[Callable[[str], int], Callable[[int], int]]] = {
+    _chars_over_four: _tokens_of_length
+}
+"""Counts that depend on a text's length alone: a report sums lengths instead of joining texts."""
 
 
 class _Tokenizer(Protocol):
@@ -350,18 +361,63 @@ class CacheReport:
 # Measuring
 
 
-def _wire_parts(request: GenerateOptions) -> list[str]:
-    """The request as the provider reads it, in order; ids and sources never reach the wire."""
-    tools = request.tools
-    parts = [
-        request.system or "",
-        tools if isinstance(tools, str) else dumps_canonical([t.to_json() for t in tools or ()]),
-    ]
-    parts.extend(
-        dumps_canonical({"role": m.role, "content": [b.to_json() for b in m.content]})
-        for m in request.messages
-    )
-    return parts
+class _WireTexts:
+    """Requests as the provider reads them, in order; ids and sources never reach the wire.
+
+    Each message is serialized once per report (messages are immutable; an entry keeps its
+    message alive, so the id it is filed under is not reused), and so is each tool list.
+    Message lengths are summed once per backing history: requests of one fold read one
+    append-only list, so a request's length costs only its new messages.
+    """
+
+    __slots__ = ("_messages", "_sums", "_tools")
+
+    def __init__(self) -> None:
+        self._messages: dict[int, tuple[Message, str]] = {}
+        self._tools: dict[int, tuple[object, str]] = {}
+        self._sums: dict[int, tuple[Sequence[Message], list[int]]] = {}
+
+    def message(self, message: Message) -> str:
+        found = self._messages.get(id(message))
+        if found is not None and found[0] is message:
+            return found[1]
+        text = dumps_canonical(
+            {"role": message.role, "content": [b.to_json() for b in message.content]}
+        )
+        self._messages[id(message)] = (message, text)
+        return text
+
+    def header(self, request: GenerateOptions) -> tuple[str, str]:
+        """The system prompt and the tool schemas as sent."""
+        tools = request.tools
+        if isinstance(tools, str):
+            return request.system or "", tools
+        found = self._tools.get(id(tools))
+        if found is not None and found[0] is tools:
+            return request.system or "", found[1]
+        text = dumps_canonical([t.to_json() for t in tools or ()])
+        self._tools[id(tools)] = (tools, text)
+        return request.system or "", text
+
+    def parts(self, request: GenerateOptions) -> list[str]:
+        """System, tools, then each message (what :func:`_shared_prefix` compares)."""
+        return [*self.header(request), *(self.message(m) for m in request.messages)]
+
+    def length(self, request: GenerateOptions) -> int:
+        """Characters of ``"".join(self.parts(request))``, without joining them."""
+        system, tools = self.header(request)
+        messages = request.messages
+        history = message_history(messages)
+        if history is None:
+            return len(system) + len(tools) + sum(len(self.message(m)) for m in messages)
+        entry = self._sums.get(id(history))
+        if entry is None or entry[0] is not history:
+            entry = (history, [0])
+            self._sums[id(history)] = entry
+        sums = entry[1]
+        while len(sums) <= len(messages):
+            sums.append(sums[-1] + len(self.message(history[len(sums) - 1])))
+        return len(system) + len(tools) + sums[len(messages)]
 
 
 def _shared_prefix(a: Sequence[str], b: Sequence[str]) -> str:
@@ -387,9 +443,38 @@ def _floor(tokens: int, block: int) -> int:
 @dataclass(frozen=True, slots=True)
 class _Measured:
     request: ReconstructedRequest
-    parts: list[str]
     estimate: int
     prompt: int | None
+
+
+class _Estimates:
+    """Estimator counts of whole requests and of shared prefixes, as cheap as the log allows."""
+
+    __slots__ = ("_by_length", "_estimator", "_wire")
+
+    def __init__(self, estimator: TokenEstimator) -> None:
+        self._estimator = estimator
+        self._by_length = _COUNT_BY_LENGTH.get(estimator.count)
+        self._wire = _WireTexts()
+
+    def whole(self, request: GenerateOptions) -> int:
+        if self._by_length is not None:
+            return self._by_length(self._wire.length(request))
+        return self._estimator.count("".join(self._wire.parts(request)))
+
+    def shared(self, previous: _Measured, request: GenerateOptions) -> int:
+        """The count of the longest prefix ``request`` shares with the previous request."""
+        old = previous.request.request
+        if (old.provider, old.model) != (request.provider, request.model):
+            return self._estimator.count("")
+        if same_header(old, request) and shared_history(old.messages, request.messages) == len(
+            old.messages
+        ):
+            # The common case: the previous request is a prefix of this one, all of it.
+            return previous.estimate
+        return self._estimator.count(
+            _shared_prefix(self._wire.parts(old), self._wire.parts(request))
+        )
 
 
 def _scaled(estimate: int, base: _Measured | None, fallback: _Measured) -> int:
@@ -440,16 +525,15 @@ def cache_report(
     steps = {s.seq: s for s in step_list}
     rewrites: dict[int, SurfaceRewrite] = {r.seq: r for r in rewrite_list}
     out: list[RequestCache] = []
+    estimates = _Estimates(estimator)
     previous: _Measured | None = None
     for index, item in enumerate(rebuilt, start=1):
         end = rebuilt[index].first_response_seq if index < len(rebuilt) else None
         found = find_usage(events, item, end if end is not None else len(events))
         usage = found.usage if found is not None else None
-        parts = _wire_parts(item.request)
         current = _Measured(
             request=item,
-            parts=parts,
-            estimate=estimator.count("".join(parts)),
+            estimate=estimates.whole(item.request),
             prompt=usage.prompt_tokens if usage is not None else None,
         )
         best = potential = 0
@@ -457,9 +541,7 @@ def cache_report(
         causes: list[CacheCause] = []
         if previous is not None:
             old, new = previous.request.request, item.request
-            same_model = (old.provider, old.model) == (new.provider, new.model)
-            shared = _shared_prefix(previous.parts, parts) if same_model else ""
-            best = _scaled(estimator.count(shared), previous, current)
+            best = _scaled(estimates.shared(previous, new), previous, current)
             potential = _scaled(previous.estimate, previous, current)
             if current.prompt is not None:
                 best, potential = min(best, current.prompt), min(potential, current.prompt)

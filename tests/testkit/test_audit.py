@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import itertools
 import json
 import re
 from pathlib import Path
@@ -462,6 +463,94 @@ def test_appends_under_one_header_always_extend(plan):
     assert all(r.extends_previous for r in report.requests[1:])
     counts = [r.message_count for r in report.requests]
     assert counts == sorted(counts)
+
+
+# --------------------------------------------------------------------------------------------
+# The O(1) answers for requests of one fold, and the law that they change nothing
+
+
+def test_same_header_is_identity_of_the_folded_header():
+    from dsh_core import GenerateOptions
+    from dsh_testkit._report_diff import same_header
+
+    tools = (ToolSchema.from_json(GREP),)
+    system = "".join(["You are", " helpful."])
+    base = GenerateOptions(provider="p", model="m", messages=(), system=system, tools=tools)
+    same = GenerateOptions(provider="p", model="m", messages=(), system=system, tools=tools)
+    assert same_header(base, same)
+    # equal but not the same objects: "not sure" (the caller diffs the headers)
+    copy = "".join(["You are", " helpful."])
+    assert copy == system and copy is not system
+    assert not same_header(
+        base, GenerateOptions(provider="p", model="m", messages=(), system=copy, tools=tools)
+    )
+    assert not same_header(
+        base,
+        GenerateOptions(
+            provider="p", model="m", messages=(), system=system, tools=tuple(t for t in tools)
+        ),
+    )
+    assert not same_header(
+        base, GenerateOptions(provider="p", model="m2", messages=(), system=system, tools=tools)
+    )
+    # 0.0 == -0.0, yet the JSON differs: floats count only when identical
+    cold = GenerateOptions(provider="p", model="m", messages=(), temperature=0.0)
+    assert not same_header(
+        cold, GenerateOptions(provider="p", model="m", messages=(), temperature=-0.0)
+    )
+    assert same_header(
+        cold, GenerateOptions(provider="p", model="m", messages=(), temperature=cold.temperature)
+    )
+    # 1 == 1.0 == True, yet they are different JSON
+    capped = GenerateOptions(provider="p", model="m", messages=(), max_tokens=1)
+    assert not same_header(
+        capped, GenerateOptions(provider="p", model="m", messages=(), max_tokens=True)
+    )
+
+
+def test_shared_history_of_views_over_one_list():
+    from dsh_core import MessageView, user_message
+    from dsh_testkit._report_diff import message_history, shared_history
+
+    items = [user_message(str(i), id=str(i)) for i in range(4)]
+    short, long = MessageView(items, 2), MessageView(items, 4)
+    assert message_history(short) is items
+    assert message_history(tuple(items)) is None
+    assert shared_history(short, long) == 2
+    assert shared_history(long, short) == 2
+    assert shared_history(short, MessageView(list(items), 4)) is None  # another list: unknown
+    assert shared_history(tuple(items[:2]), long) is None
+
+
+def _assert_fast_equals_slow(events) -> None:
+    from unittest import mock
+
+    from dsh_core import reconstruct_requests
+    from dsh_testkit._report_diff import compare_requests
+
+    from ._varied_logs import detached, detached_requests
+
+    requests = [r.request for r in reconstruct_requests(events)]
+    for old, new in itertools.pairwise(requests):
+        assert compare_requests(old, new) == compare_requests(detached(old), detached(new))
+    with mock.patch("dsh_testkit.audit.reconstruct_requests", detached_requests):
+        slow = audit_log(events).to_json()
+    assert audit_log(events).to_json() == slow
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_fast_comparison_equals_the_element_wise_one(data):
+    from ._varied_logs import actions, varied_log
+
+    _assert_fast_equals_slow(varied_log(data.draw(actions)).events)
+
+
+def test_fast_comparison_equals_the_element_wise_one_on_reference_logs():
+    from dsh_core.persistence import load_session
+
+    for path in reference_logs():
+        _assert_fast_equals_slow(load_session(path, audit=True).events)
 
 
 # --------------------------------------------------------------------------------------------

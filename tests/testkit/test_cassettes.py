@@ -489,9 +489,238 @@ def test_scrub_hooks_are_idempotent_on_whole_interactions(text: str) -> None:
 
 
 def test_scrub_keeps_ordinary_words_that_contain_sk() -> None:
-    text = "task-0123456789abcdefghijklmnop and risk-assessment"
+    text = "task-0123456789abcdefghijklmnop and risk-assessment"  # fake: a word, not a key
     assert scrub_text(text) == text
     assert scrub_text(f"Authorization: Bearer {'x' * 30}") == f"Authorization: Bearer {REDACTED}"
+
+
+def _reference_scrub(text: str) -> str:
+    """scrub_text without its substring pre-check: the key pattern alone, to a fixpoint."""
+    from dsh_testkit._cassette_scrub import _KEY_PATTERN, _replace
+
+    while True:
+        scrubbed = _KEY_PATTERN.sub(_replace, text)
+        if scrubbed == text:
+            return text
+        text = scrubbed
+
+
+_cased_bearer = st.builds(
+    lambda cases, token: (
+        "".join(c.upper() if up else c for c, up in zip("bearer", cases, strict=True)) + " " + token
+    ),
+    st.lists(st.booleans(), min_size=6, max_size=6),
+    st.text(alphabet="abcXYZ0123456789-._~+/", min_size=18, max_size=30),
+)
+
+
+@given(st.one_of(_texts, st.text(max_size=40), st.lists(_cased_bearer | _noise).map("".join)))
+def test_the_pre_check_changes_nothing_the_key_pattern_finds(text: str) -> None:
+    from dsh_testkit._cassette_scrub import _KEY_PATTERN
+
+    assert scrub_text(text) == _reference_scrub(text)
+    assert find_secrets(text) == [m.group(0) for m in _KEY_PATTERN.finditer(text)]
+
+
+def test_the_pre_check_sees_bearer_in_any_case() -> None:
+    token = "t" * 30
+    assert scrub_text(f"BeArEr {token}") == f"BeArEr {REDACTED}"
+    assert find_secrets(f"x bEARER {token}") == [f"bEARER {token}"]
+
+
+_bodies = st.builds(
+    lambda name, text, ascii_only: json.dumps(
+        {"messages": [{"content": text}], name: text}, ensure_ascii=ascii_only
+    ),
+    st.sampled_from(["api_key", "content", "Password", "n"]),
+    _texts | st.text(max_size=12),
+    st.booleans(),
+) | _texts.map(lambda text: f"data: {text}\n\n")
+
+
+@given(_bodies, st.sampled_from(["authorization", "x-note"]), _noise | st.just(REDACTED))
+def test_a_request_called_clean_is_left_as_it_is_by_the_scrub(
+    body: str, header: str, value: str
+) -> None:
+    from vcr.request import Request
+
+    from dsh_testkit._cassette_scrub import request_is_clean
+
+    request = Request("POST", URL, body.encode(), {header: value})
+    if request_is_clean(request):
+        scrubbed = scrub_vcr_request(request)
+        assert (scrubbed.uri, dict(scrubbed.headers), scrubbed.body) == (
+            request.uri,
+            dict(request.headers),
+            request.body,
+        )
+
+
+@given(_bodies, st.sampled_from(["set-cookie", "x-echo"]), _noise | st.just(REDACTED))
+def test_a_response_called_clean_is_left_as_it_is_by_the_scrub(
+    body: str, header: str, value: str
+) -> None:
+    from dsh_testkit._cassette_scrub import response_is_clean
+
+    response = {
+        "status": {"code": 200, "message": "OK"},
+        "headers": {header: [value]},
+        "body": {"string": body.encode(), "chunks": [body.encode()]},
+    }
+    if response_is_clean(response):
+        assert scrub_vcr_response(response) == response
+
+
+def test_what_makes_a_request_or_response_unclean() -> None:
+    from vcr.request import Request
+
+    from dsh_testkit._cassette_scrub import request_is_clean, response_is_clean
+
+    def clean(uri: str = URL, body: bytes = b'{"a":1}', **headers: str) -> bool:
+        return request_is_clean(Request("POST", uri, body, headers))
+
+    assert clean()
+    assert clean(authorization=REDACTED, accept="*/*")
+    assert clean(body=b"data: plain event\n\n")  # not JSON: only the text pass applies
+    assert clean(body=bytes(range(256)))  # binary: nothing to scrub
+    assert not clean(f"{URL}?api_key=x")
+    assert not clean("https://user:pw@api.deepseek.com/x")
+    assert not clean(authorization="Bearer short")
+    assert not clean(**{"x-note": KEY})
+    assert not clean(body=json.dumps({"k": KEY}).encode())
+    assert not clean(body=b'{"API_KEY":"short"}')
+    assert not clean(body=b'{"a":"\\u0073k-not-visible-as-text"}')
+
+    def response(headers: dict[str, list[str]], body: bytes, chunks: list[bytes] | None = None):
+        out: dict[str, Any] = {
+            "status": {"code": 200},
+            "headers": headers,
+            "body": {"string": body},
+        }
+        if chunks is not None:
+            out["body"]["chunks"] = chunks
+        return out
+
+    assert response_is_clean(response({"set-cookie": [REDACTED]}, b"ok", [b"ok"]))
+    assert not response_is_clean(response({"set-cookie": ["session=abc"]}, b"ok"))
+    assert not response_is_clean(response({}, b"ok", [b"data: " + KEY.encode() + b"\n\n"]))
+    assert not response_is_clean(response({}, json.dumps({"password": "x"}).encode()))
+
+
+def _stored(tmp_path: Path, marker: str, replacement: str) -> Path:
+    """A recorded cassette whose stored text is then edited by hand: ``marker`` → ``replacement``."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if json.loads(request.content)["stream"]:
+            return httpx.Response(
+                200,
+                headers={"content-type": "text/event-stream"},
+                content=f'data: {{"echo":"{marker}"}}\n\ndata: [DONE]\n\n'.encode(),
+            )
+        return httpx.Response(200, headers={"x-echo": marker}, json={"echo": marker})
+
+    path = tmp_path / "c.yaml"
+    record(path, handler, chat_body(stream=False), chat_body(stream=True))
+    text = path.read_text(encoding="utf-8")
+    assert text.count(marker) == 3
+    path.write_text(text.replace(marker, replacement), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        KEY,
+        # YAML escapes spell the key out only once parsed: no scan of the file text sees it
+        '"\\x73k-' + KEY[3:] + '"',
+    ],
+    ids=["plain", "yaml-escaped"],
+)
+def test_a_key_in_a_stored_cassette_is_never_served(tmp_path: Path, stored: str) -> None:
+    path = _stored(tmp_path, "MARKER", stored)
+    assert ("sk-" in path.read_text(encoding="utf-8")) == (stored == KEY)
+    with use_cassette(path), httpx.Client() as client:
+        plain = client.post(URL, json=chat_body(stream=False))
+        with client.stream("POST", URL, json=chat_body(stream=True)) as streamed:
+            events = list(streamed.iter_raw())
+    served = plain.text + plain.headers["x-echo"] + b"".join(events).decode()
+    assert KEY not in served
+    assert find_secrets(served) == []
+    assert served.count(REDACTED) == 3
+
+
+def test_a_key_in_a_stored_request_is_scrubbed_on_load_and_still_matches(tmp_path: Path) -> None:
+    body = chat_body(messages=[{"role": "user", "content": f"use {KEY}"}])
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(), body)
+    text = path.read_text(encoding="utf-8")
+    assert f"use {REDACTED}" in text
+    path.write_text(text.replace(f"use {REDACTED}", f"use {KEY}"), encoding="utf-8")
+    with use_cassette(path) as cassette, httpx.Client() as client:
+        assert client.post(URL, json=body).status_code == 200
+        ((stored, _),) = cassette.vcr_cassette.data
+        assert KEY not in stored.body.decode()
+
+
+def test_loading_still_rewrites_the_origin_and_drops_volatile_headers(tmp_path: Path) -> None:
+    loopback = "http://127.0.0.1:8765"
+    path = tmp_path / "c.yaml"
+    with (
+        use_cassette(path, mode="all"),
+        httpx.Client(transport=httpx.MockTransport(json_handler({"ok": 1}))) as client,
+    ):
+        client.post(f"{loopback}/chat/completions", json=chat_body()).read()
+    with (
+        use_cassette(path, rewrite_origin=(loopback, "https://api.deepseek.com")) as cassette,
+        httpx.Client() as client,
+    ):
+        ((request, _),) = cassette.vcr_cassette.data
+        assert request.uri == URL
+        assert client.post(f"{loopback}/chat/completions", json=chat_body()).json() == {"ok": 1}
+    # hand-edited: volatile headers the hooks never write (user-agent on the request, date on
+    # the response, which come in that order)
+    head, request_part, response_part = path.read_text(encoding="utf-8").split("    headers:\n")
+    path.write_text(
+        f"{head}    headers:\n      user-agent: edited\n{request_part}"
+        f"    headers:\n      date: Mon, 01 Jan 2026\n{response_part}",
+        encoding="utf-8",
+    )
+    with use_cassette(path, assert_all_played=False) as cassette:
+        ((request, response),) = cassette.vcr_cassette.data
+        assert "user-agent" not in request.headers
+        assert "date" not in response["headers"]
+
+
+def test_hooks_skip_what_they_wrote_and_scrub_each_live_request_once(tmp_path: Path) -> None:
+    from unittest import mock
+
+    from dsh_testkit import cassettes
+
+    bodies = [
+        chat_body(messages=[{"role": "user", "content": f"{n}: my key {KEY}"}]) for n in range(3)
+    ]
+    path = tmp_path / "c.yaml"
+    record(path, sse_handler(), *bodies)
+    calls = {"request": 0, "response": 0}
+
+    def counted(kind: str, scrub: Any) -> Any:
+        def wrapper(value: Any) -> Any:
+            calls[kind] += 1
+            return scrub(value)
+
+        return wrapper
+
+    with (
+        mock.patch.object(cassettes, "scrub_vcr_request", counted("request", scrub_vcr_request)),
+        mock.patch.object(cassettes, "scrub_vcr_response", counted("response", scrub_vcr_response)),
+    ):
+        with use_cassette(path) as cassette:
+            assert calls == {"request": 0, "response": 0}  # loading scrubbed nothing again
+            assert cassette.recorded == 3
+            with httpx.Client() as client:
+                for body in bodies:
+                    assert client.post(URL, json=body).status_code == 200
+        assert calls == {"request": 3, "response": 0}
 
 
 # ------------------------------------------------------------------------------- matching
@@ -648,6 +877,57 @@ def test_errors_belong_to_the_testkit_tree_and_fail_as_assertions() -> None:
     assert issubclass(CassetteFormatError, TestkitError) and not issubclass(
         CassetteFormatError, AssertionError
     )
+
+
+def test_each_request_body_is_made_canonical_once() -> None:
+    from unittest import mock
+
+    from vcr.request import Request
+
+    from dsh_testkit import cassettes
+
+    real = cassettes._canonical_body
+    seen: list[Any] = []
+
+    def counted(body: Any) -> Any:
+        seen.append(body)
+        return real(body)
+
+    stored = Request("POST", URL, b'{"b": [1, 2], "a": 1}', {})
+    live = Request("POST", URL, b'{"a":1,"b":[1,2]}', {})
+    with mock.patch.object(cassettes, "_canonical_body", counted):
+        for _ in range(3):
+            json_body_matcher(live, stored)
+        assert len(seen) == 2
+        live.body = b'{"a":2}'  # a new body is made canonical afresh
+        with pytest.raises(AssertionError, match="bodies differ"):
+            json_body_matcher(live, stored)
+        assert len(seen) == 3
+
+
+def test_a_body_mismatch_message_shows_the_start_of_each_body() -> None:
+    from vcr.request import Request
+
+    big = {"messages": [{"role": "user", "content": "x" * 100_000}]}
+    with pytest.raises(AssertionError) as caught:
+        json_body_matcher(
+            Request("POST", URL, json.dumps(big).encode(), {}), Request("POST", URL, b"{}", {})
+        )
+    opening = "'" + '{"messages":[{"content":"'
+    head = opening + "x" * (59 - len(opening)) + "…"  # repr cut at 60 characters
+    assert str(caught.value) == f"bodies differ: {head} != '{{}}'"
+
+
+@given(
+    st.text(alphabet=st.sampled_from([*"ab'\"\\\n\x00é\u2028 "]), max_size=30), st.integers(0, 40)
+)
+def test_short_repr_is_repr_cut_short(text: str, limit: int) -> None:
+    from dsh_testkit._diff import short, short_repr
+
+    whole = repr(text)
+    expected = whole if len(whole) <= limit else whole[: limit - 1] + "…"
+    assert short_repr(text, limit) == expected
+    assert short(text, limit) == expected
 
 
 # ------------------------------------------------------------------------------- played

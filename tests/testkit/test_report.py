@@ -423,6 +423,51 @@ def test_report_laws(steps):
 
 
 # --------------------------------------------------------------------------------------------
+# Law: the incremental measure (shared history, lengths summed once) equals the full one
+
+
+CHARS_BY_TEXT = TokenEstimator(name="chars/4", count=lambda text: -(-len(text) // 4))
+"""chars/4 as an opaque function: the report has to join and count every text."""
+
+
+def _assert_incremental_equals_full(events, **options) -> None:
+    from unittest import mock
+
+    from ._varied_logs import detached_requests
+
+    def both(estimator: TokenEstimator) -> tuple[dict, dict]:
+        fast = cache_report(events, estimator=estimator, **options).to_json()
+        with mock.patch("dsh_testkit.report.reconstruct_requests", detached_requests):
+            slow = cache_report(events, estimator=estimator, **options).to_json()
+        return fast, slow
+
+    fast, slow = both(CHARS_PER_TOKEN)
+    assert fast == slow
+    assert both(CHARS_BY_TEXT) == (fast, fast)
+    words_fast, words_slow = both(TokenEstimator(name="words", count=lambda t: len(t.split())))
+    assert words_fast == words_slow
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_incremental_measure_equals_the_full_one(data):
+    from ._varied_logs import actions, varied_log
+
+    plan = data.draw(actions)
+    _assert_incremental_equals_full(varied_log(plan).events)
+    # without usage the raw estimates show, exact to the token
+    raw = varied_log(plan, with_usage=False).events
+    _assert_incremental_equals_full(raw, block_tokens=1)
+
+
+def test_incremental_measure_equals_the_full_one_on_reference_logs():
+    from dsh_core.persistence import load_session
+
+    for path in reference_logs():
+        _assert_incremental_equals_full(load_session(path, audit=True).events)
+
+
+# --------------------------------------------------------------------------------------------
 # The command and its outputs
 
 
