@@ -64,8 +64,7 @@ def run(quick: bool) -> Section:
         "reconstruct_requests": (lambda n: reconstruct(logs[n]), True, rounds),
         "audit_log": (lambda n: audit(logs[n]), True, rounds),
         "load_session (JSONL file)": (lambda n: load(files[n]), False, rounds),
-        # Seconds per run at these sizes (it is quadratic, see BENCHMARKS.md): fewer rounds.
-        "cache_report": (lambda n: report(logs[n]), False, min(rounds, 3)),
+        "cache_report": (lambda n: report(logs[n]), True, rounds),
     }
     samples: dict[tuple[str, int], list[float]] = {(op, n): [] for op in operations for n in sizes}
     for r in range(rounds):
@@ -87,7 +86,7 @@ def run(quick: bool) -> Section:
             f"{len(logs[small]):,} events ({requests[small]} requests) and {len(logs[large]):,} "
             f"events ({requests[large]} requests). Each operation runs on the in-memory events "
             "(`load_session` reads the JSONL file written by `write_session`); "
-            f"{rounds} rounds (`cache_report`: {min(rounds, 3)}) alternating the order of the two "
+            f"{rounds} rounds alternating the order of the two "
             "sizes, `gc.collect()` before each sample; times are medians. The scaling figure is "
             "the median over rounds of t(large) / t(small) measured back to back, at a "
             f"{len(logs[large]) / len(logs[small]):.2f}× longer log."
