@@ -53,8 +53,11 @@ class CancelGuard:
     async def __call__(self, awaitable: Awaitable[T]) -> T:
         """The awaitable's result, or :class:`Aborted` once the token fires (the work is cancelled)."""
         if self._token.cancelled:
+            # The work is cancelled as it would be had the token fired during the await.
             if isinstance(awaitable, Coroutine):
                 awaitable.close()
+            elif asyncio.isfuture(awaitable):
+                awaitable.cancel()
             self.check()
         coro: Coroutine[Any, Any, T] = (
             awaitable if isinstance(awaitable, Coroutine) else _await(awaitable)

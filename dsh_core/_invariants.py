@@ -75,6 +75,20 @@ def _ints(event: Event, *keys: str) -> tuple[int | None, ...]:
     return tuple(data.get(k) for k in keys)
 
 
+_IN_TURN_TYPES = frozenset(
+    {"request/header", "request/header-delta", "request/context", "todo/write"}
+)
+"""Log-only types that belong to a turn (dsh-core-spec §8.3)."""
+
+
+def _not_started(event: Event) -> bool:
+    """A synthetic ``TOOL_NOT_STARTED`` result (crash repair: the call never logged a
+    ``tool/call``), which answers no pending call."""
+    data = event.data if isinstance(event.data, Mapping) else {}
+    error = data.get("error")
+    return isinstance(error, Mapping) and error.get("code") == "TOOL_NOT_STARTED"
+
+
 def _result_call_id(event: Event) -> object:
     data = event.data if isinstance(event.data, Mapping) else {}
     message = data.get("message")
@@ -137,27 +151,33 @@ class LogInvariant:
             if step != t.next_step:
                 raise self._fail(event, f"expected step {t.next_step}, got {step}")
         elif kind in ("step/end", "assistant/chunk", "assistant/message", "tool/call"):
-            turn, step = _ints(event, "turn", "step")
-            if (turn, step) != (t.open_turn, t.open_step):
-                raise self._fail(
-                    event,
-                    f"names turn {turn} step {step}, open is turn {t.open_turn} step {t.open_step}",
-                )
+            self._check_names_open_step(event)
         elif kind == "tool/result":
             if t.open_turn is None:
                 raise self._fail(event, "a tool result needs an open turn")
             if event.surface_op == "append":
-                call_id = _result_call_id(event)
                 if t.open_step is None:
                     raise self._fail(event, "an appended tool result needs an open step")
-                if call_id not in t.pending_calls:
+                self._check_names_open_step(event)
+                call_id = _result_call_id(event)
+                if call_id not in t.pending_calls and not _not_started(event):
                     raise self._fail(
                         event, f"answers {call_id!r}, which is not a pending call of this step"
                     )
-        elif (
-            kind in ("request/header", "request/header-delta", "todo/write") and t.open_turn is None
-        ):
+        elif kind in _IN_TURN_TYPES and t.open_turn is None:
             raise self._fail(event, "must be inside an open turn")
+
+    def _check_names_open_step(self, event: Event) -> None:
+        t = self._trace
+        turn, step = _ints(event, "turn", "step")
+        if t.open_step is None:
+            # Without this, an event naming no turn/step would match the closed (None, None).
+            raise self._fail(event, f"names turn {turn} step {step}, but no step is open")
+        if (turn, step) != (t.open_turn, t.open_step):
+            raise self._fail(
+                event,
+                f"names turn {turn} step {step}, open is turn {t.open_turn} step {t.open_step}",
+            )
 
     def _advance(self, event: Event) -> None:
         t = self._trace

@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeAlias
 
 from ._errors import CorruptLogError
 from ._events import SURFACE_EVENT_TYPES, Event
-from ._header import EpochHeader, fold_request_header
+from ._header import EpochHeader, ToolSchema, fold_request_header
 from ._json import dumps_canonical
 from ._messages import Message, derive_event_message
 from ._stream import GenerateOptions
@@ -228,6 +228,9 @@ def reconstruct_requests(
             in_attempt = False
 
 
+_STEP_BOUNDARY_TYPES = frozenset({"step/start", "step/end", "turn/start", "turn/end"})
+
+
 def reconstruct_request(
     events: Sequence[Event],
     step_start_seq: int,
@@ -246,7 +249,9 @@ def reconstruct_request(
     rule = rule or detect_boundary_rule(events)
     end = len(events)
     for i in range(step_start_seq + 1, len(events)):
-        if events[i].type in ("step/start", "step/end"):
+        # A step ends at its step/end; a log cut short (no step/end) ends it at the next step
+        # or turn boundary, so nothing of a later step or turn leaks into this one's header.
+        if events[i].type in _STEP_BOUNDARY_TYPES:
             end = i
             break
     window = events[:end]
@@ -305,9 +310,8 @@ def _system_diff(expected: str | None, actual: str | None) -> str:
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return f"system line {i + 1} differs: expected {_short(x)}, actual {_short(y)}"
-    if len(a) != len(b):
-        return f"system: expected {len(a)} lines, actual {len(b)}"
-    return "system differs"
+    # Every shared line is equal, so the texts differ in their number of lines.
+    return f"system: expected {len(a)} lines, actual {len(b)}"
 
 
 def _tool_names(tools: Any) -> str:
@@ -348,6 +352,12 @@ def _tools_diff(expected: Any, actual: Any) -> list[str]:
     return out
 
 
+def _tools_text(tools: tuple[ToolSchema, ...] | str | None) -> str:
+    if tools is None or isinstance(tools, str):
+        return dumps_canonical(tools)
+    return dumps_canonical([t.to_json() for t in tools])
+
+
 def _visible(message: Message) -> dict[str, Any]:
     return {"role": message.role, "content": [b.to_json() for b in message.content]}
 
@@ -382,7 +392,9 @@ def diff_requests(
         out.append(_system_diff(expected.system, actual.system))
     exp_tools = expected.tools or None
     act_tools = actual.tools or None
-    if exp_tools != act_tools:
+    # Compared as JSON text: a schema's key order is part of what the model sees, and schema
+    # equality (dict equality) would miss it.
+    if _tools_text(exp_tools) != _tools_text(act_tools):
         out.extend(_tools_diff(exp_tools, act_tools))
     exp_msgs, act_msgs = expected.messages, actual.messages
     for i in range(
@@ -431,13 +443,27 @@ class RequestWitness:
     def expected(
         self, events: Sequence[Event], step_start_seq: int, session_id: str | None
     ) -> GenerateOptions:
-        """The request the log owes for the step at ``step_start_seq`` (step-start rule)."""
-        if self._fold is None:
-            self._fold = _Fold(events)
+        """The request the log owes for the step at ``step_start_seq`` (step-start rule).
+
+        The folds advance only while ``events`` continues the log seen so far; an earlier step,
+        a shorter log or another log (its last folded event is not the same object) refolds.
+        """
         fold = self._fold
+        if fold is None or not _continues(fold, events, step_start_seq):
+            fold = self._fold = _Fold(events)
         fold.events = events
-        if step_start_seq < fold.count:
-            fold = self._fold = _Fold(events)  # the log was rewound (a different log): refold
         messages = fold.messages_through(step_start_seq)
         header = fold.header_through(len(events))
         return _build(header, messages, session_id, step_start_seq)
+
+
+def _continues(fold: _Fold, events: Sequence[Event], step_start_seq: int) -> bool:
+    """Whether ``events`` extends the log ``fold`` has folded, up to ``step_start_seq`` (O(1)).
+
+    A live session's log is append-only and hands out the same event objects, so the event at
+    the last folded index being the very same object identifies the same log.
+    """
+    seen = fold.header_count
+    if step_start_seq < fold.count or len(events) < seen:
+        return False
+    return seen == 0 or events[seen - 1] is fold.events[seen - 1]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, TypeGuard, runtime_checkable
 
 from ._errors import DshError, InvalidEventError
 from ._header import LlmCallConfig, ToolSchema
@@ -43,6 +43,10 @@ __all__ = [
     "UsageChunk",
     "chunk_from_json",
 ]
+
+
+def _is_count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,7 +86,7 @@ class TokenUsage:
             value = obj.get(key)
             if value is None and not required:
                 return None
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            if not _is_count(value):
                 raise InvalidEventError(
                     f"usage.{key} must be a non-negative integer, got {value!r}"
                 )
@@ -128,13 +132,26 @@ class LlmFailure:
     def from_json(cls, obj: object) -> LlmFailure:
         if not isinstance(obj, Mapping):
             raise InvalidEventError(f"failure must be an object, got {obj!r}")
+        status, retryable = obj.get("status"), obj.get("retryable", False)
+        retry_after, request_id = obj.get("providerRetryAfterMs"), obj.get("requestId")
+        # Typed fields are checked, not coerced: bool("false") would make a failure retryable.
+        if status is not None and not _is_count(status):
+            raise InvalidEventError(f"failure.status must be an HTTP status code, got {status!r}")
+        if not isinstance(retryable, bool):
+            raise InvalidEventError(f"failure.retryable must be a boolean, got {retryable!r}")
+        if retry_after is not None and not _is_count(retry_after):
+            raise InvalidEventError(
+                f"failure.providerRetryAfterMs must be a non-negative integer, got {retry_after!r}"
+            )
+        if request_id is not None and not isinstance(request_id, str):
+            raise InvalidEventError(f"failure.requestId must be a string, got {request_id!r}")
         return cls(
             message=str(obj.get("message", "")),
             code=str(obj.get("code", "UNKNOWN")),
-            status=obj.get("status"),
-            retryable=bool(obj.get("retryable", False)),
-            retry_after_ms=obj.get("providerRetryAfterMs"),
-            request_id=obj.get("requestId"),
+            status=status,
+            retryable=retryable,
+            retry_after_ms=retry_after,
+            request_id=request_id,
         )
 
 
@@ -268,7 +285,7 @@ StreamChunk: TypeAlias = (
 
 def _int(obj: Mapping[str, Any], key: str) -> int:
     value = obj.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+    if not _is_count(value):
         raise InvalidEventError(f"chunk {obj.get('type')}: {key} must be a non-negative integer")
     return value
 
@@ -278,6 +295,17 @@ def _str(obj: Mapping[str, Any], key: str) -> str:
     if not isinstance(value, str):
         raise InvalidEventError(f"chunk {obj.get('type')}: {key} must be a string")
     return value
+
+
+def _replay_state(state: object) -> FrozenDict | None:
+    if state is None:
+        return None
+    if not isinstance(state, Mapping):
+        raise InvalidEventError(f"chunk finish: replayState must be an object, got {state!r}")
+    frozen: FrozenDict = freeze_json(
+        state if isinstance(state, dict) else dict(state), path="replayState"
+    )
+    return frozen
 
 
 def chunk_from_json(obj: object) -> StreamChunk:
@@ -293,21 +321,22 @@ def chunk_from_json(obj: object) -> StreamChunk:
         return ReasoningDelta(index=_int(obj, "index"), text=_str(obj, "text"))
     if kind == "tool-call-delta":
         name = obj.get("name")
+        if name is not None and not isinstance(name, str):
+            raise InvalidEventError(f"chunk tool-call-delta: name must be a string, got {name!r}")
         return ToolCallDelta(
             index=_int(obj, "index"),
             id=_str(obj, "id"),
             arguments_delta=_str(obj, "argumentsDelta"),
-            name=name if isinstance(name, str) else None,
+            name=name,
         )
     if kind == "block-end":
         return BlockEnd(index=_int(obj, "index"), block=block_from_json(obj.get("block")))
     if kind == "usage":
         return UsageChunk(usage=TokenUsage.from_json(obj.get("usage")))
     if kind == "finish":
-        state = obj.get("replayState")
         return Finish(
             reason=FinishReason.from_json(obj.get("reason")),
-            replay_state=freeze_json(state, path="replayState") if state is not None else None,
+            replay_state=_replay_state(obj.get("replayState")),
         )
     raise InvalidEventError(f"unknown chunk type {kind!r}")
 
@@ -355,11 +384,13 @@ class GenerateOptions:
     cancel: CancelToken | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        # Deep immutability: a mutable list of messages (or stop words) becomes a tuple.
+        # Deep immutability: a mutable list of messages (stop words, tools) becomes a tuple.
         if isinstance(self.messages, list):
             object.__setattr__(self, "messages", tuple(self.messages))
         if isinstance(self.stop, list):
             object.__setattr__(self, "stop", tuple(self.stop))
+        if isinstance(self.tools, list):
+            object.__setattr__(self, "tools", tuple(self.tools))
 
     @property
     def config(self) -> LlmCallConfig:
@@ -463,6 +494,8 @@ class BlockAssembler:
             self.usage = chunk.usage
         elif isinstance(chunk, Finish):
             self.finish = chunk
+        else:
+            raise TypeError(f"not a stream chunk: {chunk!r}")
 
     @property
     def finish_reason(self) -> FinishReason:

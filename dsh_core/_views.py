@@ -7,6 +7,7 @@ of copying history, which keeps the loop's per-step cost flat as the log grows.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
@@ -47,11 +48,12 @@ class MessageView(Sequence[Message]):
     def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
         if isinstance(index, slice):
             return tuple(self._items[: self._n][index])
-        if index < 0:
-            index += self._n
-        if not 0 <= index < self._n:
-            raise IndexError(f"message index {index} out of range ({self._n} messages)")
-        return self._items[index]
+        given = operator.index(index)
+        position = given + self._n if given < 0 else given
+        if not 0 <= position < self._n:
+            # The caller's index, not the shifted one: ``view[-5]`` of 3 says -5.
+            raise IndexError(f"message index {given} out of range ({self._n} messages)")
+        return self._items[position]
 
     def __iter__(self) -> Iterator[Message]:
         items = self._items
