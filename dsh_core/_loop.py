@@ -523,19 +523,8 @@ class Agent:
         self, header: EpochHeader, messages: Sequence[Message], cancel: CancelToken
     ) -> GenerateOptions:
         """The request: the header's config, system and tools, the snapshot's messages."""
-        config = header.config
-        return GenerateOptions(
-            provider=config.provider,
-            model=config.model,
-            reasoning_effort=config.reasoning_effort,
-            messages=messages,
-            system=header.system,
-            tools=header.tools,
-            temperature=config.temperature,
-            max_tokens=config.max_tokens,
-            stop=config.stop,
-            session_id=self.session.id,
-            cancel=cancel,
+        return GenerateOptions.from_header(
+            header, messages, session_id=self.session.id, cancel=cancel
         )
 
     # ------------------------------------------------------------------ dispatch

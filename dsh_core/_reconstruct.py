@@ -157,19 +157,7 @@ def _build(
         raise CorruptLogError(
             f"the request at seq {where} has no request header in the log before it", seq=where
         )
-    config = header.config
-    return GenerateOptions(
-        provider=config.provider,
-        model=config.model,
-        reasoning_effort=config.reasoning_effort,
-        messages=messages,
-        system=header.system,
-        tools=header.tools,
-        temperature=config.temperature,
-        max_tokens=config.max_tokens,
-        stop=config.stop,
-        session_id=session_id,
-    )
+    return GenerateOptions.from_header(header, messages, session_id=session_id)
 
 
 def _turn_step(event: Event) -> tuple[int, int]:

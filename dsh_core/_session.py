@@ -9,9 +9,9 @@ folds header events with a cursor. Both caches are private to the session: the r
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, overload
+from typing import Any, Final
 
 from ._errors import CorruptLogError, ForkError, InvalidEventError, JsonValueError
 from ._events import Event, SurfaceOp, check_event_shape, parse_source_seqs, parse_surface_op
@@ -19,7 +19,7 @@ from ._header import EpochHeader, fold_request_header
 from ._json import FrozenDict, freeze_json
 from ._messages import Message, derive_event_message, parse_event_message
 from ._surface import SurfaceFold
-from ._views import MessageView
+from ._views import MessageView, PrefixView
 
 __all__ = ["SESSION_FORMAT_VERSION", "EventLog", "Session", "SessionInfo", "fork"]
 
@@ -69,48 +69,11 @@ class SessionInfo:
         )
 
 
-class EventLog(Sequence[Event]):
+class EventLog(PrefixView[Event]):
     """An immutable view of the first ``len`` events of a log (O(1) to take; never grows)."""
 
-    __slots__ = ("_items", "_n")
-
-    def __init__(self, items: list[Event], n: int) -> None:
-        self._items = items
-        self._n = n
-
-    def __len__(self) -> int:
-        return self._n
-
-    @overload
-    def __getitem__(self, index: int) -> Event: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Event, ...]: ...
-    def __getitem__(self, index: int | slice) -> Event | tuple[Event, ...]:
-        if isinstance(index, slice):
-            return tuple(self._items[: self._n][index])
-        if index < 0:
-            index += self._n
-        if not 0 <= index < self._n:
-            raise IndexError(f"event index {index} out of range (log has {self._n} events)")
-        return self._items[index]
-
-    def __iter__(self) -> Iterator[Event]:
-        items = self._items
-        for i in range(self._n):
-            yield items[i]
-
-    def __eq__(self, other: object) -> bool:
-        """Equal to any sequence (list, tuple, another log) of equal events, in order."""
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
-            return NotImplemented
-        if len(other) != self._n:
-            return False
-        return all(a is b or a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"EventLog(<{self._n} events>)"
+    __slots__ = ()
+    _noun = "event"
 
 
 Validator = Callable[[Event, "Session"], None]

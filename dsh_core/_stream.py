@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, TypeGuard, runtime_checkable
 
 from ._errors import DshError, InvalidEventError
-from ._header import LlmCallConfig, ToolSchema
+from ._header import EpochHeader, LlmCallConfig, ToolSchema
 from ._json import FrozenDict, dumps_canonical, freeze_json
 from ._messages import (
     ContentBlock,
@@ -391,6 +391,35 @@ class GenerateOptions:
             object.__setattr__(self, "stop", tuple(self.stop))
         if isinstance(self.tools, list):
             object.__setattr__(self, "tools", tuple(self.tools))
+
+    @classmethod
+    def from_header(
+        cls,
+        header: EpochHeader,
+        messages: Sequence[Message],
+        *,
+        session_id: str | None = None,
+        cancel: CancelToken | None = None,
+    ) -> GenerateOptions:
+        """A conversation request: the header's config, system and tools, then the messages.
+
+        The loop and the reconstructor both build requests here, so they cannot disagree on
+        how a header and a message snapshot become a request.
+        """
+        config = header.config
+        return cls(
+            provider=config.provider,
+            model=config.model,
+            reasoning_effort=config.reasoning_effort,
+            messages=messages,
+            system=header.system,
+            tools=header.tools,
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            stop=config.stop,
+            session_id=session_id,
+            cancel=cancel,
+        )
 
     @property
     def config(self) -> LlmCallConfig:
