@@ -299,7 +299,10 @@ def _system_diff(expected: str | None, actual: str | None) -> str:
         if x != y:
             return f"system line {i + 1} differs: expected {_short(x)}, actual {_short(y)}"
     # Every shared line is equal, so the texts differ in their number of lines.
-    return f"system: expected {len(a)} lines, actual {len(b)}"
+    counts = f"(expected {len(a)} lines, actual {len(b)})"
+    if len(b) > len(a):
+        return f"system line {len(a) + 1} added: {_short(b[len(a)])} {counts}"
+    return f"system line {len(b) + 1} missing: expected {_short(a[len(b)])} {counts}"
 
 
 def _tool_names(tools: Any) -> str:

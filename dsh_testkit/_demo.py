@@ -157,38 +157,38 @@ def _target(live: bool, console: Console) -> Iterator[tuple[str, str, str]]:
 async def _session(
     base_url: str, api_key: str, model: str, log_path: Path, console: Console
 ) -> Session:
-    provider = DeepSeekProvider(api_key=api_key, base_url=base_url)
-    session = Session.create(f"demo-{int(time.time())}")
-    tools: list[Tool] = [find_symbol, read_file]
-    with write_session(log_path, session):
-        agent = Agent(
-            session,
-            provider,
-            AgentOptions(provider="deepseek", model=model, system=PERSONA, invariants=True),
-            tools=tools,
-        )
-        for turn, prompt in enumerate(PROMPTS, start=1):
-            note = ""
-            remove_hook = None
-            if turn == 2:
-                agent.register_tool(grep)
-                note = (
-                    "  [dim](header change: tool `grep` added mid-list → a request/header-delta)[/]"
-                )
-            if turn == 3:
-                remove_hook = agent.add_pre_step(Compactor(threshold_tokens=1, keep_last=0))
-                note = "  [dim](compaction: the earlier turns are summarised before this step)[/]"
-            console.print(f"[bold cyan]turn {turn}[/] [bold]user:[/] {prompt}{note}")
-            with console.status(f"turn {turn}: the agent is working…", spinner="dots"):
-                answer = await agent.run(prompt)
-            if remove_hook is not None:
-                remove_hook()
-            console.print(f"        [bold]assistant:[/] {answer.text.strip()}")
-        assert agent.request_invariant is not None
-        console.print(
-            f"[green]✓[/] {agent.request_invariant.checked} requests sent; each was checked, "
-            "before dispatch, to equal its reconstruction from the log"
-        )
+    async with DeepSeekProvider(api_key=api_key, base_url=base_url) as provider:
+        session = Session.create(f"demo-{int(time.time())}")
+        tools: list[Tool] = [find_symbol, read_file]
+        with write_session(log_path, session):
+            agent = Agent(
+                session,
+                provider,
+                AgentOptions(provider="deepseek", model=model, system=PERSONA, invariants=True),
+                tools=tools,
+            )
+            for turn, prompt in enumerate(PROMPTS, start=1):
+                note = ""
+                remove_hook = None
+                if turn == 2:
+                    agent.register_tool(grep)
+                    note = "\n        [dim](header change: tool `grep` added mid-list → a request/header-delta)[/]"
+                if turn == 3:
+                    remove_hook = agent.add_pre_step(Compactor(threshold_tokens=1, keep_last=0))
+                    note = "\n        [dim](compaction: the earlier turns are summarised before this step)[/]"
+                console.print(f"[bold cyan]turn {turn}[/] [bold]user:[/] {prompt}{note}")
+                with console.status(f"turn {turn}: the agent is working…", spinner="dots"):
+                    answer = await agent.run(prompt)
+                if remove_hook is not None:
+                    remove_hook()
+                console.print(f"        [bold]assistant:[/] {answer.text.strip()}")
+            assert agent.request_invariant is not None
+            summaries = sum(1 for e in session.events if e.type == "compact/summary")
+            console.print(
+                f"[green]✓[/] {agent.request_invariant.checked} conversation requests (+{summaries} "
+                "compaction call); each was checked, before dispatch, to equal its reconstruction "
+                "from the log"
+            )
     return session
 
 

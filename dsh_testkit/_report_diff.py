@@ -187,8 +187,15 @@ class RequestComparison:
     """How many leading messages the two requests share."""
 
 
+def _visible(message: Message) -> dict[str, Any]:
+    """What the provider sees of a message: its role and content (ids and sources never go out)."""
+    return {"role": message.role, "content": [b.to_json() for b in message.content]}
+
+
 def _messages_equal(a: Message, b: Message) -> bool:
-    return a is b or a.canonical_json() == b.canonical_json()
+    if a is b or a.canonical_json() == b.canonical_json():
+        return True
+    return a.role == b.role and a.content == b.content
 
 
 def _same_value(a: object, b: object) -> bool:
@@ -269,7 +276,7 @@ def compare_requests(previous: GenerateOptions, request: GenerateOptions) -> Req
     if shared < len(old):
         if shared < len(new):
             detail = first_json_difference(
-                f"messages[{shared}]", old[shared].to_json(), new[shared].to_json()
+                f"messages[{shared}]", _visible(old[shared]), _visible(new[shared])
             )
             differences.append(detail or f"messages[{shared}] differs")
         else:

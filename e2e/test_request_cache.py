@@ -88,17 +88,17 @@ def target(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, str]]:
 async def test_request_cache(target: tuple[str, str, str], tmp_path: Path) -> None:
     base_url, api_key, model = target
     log_path = tmp_path / "cache-e2e.jsonl"
-    provider = DeepSeekProvider(api_key=api_key, base_url=base_url)
     session = Session.create("cache-e2e")
-    with write_session(log_path, session):
-        agent = Agent(
-            session,
-            provider,
-            AgentOptions(provider="deepseek", model=model, system=PERSONA, invariants=True),
-            tools=[lookup],
-        )
-        await agent.run(f'Look up the key "{KEY}" with the lookup tool and tell me the value.')
-        final = await agent.run("Thanks. Repeat that value one more time.")
+    async with DeepSeekProvider(api_key=api_key, base_url=base_url) as provider:
+        with write_session(log_path, session):
+            agent = Agent(
+                session,
+                provider,
+                AgentOptions(provider="deepseek", model=model, system=PERSONA, invariants=True),
+                tools=[lookup],
+            )
+            await agent.run(f'Look up the key "{KEY}" with the lookup tool and tell me the value.')
+            final = await agent.run("Thanks. Repeat that value one more time.")
 
     messages = [e for e in load_session(log_path).events if e.type == "assistant/message"]
     assert len(messages) >= 3, "turn 1 needs a tool call and an answer, turn 2 an answer"

@@ -105,13 +105,13 @@ def test_the_first_differing_system_line_is_named() -> None:
 
 def test_system_prompts_differing_in_length_count_lines() -> None:
     assert diff_requests(request(system="a\nb"), request(system="a\nb\n")) == (
-        "system: expected 2 lines, actual 3",
+        "system line 3 added: '' (expected 2 lines, actual 3)",
     )
     assert diff_requests(request(), request(system="new")) == (
-        "system: expected 0 lines, actual 1",
+        "system line 1 added: 'new' (expected 0 lines, actual 1)",
     )
     assert diff_requests(request(system="x\ny"), request(system="")) == (
-        "system: expected 2 lines, actual 0",
+        "system line 1 missing: expected 'x' (expected 2 lines, actual 0)",
     )
 
 

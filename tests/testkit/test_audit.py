@@ -211,7 +211,10 @@ def test_a_compaction_is_an_explained_rewrite():
     assert (rewrite.seq, rewrite.kind, rewrite.explained_by) == (replace, "compaction", replace - 1)
     second = report.requests[1]
     assert second.extends_previous is False
-    assert second.differences == ("messages[0].id differs ('u-1' → 'checkpoint')",)
+    assert second.differences == (
+        "messages[0].content[0].text differs ('a long first question' → "
+        "'<compacted-summary>summary</compacted-summary>')",
+    )
     assert second.changed_by == (replace,)
 
 
@@ -750,3 +753,30 @@ def test_public_names_are_exported():
         value = getattr(module, name)
         if isinstance(value, type) or inspect.isfunction(value):
             assert value.__module__ == module.__name__, name
+
+
+def test_an_id_only_difference_is_still_an_extension() -> None:
+    """Message ids and sources never reach the wire: they cannot break a prefix."""
+    from dsh_core import GenerateOptions, user_message
+    from dsh_testkit._report_diff import compare_requests
+
+    first = GenerateOptions(
+        provider="deepseek", model="m", messages=(user_message("hello", id="a1"),)
+    )
+    second = GenerateOptions(
+        provider="deepseek",
+        model="m",
+        messages=(
+            user_message("hello", id="b2", source={"kind": "plugin", "plugin": "x"}),
+            user_message("more", id="b3"),
+        ),
+    )
+    comparison = compare_requests(first, second)
+    assert comparison.extends and comparison.differences == ()
+    assert comparison.shared_messages == 1
+    changed = GenerateOptions(
+        provider="deepseek", model="m", messages=(user_message("hullo", id="a1"),)
+    )
+    assert compare_requests(first, changed).differences == (
+        "messages[0].content[0].text differs ('hello' → 'hullo')",
+    )

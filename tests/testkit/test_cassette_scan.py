@@ -30,8 +30,16 @@ KEY_SHAPED = [
 ]
 
 
+RECORDINGS = ROOT / "tests" / "scenarios" / "recordings"
+"""The golden suite's recorded logs and wire cassettes: committed too, so scanned too."""
+
+
 def cassette_files() -> list[Path]:
     return sorted(p for p in CASSETTES.rglob("*") if p.is_file())
+
+
+def committed_recordings() -> list[Path]:
+    return sorted(p for p in [*cassette_files(), *RECORDINGS.rglob("*")] if p.is_file())
 
 
 def test_the_cassettes_folder_holds_every_scenario() -> None:
@@ -40,7 +48,9 @@ def test_the_cassettes_folder_holds_every_scenario() -> None:
     assert (CASSETTES / "README.md").is_file()
 
 
-@pytest.mark.parametrize("path", cassette_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", committed_recordings(), ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_nothing_key_shaped_is_committed(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     found = [m.group(0)[:12] + "…" for pattern in KEY_SHAPED for m in pattern.finditer(text)]

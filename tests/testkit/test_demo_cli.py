@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -34,7 +35,7 @@ def demo_run(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     cwd = tmp_path_factory.mktemp("demo")
-    return _cli("demo", "--out", "out", cwd=cwd), cwd / "out"
+    return _cli("demo", "--out", "out", cwd=cwd, env={"COLUMNS": "100"}), cwd / "out"
 
 
 def test_demo_runs_offline_and_names_its_outputs(
@@ -74,11 +75,19 @@ def test_audit_and_cache_report_of_the_demo_log(
     document = json.loads(audit.stdout)
     assert document["ok"] is True and document["kind"] == "dsh-testkit/audit"
     assert len(document["requests"]) == 5
+    requests = document["requests"]
+    assert [r["extendsPrevious"] for r in requests[1:]] == [True, False, True, False]
+    assert requests[2]["differences"] == ["header: tool 'grep' added"]
     report = _cli("cache-report", "session.jsonl", "--json", cwd=out)
     assert report.returncode == 0, report.stderr
-    figures = json.loads(report.stdout)
-    causes = json.dumps(figures)
-    assert "request/header-delta" in causes and "compaction" in causes
+    per_request = json.loads(report.stdout)["requests"]
+    assert [r["index"] for r in per_request] == [1, 2, 3, 4, 5]
+    # the header delta explains request 3's drop, the compaction request 5's
+    assert [c["kind"] for c in per_request[2]["causes"]] == ["header"]
+    assert "tool 'grep' added" in per_request[2]["causes"][0]["detail"]
+    assert [c["kind"] for c in per_request[4]["causes"]] == ["compaction"]
+    # pure extensions read the cache
+    assert per_request[1]["hitTokens"] > 0 and per_request[3]["hitTokens"] > 0
 
 
 def test_audit_fails_on_a_corrupt_log(tmp_path: Path) -> None:
@@ -99,3 +108,17 @@ def test_demo_live_refuses_without_a_key(tmp_path: Path) -> None:
     result = _cli("demo", "--live", "--out", "out", cwd=tmp_path)
     assert result.returncode != 0
     assert "DEEPSEEK_API_KEY" in result.stderr
+
+
+def test_the_readme_shows_what_the_demo_prints(
+    demo_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    """The README's first screen is the demo's real output (ports and session ids aside)."""
+    result, _ = demo_run
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```\nmock DeepSeek listening", 1)[1].split("```", 1)[0]
+    varying = re.compile(r"127\.0\.0\.1:\d+|demo-\d+|done in [\d.]+s|dsh-demo-out/|out/")
+    shown = [varying.sub("…", line).rstrip() for line in block.splitlines()[1:] if line.strip()]
+    printed = {varying.sub("…", line).rstrip() for line in result.stdout.splitlines()}
+    missing = [line for line in shown if line not in printed]
+    assert not missing, missing
