@@ -22,7 +22,7 @@ typecheck: $(STAMP)
 # coverage run (not --cov) so the pytest plugin's import-time lines are measured too.
 pytest: $(STAMP)
 	$(BIN)/coverage erase
-	$(BIN)/coverage run -m pytest $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=ci $(BIN)/coverage run -m pytest $(PYTEST_ARGS)
 	@$(BIN)/coverage report --skip-covered
 	@echo "branch coverage: dsh_core $$($(BIN)/coverage report --include='dsh_core/*' --format=total)%, all $$($(BIN)/coverage report --format=total)%"
 

@@ -202,11 +202,35 @@ def _check_unique(tools: Sequence[ToolSchema]) -> None:
         seen.add(tool.name)
 
 
+_ADAPTER_DEFAULT_FIELDS = {"reasoningEffort": "reasoning_effort", "maxTokens": "max_tokens"}
+
+
+def _check_adapter_defaults(value: object, config: LlmCallConfig | None = None) -> FrozenDict:
+    """``adapterDefaults`` as the reference harness defines it: markers that are exactly ``true``,
+    only for ``reasoningEffort`` / ``maxTokens``, and only for fields the config has."""
+    if not isinstance(value, Mapping):
+        raise HeaderError(f"header has invalid adapterDefaults: {value!r} is not an object")
+    for key, marker in value.items():
+        if key not in _ADAPTER_DEFAULT_FIELDS or marker is not True:
+            raise HeaderError(
+                f"header has invalid adapterDefaults: {key!r}: {marker!r} "
+                "(allowed: reasoningEffort/maxTokens set to true)"
+            )
+        if config is not None and getattr(config, _ADAPTER_DEFAULT_FIELDS[key]) is None:
+            raise HeaderError(
+                f"header has invalid adapterDefaults: {key} is marked but the config has no {key}"
+            )
+    return value if isinstance(value, FrozenDict) else FrozenDict(dict(value))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EpochHeader:
     """Everything a request contains besides the messages."""
 
     config: LlmCallConfig
+    adapter_defaults: FrozenDict | None = None
+    """``{reasoningEffort?: true, maxTokens?: true}``: config fields the provider adapter filled in
+    rather than the caller (the reference harness's current headers carry it). Empty ≡ absent."""
     system: str | None = None
     """The rendered system prompt; ``''`` is equivalent to absent (see :func:`canonical_header`)."""
     tools: tuple[ToolSchema, ...] | str | None = None
@@ -215,6 +239,12 @@ class EpochHeader:
     _text: list[str] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.adapter_defaults is not None:
+            object.__setattr__(
+                self,
+                "adapter_defaults",
+                _check_adapter_defaults(self.adapter_defaults, self.config),
+            )
         if self.system is not None and not isinstance(self.system, str):
             raise HeaderError(f"header system must be a string, got {type(self.system).__name__}")
         if isinstance(self.tools, str):
@@ -238,6 +268,8 @@ class EpochHeader:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"config": self.config.to_json()}
+        if self.adapter_defaults is not None:
+            out["adapterDefaults"] = self.adapter_defaults
         if self.system is not None:
             out["system"] = self.system
         if self.tools is not None:
@@ -260,7 +292,7 @@ class EpochHeader:
     @classmethod
     def from_json(cls, obj: object) -> EpochHeader:
         o = _obj(obj, "header")
-        _keys(o, ("config", "system", "tools"), "header")
+        _keys(o, ("config", "adapterDefaults", "system", "tools"), "header")
         system = o.get("system")
         if system is not None and not isinstance(system, str):
             raise HeaderError(f"header system must be a string, got {type(system).__name__}")
@@ -272,16 +304,25 @@ class EpochHeader:
             tools = tuple(ToolSchema.from_json(t) for t in tools_raw)
         else:
             raise HeaderError(f"header tools must be an array, got {type(tools_raw).__name__}")
-        return cls(config=LlmCallConfig.from_json(o.get("config")), system=system, tools=tools)
+        defaults = o.get("adapterDefaults")
+        if "adapterDefaults" in o and defaults is None:
+            raise HeaderError("header has invalid adapterDefaults: null (omit the key instead)")
+        return cls(
+            config=LlmCallConfig.from_json(o.get("config")),
+            adapter_defaults=defaults if defaults is None else _check_adapter_defaults(defaults),
+            system=system,
+            tools=tools,
+        )
 
 
 def canonical_header(header: EpochHeader) -> EpochHeader:
     """Empty system and empty tools are the same as absent; everything else is kept as given."""
     system = header.system or None
     tools = header.tools or None
-    if system is header.system and tools is header.tools:
+    defaults = header.adapter_defaults or None
+    if system is header.system and tools is header.tools and defaults is header.adapter_defaults:
         return header
-    return EpochHeader(config=header.config, system=system, tools=tools)
+    return EpochHeader(config=header.config, adapter_defaults=defaults, system=system, tools=tools)
 
 
 def header_equals(a: EpochHeader, b: EpochHeader) -> bool:
@@ -409,7 +450,9 @@ class HeaderDelta:
     system: SystemDelta | None = None
     tools: ToolsDelta | None = None
     config: LlmCallConfig | None = None
-    """Replaces the config whole when present."""
+    """Replaces the config whole when present (and, with it, its ``adapterDefaults``)."""
+    adapter_defaults: FrozenDict | None = None
+    """The new config's adapter-default markers (only with ``config``; absent = none)."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -419,16 +462,23 @@ class HeaderDelta:
             out["tools"] = self.tools.to_json()
         if self.config is not None:
             out["config"] = self.config.to_json()
+            if self.adapter_defaults:
+                out["adapterDefaults"] = self.adapter_defaults
         return out
 
     @classmethod
     def from_json(cls, obj: object) -> HeaderDelta:
         o = _obj(obj, "header delta")
-        _keys(o, ("system", "tools", "config"), "header delta")
+        _keys(o, ("system", "tools", "config", "adapterDefaults"), "header delta")
+        config = LlmCallConfig.from_json(o["config"]) if o.get("config") is not None else None
+        defaults = o.get("adapterDefaults")
+        if defaults is not None and config is None:
+            raise HeaderError("a header delta carries adapterDefaults only with a config")
         return cls(
             system=SystemDelta.from_json(o["system"]) if o.get("system") is not None else None,
             tools=ToolsDelta.from_json(o["tools"]) if o.get("tools") is not None else None,
-            config=LlmCallConfig.from_json(o["config"]) if o.get("config") is not None else None,
+            config=config,
+            adapter_defaults=_check_adapter_defaults(defaults, config) if defaults else None,
         )
 
 
@@ -521,14 +571,28 @@ def diff_header(prev: EpochHeader, nxt: EpochHeader) -> HeaderDelta | None:
     system = _diff_system(a.system, b.system) if a.system != b.system else None
     tools: ToolsDelta | None = None
     if isinstance(a.tools, str) or isinstance(b.tools, str):
-        pass  # a placeholder cannot be encoded; the writer's verification falls back to a snapshot
+        if a.tools != b.tools:
+            raise HeaderError(
+                "a tools placeholder (as in normalized reference logs) cannot be encoded as a "
+                f"delta: {_placeholder_text(a.tools)} → {_placeholder_text(b.tools)}; "
+                "write a snapshot"
+            )
     elif dumps_canonical([t.to_json() for t in a.tool_list]) != dumps_canonical(
         [t.to_json() for t in b.tool_list]
     ):
         tools = _diff_tools(a.tool_list, b.tool_list)
-    same_config = dumps_canonical(a.config.to_json()) == dumps_canonical(b.config.to_json())
+    same_config = dumps_canonical(
+        [a.config.to_json(), a.adapter_defaults or {}]
+    ) == dumps_canonical([b.config.to_json(), b.adapter_defaults or {}])
     config = None if same_config else b.config
-    return HeaderDelta(system=system, tools=tools, config=config)
+    defaults = None if same_config else b.adapter_defaults
+    return HeaderDelta(system=system, tools=tools, config=config, adapter_defaults=defaults)
+
+
+def _placeholder_text(tools: tuple[ToolSchema, ...] | str | None) -> str:
+    if isinstance(tools, str):
+        return repr(tools)
+    return "no tools" if not tools else f"{len(tools)} tools"
 
 
 def apply_header_delta(prev: EpochHeader, delta: HeaderDelta) -> EpochHeader:
@@ -540,8 +604,12 @@ def apply_header_delta(prev: EpochHeader, delta: HeaderDelta) -> EpochHeader:
         if isinstance(base.tools, str):
             raise HeaderError(f"cannot apply a tools delta to the placeholder {base.tools!r}")
         tools = _apply_tools(base.tool_list, delta.tools)
+    if delta.config is not None:
+        config, defaults = delta.config, delta.adapter_defaults
+    else:
+        config, defaults = base.config, base.adapter_defaults
     return canonical_header(
-        EpochHeader(config=delta.config or base.config, system=system, tools=tools or None)
+        EpochHeader(config=config, adapter_defaults=defaults, system=system, tools=tools or None)
     )
 
 

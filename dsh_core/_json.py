@@ -51,6 +51,32 @@ def _item_hash(value: object) -> int:
     return hash(value)
 
 
+def _deep_equal(a: object, b: object) -> bool:
+    """``a == b`` for JSON values of any depth (the iterative twin of ``dict``/``list`` equality)."""
+    stack: list[tuple[object, object]] = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if isinstance(x, dict) and isinstance(y, dict):
+            if x.keys() != y.keys():
+                return False
+            stack.extend((x[k], y[k]) for k in x)
+        elif isinstance(x, list) and isinstance(y, list):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif isinstance(x, (dict, list)) or isinstance(y, (dict, list)):
+            return False
+        elif x != y:
+            return False
+    return True
+
+
+def _deep_repr(value: object) -> str:
+    return f"{type(value).__name__}({dumps_canonical(value)})"
+
+
 class FrozenDict(dict[str, Any]):
     """A JSON object that cannot be mutated (every mutator raises ``TypeError``).
 
@@ -78,6 +104,22 @@ class FrozenDict(dict[str, Any]):
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(frozenset((key, _item_hash(value)) for key, value in self.items()))
+
+    def __eq__(self, other: object) -> bool:
+        try:
+            return dict.__eq__(self, other)
+        except RecursionError:  # deeper than the C comparison goes
+            return isinstance(other, dict) and _deep_equal(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __repr__(self) -> str:
+        try:
+            return dict.__repr__(self)
+        except RecursionError:
+            return _deep_repr(self)
 
     def __copy__(self) -> FrozenDict:
         return self
@@ -118,6 +160,22 @@ class FrozenList(list[Any]):
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(tuple(_item_hash(value) for value in self))
+
+    def __eq__(self, other: object) -> bool:
+        try:
+            return list.__eq__(self, other)
+        except RecursionError:  # deeper than the C comparison goes
+            return isinstance(other, list) and _deep_equal(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __repr__(self) -> str:
+        try:
+            return list.__repr__(self)
+        except RecursionError:
+            return _deep_repr(self)
 
     def __copy__(self) -> FrozenList:
         return self

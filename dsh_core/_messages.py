@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar, cast
 
 from ._errors import InvalidEventError
 from ._events import Event
@@ -45,6 +45,11 @@ class TextBlock:
     def to_json(self) -> dict[str, Any]:
         return {"type": "text", "text": self.text}
 
+    @classmethod
+    def from_json(cls, obj: object) -> TextBlock:
+        """Parse a ``text`` block; any other JSON raises :class:`InvalidEventError`."""
+        return _typed_block(cls, "text", obj)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReasoningBlock:
@@ -55,6 +60,11 @@ class ReasoningBlock:
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "reasoning", "text": self.text}
+
+    @classmethod
+    def from_json(cls, obj: object) -> ReasoningBlock:
+        """Parse a ``reasoning`` block; any other JSON raises :class:`InvalidEventError`."""
+        return _typed_block(cls, "reasoning", obj)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +78,11 @@ class ToolCallBlock:
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "tool-call", "id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_json(cls, obj: object) -> ToolCallBlock:
+        """Parse a ``tool-call`` block; any other JSON raises :class:`InvalidEventError`."""
+        return _typed_block(cls, "tool-call", obj)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +109,11 @@ class ToolResultBlock:
             out["isError"] = self.is_error
         return out
 
+    @classmethod
+    def from_json(cls, obj: object) -> ToolResultBlock:
+        """Parse a ``tool-result`` block; any other JSON raises :class:`InvalidEventError`."""
+        return _typed_block(cls, "tool-result", obj)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OpaqueBlock:
@@ -110,10 +130,47 @@ class OpaqueBlock:
     def to_json(self) -> dict[str, Any]:
         return self.data
 
+    @classmethod
+    def from_json(cls, obj: object) -> OpaqueBlock:
+        """Carry a block of a type this build does not model.
+
+        A modeled type (``text``, ``reasoning``, ``tool-call``, ``tool-result``) is refused: it
+        has its own class, and carrying it opaque would hide it from derivation.
+        """
+        kind = _block_type(obj)
+        if kind in _MODELED_BLOCK_TYPES:
+            raise InvalidEventError(
+                f"OpaqueBlock.from_json got a {kind!r} block, which this build models; "
+                "parse it with block_from_json (or its own class)"
+            )
+        return _typed_block(cls, kind, obj)
+
 
 ContentBlock: TypeAlias = (
     "TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock | OpaqueBlock"
 )
+
+_MODELED_BLOCK_TYPES: Final = frozenset({"text", "reasoning", "tool-call", "tool-result"})
+
+_Block = TypeVar("_Block", TextBlock, ReasoningBlock, ToolCallBlock, ToolResultBlock, OpaqueBlock)
+
+
+def _block_type(obj: object) -> str:
+    if not isinstance(obj, Mapping) or not isinstance(obj.get("type"), str):
+        raise InvalidEventError(f"block must be an object with a string type, got {obj!r}")
+    kind: str = obj["type"]
+    return kind
+
+
+def _typed_block(cls: type[_Block], kind: str, obj: object) -> _Block:
+    """``block_from_json(obj)`` when ``obj`` is a block of type ``kind``, else a clear error."""
+    found = _block_type(obj)
+    if found != kind:
+        raise InvalidEventError(
+            f"{cls.__name__}.from_json needs a block of type {kind!r}, got type {found!r}; "
+            "use block_from_json to parse a block of any type"
+        )
+    return cast(_Block, block_from_json(obj))
 
 
 def _need_str(obj: Mapping[str, Any], key: str, where: str) -> str:

@@ -334,7 +334,7 @@ class Session:
             self._header_cursor = n
         return self._header
 
-    def fork(self, at_seq: int, *, child_id: str) -> Session:
+    def fork(self, at_seq: int, *, child_id: str | None = None) -> Session:
         """A new session seeded with ``events[0..at_seq]`` (inclusive); see :func:`fork`."""
         return fork(self, at_seq, child_id=child_id)
 
@@ -361,8 +361,10 @@ def _event_from_json(raw: Mapping[str, Any], index: int) -> Event:
         ) from exc
 
 
-def fork(session: Session, at_seq: int, *, child_id: str) -> Session:
+def fork(session: Session, at_seq: int, *, child_id: str | None = None) -> Session:
     """Fork ``session`` after ``at_seq`` (inclusive), which must lie at a turn boundary.
+
+    ``child_id`` defaults to ``"<parent id>/fork@<at_seq>"``.
 
     The child is seeded with ``events[0..at_seq]``, records ``parentSession`` and ``seedLength``
     in its info, and gets its own ``session/end-seed`` marker. A boundary inside an open turn
@@ -386,6 +388,7 @@ def fork(session: Session, at_seq: int, *, child_id: str) -> Session:
                 seq=at_seq,
             )
     seed = events[: at_seq + 1]
+    child_id = child_id if child_id is not None else f"{session.id}/fork@{at_seq}"
     info = SessionInfo(
         id=child_id,
         created_at=session._clock(),

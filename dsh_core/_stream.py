@@ -9,10 +9,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias, TypeGuard, runtime_checkable
+from dataclasses import dataclass, field, replace
+from typing import (
+    Any,
+    Final,
+    Literal,
+    Protocol,
+    TypeAlias,
+    TypeGuard,
+    TypeVar,
+    cast,
+    runtime_checkable,
+)
 
-from ._errors import DshError, InvalidEventError
+from ._errors import DshError, HeaderError, InvalidEventError
 from ._header import EpochHeader, LlmCallConfig, ToolSchema
 from ._json import FrozenDict, dumps_canonical, freeze_json
 from ._messages import (
@@ -203,6 +213,11 @@ class BlockStart:
     def to_json(self) -> dict[str, Any]:
         return {"type": "block-start", "index": self.index, "blockType": self.block_type}
 
+    @classmethod
+    def from_json(cls, obj: object) -> BlockStart:
+        """Parse a ``block-start`` chunk; any other JSON raises :class:`InvalidEventError`."""
+        return _typed_chunk(cls, "block-start", obj)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextDelta:
@@ -213,6 +228,11 @@ class TextDelta:
     def to_json(self) -> dict[str, Any]:
         return {"type": "text-delta", "index": self.index, "text": self.text}
 
+    @classmethod
+    def from_json(cls, obj: object) -> TextDelta:
+        """Parse a ``text-delta`` chunk; any other JSON raises :class:`InvalidEventError`."""
+        return _typed_chunk(cls, "text-delta", obj)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReasoningDelta:
@@ -222,6 +242,11 @@ class ReasoningDelta:
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "reasoning-delta", "index": self.index, "text": self.text}
+
+    @classmethod
+    def from_json(cls, obj: object) -> ReasoningDelta:
+        """Parse a ``reasoning-delta`` chunk; any other JSON raises :class:`InvalidEventError`."""
+        return _typed_chunk(cls, "reasoning-delta", obj)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -241,6 +266,11 @@ class ToolCallDelta:
         out["argumentsDelta"] = self.arguments_delta
         return out
 
+    @classmethod
+    def from_json(cls, obj: object) -> ToolCallDelta:
+        """Parse a ``tool-call-delta`` chunk; any other JSON raises :class:`InvalidEventError`."""
+        return _typed_chunk(cls, "tool-call-delta", obj)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BlockEnd:
@@ -253,6 +283,11 @@ class BlockEnd:
     def to_json(self) -> dict[str, Any]:
         return {"type": "block-end", "index": self.index, "block": self.block.to_json()}
 
+    @classmethod
+    def from_json(cls, obj: object) -> BlockEnd:
+        """Parse a ``block-end`` chunk; any other JSON raises :class:`InvalidEventError`."""
+        return _typed_chunk(cls, "block-end", obj)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UsageChunk:
@@ -261,6 +296,11 @@ class UsageChunk:
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "usage", "usage": self.usage.to_json()}
+
+    @classmethod
+    def from_json(cls, obj: object) -> UsageChunk:
+        """Parse a ``usage`` chunk; any other JSON raises :class:`InvalidEventError`."""
+        return _typed_chunk(cls, "usage", obj)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -277,10 +317,33 @@ class Finish:
             out["replayState"] = self.replay_state
         return out
 
+    @classmethod
+    def from_json(cls, obj: object) -> Finish:
+        """Parse a ``finish`` chunk; any other JSON raises :class:`InvalidEventError`."""
+        return _typed_chunk(cls, "finish", obj)
+
 
 StreamChunk: TypeAlias = (
     "BlockStart | TextDelta | ReasoningDelta | ToolCallDelta | BlockEnd | UsageChunk | Finish"
 )
+
+_Chunk = TypeVar(
+    "_Chunk", BlockStart, TextDelta, ReasoningDelta, ToolCallDelta, BlockEnd, UsageChunk, Finish
+)
+
+
+def _typed_chunk(cls: type[_Chunk], kind: str, obj: object) -> _Chunk:
+    """``chunk_from_json(obj)`` when ``obj`` is a chunk of type ``kind``, else a clear error."""
+    if not isinstance(obj, Mapping):
+        raise InvalidEventError(
+            f"{cls.__name__}.from_json needs a {kind!r} chunk object, got {type(obj).__name__}"
+        )
+    if obj.get("type") != kind:
+        raise InvalidEventError(
+            f"{cls.__name__}.from_json needs a chunk of type {kind!r}, got type "
+            f"{obj.get('type')!r}; use chunk_from_json to parse a chunk of any type"
+        )
+    return cast(_Chunk, chunk_from_json(obj))
 
 
 def _int(obj: Mapping[str, Any], key: str) -> int:
@@ -361,6 +424,12 @@ class CancelToken:
 
     async def wait(self) -> None:
         await self._event.wait()
+
+
+_CONFIG_KEYS: Final = ("provider", "model", "reasoningEffort", "temperature", "maxTokens", "stop")
+_REQUEST_KEYS: Final = frozenset(
+    {*_CONFIG_KEYS, "messages", "system", "tools", "sessionId", "purpose"}
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -451,6 +520,48 @@ class GenerateOptions:
 
     def canonical_json(self) -> str:
         return dumps_canonical(self.to_json())
+
+    @classmethod
+    def from_json(cls, obj: object) -> GenerateOptions:
+        """The inverse of :meth:`to_json` (the cancellation token is not part of the JSON).
+
+        Messages parse with :meth:`Message.from_json`; the config, system and tools are checked
+        as a header is (tool schemas, unique names, a placeholder string such as
+        ``"{{tools}}"``). Anything else raises :class:`InvalidEventError` naming the field.
+        """
+        if not isinstance(obj, Mapping):
+            raise InvalidEventError(f"a request must be an object, got {type(obj).__name__}")
+        unknown = set(obj) - _REQUEST_KEYS
+        if unknown:
+            raise InvalidEventError(
+                f"request has unknown keys {sorted(unknown)}; expected some of "
+                f"{sorted(_REQUEST_KEYS)}"
+            )
+        header_json: dict[str, Any] = {
+            "config": {key: obj[key] for key in _CONFIG_KEYS if key in obj},
+            **{key: obj[key] for key in ("system", "tools") if key in obj},
+        }
+        try:
+            header = EpochHeader.from_json(header_json)
+        except HeaderError as exc:
+            raise InvalidEventError(f"request: {exc}") from exc
+        raw_messages = obj.get("messages")
+        if not isinstance(raw_messages, list):
+            raise InvalidEventError(
+                f"request.messages must be an array, got {type(raw_messages).__name__}"
+            )
+        messages: list[Message] = []
+        for i, raw in enumerate(raw_messages):
+            try:
+                messages.append(Message.from_json(raw))
+            except InvalidEventError as exc:
+                raise InvalidEventError(f"request.messages[{i}]: {exc}") from exc
+        session_id, purpose = obj.get("sessionId"), obj.get("purpose")
+        for key, value in (("sessionId", session_id), ("purpose", purpose)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidEventError(f"request.{key} must be a string, got {value!r}")
+        request = cls.from_header(header, messages, session_id=session_id)
+        return request if purpose is None else replace(request, purpose=purpose)
 
 
 @runtime_checkable

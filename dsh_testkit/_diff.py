@@ -3,7 +3,9 @@
 A cassette mismatch and a prefix-stability failure both have to say *what* changed between two
 chat requests, the way :func:`dsh_core.diff_requests` does for logged requests: which header
 part (``model``, ``config.temperature``, ``system line 3``, tool ``'grep'`` added or changed)
-or which message index and field. Both sides are first brought to one comparable form,
+or which message index and field. Message indexes are the wire body's own (``messages[2]`` is
+the third entry of the body's ``messages`` list, system messages counted), so an index points at
+what a user sees in a cassette's YAML or a captured body. Both sides are first brought to one comparable form,
 :class:`ChatView`: a DeepSeek body through the provider's own ``parse_request`` when that codec
 is installed, any other OpenAI- or Anthropic-shaped body directly from its JSON.
 :func:`chat_view_of_options` brings a :class:`~dsh_core.GenerateOptions` to the same form.
@@ -96,6 +98,10 @@ class ChatView:
     """Tool definitions in request order (a string only for an opaque placeholder)."""
     messages: list[Any] = field(default_factory=list)
     """The conversation after the system prompt, as JSON."""
+    message_offset: int = 0
+    """How many entries of the body's ``messages`` precede ``messages[0]`` here: the leading
+    system/developer messages folded into :attr:`system`. A diff adds it to every message index
+    so the index is the wire body's."""
 
 
 def _text_of(content: Any) -> str:
@@ -126,11 +132,16 @@ def _wire_view(body: Mapping[str, Any]) -> ChatView:
         system="\n".join(system_parts) if system_parts else None,
         tools=list(tools) if isinstance(tools, list) else None,
         messages=messages,
+        message_offset=len(body.get("messages") or []) - len(messages),
     )
 
 
 def chat_view_of_options(options: GenerateOptions) -> ChatView:
-    """A :class:`~dsh_core.GenerateOptions` in comparable form (message ids and sources dropped)."""
+    """A :class:`~dsh_core.GenerateOptions` in comparable form (message ids and sources dropped).
+
+    There is no wire body here: message indexes are those of ``options.messages``, whose system
+    prompt is kept apart (``options.system``), so the offset is 0.
+    """
     tools = options.tools
     messages = []
     for message in options.messages:
@@ -267,22 +278,44 @@ def diff_chat(
         out.append(_system_diff(expected.system, actual.system, names))
     if (expected.tools or None) != (actual.tools or None):
         out.extend(_tools_diff(expected.tools or [], actual.tools or [], names))
+    out.extend(_messages_diff(expected, actual, names, prefix=prefix))
+    return tuple(out)
+
+
+def _messages_diff(
+    expected: ChatView, actual: ChatView, names: tuple[str, str], *, prefix: bool
+) -> list[str]:
+    """The first message difference, indexed as in each wire body (system messages counted).
+
+    When both bodies put the same number of system messages first (the usual case) one index
+    names the message in both; otherwise the right side's own index follows in parentheses.
+    """
+    left, right = names
     a_msgs, b_msgs = expected.messages, actual.messages
+    a_at, b_at = expected.message_offset, actual.message_offset
+
+    def where(i: int) -> str:
+        return f"messages[{i + a_at}]"
+
+    def also(i: int) -> str:
+        return "" if a_at == b_at else f" (in {right}: messages[{i + b_at}])"
+
     same = _common_prefix(a_msgs, b_msgs)
     if same < min(len(a_msgs), len(b_msgs)):
-        found = first_json_difference(f"messages[{same}]", a_msgs[same], b_msgs[same], names)
-        out.append(found or f"messages[{same}] differs")
-    elif len(b_msgs) < len(a_msgs):
-        out.append(
-            f"messages: {left} has {len(a_msgs)}, {right} only {len(b_msgs)} "
-            f"(first missing: {short(a_msgs[len(b_msgs)])})"
-        )
-    elif len(b_msgs) > len(a_msgs) and not prefix:
-        out.append(
-            f"messages: {left} has {len(a_msgs)}, {right} has {len(b_msgs)} "
-            f"(first extra: {short(b_msgs[len(a_msgs)])})"
-        )
-    return tuple(out)
+        found = first_json_difference(where(same), a_msgs[same], b_msgs[same], names)
+        return [(found or f"{where(same)} differs") + also(same)]
+    if len(b_msgs) < len(a_msgs):
+        return [
+            f"messages: {left} has {len(a_msgs) + a_at}, {right} only {len(b_msgs) + b_at} "
+            f"(first missing: {where(len(b_msgs))} {short(a_msgs[len(b_msgs)])})"
+        ]
+    if len(b_msgs) > len(a_msgs) and not prefix:
+        first_extra = f"messages[{len(a_msgs) + b_at}]"
+        return [
+            f"messages: {left} has {len(a_msgs) + a_at}, {right} has {len(b_msgs) + b_at} "
+            f"(first extra: {first_extra} {short(b_msgs[len(a_msgs)])})"
+        ]
+    return []
 
 
 def common_message_prefix(expected: ChatView, actual: ChatView) -> int:

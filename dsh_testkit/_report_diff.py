@@ -10,12 +10,13 @@ log moved from one state to the next, so they read "previous → this".
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dsh_core import (
     EpochHeader,
     GenerateOptions,
+    HeaderDelta,
     Message,
     MessageView,
     SystemDelta,
@@ -24,6 +25,7 @@ from dsh_core import (
     canonical_header,
     diff_header,
     dumps_canonical,
+    header_equals,
 )
 
 from ._diff import short_repr
@@ -153,9 +155,15 @@ def header_changes(previous: EpochHeader | None, header: EpochHeader) -> tuple[s
     if previous is None:
         return ()
     a, b = canonical_header(previous), canonical_header(header)
-    delta = diff_header(a, b)
-    if delta is None:
+    if header_equals(a, b):
         return ()
+    placeholders = isinstance(a.tools, str) or isinstance(b.tools, str)
+    # A placeholder cannot be encoded as a delta: diff the rest without the tools.
+    delta = (
+        diff_header(replace(a, tools=None), replace(b, tools=None))
+        if placeholders
+        else diff_header(a, b)
+    ) or HeaderDelta()
     out: list[str] = []
     old_config, new_config = a.config.to_json(), b.config.to_json()
     for key in dict.fromkeys([*old_config, *new_config]):
@@ -167,7 +175,7 @@ def header_changes(previous: EpochHeader | None, header: EpochHeader) -> tuple[s
             out.append(f"config.{key}: {short(old_config[key])} → {short(new_config[key])}")
     if delta.system is not None:
         out.append(_system_change(a.system, delta.system))
-    if isinstance(a.tools, str) or isinstance(b.tools, str):
+    if placeholders:
         if a.tools != b.tools:
             out.append(f"tools: {short(a.tools)} → {short(b.tools)}")
     elif delta.tools is not None:

@@ -27,3 +27,39 @@ def test_all_is_sorted_and_exact(package: types.ModuleType) -> None:
         value = getattr(package, name)
         if isinstance(value, type) or inspect.isfunction(value):
             assert value.__module__.startswith(package.__name__), name
+
+
+def test_the_names_the_issues_promise_exist() -> None:
+    """Renaming one of these in both places at once would still break users: pin them."""
+    for name in (
+        "Session",
+        "Agent",
+        "AgentOptions",
+        "fork",
+        "plan_header_event",
+        "fold_request_header",
+        "diff_header",
+        "apply_header_delta",
+        "canonical_header",
+        "header_equals",
+        "reconstruct_request",
+        "reconstruct_requests",
+        "derive_event_message",
+        "SystemDelta",
+        "ToolsDelta",
+        "HeaderDelta",
+        "LlmCallConfig",
+        "ToolSchema",
+        "EpochHeader",
+        "Event",
+        "Message",
+        "DeepSeekProvider",
+        "AnthropicProvider",
+        "InvariantViolation",
+        "CorruptLogError",
+    ):
+        assert name in dsh_core.__all__, name
+    for method in ("create", "append", "derive_messages", "request_header", "events", "fork"):
+        assert hasattr(dsh_core.Session, method), method
+    for method in ("run", "inject", "cancel"):
+        assert callable(getattr(dsh_core.Agent, method)), method

@@ -247,8 +247,8 @@ def test_duplicate_tool_names_are_rejected_with_a_clear_error() -> None:
     [
         ([], "header must be a JSON object"),
         (
-            {"config": CONFIG.to_json(), "adapterDefaults": {}},
-            "header has unknown keys ['adapterDefaults']",
+            {"config": CONFIG.to_json(), "extra": {}},
+            "header has unknown keys ['extra']",
         ),
         ({"config": CONFIG.to_json(), "system": 1}, "header system must be a string, got int"),
         ({"config": CONFIG.to_json(), "tools": {}}, "header tools must be an array, got dict"),
@@ -603,9 +603,9 @@ def test_diff_of_equal_headers_is_none() -> None:
     assert diff_header(header("", ()), header()) is None
 
 
-def test_a_placeholder_change_has_no_tools_delta() -> None:
-    delta = diff_header(header(tools="{{tools}}"), header(tools=[tool("a")]))
-    assert delta == HeaderDelta()  # not expressible: the writer falls back to a snapshot
+def test_a_placeholder_change_is_refused_by_the_encoder() -> None:
+    with pytest.raises(HeaderError, match="cannot be encoded as a delta"):
+        diff_header(header(tools="{{tools}}"), header(tools=[tool("a")]))
 
 
 # ------------------------------------------------------------------------------------- fold
@@ -749,3 +749,77 @@ def test_a_broken_encoder_only_costs_a_fallback_snapshot(encoder: Any) -> None:
     session.append("request/header", {"header": before.to_json(), "reason": "initial"})
     session.append(*plan)
     assert header_equals(session.request_header(), after)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------
+# adapterDefaults (the reference harness's current headers) and tool placeholders
+
+
+def _config(**fields: object) -> dict[str, object]:
+    return {"provider": "deepseek", "model": "deepseek-v4-flash", **fields}
+
+
+def test_adapter_defaults_are_read_kept_and_compared() -> None:
+    marked = EpochHeader.from_json(
+        {"config": _config(maxTokens=256000), "adapterDefaults": {"maxTokens": True}}
+    )
+    plain = EpochHeader.from_json({"config": _config(maxTokens=256000)})
+    assert marked.to_json() == {
+        "config": _config(maxTokens=256000),
+        "adapterDefaults": {"maxTokens": True},
+    }
+    assert not header_equals(marked, plain)  # dsh-core-spec §5.3
+    empty = EpochHeader.from_json({"config": _config(), "adapterDefaults": {}})
+    assert canonical_header(empty).to_json() == {"config": _config()}
+    assert header_equals(empty, EpochHeader.from_json({"config": _config()}))
+
+
+@pytest.mark.parametrize(
+    ("defaults", "message"),
+    [
+        (None, "null"),
+        ([], "is not an object"),
+        ({"temperature": True}, "'temperature'"),
+        ({"maxTokens": False}, "'maxTokens': False"),
+        (
+            {"reasoningEffort": True},
+            "reasoningEffort is marked but the config has no reasoningEffort",
+        ),
+    ],
+)
+def test_invalid_adapter_defaults_are_refused(defaults: object, message: str) -> None:
+    with pytest.raises(HeaderError, match="invalid adapterDefaults") as caught:
+        EpochHeader.from_json({"config": _config(), "adapterDefaults": defaults})
+    assert message in str(caught.value)
+
+
+def test_a_marker_change_round_trips_through_a_delta_with_the_config() -> None:
+    before = EpochHeader.from_json(
+        {"config": _config(reasoningEffort="high"), "adapterDefaults": {"reasoningEffort": True}}
+    )
+    after = EpochHeader.from_json({"config": _config(reasoningEffort="max")})
+    delta = diff_header(before, after)
+    assert delta is not None and delta.to_json() == {"config": _config(reasoningEffort="max")}
+    assert header_equals(apply_header_delta(before, delta), after)
+    back = diff_header(after, before)
+    assert back is not None and back.to_json()["adapterDefaults"] == {"reasoningEffort": True}
+    replayed = apply_header_delta(after, HeaderDelta.from_json(back.to_json()))
+    assert header_equals(replayed, before)
+    with pytest.raises(HeaderError, match="only with a config"):
+        HeaderDelta.from_json({"adapterDefaults": {"maxTokens": True}})
+
+
+def test_a_tools_placeholder_cannot_be_a_delta_so_the_writer_writes_a_snapshot() -> None:
+    opaque = EpochHeader.from_json({"config": _config(), "tools": "{{tools}}"})
+    real = EpochHeader.from_json(
+        {"config": _config(), "tools": [{"name": "a", "description": "", "parameters": {}}]}
+    )
+    with pytest.raises(HeaderError, match=r"placeholder .* cannot be encoded as a delta"):
+        diff_header(opaque, real)
+    plan = plan_header_event(opaque, real, first_of_instance=False)
+    assert plan is not None
+    assert plan[0] == "request/header" and plan[1]["reason"] == "fallback"
+    same = diff_header(
+        opaque, EpochHeader.from_json({"config": _config(model="m2"), "tools": "{{tools}}"})
+    )
+    assert same is not None and same.tools is None and same.config is not None

@@ -512,3 +512,22 @@ def test_the_iterative_decoder_reports_a_missing_colon_after_a_later_key() -> No
         _loads_iterative('{"a": 1, "b" 2}')
     with pytest.raises(json.JSONDecodeError, match="Expecting property name"):
         _loads_iterative('{"a": 1, 2: 3}')
+
+
+def test_deep_values_loaded_apart_compare_and_print_without_recursion() -> None:
+    """Two independently built 20,000-deep values: ==, != and repr work (no shared objects)."""
+    nested: list[object] = []
+    cursor = nested
+    for _ in range(20_000):
+        child: list[object] = []
+        cursor.append(child)
+        cursor = child
+    first = freeze_json(nested)
+    second = freeze_json(loads_json(dumps_canonical(first)))
+    assert first is not second
+    assert first == second and not (first != second)
+    other = freeze_json(loads_json(dumps_canonical(first).replace("[]]", "[1]]", 1)))
+    assert first != other and not (first == other)
+    deep_dict = freeze_json({"a": loads_json(dumps_canonical(first))})
+    assert deep_dict == freeze_json({"a": loads_json(dumps_canonical(first))})
+    assert "[[[[" in repr(first)[:20]  # printable, whichever path printed it

@@ -213,11 +213,12 @@ def test_a_stable_agent_passes() -> None:
             lambda turn, messages, params: (
                 turn and messages[1].update(content="question 0 (edited)")
             ),
-            "messages[0].content differs: request 0: 'question 0', request 1: 'question 0 (edited)'",
+            # the wire's index: the system message is messages[0] of the captured body
+            "messages[1].content differs: request 0: 'question 0', request 1: 'question 0 (edited)'",
         ),
         (
             lambda turn, messages, params: turn and messages.__delitem__(slice(1, 3)),
-            "messages[0].content differs: request 0: 'question 0', request 1: 'question 1'",
+            "messages[1].content differs: request 0: 'question 0', request 1: 'question 1'",
         ),
     ],
     ids=[
@@ -252,8 +253,92 @@ def test_a_truncated_history_names_the_missing_message() -> None:
     with pytest.raises(PrefixInstability) as caught:
         assert_prefix_stable([first, second])
     assert caught.value.diff == (
-        'messages: request 0 has 2, request 1 only 1 (first missing: {"role":"assistant","content":"b"})',
+        "messages: request 0 has 2, request 1 only 1 "
+        '(first missing: messages[1] {"role":"assistant","content":"b"})',
     )
+
+
+def test_message_indexes_are_those_of_the_captured_wire_body() -> None:
+    """The index counts the system message, so it points into the body a user inspects."""
+    capture = RequestCapture()
+
+    def rewrite_the_first_answer(turn: int, messages: list[dict[str, Any]], params: Any) -> None:
+        if turn == 2:  # [system, question 0, answer 1, question 1, answer 2, question 2]
+            messages[2] = {"role": "assistant", "content": "answer 1 (rewritten)"}
+
+    run_agent(sdk(capture), turns=3, bust=rewrite_the_first_answer)
+    with pytest.raises(PrefixInstability) as caught:
+        assert_prefix_stable(capture.requests)
+    assert caught.value.index == 2
+    assert caught.value.diff == (
+        "messages[2].content differs: request 1: 'answer 1', request 2: 'answer 1 (rewritten)'",
+    )
+    wire = capture.requests[2].json["messages"]
+    assert wire[0]["role"] == "system" and wire[2]["content"] == "answer 1 (rewritten)"
+
+
+def test_message_indexes_without_a_system_message_start_at_zero() -> None:
+    first = {"model": "m", "messages": [{"role": "user", "content": "a"}]}
+    second = {"model": "m", "messages": [{"role": "user", "content": "b"}]}
+    with pytest.raises(PrefixInstability) as caught:
+        assert_prefix_stable([first, second])
+    assert caught.value.diff == ("messages[0].content differs: request 0: 'a', request 1: 'b'",)
+
+
+def test_message_indexes_name_both_sides_when_their_system_messages_differ_in_number() -> None:
+    from dsh_testkit._diff import chat_view, diff_chat
+
+    one = chat_view(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "system", "content": "s\nt"},
+                {"role": "user", "content": "a"},
+            ],
+        }
+    )
+    two = chat_view(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "system", "content": "s"},
+                {"role": "developer", "content": "t"},
+                {"role": "user", "content": "b"},
+            ],
+        },
+        use_provider_codec=False,
+    )
+    assert one is not None and two is not None
+    assert (one.message_offset, two.message_offset) == (1, 2)
+    assert diff_chat(one, two) == (
+        "messages[1].content differs: recorded: 'a', request: 'b' (in request: messages[2])",
+    )
+    shorter = chat_view({"model": "m", "messages": [{"role": "system", "content": "s\nt"}]})
+    assert shorter is not None
+    assert diff_chat(two, shorter) == (
+        "messages: recorded has 3, request only 1 "
+        '(first missing: messages[2] {"role":"user","content":"b"})',
+    )
+    assert diff_chat(shorter, two) == (
+        "messages: recorded has 1, request has 3 "
+        '(first extra: messages[2] {"role":"user","content":"b"})',
+    )
+
+
+def test_generate_options_index_their_own_messages() -> None:
+    """Options have no wire body: the system prompt is apart, indexes are options.messages'."""
+    from dsh_testkit._diff import chat_view_of_options
+
+    a = GenerateOptions(
+        provider="deepseek", model="m", messages=(user_message("a", id="1"),), system="s"
+    )
+    b = GenerateOptions(
+        provider="deepseek", model="m", messages=(user_message("b", id="1"),), system="s"
+    )
+    assert chat_view_of_options(a).message_offset == 0
+    with pytest.raises(PrefixInstability) as caught:
+        assert_prefix_stable([a, b])
+    assert caught.value.diff[0].startswith("messages[0].content[0].text differs")
 
 
 def test_config_changes_other_than_the_model_do_not_bust_the_prefix() -> None:

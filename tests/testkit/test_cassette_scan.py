@@ -192,5 +192,5 @@ async def test_a_provider_change_fails_replay_naming_the_changed_field() -> None
             await _converse(provider, "Say goodbye.", tools=False)
     assert caught.value.index == 0 and caught.value.closest_index == 0
     assert caught.value.diff == (
-        "messages[0].content differs: recorded: 'Say hello.', request: 'Say goodbye.'",
+        "messages[1].content differs: recorded: 'Say hello.', request: 'Say goodbye.'",
     )

@@ -13,6 +13,7 @@ import httpx
 import httpx2
 import openai
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -796,7 +797,67 @@ def test_mismatch_names_the_message_index_and_field(tmp_path: Path) -> None:
     error = _mismatch(tmp_path, [first, second], [first, live_second])
     assert error.index == 1
     assert error.closest_index == 1
+    # The index is the YAML body's: its system message is messages[0], so the changed
+    # assistant message is messages[2] there (not messages[1], counted after the system).
+    assert error.diff == ("messages[2].content differs: recorded: 'Hi.', request: 'Hello.'",)
+    stored = yaml.safe_load((tmp_path / "c.yaml").read_text(encoding="utf-8"))
+    assert stored["interactions"][1]["request"]["body"]["json"]["messages"][2] == {
+        "role": "assistant",
+        "content": "Hi.",
+    }
+
+
+def test_mismatch_message_indexes_without_a_system_message(tmp_path: Path) -> None:
+    recorded = chat_body()
+    recorded["messages"] = [
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "Hi."},
+        {"role": "user", "content": "bye"},
+    ]
+    live = json.loads(json.dumps(recorded))
+    live["messages"][1]["content"] = "Hello."
+    error = _mismatch(tmp_path, [recorded], [live])
     assert error.diff == ("messages[1].content differs: recorded: 'Hi.', request: 'Hello.'",)
+
+
+def test_mismatch_message_indexes_when_the_system_messages_differ_in_number(
+    tmp_path: Path,
+) -> None:
+    recorded = chat_body()
+    recorded["messages"] = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "system", "content": "Answer in English."},
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "Hi."},
+    ]
+    live = json.loads(json.dumps(recorded))
+    live["messages"][0:2] = [{"role": "system", "content": "You are terse.\nAnswer in English."}]
+    live["messages"][2]["content"] = "Hello."
+    error = _mismatch(tmp_path, [recorded], [live])
+    # The two system messages join to the same prompt; each side's own index is named.
+    assert error.diff == (
+        "messages[3].content differs: recorded: 'Hi.', request: 'Hello.' (in request: messages[2])",
+    )
+    assert (
+        recorded["messages"][3]["content"] == "Hi." and live["messages"][2]["content"] == "Hello."
+    )
+
+
+def test_mismatch_counts_wire_messages_when_the_request_is_shorter_or_longer(
+    tmp_path: Path,
+) -> None:
+    longer = chat_body()
+    longer["messages"] = [*longer["messages"], {"role": "assistant", "content": "Hi."}]
+    shorter_error = _mismatch(tmp_path, [longer], [chat_body()])
+    assert shorter_error.diff == (
+        "messages: recorded has 3, request only 2 "
+        '(first missing: messages[2] {"role":"assistant","content":"Hi."})',
+    )
+    longer_error = _mismatch(tmp_path / "x", [chat_body()], [longer])
+    assert longer_error.diff == (
+        "messages: recorded has 2, request has 3 "
+        '(first extra: messages[2] {"role":"assistant","content":"Hi."})',
+    )
 
 
 def test_mismatch_picks_the_closest_of_several_recordings(tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
-"""Our own providers against the mock: every scripted fault ends in the right finish, and the
-round trip "our serialize → mock parse → mock render → our provider's parse" holds."""
+"""Our own providers against the mock: every scripted fault ends in the right finish, the round
+trip "our serialize → mock parse → mock render → our provider's parse" holds, the loop's retry
+resends the same bytes on the wire, and the Anthropic-format provider works over loopback."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -12,21 +14,28 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_core import (
+    Agent,
+    AgentOptions,
     BlockAssembler,
     GenerateOptions,
     Message,
     ReasoningBlock,
+    Session,
     TextBlock,
+    TextDelta,
     ToolCallBlock,
     ToolResultBlock,
     ToolSchema,
     assistant_message,
     freeze_json,
+    tool,
     user_message,
 )
 from dsh_core.providers import AnthropicProvider, DeepSeekProvider, SseParser, anthropic, deepseek
+from dsh_testkit.capture import RequestCapture
 from dsh_testkit.mock import (
     BEHAVIOURS,
+    HttpError,
     HttpRequest,
     MockDeepSeek,
     MockHandler,
@@ -315,3 +324,175 @@ def test_anthropic_round_trip(
             )  # type: ignore[union-attr]
         else:
             assert block == want
+
+
+# -- a retried request on the wire ---------------------------------------------------------------
+
+
+class FakeSleep:
+    """Records the loop's retry waits and returns at once."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+@tool(description="Look a word up.")
+async def lookup(args: Any, ctx: Any) -> str:
+    return f"{args['q']} means mock"
+
+
+@pytest.mark.parametrize("over", ["in-process", "loopback"])
+async def test_a_retried_request_is_byte_identical_on_the_wire(over: str) -> None:
+    """The loop resends the frozen request after a 429: the same bytes and headers reach the
+    server, whatever the conversation before it (here a tool round trip with reasoning)."""
+    mock = MockDeepSeek(
+        [
+            Reply(
+                reasoning="I should look it up.",
+                tool_calls=(ToolCall(name="lookup", arguments='{"q": "cache"}'),),
+            ),
+            HttpError(status=429, retry_after="2"),
+            Reply(text="It means mock."),
+        ],
+        api_keys={API_KEY},  # a request without the key would be refused before the script
+    )
+    capture = RequestCapture()
+    sleep = FakeSleep()
+    inner: Any
+    with contextlib.ExitStack() as stack:
+        if over == "in-process":
+            base_url, inner = "https://api.deepseek.com", httpx.MockTransport(MockHandler(mock))
+        else:
+            server = stack.enter_context(MockServer(mock))
+            base_url, inner = server.base_url, httpx.AsyncHTTPTransport()
+        provider = DeepSeekProvider(
+            api_key=API_KEY, base_url=base_url, transport=capture.transport(inner)
+        )
+        agent = Agent(
+            Session.create("retry-on-the-wire"),
+            provider,
+            AgentOptions(
+                provider="deepseek",
+                model="deepseek-v4-flash",
+                system="You are terse.",
+                sleep=sleep,
+                random=lambda: 0.5,
+            ),
+            tools=[lookup],
+        )
+        async with provider:
+            final = await agent.run("What does 'cache' mean?")
+    assert final.text == "It means mock."
+    assert sleep.delays == [2.0]  # the Retry-After, waited through the fake
+    assert [r.status for r in mock.requests] == [200, 429, 200]
+    first, failed, retried = capture.requests
+    assert failed.body == retried.body  # byte for byte, not merely the same JSON
+    assert failed.body != first.body
+    sent = json.loads(retried.body)
+    assert [m["role"] for m in sent["messages"]] == ["system", "user", "assistant", "tool"]
+    assert sent["messages"][2]["reasoning_content"] == "I should look it up."
+    # Every header, in wire order: our provider sends nothing volatile (no retry counter, no
+    # idempotency key), so the whole list must match; the key is redacted in the capture.
+    assert failed.headers == retried.headers
+    assert (failed.method, failed.url) == (retried.method, retried.url)
+    headers = dict(retried.headers)
+    assert headers["content-type"] == "application/json"
+    assert headers["accept"] == "text/event-stream"
+    assert headers["authorization"] == "<REDACTED>"
+    assert headers["content-length"] == str(len(retried.body))
+    assert [e.type for e in agent.session.events].count("llm/retry") == 1
+
+
+# -- the Anthropic-format provider over the loopback server ------------------------------------
+
+LONG_SYSTEM = " ".join(f"Rule {i}: answer politely and cite rule {i - 1}." for i in range(120))
+
+
+def anthropic_options(*messages: Message, tools: tuple[ToolSchema, ...] = ()) -> GenerateOptions:
+    return GenerateOptions(
+        provider="deepseek",
+        model="deepseek-v4-flash",
+        system=LONG_SYSTEM,
+        messages=messages,
+        tools=tools or None,
+    )
+
+
+async def collect(
+    provider: AnthropicProvider, options: GenerateOptions, seen: list[Any] | None = None
+) -> BlockAssembler:
+    assembler = BlockAssembler()
+    async for chunk in provider.stream(options):
+        assembler.feed(chunk)
+        if seen is not None:
+            seen.append(chunk)
+    return assembler
+
+
+async def test_the_anthropic_provider_over_the_loopback_server(server: MockServer) -> None:
+    server.mock.push(
+        Reply(text="Hello over a real socket.", chunk_size=3),
+        Reply(tool_calls=(ToolCall(name="lookup", arguments='{"q": "cache"}', id="toolu_1"),)),
+        HttpError(status=500, message="boom", request_id="req-500"),
+    )
+    question = user_message("hi")
+    tools = (lookup.schema,)
+    chunks: list[Any] = []
+    async with AnthropicProvider(api_key=API_KEY, base_url=server.anthropic_base_url) as provider:
+        first = await collect(provider, anthropic_options(question, tools=tools), chunks)
+        reply = assistant_message(first.blocks(), provider="deepseek", model="deepseek-v4-flash")
+        follow_up = (question, reply, user_message("look 'cache' up"))
+        second = await collect(provider, anthropic_options(*follow_up, tools=tools))
+        failed = await collect(provider, anthropic_options(question, tools=tools))
+
+    assert [r.path for r in server.mock.requests] == ["/anthropic/v1/messages"] * 3
+    # streaming text, arriving in several deltas
+    assert first.finish_reason.kind == "stop"
+    assert [c.text for c in chunks if isinstance(c, TextDelta)][:3] == ["Hel", "lo ", "ove"]
+    assert TextBlock(text="Hello over a real socket.") in first.blocks()
+    assert first.usage is not None and first.usage.cache_read_tokens == 0
+    # a tool call, its input object read back as the arguments string
+    assert second.finish_reason.kind == "tool-calls"
+    (call,) = [b for b in second.blocks() if isinstance(b, ToolCallBlock)]
+    assert (call.id, call.name, json.loads(call.arguments)) == ("toolu_1", "lookup", {"q": "cache"})
+    # the second request extends the first: its prefix is read from the cache
+    assert second.usage is not None and second.usage.cache_read_tokens is not None
+    hit = second.usage.cache_read_tokens
+    assert hit > 0 and hit % 64 == 0
+    assert hit == server.mock.requests[1].extras["cacheHitTokens"]
+    assert second.usage.prompt_tokens == server.mock.requests[1].extras["promptTokens"]
+    assert second.usage.input_tokens == second.usage.prompt_tokens - hit
+    # an HTTP error ends the stream with an error finish carrying the status
+    reason = failed.finish_reason
+    assert reason.kind == "error" and reason.failure is not None
+    assert (reason.failure.code, reason.failure.status) == ("SERVER", 500)
+    assert reason.failure.request_id == "req-500"
+    assert failed.blocks() == ()
+
+
+async def test_the_anthropic_provider_reads_its_key_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mock = MockDeepSeek([Reply(text="keyed")], api_keys={API_KEY})
+    monkeypatch.setenv("DEEPSEEK_API_KEY", API_KEY)
+    with MockServer(mock) as server:
+        async with AnthropicProvider(base_url=server.anthropic_base_url) as provider:
+            assert API_KEY not in repr(provider)
+            answered = await collect(provider, anthropic_options(user_message("hi")))
+            monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-some-other-key")
+            refused = await collect(provider, anthropic_options(user_message("hi")))
+            monkeypatch.delenv("DEEPSEEK_API_KEY")
+            missing = await collect(provider, anthropic_options(user_message("hi")))
+    assert answered.finish_reason.kind == "stop"
+    assert TextBlock(text="keyed") in answered.blocks()
+    # read at each call: a changed variable is the key the next request sends
+    assert refused.finish_reason.failure is not None
+    assert refused.finish_reason.failure.code == "AUTH"
+    assert [r.status for r in mock.requests] == [200, 401]
+    assert missing.finish_reason.failure is not None
+    assert missing.finish_reason.failure.code == "MISSING_CREDENTIAL"
+    assert "DEEPSEEK_API_KEY" in missing.finish_reason.failure.message
+    assert len(mock.requests) == 2  # no request without a key

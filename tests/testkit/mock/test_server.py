@@ -256,23 +256,29 @@ async def test_fifty_concurrent_streaming_clients_finish_without_errors(server: 
     server.mock.push(*[Reply(text=f"answer number {i} " * 5, chunk_size=4) for i in range(50)])
     limits = httpx.Limits(max_connections=60)
 
-    async def one(client: httpx.AsyncClient, i: int) -> str:
-        text = []
+    async def one(client: httpx.AsyncClient) -> str:
         async with client.stream(
             "POST", "/chat/completions", json=chat_body(stream=True)
         ) as response:
             assert response.status_code == 200
-            async for line in response.aiter_lines():
-                if line.startswith("data: {"):
-                    text.append(json.loads(line[6:])["choices"][0]["delta"].get("content") or "")
-            assert line == "" or line == "data: [DONE]"
-        return "".join(text)
+            lines = [line async for line in response.aiter_lines() if line]
+        # Every stream is whole: it ends with [DONE], after a last chunk carrying the
+        # finish_reason and the usage (a stream cut short by the load would lack them).
+        assert lines[-1] == "data: [DONE]", lines[-3:]
+        chunks = [json.loads(line[6:]) for line in lines[:-1]]
+        assert all(line.startswith("data: {") for line in lines[:-1])
+        assert chunks[-1]["choices"][-1]["finish_reason"] == "stop"
+        assert all(c["choices"][-1].get("finish_reason") is None for c in chunks[:-1])
+        usage = chunks[-1]["usage"]
+        assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+        assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+        return "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
 
     async with httpx.AsyncClient(
         base_url=server.base_url, headers=AUTH, limits=limits, timeout=10
     ) as client:
         results = await asyncio.wait_for(
-            asyncio.gather(*(one(client, i) for i in range(50))), timeout=30
+            asyncio.gather(*(one(client) for _ in range(50))), timeout=30
         )
     assert sorted(results) == sorted(f"answer number {i} " * 5 for i in range(50))
     assert len(server.mock.requests) == 50 and all(r.status == 200 for r in server.mock.requests)
