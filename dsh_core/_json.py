@@ -19,7 +19,7 @@ import math
 import re
 import sys
 from collections.abc import Iterable, Iterator
-from typing import Any, NoReturn, TypeAlias
+from typing import Any, NoReturn, Self, TypeAlias
 
 from ._errors import JsonValueError
 
@@ -66,9 +66,7 @@ def _deep_equal(a: object, b: object) -> bool:
             if len(x) != len(y):
                 return False
             stack.extend(zip(x, y, strict=True))
-        elif isinstance(x, (dict, list)) or isinstance(y, (dict, list)):
-            return False
-        elif x != y:
+        elif isinstance(x, (dict, list)) or isinstance(y, (dict, list)) or x != y:
             return False
     return True
 
@@ -77,7 +75,41 @@ def _deep_repr(value: object) -> str:
     return f"{type(value).__name__}({dumps_canonical(value)})"
 
 
-class FrozenDict(dict[str, Any]):
+class _FrozenJson:
+    """What both frozen containers share: depth-safe equality and repr, copies are the same object.
+
+    ``==`` and ``repr`` use the C implementations, which recurse; a value deeper than they go
+    falls back to iterative twins, so 20,000-deep values compare and print.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        container: Any = dict if isinstance(self, dict) else list
+        try:
+            return container.__eq__(self, other)  # type: ignore[no-any-return]
+        except RecursionError:  # deeper than the C comparison goes
+            return isinstance(other, container) and _deep_equal(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __repr__(self) -> str:
+        container: Any = dict if isinstance(self, dict) else list
+        try:
+            return container.__repr__(self)  # type: ignore[no-any-return]
+        except RecursionError:
+            return _deep_repr(self)
+
+    def __copy__(self) -> Self:
+        return self
+
+    def __deepcopy__(self, memo: object) -> Self:
+        return self
+
+
+class FrozenDict(_FrozenJson, dict[str, Any]):
     """A JSON object that cannot be mutated (every mutator raises ``TypeError``).
 
     Constructing one validates and deep-freezes its contents like :func:`freeze_json` (a
@@ -105,33 +137,11 @@ class FrozenDict(dict[str, Any]):
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(frozenset((key, _item_hash(value)) for key, value in self.items()))
 
-    def __eq__(self, other: object) -> bool:
-        try:
-            return dict.__eq__(self, other)
-        except RecursionError:  # deeper than the C comparison goes
-            return isinstance(other, dict) and _deep_equal(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
-
-    def __repr__(self) -> str:
-        try:
-            return dict.__repr__(self)
-        except RecursionError:
-            return _deep_repr(self)
-
-    def __copy__(self) -> FrozenDict:
-        return self
-
-    def __deepcopy__(self, memo: object) -> FrozenDict:
-        return self
-
     def __reduce__(self) -> tuple[Any, ...]:
         return (FrozenDict, (dict(self),))
 
 
-class FrozenList(list[Any]):
+class FrozenList(_FrozenJson, list[Any]):
     """A JSON array that cannot be mutated (every mutator raises ``TypeError``).
 
     Constructing one validates and deep-freezes its items like :func:`freeze_json`.
@@ -160,28 +170,6 @@ class FrozenList(list[Any]):
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(tuple(_item_hash(value) for value in self))
-
-    def __eq__(self, other: object) -> bool:
-        try:
-            return list.__eq__(self, other)
-        except RecursionError:  # deeper than the C comparison goes
-            return isinstance(other, list) and _deep_equal(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
-
-    def __repr__(self) -> str:
-        try:
-            return list.__repr__(self)
-        except RecursionError:
-            return _deep_repr(self)
-
-    def __copy__(self) -> FrozenList:
-        return self
-
-    def __deepcopy__(self, memo: object) -> FrozenList:
-        return self
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (FrozenList, (list(self),))

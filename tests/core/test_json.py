@@ -531,3 +531,28 @@ def test_deep_values_loaded_apart_compare_and_print_without_recursion() -> None:
     deep_dict = freeze_json({"a": loads_json(dumps_canonical(first))})
     assert deep_dict == freeze_json({"a": loads_json(dumps_canonical(first))})
     assert "[[[[" in repr(first)[:20]  # printable, whichever path printed it
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "equal"),
+    [
+        ({"x": [1, {"y": 2}]}, {"x": [1, {"y": 2.0}]}, True),
+        ({"x": 1}, {"y": 1}, False),
+        ([1, 2], [1, 2, 3], False),
+        ({"x": [1]}, {"x": {"0": 1}}, False),
+        ([1, "a"], [1, "b"], False),
+    ],
+)
+def test_the_iterative_equality_agrees_with_python_equality(a: Any, b: Any, equal: bool) -> None:
+    from dsh_core._json import _deep_equal
+
+    assert _deep_equal(a, b) is equal
+    assert (a == b) is equal
+    shared = [a]
+    assert _deep_equal(shared, shared)  # identical objects are equal without a walk
+
+
+def test_the_iterative_repr_names_the_type_and_the_json() -> None:
+    from dsh_core._json import _deep_repr
+
+    assert _deep_repr(freeze_json({"a": [1]})) == 'FrozenDict({"a":[1]})'
