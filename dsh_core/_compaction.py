@@ -20,12 +20,13 @@ result.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ._errors import AgentError
-from ._events import SurfaceReplace
+from ._events import Event, SurfaceReplace
 from ._messages import Message, TextBlock, derive_event_message, user_message
 from ._session import Session
 from ._stream import BlockAssembler, Finish, GenerateOptions, TokenUsage
@@ -62,29 +63,89 @@ def estimate_message_tokens(messages: Sequence[Message]) -> int:
     return sum(len(m.canonical_json()) for m in messages) // 4
 
 
+@dataclass(slots=True)
+class _EstimateState:
+    """What :func:`estimate_context_tokens` remembers of one session between calls."""
+
+    seen: int = 0
+    """Events folded so far."""
+    last_event: Event | None = None
+    """``events[seen - 1]``: the same object only in the same append-only log."""
+    usage_seq: int | None = None
+    """Seq of the last ``assistant/message`` with usage after the last replace (``None``: none)."""
+    usage_tokens: int = 0
+    """That usage's prompt + output tokens."""
+    tail_chars: int = 0
+    """JSON characters of the surface messages appended after that usage."""
+    generation: int = -1
+    """Surface generation the whole-surface sum belongs to (a replace starts a new one)."""
+    projected: int = 0
+    """Messages of that generation's derived view summed into ``surface_chars``."""
+    surface_chars: int = 0
+
+    def continues(self, events: Sequence[Event]) -> bool:
+        """Whether ``events`` extends the log folded so far (O(1): one identity check)."""
+        seen = self.seen
+        return len(events) >= seen and (seen == 0 or events[seen - 1] is self.last_event)
+
+
+_ESTIMATES: OrderedDict[int, _EstimateState] = OrderedDict()
+"""Per-session estimator state, by ``id(session)`` (a ``Session`` takes no weak references),
+least recently used first. A stale entry whose id was reused is harmless: the identity check
+on the last folded event refuses it and the new session starts from scratch."""
+_MAX_ESTIMATES: Final = 64
+
+
 def estimate_context_tokens(session: Session) -> int:
     """The context size the next request will have, estimated from the log.
 
     The last ``assistant/message`` usage (prompt + output tokens) plus a chars/4 estimate of
     the surface messages logged after it; the chars/4 estimate of the whole surface when there
     is no usage, or when a surface replace happened after it (the usage is stale then).
+
+    Incremental: a per-session state remembers how far the log was folded, the last usage and
+    the running sums, so each call reads only the events appended since the previous one and
+    sums only newly derived messages; its cost per step does not grow with the history (a
+    replace costs one pass over the new surface).
     """
     events = session.events
-    tail: list[Message] = []
-    for i in range(len(events) - 1, -1, -1):
-        event = events[i]
+    key = id(session)
+    state = _ESTIMATES.get(key)
+    if state is None or not state.continues(events):
+        state = _EstimateState()
+    # Fold into locals and commit at the end: an event that does not parse raises and leaves
+    # the state as it was (the next call meets the same event and raises again).
+    usage_seq, usage_tokens, tail_chars = state.usage_seq, state.usage_tokens, state.tail_chars
+    count, last = len(events), state.last_event
+    for i in range(state.seen, count):
+        event = last = events[i]
         if isinstance(event.surface_op, SurfaceReplace):
-            break
-        if event.type == "assistant/message" and isinstance(event.data, dict):
-            usage = event.data.get("usage")
-            if usage is not None:
-                counted = TokenUsage.from_json(usage)
-                return counted.prompt_tokens + counted.output_tokens + estimate_message_tokens(tail)
-        if event.surface_op == "append":
+            usage_seq, tail_chars = None, 0
+            continue
+        usage = event.data.get("usage") if isinstance(event.data, Mapping) else None
+        if event.type == "assistant/message" and usage is not None:
+            counted = TokenUsage.from_json(usage)
+            usage_seq, tail_chars = i, 0
+            usage_tokens = counted.prompt_tokens + counted.output_tokens
+        elif usage_seq is not None and event.surface_op == "append":
             message = derive_event_message(event)
             if message is not None:
-                tail.append(message)
-    return estimate_message_tokens(session.message_view())
+                tail_chars += len(message.canonical_json())
+    state.seen, state.last_event = count, last
+    state.usage_seq, state.usage_tokens, state.tail_chars = usage_seq, usage_tokens, tail_chars
+    _ESTIMATES[key] = state
+    _ESTIMATES.move_to_end(key)
+    while len(_ESTIMATES) > _MAX_ESTIMATES:
+        _ESTIMATES.popitem(last=False)
+    if usage_seq is not None:
+        return usage_tokens + tail_chars // 4
+    view = session.message_view()  # the session's own cached derivation: no projection here
+    if state.generation != session.surface_generation:
+        state.generation, state.projected, state.surface_chars = session.surface_generation, 0, 0
+    for i in range(state.projected, len(view)):
+        state.surface_chars += len(view[i].canonical_json())
+    state.projected = len(view)
+    return state.surface_chars // 4
 
 
 def _tool_balance(session: Session, seq: int) -> int:

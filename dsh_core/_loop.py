@@ -169,12 +169,20 @@ class PreStepContext:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequestContext:
-    """Where a request middleware runs. It can ``inject()`` (lands in the NEXT request); it
-    cannot reach the current request's messages, system or tools."""
+    """Everything a request middleware is given besides the config it may replace.
 
-    agent: Agent
+    Deliberately narrow: no agent, session, provider, tools or options, so nothing but the
+    returned :class:`LlmCallConfig` can shape the request. ``inject`` is the one effect allowed,
+    and it lands after the step's boundary (the NEXT request, never this one).
+    """
+
     turn: int
     step: int
+    """The step whose request is being prepared (its ``step/start`` is logged)."""
+    config: LlmCallConfig
+    """The frozen config as this middleware receives it (the previous middleware's result)."""
+    inject: Callable[[str | Message], Message] = field(repr=False, compare=False)
+    """Queue a user message for the NEXT request (the agent's ``inject``)."""
 
 
 PreStepHook: TypeAlias = Callable[[PreStepContext], "Awaitable[None] | None"]
@@ -309,6 +317,16 @@ class Agent:
         else:
             self._queue.append(msg)
         return msg
+
+    def _injector(self) -> Callable[[str | Message], Message]:
+        """``inject`` as a plain function: a bound method would hand a middleware the agent."""
+        inject = self.inject
+
+        def inject_next(message: str | Message) -> Message:
+            """Queue a user message for the NEXT request."""
+            return inject(message)
+
+        return inject_next
 
     def cancel(self, reason: str = "user") -> bool:
         """Cancel the running turn (the first reason wins); False when no turn runs."""
@@ -491,8 +509,9 @@ class Agent:
         folded = session.request_header()
         # The first request of this instance seeds from the options; later ones from the log.
         config = folded.config if self._header_logged and folded else self._first_config()
-        ctx = RequestContext(agent=self, turn=state.turn, step=step)
+        inject = self._injector()
         for middleware in tuple(self._middleware):
+            ctx = RequestContext(turn=state.turn, step=step, config=config, inject=inject)
             proposed = middleware(config, ctx)
             if inspect.isawaitable(proposed):
                 proposed = await state.guard(proposed)

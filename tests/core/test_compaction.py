@@ -3,16 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsh_core import (
+    Agent,
     AgentError,
     CompactionError,
     Compactor,
+    Event,
+    Finish,
+    FinishReason,
+    GenerateOptions,
+    InvalidEventError,
+    Message,
     Session,
+    StreamChunk,
+    SurfaceReplace,
+    TextDelta,
+    TokenUsage,
     TurnCancelledError,
+    _compaction,
+    assistant_message,
+    derive_event_message,
     estimate_context_tokens,
     user_message,
 )
@@ -25,6 +42,7 @@ from dsh_core.scripted import (
     tool_call,
     tool_call_response,
 )
+from dsh_testkit.strategies import session_logs
 
 from ._loop_helpers import (
     assert_balanced,
@@ -32,6 +50,7 @@ from ._loop_helpers import (
     make_agent,
     new_session,
     of_type,
+    options,
     read,
     types,
 )
@@ -366,3 +385,221 @@ async def test_a_summary_call_without_usage_logs_none() -> None:
     data = of_type(session, "compact/summary")[0].data
     assert data["summary"] == [{"type": "text", "text": "short"}]
     assert "usage" not in data
+
+
+# ------------------------------------------------------------------- the incremental estimate
+
+
+def _reference_estimate(session: Session) -> int:
+    """The estimate's definition, walked back over the whole log every time (no state)."""
+    events = session.events
+    tail: list[Message] = []
+    for i in range(len(events) - 1, -1, -1):
+        event = events[i]
+        if isinstance(event.surface_op, SurfaceReplace):
+            break
+        if event.type == "assistant/message" and event.data.get("usage") is not None:
+            usage = TokenUsage.from_json(event.data["usage"])
+            return usage.prompt_tokens + usage.output_tokens + estimate_message_tokens(tail)
+        if event.surface_op == "append":
+            message = derive_event_message(event)
+            if message is not None:
+                tail.append(message)
+    return estimate_message_tokens(session.derive_messages())
+
+
+@settings(max_examples=60)  # each example is a whole log
+@given(session_logs(max_size=30), st.data())
+def test_the_incremental_estimate_equals_the_whole_log_walk(
+    log: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    session = Session.create("s")
+    for raw in log:
+        session.append(
+            raw["type"],
+            raw["data"],
+            surface_op=raw.get("surfaceOp"),
+            source_event_seqs=raw.get("sourceEventSeqs"),
+        )
+        if data.draw(st.booleans(), label="estimate now"):  # the state advances mid-way
+            assert estimate_context_tokens(session) == _reference_estimate(session)
+    assert estimate_context_tokens(session) == _reference_estimate(session)
+    # A fresh session over the same log (new event objects) gets the same figure.
+    assert estimate_context_tokens(Session.create("t", log)) == _reference_estimate(session)
+
+
+class _CountingEvents(Sequence[Event]):
+    """A session's event view that counts every event read."""
+
+    def __init__(self, inner: Sequence[Event], reads: list[int]) -> None:
+        self._inner, self._reads = inner, reads
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __getitem__(self, index: Any) -> Any:
+        got = self._inner[index]
+        self._reads[0] += len(got) if isinstance(index, slice) else 1
+        return got
+
+
+@pytest.fixture
+def event_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """``reads[0]``: events read through ``Session.events`` (and iterated) since the reset."""
+    reads = [0]
+    original = Session.__dict__["events"]
+    monkeypatch.setattr(
+        Session, "events", property(lambda self: _CountingEvents(original.fget(self), reads))
+    )
+    return reads
+
+
+@pytest.fixture
+def projections(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """``counts[0]``: messages whose JSON was measured (``Message.canonical_json`` calls)."""
+    counts = [0]
+    original = Message.canonical_json
+
+    def counting(self: Message) -> str:
+        counts[0] += 1
+        return original(self)
+
+    monkeypatch.setattr(Message, "canonical_json", counting)
+    return counts
+
+
+def _append_turn(session: Session, n: int, *, usage: bool) -> None:
+    """One turn as the loop logs it: 9 events, 2 of them surface messages."""
+    session.append("turn/start", {"turn": n})
+    prompt = user_message(f"q{n} " * 20, id=f"u{n}").to_json()
+    session.append("user/message", prompt, surface_op="append")
+    session.append("step/start", {"turn": n, "step": 1})
+    for text in ("an", "sw", "er"):
+        chunk = {"type": "text-delta", "index": 0, "text": text}
+        session.append("assistant/chunk", {"turn": n, "step": 1, "chunk": chunk})
+    data: dict[str, Any] = {
+        "turn": n,
+        "step": 1,
+        "message": assistant_message("answer", provider="p", model="m", id=f"a{n}").to_json(),
+    }
+    if usage:
+        data["usage"] = {"inputTokens": 100 * n, "outputTokens": 5}
+    session.append("assistant/message", data, surface_op="append")
+    session.append("step/end", {"turn": n, "step": 1})
+    session.append("turn/end", {"turn": n, "reason": {"kind": "completed"}})
+
+
+def _cost_of_one_more_turn(
+    history: int, usage: bool, reads: list[int], measured: list[int]
+) -> tuple[int, int]:
+    session = new_session()
+    for n in range(1, history + 1):
+        _append_turn(session, n, usage=usage)
+    estimate_context_tokens(session)  # the first call folds the whole history once
+    _append_turn(session, history + 1, usage=usage)
+    reads[0] = measured[0] = 0
+    figure = estimate_context_tokens(session)
+    cost = (reads[0], measured[0])
+    assert figure == _reference_estimate(session)
+    return cost
+
+
+@pytest.mark.parametrize("usage", [False, True], ids=["no usage", "usage"])
+def test_a_step_s_estimate_reads_only_the_new_events(
+    usage: bool, event_reads: list[int], projections: list[int]
+) -> None:
+    """Per-step cost is O(new events), whatever the history: with and without usage."""
+    short = _cost_of_one_more_turn(5, usage, event_reads, projections)
+    long = _cost_of_one_more_turn(200, usage, event_reads, projections)
+    assert short == long
+    reads, measured = long
+    assert reads == 9 + 1  # the new turn's events, plus the identity check of the last one
+    assert measured == (1 if usage else 2)  # its surface messages (after the usage, none)
+
+
+def test_after_a_replace_one_step_pays_for_the_surface_and_the_next_does_not(
+    event_reads: list[int], projections: list[int]
+) -> None:
+    session = new_session()
+    for n in range(1, 41):
+        _append_turn(session, n, usage=True)
+    estimate_context_tokens(session)
+    nodes = session.surface_nodes
+    session.append(
+        "user/message",
+        user_message("summary", id="s").to_json(),
+        surface_op={"op": "replace", "start": nodes[0], "end": nodes[-3]},
+        source_event_seqs=list(nodes[:-2]),
+    )
+    event_reads[0] = projections[0] = 0
+    figure = estimate_context_tokens(session)
+    # The replace itself and the identity check; then the new surface: summary + 2 kept.
+    assert (event_reads[0], projections[0]) == (2, 3)
+    assert figure == _reference_estimate(session)
+    _append_turn(session, 41, usage=False)
+    event_reads[0] = projections[0] = 0
+    figure = estimate_context_tokens(session)
+    assert (event_reads[0], projections[0]) == (9 + 1, 2)  # only the new turn
+    assert figure == _reference_estimate(session)
+
+
+async def test_the_compactor_s_per_turn_log_reads_do_not_grow_without_usage(
+    event_reads: list[int],
+) -> None:
+    """The reviewer's case: a provider that reports no usage, many turns, a compactor that never
+    fires. Each turn's estimate reads the same number of events."""
+
+    class NoUsage:
+        def __init__(self) -> None:
+            self.requests: list[GenerateOptions] = []
+
+        async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+            self.requests.append(options)
+            yield TextDelta(index=0, text="fine")
+            yield Finish(reason=FinishReason(kind="stop"))
+
+    per_turn: list[int] = []
+
+    def counted(session: Session) -> int:
+        before = event_reads[0]
+        figure = estimate_context_tokens(session)
+        per_turn.append(event_reads[0] - before)
+        assert figure == _reference_estimate(session) < 10**6
+        return figure
+
+    session = new_session()
+    provider = NoUsage()
+    agent = Agent(session, provider, options(invariants=False))
+    agent.add_pre_step(Compactor(threshold_tokens=10**6, estimator=counted))
+    for n in range(30):
+        await agent.run(f"question {n}")
+    assert not of_type(session, "compact/start")
+    # Turn 2 also reads turn 1's initial header snapshot; from turn 3 on every turn is alike.
+    assert len(per_turn) == 30 and set(per_turn[2:]) == {per_turn[2]}, per_turn
+    # One turn's 8 new events (step/start, 2 chunks, the message, step/end, turn/end, turn/start,
+    # the prompt) plus the identity check: not the history's.
+    assert per_turn[-1] == 8 + 1
+
+
+def test_estimates_of_many_sessions_stay_separate_and_bounded() -> None:
+    sessions = [new_session(f"s{i}") for i in range(80)]
+    for i, session in enumerate(sessions):
+        for n in range(1, i % 3 + 2):
+            _append_turn(session, n, usage=i % 2 == 0)
+        assert estimate_context_tokens(session) == _reference_estimate(session)
+    assert len(_compaction._ESTIMATES) <= 64  # least recently used states are dropped
+    for session in sessions[:3]:  # evicted: folded again from the start, same figure
+        _append_turn(session, 9, usage=False)
+        assert estimate_context_tokens(session) == _reference_estimate(session)
+
+
+def test_an_event_that_does_not_parse_fails_every_call_and_leaves_the_state() -> None:
+    good = new_session()
+    _append_turn(good, 1, usage=True)
+    raw = [e.to_json() for e in good.events]
+    (at,) = [i for i, e in enumerate(raw) if e["type"] == "assistant/message"]
+    raw[at] = {**raw[at], "data": {**raw[at]["data"], "usage": {}}}
+    session = Session.create("audit", raw, check_shapes=False)
+    for _ in range(2):
+        with pytest.raises(InvalidEventError, match=r"usage\.inputTokens must be"):
+            estimate_context_tokens(session)

@@ -136,7 +136,7 @@ async def test_a_direct_append_from_middleware_lands_after_the_boundary() -> Non
 
     def raw_append(config: LlmCallConfig, ctx: RequestContext) -> None:
         if ctx.step == 1:
-            ctx.agent.session.append(
+            session.append(  # the context gives no session: this one is the test's own
                 "user/message", user_message("raw", id="raw").to_json(), surface_op="append"
             )
 

@@ -525,9 +525,11 @@ def test_deep_values_loaded_apart_compare_and_print_without_recursion() -> None:
     first = freeze_json(nested)
     second = freeze_json(loads_json(dumps_canonical(first)))
     assert first is not second
-    assert first == second and not (first != second)
+    assert (first == second) is True
+    assert (first != second) is False
     other = freeze_json(loads_json(dumps_canonical(first).replace("[]]", "[1]]", 1)))
-    assert first != other and not (first == other)
+    assert (first != other) is True
+    assert (first == other) is False
     deep_dict = freeze_json({"a": loads_json(dumps_canonical(first))})
     assert deep_dict == freeze_json({"a": loads_json(dumps_canonical(first))})
     assert "[[[[" in repr(first)[:20]  # printable, whichever path printed it

@@ -20,6 +20,7 @@ from dsh_core import (
     RequestContext,
     Session,
     ToolContext,
+    ToolRegistry,
     fork,
     reconstruct_requests,
     tool,
@@ -251,6 +252,48 @@ async def test_middleware_may_be_async_and_return_none_and_runs_in_order() -> No
     assert provider.requests[1].model == "m2"  # the folded header carries it forward
 
 
+async def test_a_middleware_context_gives_turn_step_config_and_inject_only() -> None:
+    """Nothing but the returned config can shape the request: the context reaches no agent,
+    session, provider, tools or options (dsh issue 3, "given nothing else")."""
+    seen: list[tuple[LlmCallConfig, RequestContext]] = []
+
+    def warmer(config: LlmCallConfig, ctx: RequestContext) -> LlmCallConfig:
+        seen.append((config, ctx))
+        return dataclasses.replace(config, temperature=0.3)
+
+    def observer(config: LlmCallConfig, ctx: RequestContext) -> None:
+        seen.append((config, ctx))
+        if ctx.step == 1:
+            assert ctx.inject("from the context").text == "from the context"
+
+    agent, provider, session = make_agent(text_response("a"), text_response("b"))
+    agent.add_middleware(warmer)
+    agent.add_middleware(observer)
+    await agent.run("q")
+    assert [f.name for f in dataclasses.fields(RequestContext)] == [
+        "turn",
+        "step",
+        "config",
+        "inject",
+    ]
+    forbidden = (Agent, Session, ScriptedProvider, AgentOptions, ToolRegistry)
+    for config, ctx in seen:
+        assert ctx.config is config  # the config as this middleware receives it
+        public = [name for name in dir(ctx) if not name.startswith("_")]
+        assert sorted(public) == ["config", "inject", "step", "turn"]
+        assert not any(isinstance(getattr(ctx, name), forbidden) for name in public)
+        assert not hasattr(ctx.inject, "__self__")  # a plain function, not the agent's method
+        assert not hasattr(ctx, "__dict__")  # slotted: nothing can be attached on the way
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            ctx.turn = 9  # type: ignore[misc]
+    assert [(ctx.turn, ctx.step) for _, ctx in seen] == [(1, 1), (1, 1), (1, 2), (1, 2)]
+    assert seen[1][1].config.temperature == 0.3  # the second middleware sees the first's result
+    # The injected message joined the NEXT request, and kept the turn going for it.
+    assert [m.text for m in provider.requests[0].messages] == ["q"]
+    assert [m.text for m in provider.requests[1].messages] == ["q", "a", "from the context"]
+    assert_reconstructs(session.events, provider.requests, "s1")
+
+
 async def test_middleware_returning_junk_ends_the_turn_with_an_error() -> None:
     agent, provider, session = make_agent(text_response("a"))
     agent.add_middleware(lambda config, ctx: {"model": "x"})  # type: ignore[arg-type,return-value]
@@ -270,7 +313,7 @@ async def test_inject_from_middleware_joins_the_next_request_not_this_one() -> N
 
     def injecting(config: LlmCallConfig, ctx: RequestContext) -> None:
         if ctx.step == 1:
-            ctx.agent.inject("steer: be brief")
+            ctx.inject("steer: be brief")
 
     agent.add_middleware(injecting)
     await agent.run("q")
@@ -307,7 +350,7 @@ async def test_pending_inject_keeps_the_turn_going_one_more_step() -> None:
 
     def injecting(config: LlmCallConfig, ctx: RequestContext) -> None:
         if ctx.step == 1:
-            ctx.agent.inject("one more thing")
+            ctx.inject("one more thing")
 
     agent.add_middleware(injecting)
     final = await agent.run("q")
@@ -398,7 +441,7 @@ async def test_max_tokens_is_sticky_for_the_turn() -> None:
 
     def injecting(config: LlmCallConfig, ctx: RequestContext) -> None:
         if ctx.step == 1:
-            ctx.agent.inject("continue")
+            ctx.inject("continue")
 
     agent.add_middleware(injecting)
     final = await agent.run("q")

@@ -9,6 +9,7 @@ import pytest
 
 from dsh_core import (
     AgentError,
+    GenerateOptions,
     LlmCallConfig,
     PreStepContext,
     ProviderError,
@@ -16,6 +17,7 @@ from dsh_core import (
     RetryPolicy,
     ToolContext,
     TurnCancelledError,
+    reconstruct_request,
     tool,
 )
 from dsh_core._stream import BlockStart, TextDelta
@@ -126,16 +128,32 @@ async def test_a_raising_pre_step_hook_ends_the_turn_with_no_step() -> None:
 
 
 async def test_a_retry_resends_the_byte_identical_request() -> None:
+    wire: list[str] = []  # each attempt's request as JSON, taken when it was dispatched
+
+    def capturing(response: Response) -> Any:
+        def entry(request: GenerateOptions) -> Response:
+            wire.append(request.canonical_json())
+            return response
+
+        return entry
+
     agent, provider, session = make_agent(
-        error_response("RATE_LIMIT", status=429),
-        raise_response("SERVER", status=503),
-        text_response("finally"),
+        capturing(error_response("RATE_LIMIT", status=429)),
+        capturing(raise_response("SERVER", status=503)),
+        capturing(text_response("finally")),
     )
     final = await agent.run("hi")
     assert final.text == "finally"
-    first, second, third = provider.requests
-    assert first is second is third
-    assert first.canonical_json() == third.canonical_json()
+    first_json = wire[0]  # captured before the first retry was even planned
+    assert '"messages":[{"id":"m1","role":"user"' in first_json
+    assert wire == [first_json] * 3
+    assert provider.requests[0] is provider.requests[2]  # resent as is, never rebuilt
+    (step_start,) = of_type(session, "step/start")
+    rebuilt = [
+        reconstruct_request(session.events, step_start.seq, attempt=k, session_id="s1")
+        for k in range(3)
+    ]
+    assert [r.canonical_json() for r in rebuilt] == wire  # the log owes all three attempts
     retries = of_type(session, "llm/retry")
     assert [e.data["retry"] for e in retries] == [1, 2]
     assert retries[0].data["failure"]["code"] == "RATE_LIMIT"
@@ -274,7 +292,7 @@ async def test_cancel_before_the_first_chunk_logs_an_aborted_finish_and_no_messa
 
 async def test_cancel_in_middleware_stops_before_dispatch() -> None:
     def cancelling(config: LlmCallConfig, ctx: RequestContext) -> None:
-        ctx.agent.cancel()
+        agent.cancel()  # the context cannot cancel; whoever holds the agent can
 
     agent, provider, session = make_agent(text_response("never"))
     agent.add_middleware(cancelling)
@@ -399,8 +417,8 @@ async def test_cancelling_the_task_running_the_turn_balances_the_log() -> None:
 
 async def test_queued_injections_survive_a_cancelled_turn() -> None:
     def injecting(config: LlmCallConfig, ctx: RequestContext) -> None:
-        ctx.agent.inject("keep me")
-        ctx.agent.cancel()
+        ctx.inject("keep me")
+        agent.cancel()
 
     agent, provider, session = make_agent(text_response("never"), text_response("next"))
     remove = agent.add_middleware(injecting)

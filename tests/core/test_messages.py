@@ -24,6 +24,7 @@ from dsh_core import (
     ToolResultBlock,
     assistant_message,
     derive_event_message,
+    freeze_json,
     tool_result_message,
     user_message,
 )
@@ -148,6 +149,76 @@ def test_block_rejections(raw: Any, fragment: str) -> None:
     with pytest.raises(InvalidEventError) as info:
         block_from_json(raw)
     assert fragment in str(info.value)
+
+
+BLOCK_CLASSES: dict[str, Any] = {
+    "text": TextBlock,
+    "reasoning": ReasoningBlock,
+    "tool-call": ToolCallBlock,
+    "tool-result": ToolResultBlock,
+}
+
+
+@given(content_blocks())
+def test_each_block_class_parses_its_own_json_and_round_trips(raw: dict[str, Any]) -> None:
+    cls = BLOCK_CLASSES.get(raw["type"], OpaqueBlock)
+    block = cls.from_json(raw)
+    assert type(block) is cls
+    assert block == block_from_json(raw)  # one parser: the class method reuses block_from_json
+    assert block.to_json() == raw
+    assert cls.from_json(block.to_json()) == block
+
+
+SAMPLE_BLOCKS: dict[str, dict[str, Any]] = {
+    "text": {"type": "text", "text": "a"},
+    "reasoning": {"type": "reasoning", "text": "r"},
+    "tool-call": {"type": "tool-call", "id": "c", "name": "n", "arguments": "{}"},
+    "tool-result": {"type": "tool-result", "toolCallId": "c", "content": []},
+}
+
+
+@pytest.mark.parametrize(
+    ("own", "other"),
+    [(own, other) for own in BLOCK_CLASSES for other in [*SAMPLE_BLOCKS, "image"] if own != other],
+)
+def test_a_block_class_refuses_another_type(own: str, other: str) -> None:
+    cls = BLOCK_CLASSES[own]
+    raw = SAMPLE_BLOCKS.get(other, {"type": "image", "src": "x"})
+    with pytest.raises(InvalidEventError) as info:
+        cls.from_json(raw)
+    assert str(info.value) == (
+        f"{cls.__name__}.from_json needs a block of type {own!r}, got type {other!r}; "
+        "use block_from_json to parse a block of any type"
+    )
+
+
+@pytest.mark.parametrize("cls", [*BLOCK_CLASSES.values(), OpaqueBlock])
+@pytest.mark.parametrize("raw", ["text", None, [], {"text": "no type"}, {"type": 3}])
+def test_a_block_class_refuses_json_that_is_not_a_typed_block(cls: Any, raw: Any) -> None:
+    with pytest.raises(InvalidEventError, match="block must be an object with a string type"):
+        cls.from_json(raw)
+
+
+@pytest.mark.parametrize("kind", sorted(SAMPLE_BLOCKS))
+def test_an_opaque_block_refuses_a_modeled_type(kind: str) -> None:
+    with pytest.raises(InvalidEventError) as info:
+        OpaqueBlock.from_json(SAMPLE_BLOCKS[kind])
+    assert str(info.value) == (
+        f"OpaqueBlock.from_json got a {kind!r} block, which this build models; "
+        "parse it with block_from_json (or its own class)"
+    )
+
+
+def test_a_block_class_reports_the_field_errors_of_its_own_type() -> None:
+    with pytest.raises(InvalidEventError, match=r"block\.arguments must be a string"):
+        ToolCallBlock.from_json({"type": "tool-call", "id": "c", "name": "n"})
+    with pytest.raises(InvalidEventError, match=r"block\.content\[0\]\.text must be a string"):
+        ToolResultBlock.from_json(
+            {"type": "tool-result", "toolCallId": "c", "content": [{"type": "text"}]}
+        )
+    opaque = OpaqueBlock.from_json({"type": "image", "n": [1]})
+    assert opaque == OpaqueBlock(type="image", data=freeze_json({"type": "image", "n": [1]}))
+    assert opaque.to_json() == {"type": "image", "n": [1]}
 
 
 # ------------------------------------------------------------------------------------ messages
@@ -288,7 +359,12 @@ def test_an_empty_assistant_message_projects_to_nothing() -> None:
 
 
 def test_an_empty_user_message_still_projects() -> None:
-    assert derive_event_message(_event("user/message", {**USER, "content": []})) is not None
+    """Only an empty ASSISTANT message projects to nothing; an empty user message is kept."""
+    message = derive_event_message(_event("user/message", {**USER, "content": []}))
+    assert message is not None
+    assert (message.id, message.role, message.content) == ("u1", "user", ())
+    assert message.source == {"kind": "user"}
+    assert message.to_json() == {**USER, "content": []}
 
 
 @pytest.mark.parametrize(

@@ -275,10 +275,19 @@ def test_invalid_json_on_a_terminated_last_line_is_dropped_too() -> None:
 
 
 def test_a_cut_multibyte_character_on_the_last_line_is_a_truncation() -> None:
-    data = (HEADER + ev(0)).encode() + prompt_line(1, "é").encode()[:-5]
+    kept = (HEADER + ev(0)).encode()
+    data = kept + prompt_line(1, "é").encode()[:-5]
     data = data[: data.rindex(b"\xc3") + 1]  # cut inside the two-byte é
     loaded = loads_session(data)
-    assert len(loaded.events) == 1 and loaded.dropped is not None
+    assert [e.type for e in loaded.events] == ["turn/start"]
+    assert loaded.dropped is not None
+    assert (loaded.dropped.line, loaded.dropped.offset) == (3, len(kept))
+    assert loaded.dropped.data == data[len(kept) :] and loaded.dropped.data.endswith(b"\xc3")
+    assert loaded.dropped.size == len(data) - len(kept)
+    # The reason is the decoder's, naming the cut byte, not a JSON syntax error.
+    assert "can't decode byte 0xc3" in loaded.dropped.reason
+    assert "unexpected end of data" in loaded.dropped.reason
+    assert loaded.committed_bytes == len(kept)
 
 
 def test_a_complete_last_record_without_its_newline_is_kept() -> None:

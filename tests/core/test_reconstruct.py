@@ -8,6 +8,7 @@ scenarios, the header's placeholders restored from the ``*.expected`` sidecars.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -134,27 +135,72 @@ def _sidecar_prompts(folder: Path) -> list[str]:
 PINS = [p for p in LOGS if (p.parent / "system-prompt.expected.md").exists()]
 
 
+def _epoch(seq: int, changes: Sequence[Event]) -> int:
+    """Which header of the log is in force at ``seq``: 0 for the initial one, k after the
+    k-th ``change`` snapshot."""
+    return sum(1 for e in changes if e.seq <= seq)
+
+
 @pytest.mark.skipif(not PINS, reason="no pin scenario with sidecars in the reference logs")
 @pytest.mark.parametrize("path", PINS, ids=_name)
 def test_pin_headers_restore_to_the_sidecars(path: Path) -> None:
+    """Per header of a pin log (the initial one and each ``change``), what the LOG says (the
+    model, the tools called and dispatched) agrees with the sidecars' real prompt and schemas,
+    and the header restored from the sidecars keeps their tool order."""
     folder = path.parent
+    prompt_text = (folder / "system-prompt.expected.md").read_text(encoding="utf-8")
     prompts = _sidecar_prompts(folder)
-    schemas = json.loads((folder / "tool-schemas.expected.json").read_text(encoding="utf-8"))
+    schema_text = (folder / "tool-schemas.expected.json").read_text(encoding="utf-8")
+    schemas = json.loads(schema_text)
+    # The sidecar formats of dsh-testing-spec §2.7/§2.8: a newline-terminated prompt file, and
+    # the schemas as 2-space pretty JSON with a trailing newline (so their order is as written).
+    assert prompt_text.endswith("\n") and all(p.strip() for p in prompts)
+    assert schema_text == json.dumps(schemas, indent=2, ensure_ascii=False) + "\n"
+    assert set(schemas) == {"initial", "changes"}
     tool_lists = [schemas["initial"], *schemas["changes"]]
     loaded = load_session(path, audit=True)
     events = loaded.events
     headers = [e for e in events if e.type == "request/header"]
     changes = [e for e in headers if e.data["reason"] == "change"]
-    assert len(prompts) == len(tool_lists) == 1 + len(changes)
+    assert [e.data["reason"] for e in headers[1:]] == ["change"] * len(changes)
+    assert len(prompts) == len(tool_lists) == len(headers) == 1 + len(changes)
     assert all(e.data["header"].get("tools") == "{{tools}}" for e in headers)
+
+    for k, snapshot in enumerate(headers):
+        model = snapshot.data["header"]["config"]["model"]
+        names = [t["name"] for t in tool_lists[k]]
+        # The model the log used is the one the real prompt names.
+        assert re.findall(r"powered by the (\S+) model", prompts[k]) == [model]
+        in_epoch = [e for e in events if _epoch(e.seq, changes) == k]
+        replies = [e for e in in_epoch if e.type == "assistant/message"]
+        assert replies and {e.data["message"]["source"]["model"] for e in replies} == {model}
+        # Every tool the model called directly is a header tool of that epoch ...
+        called = [e.data["name"] for e in in_epoch if e.type == "tool/call"]
+        called += [
+            b["name"]
+            for e in replies
+            for b in e.data["message"]["content"]
+            if b["type"] == "tool-call"
+        ]
+        assert called and set(called) <= set(names), (called, names)
+        # ... and every tool a program reached from inside is declared in the prompt, not a
+        # header tool (code mode: the header carries run_code only).
+        dispatched = {e.data["name"] for e in in_epoch if e.type == "tool/code-dispatch"}
+        for name in dispatched:
+            assert re.search(rf'\n  "?{re.escape(name)}"?: {{', prompts[k]), name
+            assert name not in names
+
     for r in reconstruct_requests(events, session_id=loaded.info.id):
         assert r.request.system == "{{system}}" and r.request.tools == "{{tools}}"
-        k = sum(1 for e in changes if r.header_seq is not None and e.seq <= r.header_seq)
+        assert r.header_seq is not None
+        k = _epoch(r.header_seq, changes)
+        assert r.request.model == headers[k].data["header"]["config"]["model"]
         real = EpochHeader(
             config=r.request.config,
             system=prompts[k],
             tools=tuple(ToolSchema.from_json(t) for t in tool_lists[k]),
         )
-        assert prompts[k].strip() and prompts[k] != "{{system}}"  # a real prompt, not a token
+        assert [t.name for t in real.tool_list] == [t["name"] for t in tool_lists[k]]
         body = json.loads(dumps_canonical(real.to_json()))
-        assert body["tools"] == tool_lists[k]  # the schemas round-trip unchanged
+        assert body["tools"] == tool_lists[k]  # the schemas round-trip unchanged, in order
+        assert body["system"] == prompts[k] != "{{system}}"

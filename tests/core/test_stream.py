@@ -4,12 +4,14 @@ cancellation (``CancelToken`` and the loop's ``CancelGuard``) and ``GenerateOpti
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
+import json
 from collections.abc import AsyncIterator, Generator
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_core import (
@@ -44,6 +46,7 @@ from dsh_core import (
 )
 from dsh_core._cancel import Aborted, CancelGuard
 from dsh_core._stream import message_from_blocks
+from dsh_testkit.strategies import epoch_headers, messages
 
 # --------------------------------------------------------------------------------------------
 # TokenUsage
@@ -413,6 +416,62 @@ chunks: st.SearchStrategy[StreamChunk] = st.one_of(
 @given(chunks)
 def test_chunk_json_round_trips(chunk: StreamChunk) -> None:
     assert chunk_from_json(chunk.to_json()) == chunk
+
+
+@given(chunks)
+def test_each_chunk_class_parses_its_own_json(chunk: StreamChunk) -> None:
+    parsed = type(chunk).from_json(chunk.to_json())
+    assert parsed == chunk and type(parsed) is type(chunk)
+
+
+CHUNK_CLASSES: list[Any] = [
+    BlockStart,
+    TextDelta,
+    ReasoningDelta,
+    ToolCallDelta,
+    BlockEnd,
+    UsageChunk,
+    Finish,
+]
+CHUNK_JSON: dict[str, dict[str, Any]] = {obj["type"]: obj for _, obj in EXAMPLES}
+
+
+def _chunk_type(cls: Any) -> str:
+    return str(cls.__dataclass_fields__["type"].default)
+
+
+@pytest.mark.parametrize("cls", CHUNK_CLASSES, ids=lambda c: c.__name__)
+def test_a_chunk_class_refuses_every_other_chunk_type(cls: Any) -> None:
+    own = _chunk_type(cls)
+    assert cls.from_json(CHUNK_JSON[own]).to_json() == CHUNK_JSON[own]
+    for other, obj in CHUNK_JSON.items():
+        if other == own:
+            continue
+        with pytest.raises(InvalidEventError) as info:
+            cls.from_json(obj)
+        assert str(info.value) == (
+            f"{cls.__name__}.from_json needs a chunk of type {own!r}, got type {other!r}; "
+            "use chunk_from_json to parse a chunk of any type"
+        )
+
+
+@pytest.mark.parametrize("cls", CHUNK_CLASSES, ids=lambda c: c.__name__)
+def test_a_chunk_class_refuses_json_that_is_not_a_chunk(cls: Any) -> None:
+    own = _chunk_type(cls)
+    with pytest.raises(InvalidEventError) as info:
+        cls.from_json([CHUNK_JSON[own]])
+    assert str(info.value) == f"{cls.__name__}.from_json needs a {own!r} chunk object, got list"
+    with pytest.raises(InvalidEventError, match=r"got type None"):
+        cls.from_json({k: v for k, v in CHUNK_JSON[own].items() if k != "type"})
+
+
+def test_a_chunk_class_reports_the_field_errors_of_its_own_type() -> None:
+    with pytest.raises(InvalidEventError, match="chunk text-delta: index must be"):
+        TextDelta.from_json({"type": "text-delta", "index": -1, "text": "x"})
+    with pytest.raises(InvalidEventError, match=r"usage\.outputTokens must be"):
+        UsageChunk.from_json({"type": "usage", "usage": {"inputTokens": 1}})
+    with pytest.raises(InvalidEventError, match="block must be an object"):
+        BlockEnd.from_json({"type": "block-end", "index": 0, "block": "text"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -904,6 +963,86 @@ def test_the_cancel_token_is_not_part_of_the_value() -> None:
     b = GenerateOptions(provider="p", model="m", messages=())
     assert a == b and "cancel" not in repr(a) and "cancel" not in a.to_json()
     assert a.canonical_json() == b.canonical_json()
+
+
+requests = st.builds(
+    lambda header, msgs, session_id, purpose: dataclasses.replace(
+        GenerateOptions.from_header(header, msgs, session_id=session_id), purpose=purpose
+    ),
+    epoch_headers(),
+    st.lists(messages(), max_size=4),
+    st.none() | texts,
+    st.none() | st.sampled_from(["compaction", "title"]),
+)
+
+
+@settings(max_examples=60)  # each example is a whole request
+@given(requests)
+def test_generate_options_json_round_trips(request: GenerateOptions) -> None:
+    again = GenerateOptions.from_json(request.to_json())
+    assert again == request
+    assert again.canonical_json() == request.canonical_json()
+    # From plain JSON text too, as a recorded request is read back.
+    assert GenerateOptions.from_json(json.loads(request.canonical_json())) == request
+
+
+def test_generate_options_from_json_reads_the_full_and_the_placeholder_forms() -> None:
+    hi = user_message("hi", id="u1")
+    full = GenerateOptions(
+        provider="p",
+        model="m",
+        messages=(hi,),
+        reasoning_effort="high",
+        temperature=0.5,
+        max_tokens=9,
+        stop=("x",),
+        system="sys",
+        tools=(TOOL,),
+        session_id="s1",
+        purpose="compaction",
+    )
+    parsed = GenerateOptions.from_json(full.to_json())
+    assert parsed == full and parsed.messages == (hi,) and parsed.tools == (TOOL,)
+    assert parsed.cancel is None
+    placeholder = GenerateOptions(
+        provider="p", model="m", messages=(), system="{{system}}", tools="{{tools}}"
+    )
+    assert GenerateOptions.from_json(placeholder.to_json()) == placeholder
+    empty = GenerateOptions(provider="p", model="m", messages=(), system="", tools=())
+    assert GenerateOptions.from_json(empty.to_json()).to_json() == empty.to_json()
+
+
+BASE_REQUEST: dict[str, Any] = {"provider": "p", "model": "m", "messages": []}
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        ([], "a request must be an object, got list"),
+        ({**BASE_REQUEST, "messages": "hi"}, "request.messages must be an array, got str"),
+        ({"provider": "p", "model": "m"}, "request.messages must be an array, got NoneType"),
+        ({**BASE_REQUEST, "cancel": True}, "request has unknown keys ['cancel']"),
+        ({"model": "m", "messages": []}, "request: config lacks provider/model"),
+        ({**BASE_REQUEST, "maxTokens": "9"}, "request: config.maxTokens must be an integer"),
+        ({**BASE_REQUEST, "system": 3}, "request: header system must be a string, got int"),
+        ({**BASE_REQUEST, "tools": "all"}, "request: header tools must be an array of tool"),
+        ({**BASE_REQUEST, "tools": [{"name": "t"}]}, "request: tool 't': parameters must be"),
+        (
+            {**BASE_REQUEST, "tools": [TOOL.to_json(), TOOL.to_json()]},
+            "request: duplicate tool name 'read'",
+        ),
+        (
+            {**BASE_REQUEST, "messages": [{"id": "u1", "role": "bot"}]},
+            "request.messages[0]: message u1: role must be system|user|assistant",
+        ),
+        ({**BASE_REQUEST, "sessionId": 7}, "request.sessionId must be a string, got 7"),
+        ({**BASE_REQUEST, "purpose": ["x"]}, "request.purpose must be a string, got ['x']"),
+    ],
+)
+def test_invalid_request_json_names_the_field(obj: Any, message: str) -> None:
+    with pytest.raises(InvalidEventError) as info:
+        GenerateOptions.from_json(obj)
+    assert str(info.value).startswith(message), str(info.value)
 
 
 def test_any_object_with_a_stream_method_is_a_provider() -> None:

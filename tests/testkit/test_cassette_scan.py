@@ -48,9 +48,7 @@ def test_the_cassettes_folder_holds_every_scenario() -> None:
     assert (CASSETTES / "README.md").is_file()
 
 
-@pytest.mark.parametrize(
-    "path", committed_recordings(), ids=lambda p: str(p.relative_to(ROOT))
-)
+@pytest.mark.parametrize("path", committed_recordings(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_nothing_key_shaped_is_committed(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     found = [m.group(0)[:12] + "…" for pattern in KEY_SHAPED for m in pattern.finditer(text)]
