@@ -12,18 +12,46 @@ import contextlib
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable
 from typing import Protocol
 
-from .._stream import LlmFailure, StreamChunk
+from .._stream import Finish, FinishReason, LlmFailure, StreamChunk
 from ._failures import failure
+from ._http import finish_with
 from ._sse import SseEvent
 from ._wire import WireFormatError
 
-__all__ = ["Translator", "translate_all", "translate_async"]
+__all__ = ["Translator", "TranslatorBase", "terminal_finish", "translate_all", "translate_async"]
 
 
 class Translator(Protocol):
     def handle_event(self, event: SseEvent) -> tuple[list[StreamChunk], bool]: ...
 
     def fail(self, fault: LlmFailure, *, aborted: bool = False) -> list[StreamChunk]: ...
+
+
+class TranslatorBase:
+    """What both adapters' translators share: ``done``, and ending a stream with a failure."""
+
+    done: bool
+
+    def fail(self, fault: LlmFailure, *, aborted: bool = False) -> list[StreamChunk]:
+        """End the stream with an error (or aborted) finish; open blocks stay open."""
+        if self.done:
+            return []
+        self.done = True
+        return [finish_with(fault, aborted=aborted)]
+
+
+def terminal_finish(reason: FinishReason | None, *, produced: bool) -> Finish:
+    """The stream's last chunk: its finish (``stop`` when none came); a ``stop`` with nothing
+    produced is the API's degenerate empty completion, an ``EMPTY_RESPONSE`` error."""
+    reason = reason or FinishReason(kind="stop")
+    if reason.kind == "stop" and not produced:
+        reason = FinishReason(
+            kind="error",
+            failure=failure(
+                "EMPTY_RESPONSE", "model returned a completed response with no content"
+            ),
+        )
+    return Finish(reason=reason)
 
 
 def _malformed(exc: WireFormatError) -> LlmFailure:

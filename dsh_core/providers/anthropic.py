@@ -36,11 +36,9 @@ from .._messages import (
 from .._stream import (
     BlockEnd,
     BlockStart,
-    Finish,
     FinishReason,
     GenerateOptions,
     LlmFailure,
-    ProviderError,
     ReasoningDelta,
     StreamChunk,
     TextDelta,
@@ -51,11 +49,11 @@ from .._stream import (
 from . import _wire as w
 from ._failures import classify_http_error as _classify
 from ._failures import failure
-from ._http import EventHandler, Secret, SseProvider, finish_with
+from ._http import EventHandler, Secret, SseProvider
 from ._sse import SseEvent
-from ._translate import translate_all, translate_async
+from ._translate import TranslatorBase, terminal_finish, translate_all, translate_async
 from ._wire import WireFormatError
-from .deepseek import MODELS, NO_OUTPUT, REASONING_EFFORTS
+from .deepseek import MODELS, NO_OUTPUT, _thinking, _unsupported
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -87,27 +85,6 @@ request sets none."""
 
 # --------------------------------------------------------------------------------------------
 # Serialization
-
-
-def _unsupported(code: str, message: str) -> ProviderError:
-    return ProviderError(failure(code, message))
-
-
-def _thinking(options: GenerateOptions) -> tuple[dict[str, str] | None, str | None]:
-    """``(thinking, effort)``: ``off`` disables thinking; other efforts enable it."""
-    if options.purpose == "session-title":
-        return {"type": "disabled"}, None
-    effort = options.reasoning_effort
-    if effort is None:
-        return None, None
-    if effort == "off":
-        return {"type": "disabled"}, None
-    if effort in REASONING_EFFORTS:
-        return {"type": "enabled"}, effort
-    raise _unsupported(
-        "UNSUPPORTED_REASONING_EFFORT",
-        f"reasoning effort {effort!r} is not one of {', '.join(REASONING_EFFORTS)}",
-    )
 
 
 def _max_tokens(
@@ -636,7 +613,7 @@ class _Block:
     closed: bool = False
 
 
-class EventTranslator:
+class EventTranslator(TranslatorBase):
     """Turns the Messages API event stream into stream chunks.
 
     ``message_start`` carries the input-side usage; ``content_block_start`` / ``_delta`` /
@@ -804,23 +781,8 @@ class EventTranslator:
             self._close(block, out)
         if self._usage:
             out.append(UsageChunk(usage=map_usage(self._usage)))
-        reason = self._finish or FinishReason(kind="stop")
-        if reason.kind == "stop" and not self._opened:
-            reason = FinishReason(
-                kind="error",
-                failure=failure(
-                    "EMPTY_RESPONSE", "model returned a completed response with no content"
-                ),
-            )
-        out.append(Finish(reason=reason))
+        out.append(terminal_finish(self._finish, produced=bool(self._opened)))
         return out
-
-    def fail(self, fault: LlmFailure, *, aborted: bool = False) -> list[StreamChunk]:
-        """End the stream with an error (or aborted) finish; open blocks stay open."""
-        if self.done:
-            return []
-        self.done = True
-        return [finish_with(fault, aborted=aborted)]
 
     def handle_event(self, event: SseEvent) -> tuple[list[StreamChunk], bool]:
         """One SSE event → ``(chunks, done)``. The event name (or the payload's ``type`` when the

@@ -40,7 +40,6 @@ from .._messages import (
 from .._stream import (
     BlockEnd,
     BlockStart,
-    Finish,
     FinishReason,
     GenerateOptions,
     LlmFailure,
@@ -55,9 +54,9 @@ from .._stream import (
 from . import _wire as w
 from ._failures import classify_http_error as _classify
 from ._failures import failure
-from ._http import EventHandler, Secret, SseProvider, finish_with
+from ._http import EventHandler, Secret, SseProvider
 from ._sse import SseEvent
-from ._translate import translate_all, translate_async
+from ._translate import TranslatorBase, terminal_finish, translate_all, translate_async
 from ._wire import WireFormatError
 
 __all__ = [
@@ -840,7 +839,7 @@ def _finish_reason(reason: str) -> FinishReason:
     return FinishReason(kind="error", failure=failure(reason.upper(), f"model stopped: {reason}"))
 
 
-class ChunkTranslator:
+class ChunkTranslator(TranslatorBase):
     """Turns Chat Completions stream payloads into stream chunks (dsh-testing-spec §3.4).
 
     Per payload, per choice: a non-empty ``reasoning_content`` opens (once) and extends the
@@ -960,23 +959,8 @@ class ChunkTranslator:
         out.extend(BlockEnd(index=index, block=blocks[index]) for index in self._order)
         if self._usage is not None:
             out.append(UsageChunk(usage=self._usage))
-        reason = self._finish or FinishReason(kind="stop")
-        if reason.kind == "stop" and not self._order:
-            reason = FinishReason(
-                kind="error",
-                failure=failure(
-                    "EMPTY_RESPONSE", "model returned a completed response with no content"
-                ),
-            )
-        out.append(Finish(reason=reason))
+        out.append(terminal_finish(self._finish, produced=bool(self._order)))
         return out
-
-    def fail(self, fault: LlmFailure, *, aborted: bool = False) -> list[StreamChunk]:
-        """End the stream with an error (or aborted) finish; open blocks stay open."""
-        if self.done:
-            return []
-        self.done = True
-        return [finish_with(fault, aborted=aborted)]
 
     def handle_event(self, event: SseEvent) -> tuple[list[StreamChunk], bool]:
         """One SSE event → ``(chunks, done)``. ``[DONE]`` finishes; other data must be JSON.
