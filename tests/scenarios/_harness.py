@@ -8,7 +8,7 @@ the ``golden`` fixture. Its recorded data lives in ``recordings/``:
   recording produced, in our JSONL format, the working directory stored as ``{{cwd}}``. The
   test replays them with ``ReplayProvider(strict=True)``: a harness change that alters any
   request fails at once with the first differing field.
-- ``<name>.yaml`` (``wire=True`` scenarios: wire faults such as HTTP 429 or a stream cut before
+- ``cassettes/scenarios/<name>.yaml`` (``wire=True`` scenarios: wire faults such as HTTP 429 or a stream cut before
   ``[DONE]``): a vcrpy cassette recorded over real HTTP against the loopback mock server. The
   test replays it through ``DeepSeekProvider``, so the wire codec and failure handling run too.
 
@@ -49,6 +49,8 @@ from dsh_testkit.snapshot import Normalizer, render_transcript, render_wire_requ
 
 SCENARIOS_DIR = Path(__file__).resolve().parent
 RECORDINGS = SCENARIOS_DIR / "recordings"
+WIRE_CASSETTES = SCENARIOS_DIR.parents[1] / "cassettes" / "scenarios"
+"""The wire scenarios' cassettes live with the project's other cassettes (scanned for keys)."""
 LIVE_ORIGIN = "https://api.deepseek.com"
 """Cassettes file their requests under the real API's origin, whatever served the recording."""
 PROVIDER = "deepseek"
@@ -132,7 +134,7 @@ def recording_paths(name: str) -> list[Path]:
 
 
 def cassette_path(name: str) -> Path:
-    return RECORDINGS / f"{name}.yaml"
+    return WIRE_CASSETTES / f"{name}.yaml"
 
 
 def load_recordings(name: str) -> list[LoadedLog]:
@@ -331,6 +333,7 @@ def record(scenario: Scenario) -> list[Path]:
             return []
         written: list[Path] = []
         if cassette is not None:
+            WIRE_CASSETTES.mkdir(parents=True, exist_ok=True)
             written.append(Path(shutil.copyfile(cassette, cassette_path(scenario.name))))
     cwd = os.getcwd()
     for stale in recording_paths(scenario.name)[1:]:

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 SUITE = Path(__file__).resolve().parent
+WIRE_CASSETTES = SUITE.parents[1] / "cassettes" / "scenarios"
 GOLDENS = SUITE / "__snapshots__"
 
 # The project's pytest settings that matter here (pyproject.toml is not part of the copy).
@@ -37,6 +38,7 @@ def _checkout(base: Path, *, with_goldens: bool) -> Path:
     if not with_goldens:
         skipped.append("__snapshots__")
     shutil.copytree(SUITE, root / "tests" / "scenarios", ignore=shutil.ignore_patterns(*skipped))
+    shutil.copytree(WIRE_CASSETTES, root / "cassettes" / "scenarios")
     (root / "pytest.ini").write_text(PYTEST_INI, encoding="utf-8")
     return root
 

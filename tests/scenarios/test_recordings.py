@@ -28,12 +28,15 @@ def test_every_scenario_module_defines_a_scenario_named_after_it() -> None:
 
 
 def test_every_recording_belongs_to_a_scenario() -> None:
-    expected: set[str] = set()
+    logs: set[str] = set()
+    cassettes: set[str] = set()
     for name, scenario in SCENARIOS.items():
-        expected.update(p.name for p in recording_paths(name))
+        logs.update(p.name for p in recording_paths(name))
         if scenario.wire:
-            expected.add(cassette_path(name).name)
-    assert {p.name for p in RECORDINGS.iterdir()} == expected
+            cassettes.add(cassette_path(name).name)
+            assert cassette_path(name).is_file(), cassette_path(name)
+    assert {p.name for p in RECORDINGS.iterdir()} == logs
+    assert {p.name for p in cassette_path("x").parent.iterdir()} == cassettes
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -82,6 +85,7 @@ def test_re_recording_reproduces_the_goldens_and_is_kept_when_unchanged(
     scenario = SCENARIOS[name]
     committed = render_transcript(_harness.load_recordings(name))
     monkeypatch.setattr(_harness, "RECORDINGS", tmp_path)
+    monkeypatch.setattr(_harness, "WIRE_CASSETTES", tmp_path)
     written = _harness.record(scenario)
     assert {p.name for p in written} == {p.name for p in recording_paths(name)} | (
         {f"{name}.yaml"} if scenario.wire else set()
