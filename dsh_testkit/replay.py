@@ -437,11 +437,18 @@ class ReplayProvider:
         remaining: dict[str, int] = {}
         lines: list[str] = []
         bound = set(self._bindings.values())
+        ids = [recording.session_id for recording in self.recordings]
         for slot, recording in enumerate(self.recordings):
             left = len(recording.script) - self._cursors[slot]
             if left <= 0:
                 continue
-            remaining[recording.session_id] = left
+            # Two recordings may share a session id: key them apart by their position.
+            key = (
+                recording.session_id
+                if ids.count(recording.session_id) == 1
+                else f"{recording.session_id}[{slot}]"
+            )
+            remaining[key] = left
             if slot not in bound:
                 lines.append(
                     f"recorded session {recording.session_id!r} was never used "

@@ -26,9 +26,15 @@ async def drive(provider: Provider, run: Run) -> Sequence[Session]:
 
     seen: list[int] = []
     remove = session.add_listener(stop_at_second_text_delta)
-    with pytest.raises(TurnCancelledError):
+    with pytest.raises(TurnCancelledError) as caught:
         await agent.run("Write a long poem about the sea.")
     remove()
+    cancelled = caught.value
+    assert (cancelled.turn, cancelled.reason) == (1, "user")
+    assert str(cancelled) == "turn 1 was cancelled (user)"
+    # the stop landed after two text deltas, so the kept prefix holds text
+    assert cancelled.partial is not None and cancelled.partial.role == "assistant"
+    assert cancelled.partial.text
     await agent.run("Never mind. Just say OK.")
     return [session]
 

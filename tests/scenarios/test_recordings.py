@@ -57,15 +57,20 @@ def test_recordings_are_present_canonical_and_cwd_free(name: str) -> None:
 
 
 def test_child_recordings_are_forks_of_the_primary() -> None:
+    checked: list[str] = []
     for name in SCENARIOS:
         paths = recording_paths(name)
         primary = load_session(paths[0])
         for child_path in paths[1:]:
             child = load_session(child_path)
             assert child.info.parent_session == primary.info.id
-            assert child.info.seed_length is not None
+            assert child.info.seed_length is not None and child.info.seed_length > 0
             seed = child.events[: child.info.seed_length]
+            assert len(seed) == child.info.seed_length
             assert [e.to_json() for e in seed] == [e.to_json() for e in primary.events[: len(seed)]]
+            checked.append(child_path.name)
+    # the loops above pass vacuously when no child recording is found
+    assert "fork.1.jsonl" in checked
 
 
 def test_cassettes_hold_no_key_and_name_the_live_origin() -> None:

@@ -46,7 +46,10 @@ def run(argv: list[str]) -> int:
 def reference_logs() -> list[Path]:
     if not REFERENCE_LOGS.is_dir():
         pytest.skip(f"reference logs not found at {REFERENCE_LOGS}")
-    return sorted(REFERENCE_LOGS.glob("*/session*.jsonl"))
+    paths = sorted(REFERENCE_LOGS.glob("*/session*.jsonl"))
+    # A loop over an empty list would pass without checking anything.
+    assert len(paths) >= 12, f"expected the 12 reference session logs, found {paths}"
+    return paths
 
 
 def epoch(system: str | None = SYSTEM, tools=(GREP,), model: str = "deepseek-chat") -> EpochHeader:

@@ -746,8 +746,9 @@ def test_json_body_matcher_compares_canonical_json_and_raw_bytes() -> None:
     json_body_matcher(req(b"raw"), req("raw"))
     with pytest.raises(AssertionError, match="bodies differ"):
         json_body_matcher(req(b'{"a":1}'), req(b'{"a":2}'))
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError) as caught:
         json_body_matcher(req(b"raw"), req(b"other"))
+    assert str(caught.value) == "bodies differ: 'raw' != 'other'"
 
 
 def _mismatch(
@@ -906,13 +907,16 @@ def test_a_mismatch_the_client_swallowed_is_raised_when_the_cassette_closes(tmp_
     path = tmp_path / "c.yaml"
     record(path, sse_handler(), chat_body())
     with (
-        pytest.raises(CassetteMismatch, match="request 1"),
+        pytest.raises(CassetteMismatch, match="request 1") as caught,
         use_cassette(path),
         httpx.Client() as client,
     ):
         client.post(URL, json=chat_body()).read()
         with contextlib.suppress(Exception):
             client.post(URL, json=chat_body(model="other"))
+    assert (caught.value.index, caught.value.closest_index) == (1, 0)
+    assert caught.value.diff == ("model differs: recorded: 'deepseek-v4-flash', request: 'other'",)
+    assert caught.value.path == str(path)
 
 
 def test_a_mismatch_behind_another_exception_is_raised_from_it(tmp_path: Path) -> None:
@@ -1016,8 +1020,10 @@ def test_assert_all_played_can_be_left_to_the_caller(tmp_path: Path) -> None:
     with use_cassette(path, assert_all_played=False) as cassette:
         pass
     assert cassette.unplayed == (0, 1)
-    with pytest.raises(CassetteNotFullyPlayed):
+    with pytest.raises(CassetteNotFullyPlayed) as caught:
         cassette.assert_all_played()
+    assert (caught.value.unplayed, caught.value.path) == ((0, 1), str(path))
+    assert "2 of 2 recordings never requested" in str(caught.value)
 
 
 def test_a_long_unplayed_list_is_shortened(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ import httpx2
 import openai
 import pytest
 
-from dsh_core import Session
+from dsh_core import RequestInvariant, Session
 from dsh_core.persistence import write_session
 from dsh_testkit.mock import HttpError, Reply
 
@@ -96,7 +96,8 @@ def test_the_server_is_shared_but_its_mock_is_reset_for_each_test(dsh_mock_serve
 def test_agents_have_invariants_on_and_deterministic_defaults(dsh_agent):
     agent = dsh_agent()
     assert agent.options.invariants is True
-    assert agent.request_invariant is not None
+    assert isinstance(agent.request_invariant, RequestInvariant)
+    assert agent.request_invariant.checked == 0
     assert (agent.options.provider, agent.options.model) == ("deepseek", "deepseek-v4-flash")
     assert agent.session.info.id == "dsh-session"
     assert agent.session.info.created_at == 1_767_225_600_000

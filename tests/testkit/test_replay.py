@@ -212,8 +212,10 @@ def header(session: Session) -> None:
     )
 
 
-def hand_built(*, compaction: dict[str, Any] | None = None, retry: bool = True) -> Session:
-    session = Session.create("hand", clock=lambda: 0)
+def hand_built(
+    *, compaction: dict[str, Any] | None = None, retry: bool = True, session_id: str = "hand"
+) -> Session:
+    session = Session.create(session_id, clock=lambda: 0)
     session.append("turn/start", {"turn": 1})
     session.append("user/message", user_message("hi", id="u1").to_json(), surface_op="append")
     session.append("step/start", {"turn": 1, "step": 1})
@@ -486,7 +488,7 @@ async def test_requests_without_a_session_id_share_one_anonymous_session() -> No
 
 
 async def test_assert_consumed_reports_underrun_and_unused_sessions() -> None:
-    child = hand_built(retry=False)
+    child = hand_built(retry=False, session_id="child")
     replay = ReplayProvider(hand_built(), child, strict=False)
     await collect(
         replay.stream(GenerateOptions(provider="p", model="m", messages=(), session_id="a"))
@@ -494,10 +496,20 @@ async def test_assert_consumed_reports_underrun_and_unused_sessions() -> None:
     with pytest.raises(ReplayNotConsumed) as caught:
         replay.assert_consumed()
     error = caught.value
-    assert error.remaining == {"hand": 2, "log-1": 2} or set(error.remaining.values()) == {2}
-    text = str(error)
-    assert "drove fewer model calls than were recorded" in text
-    assert "served 1 of 3 call(s)" in text and "was never used (2 call(s))" in text
+    assert error.remaining == {"hand": 2, "child": 2}
+    assert str(error) == (
+        "replay fixture not fully consumed: the code drove fewer model calls than were "
+        "recorded:\n"
+        "  recorded session 'hand' served 1 of 3 call(s)\n"
+        "  recorded session 'child' was never used (2 call(s))"
+    )
+
+
+def test_recordings_sharing_a_session_id_are_reported_apart() -> None:
+    replay = ReplayProvider(hand_built(retry=False), hand_built(retry=False), strict=False)
+    with pytest.raises(ReplayNotConsumed) as caught:
+        replay.assert_consumed()
+    assert caught.value.remaining == {"hand[0]": 2, "hand[1]": 2}
 
 
 async def test_children_bind_after_the_primary_ordered_by_creation() -> None:

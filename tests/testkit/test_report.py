@@ -50,7 +50,10 @@ def run(argv: list[str]) -> int:
 def reference_logs() -> list[Path]:
     if not REFERENCE_LOGS.is_dir():
         pytest.skip(f"reference logs not found at {REFERENCE_LOGS}")
-    return sorted(REFERENCE_LOGS.glob("*/session*.jsonl"))
+    paths = sorted(REFERENCE_LOGS.glob("*/session*.jsonl"))
+    # A loop over an empty list would pass without checking anything.
+    assert len(paths) >= 12, f"expected the 12 reference session logs, found {paths}"
+    return paths
 
 
 def second_step(log: LogBuilder, **step) -> CacheReport:
@@ -660,8 +663,12 @@ def test_reference_pure_extension_and_resume():
 def test_reference_log_unreadable_raises(tmp_path):
     broken = tmp_path / "session.jsonl"
     broken.write_text("{}\n", encoding="utf-8")
-    with pytest.raises(CorruptLogError):
+    with pytest.raises(CorruptLogError) as caught:
         cache_report_file(broken)
+    assert (caught.value.path, caught.value.line) == (str(broken), 1)
+    assert str(caught.value).startswith(
+        f"{broken}:line 1: the first record is not a session header"
+    )
 
 
 def test_several_causes_are_all_listed(tmp_path, capsys):

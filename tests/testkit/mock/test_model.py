@@ -4,6 +4,7 @@ cache simulator, fault plans, the control API, reproducibility, and the key neve
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -496,7 +497,7 @@ def test_a_stream_is_chunked_sse_ending_in_done(mock: MockDeepSeek) -> None:
     plan = stream_plan(mock, Reply(text="hello world", chunk_size=4))
     assert plan.framing == "chunked"
     assert plan.header("content-type") == "text/event-stream; charset=utf-8"
-    assert plan.header("x-ds-trace-id") is not None
+    assert re.fullmatch(r"[0-9a-f]{32}", plan.header("x-ds-trace-id") or "")
     assert all(isinstance(a, Emit) for a in plan.body)
     assert events(plan)[-1].data == "[DONE]"
     assert text_of(plan) == "hello world"

@@ -207,10 +207,12 @@ def test_openai_wrong_key_is_an_authentication_error(wire: Wire) -> None:
 def test_openai_server_errors_and_models(wire: Wire) -> None:
     wire.mock.push(HttpError(status=503))
     with wire.openai() as client:
-        with pytest.raises(openai.InternalServerError):
+        with pytest.raises(openai.InternalServerError) as caught:
             client.chat.completions.create(
                 model="deepseek-v4-flash", messages=[{"role": "user", "content": "x"}]
             )
+        assert caught.value.status_code == 503
+        assert wire.mock.pending == ()
         assert "deepseek-v4-pro" in [m.id for m in client.models.list()]
 
 
@@ -281,20 +283,23 @@ def test_anthropic_cache_hits_are_cache_read_input_tokens(wire: Wire) -> None:
 
 
 @pytest.mark.parametrize(
-    ("entry", "error"),
+    ("entry", "error", "retry_after"),
     [
-        (HttpError(status=429, retry_after="5"), anthropic.RateLimitError),
-        (HttpError(status=529), anthropic.InternalServerError),
+        (HttpError(status=429, retry_after="5"), anthropic.RateLimitError, "5"),
+        (HttpError(status=529), anthropic.InternalServerError, None),
     ],
 )
 def test_anthropic_errors_surface_as_sdk_exceptions(
-    wire: Wire, entry: HttpError, error: type[Exception]
+    wire: Wire, entry: HttpError, error: type[anthropic.APIStatusError], retry_after: str | None
 ) -> None:
     wire.mock.push(entry)
-    with wire.anthropic() as client, pytest.raises(error):
+    with wire.anthropic() as client, pytest.raises(error) as caught:
         client.messages.create(
             model="deepseek-v4-flash", max_tokens=10, messages=[{"role": "user", "content": "x"}]
         )
+    assert caught.value.status_code == entry.status
+    assert caught.value.response.headers.get("retry-after") == retry_after
+    assert wire.mock.pending == ()
 
 
 def test_anthropic_validation_and_auth_errors(wire: Wire) -> None:
@@ -306,7 +311,12 @@ def test_anthropic_validation_and_auth_errors(wire: Wire) -> None:
         "type": "invalid_request_error",
         "message": "Model Not Exist",
     }  # type: ignore[index]
-    with wire.anthropic(key="sk-nope") as client, pytest.raises(anthropic.AuthenticationError):
+    with (
+        wire.anthropic(key="sk-nope") as client,
+        pytest.raises(anthropic.AuthenticationError) as denied,
+    ):
         client.messages.create(
             model="deepseek-v4-flash", max_tokens=10, messages=[{"role": "user", "content": "x"}]
         )
+    assert denied.value.status_code == 401
+    assert "sk-nope" not in str(denied.value.body) and "sk-nope" not in str(denied.value)
