@@ -686,3 +686,31 @@ def test_the_module_exports_exactly_its_public_names() -> None:
         and value.__module__.startswith("dsh_testkit")
     }
     assert ours <= set(exported), sorted(ours - set(exported))
+
+
+async def test_the_cwd_in_model_visible_text_is_normalized_in_both_goldens(tmp_path: Any) -> None:
+    """The working directory in the system prompt and in a tool result becomes {{cwd}}."""
+    from dsh_core import Agent, AgentOptions, Session, tool
+    from dsh_core.scripted import ScriptedProvider, text_response, tool_call, tool_call_response
+    from dsh_testkit.snapshot import render_transcript, render_wire_requests
+
+    where = str(tmp_path / "project")
+
+    @tool(parameters={"type": "object", "properties": {}})
+    async def pwd(args: Any, ctx: Any) -> str:
+        """Print the working directory."""
+        return f"{where}/src"
+
+    session = Session.create("cwd-demo", clock=lambda: 0)
+    provider = ScriptedProvider(
+        tool_call_response(tool_call("c1", "pwd", {})), text_response(f"You are in {where}.")
+    )
+    options = AgentOptions(provider="deepseek", model="deepseek-chat", system=f"Work in {where}.")
+    await Agent(session, provider, options, tools=[pwd]).run("Where am I?")
+    for golden in (
+        render_wire_requests(session, cwd=where),
+        render_transcript(session, cwd=where),
+    ):
+        assert where not in golden
+        assert "Work in {{cwd}}." in golden
+        assert "{{cwd}}/src" in golden
