@@ -59,11 +59,12 @@ def test_workers_get_their_own_server_and_share_read_only_cassettes(
     assert [p.name for p in files] == ["greeting.yaml"]
     before = [(p.read_bytes(), p.stat().st_ino, p.stat().st_mtime_ns) for p in files]
 
-    # Collected first, so xdist's initial round-robin batch hands each worker two of them.
+    # --dist each runs every test on every worker, so both workers surely start a server
+    # (the default scheduler may hand all port tests to one worker).
     pytester.makepyfile(test_a_ports=PORTS)
     (pytester.path / "ports").mkdir()
-    result = pytester.runpytest("-n", "2")
-    result.assert_outcomes(passed=8)
+    result = pytester.runpytest("-n", "2", "--dist", "each")
+    result.assert_outcomes(passed=16)
     result.stdout.fnmatch_lines(["created: 2/2 workers"])
 
     # replay wrote nothing: same files, same bytes, same inodes and times
