@@ -10,8 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dsh_core import Session, SessionInfo
 from dsh_core.persistence import dumps_session
+from tests.conftest import REFERENCE_LOGS
 
 SYSTEM_LINES = [f"rule {i}: answer precisely and cite the file you read" for i in range(1, 41)]
 SYSTEM = "\n".join(SYSTEM_LINES)
@@ -212,3 +215,13 @@ def initial_two_turns(*, hits: tuple[int | None, int | None] = (0, 960)) -> LogB
     log.step(usage_data=usage(miss, hits[1]))
     log.end_turn()
     return log
+
+
+def reference_logs() -> list[Path]:
+    """The reference harness's session logs (skips where ../shared is absent)."""
+    if not REFERENCE_LOGS.is_dir():
+        pytest.skip(f"reference logs not found at {REFERENCE_LOGS}")
+    paths = sorted(REFERENCE_LOGS.glob("*/session*.jsonl"))
+    # A loop over an empty list would pass without checking anything.
+    assert len(paths) >= 12, f"expected the 12 reference session logs, found {paths}"
+    return paths

@@ -7,7 +7,6 @@ import inspect
 import itertools
 import json
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -34,22 +33,22 @@ from dsh_testkit.audit import (
 )
 from tests.conftest import REFERENCE_LOGS
 
-from ._report_builders import GREP, LS, SYSTEM, SYSTEM_LINES, LogBuilder, snapshot, usage
+from ._report_builders import (
+    GREP,
+    LS,
+    SYSTEM,
+    SYSTEM_LINES,
+    LogBuilder,
+    reference_logs,
+    snapshot,
+    usage,
+)
 
 
 def run(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="dsh-testkit audit")
     add_audit_arguments(parser)
     return run_audit(parser.parse_args(argv))
-
-
-def reference_logs() -> list[Path]:
-    if not REFERENCE_LOGS.is_dir():
-        pytest.skip(f"reference logs not found at {REFERENCE_LOGS}")
-    paths = sorted(REFERENCE_LOGS.glob("*/session*.jsonl"))
-    # A loop over an empty list would pass without checking anything.
-    assert len(paths) >= 12, f"expected the 12 reference session logs, found {paths}"
-    return paths
 
 
 def epoch(system: str | None = SYSTEM, tools=(GREP,), model: str = "deepseek-chat") -> EpochHeader:

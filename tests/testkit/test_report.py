@@ -7,7 +7,6 @@ import inspect
 import json
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -36,6 +35,7 @@ from ._report_builders import (
     SYSTEM_LINES,
     LogBuilder,
     initial_two_turns,
+    reference_logs,
     snapshot,
     usage,
 )
@@ -45,15 +45,6 @@ def run(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="dsh-testkit cache-report")
     add_cache_report_arguments(parser)
     return run_cache_report(parser.parse_args(argv))
-
-
-def reference_logs() -> list[Path]:
-    if not REFERENCE_LOGS.is_dir():
-        pytest.skip(f"reference logs not found at {REFERENCE_LOGS}")
-    paths = sorted(REFERENCE_LOGS.glob("*/session*.jsonl"))
-    # A loop over an empty list would pass without checking anything.
-    assert len(paths) >= 12, f"expected the 12 reference session logs, found {paths}"
-    return paths
 
 
 def second_step(log: LogBuilder, **step) -> CacheReport:
