@@ -37,7 +37,7 @@ bench: $(STAMP)
 
 record-live: $(STAMP)
 	@test -n "$$DEEPSEEK_API_KEY" || { echo "record-live needs DEEPSEEK_API_KEY in the environment"; exit 2; }
-	$(BIN)/python -m dsh_testkit.cassettes record-live cassettes
+	$(BIN)/python -m tools.record_cassettes record-live cassettes
 
 clean:
 	rm -rf $(VENV) .coverage .mypy_cache .ruff_cache

@@ -85,7 +85,7 @@ def _to_plain_vcrpy(ours: Path, plain: Path) -> None:
     from vcr.serialize import deserialize, serialize
     from vcr.serializers import yamlserializer
 
-    from dsh_testkit._cassette_format import CassetteSerializer
+    from dsh_testkit.cassettes._format import CassetteSerializer
 
     loaded = deserialize(ours.read_text(encoding="utf-8"), CassetteSerializer)
     requests, responses = loaded[0], loaded[1]

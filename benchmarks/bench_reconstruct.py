@@ -16,8 +16,7 @@ from pathlib import Path
 
 from dsh_core import Event, Session, reconstruct_requests
 from dsh_core.persistence import load_session, write_session
-from dsh_testkit.audit import audit_log
-from dsh_testkit.report import cache_report
+from dsh_testkit.reports import audit_log, cache_report
 
 from ._common import Figure, Section, median
 from ._history import build_log, cut_at_turn

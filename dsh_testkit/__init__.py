@@ -9,7 +9,7 @@ stays light at import.
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dsh_testkit._errors import TestkitError
+    from ._errors import TestkitError
 
 __all__ = ["TestkitError"]
 
@@ -17,7 +17,7 @@ __all__ = ["TestkitError"]
 def __getattr__(name: str) -> Any:
     # Lazy, so that importing the pytest plugin (a submodule) does not import dsh_core.
     if name == "TestkitError":
-        from dsh_testkit._errors import TestkitError
+        from ._errors import TestkitError
 
         return TestkitError
     raise AttributeError(f"module 'dsh_testkit' has no attribute {name!r}")

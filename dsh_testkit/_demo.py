@@ -109,7 +109,7 @@ async def grep(args: Any, ctx: Any) -> str:
 
 
 def _script() -> list[Any]:
-    from dsh_testkit.mock import Reply, ToolCall
+    from .mock import Reply, ToolCall
 
     return [
         # turn 1
@@ -147,7 +147,7 @@ def _target(live: bool, console: Console) -> Iterator[tuple[str, str, str]]:
         base = os.environ.get("DSH_E2E_BASE_URL", "https://api.deepseek.com")
         yield base, key, "the live DeepSeek API"
         return
-    from dsh_testkit.mock import MockDeepSeek, MockServer
+    from .mock import MockDeepSeek, MockServer
 
     with MockServer(MockDeepSeek(_script())) as server:
         console.print(f"[dim]mock DeepSeek listening on {server.base_url} (no key, no network)[/]")
@@ -213,10 +213,9 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     """Run the demo; returns the exit status (0 when the audit finds nothing wrong)."""
-    from dsh_testkit._html import render_cache_report_html
-    from dsh_testkit._report_cli import emit, make_console
-    from dsh_testkit.audit import audit_file, render_audit
-    from dsh_testkit.report import cache_report_file, render_cache_report
+    from .reports import audit_file, cache_report_file, render_audit, render_cache_report
+    from .reports._console import emit, make_console
+    from .reports._html import render_cache_report_html
 
     console = make_console()
     out = Path(args.out)

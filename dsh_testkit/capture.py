@@ -31,9 +31,9 @@ from unittest import mock
 
 from dsh_core import GenerateOptions
 
-from ._cassette_scrub import scrub_headers
 from ._diff import ChatView, chat_view, chat_view_of_options, diff_chat
 from ._errors import PrefixInstability
+from ._secrets import scrub_headers
 
 __all__ = [
     "CapturedRequest",

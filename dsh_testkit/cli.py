@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 def _serve(args: argparse.Namespace) -> int:
     """Run the mock DeepSeek on loopback until SIGINT/SIGTERM; the base URL is stdout's first line."""
-    from dsh_testkit.mock import MockDeepSeek, MockServerError, Script, ScriptError, serve
+    from .mock import MockDeepSeek, MockServerError, Script, ScriptError, serve
 
     try:
         script = Script.load(args.script) if args.script else None
@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "cache report. No key, no network (unless --live)."
         ),
     )
-    from dsh_testkit._demo import add_demo_arguments
+    from ._demo import add_demo_arguments
 
     add_demo_arguments(demo)
     audit = sub.add_parser(
@@ -75,8 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cache-report",
         help="per-request prompt-cache hits, the best possible, and why each drop happened",
     )
-    from dsh_testkit.audit import add_audit_arguments
-    from dsh_testkit.report import add_cache_report_arguments
+    from .reports import add_audit_arguments, add_cache_report_arguments
 
     add_audit_arguments(audit)
     add_cache_report_arguments(cache_report)
@@ -103,15 +102,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.command == "demo":
-        from dsh_testkit._demo import run_demo
+        from ._demo import run_demo
 
         return run_demo(args)
     if args.command == "audit":
-        from dsh_testkit.audit import run_audit
+        from .reports import run_audit
 
         return run_audit(args)
     if args.command == "cache-report":
-        from dsh_testkit.report import run_cache_report
+        from .reports import run_cache_report
 
         return run_cache_report(args)
     if args.command == "serve":

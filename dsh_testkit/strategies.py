@@ -11,7 +11,7 @@ Use them in your own property tests::
 
     from hypothesis import given
     from dsh_core import apply_header_delta, diff_header, header_equals
-    from dsh_testkit.strategies import header_pairs
+    from .strategies import header_pairs
 
     @given(header_pairs())
     def test_codec_round_trips(pair):

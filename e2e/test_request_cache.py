@@ -23,9 +23,8 @@ import pytest
 from dsh_core import Agent, AgentOptions, Session, tool
 from dsh_core.persistence import load_session, write_session
 from dsh_core.providers import DeepSeekProvider
-from dsh_testkit.audit import audit_file
 from dsh_testkit.mock import MockDeepSeek, MockServer, Reply, ToolCall
-from dsh_testkit.report import cache_report_file
+from dsh_testkit.reports import audit_file, cache_report_file
 
 VALUE = "azure-falcon-42"
 KEY = "deploy-color"

@@ -12,7 +12,7 @@ bodies (see :class:`~dsh_testkit.mock.ApiError`).
 
 from __future__ import annotations
 
-from dsh_testkit._errors import TestkitError
+from .._errors import TestkitError
 
 __all__ = ["MockError", "MockServerError", "ScriptError"]
 

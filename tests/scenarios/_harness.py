@@ -45,7 +45,7 @@ from typing import Any
 
 from dsh_core import Agent, AgentOptions, Provider, Session, SessionInfo, Tool, dumps_canonical
 from dsh_core.persistence import LoadedLog, dumps_session, load_session
-from dsh_testkit.snapshot import Normalizer, render_transcript, render_wire_requests
+from dsh_testkit.golden import Normalizer, render_transcript, render_wire_requests
 
 SCENARIOS_DIR = Path(__file__).resolve().parent
 RECORDINGS = SCENARIOS_DIR / "recordings"

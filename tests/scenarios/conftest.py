@@ -8,7 +8,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from dsh_core import Session
-from dsh_testkit.snapshot import TranscriptExtension, WireRequestsExtension
+from dsh_testkit.golden import TranscriptExtension, WireRequestsExtension
 
 from ._harness import Scenario, replay
 

@@ -12,7 +12,7 @@ import pytest
 
 from dsh_core import Session, SessionInfo
 from dsh_core.persistence import dumps_session, load_session
-from dsh_testkit.snapshot import render_transcript
+from dsh_testkit.golden import render_transcript
 
 from . import _harness
 from ._harness import RECORDINGS, SCENARIOS_DIR, cassette_path, discover, recording_paths

@@ -22,8 +22,7 @@ from dsh_core import (
     plan_header_event,
 )
 from dsh_core.persistence import dumps_session
-from dsh_testkit._report_diff import first_json_difference, header_changes, header_summary
-from dsh_testkit.audit import (
+from dsh_testkit.reports import (
     AUDIT_FORMAT_VERSION,
     add_audit_arguments,
     audit_file,
@@ -31,6 +30,7 @@ from dsh_testkit.audit import (
     render_audit,
     run_audit,
 )
+from dsh_testkit.reports._compare import first_json_difference, header_changes, header_summary
 from tests.conftest import REFERENCE_LOGS
 
 from ._report_builders import (
@@ -433,7 +433,7 @@ def test_first_json_difference_paths():
 
 def test_a_request_that_lost_messages_says_so():
     from dsh_core import GenerateOptions, user_message
-    from dsh_testkit._report_diff import compare_requests
+    from dsh_testkit.reports._compare import compare_requests
 
     a, b = user_message("a", id="1"), user_message("b", id="2")
     old = GenerateOptions(provider="p", model="m", messages=(a, b))
@@ -476,7 +476,7 @@ def test_appends_under_one_header_always_extend(plan):
 
 def test_same_header_is_identity_of_the_folded_header():
     from dsh_core import GenerateOptions
-    from dsh_testkit._report_diff import same_header
+    from dsh_testkit.reports._compare import same_header
 
     tools = (ToolSchema.from_json(GREP),)
     system = "".join(["You are", " helpful."])
@@ -515,7 +515,7 @@ def test_same_header_is_identity_of_the_folded_header():
 
 def test_shared_history_of_views_over_one_list():
     from dsh_core import MessageView, user_message
-    from dsh_testkit._report_diff import message_history, shared_history
+    from dsh_testkit.reports._compare import message_history, shared_history
 
     items = [user_message(str(i), id=str(i)) for i in range(4)]
     short, long = MessageView(items, 2), MessageView(items, 4)
@@ -531,14 +531,14 @@ def _assert_fast_equals_slow(events) -> None:
     from unittest import mock
 
     from dsh_core import reconstruct_requests
-    from dsh_testkit._report_diff import compare_requests
+    from dsh_testkit.reports._compare import compare_requests
 
     from ._varied_logs import detached, detached_requests
 
     requests = [r.request for r in reconstruct_requests(events)]
     for old, new in itertools.pairwise(requests):
         assert compare_requests(old, new) == compare_requests(detached(old), detached(new))
-    with mock.patch("dsh_testkit.audit.reconstruct_requests", detached_requests):
+    with mock.patch("dsh_testkit.reports._audit.reconstruct_requests", detached_requests):
         slow = audit_log(events).to_json()
     assert audit_log(events).to_json() == slow
 
@@ -749,7 +749,7 @@ def test_a_resume_log_renders_its_timeline_and_rewrites_in_json(tmp_path, capsys
 
 
 def test_public_names_are_exported():
-    import dsh_testkit.audit as module
+    import dsh_testkit.reports._audit as module
 
     for name in module.__all__:
         value = getattr(module, name)
@@ -760,7 +760,7 @@ def test_public_names_are_exported():
 def test_an_id_only_difference_is_still_an_extension() -> None:
     """Message ids and sources never reach the wire: they cannot break a prefix."""
     from dsh_core import GenerateOptions, user_message
-    from dsh_testkit._report_diff import compare_requests
+    from dsh_testkit.reports._compare import compare_requests
 
     first = GenerateOptions(
         provider="deepseek", model="m", messages=(user_message("hello", id="a1"),)

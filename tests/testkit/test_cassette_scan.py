@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from dsh_core.providers import DeepSeekProvider
-from dsh_testkit._cassette_record import LIVE_ORIGIN, SCENARIOS, record_scenarios
 from dsh_testkit.cassettes import RecordingRefused, find_secrets, use_cassette
 from dsh_testkit.mock import MockDeepSeek, MockServer
+from tools.record_cassettes import LIVE_ORIGIN, SCENARIOS, record_scenarios
 
 ROOT = Path(__file__).resolve().parents[2]
 CASSETTES = ROOT / "cassettes"
@@ -110,7 +110,7 @@ async def test_cassettes_are_reproducible_from_the_mock(tmp_path: Path) -> None:
         committed = volatile.sub("", (CASSETTES / path.name).read_text(encoding="utf-8"))
         assert fresh == committed, (
             f"cassettes/{path.name} is out of date with the provider or the mock; re-record it: "
-            "python -m dsh_testkit.cassettes record-mock cassettes"
+            "python -m tools.record_cassettes record-mock cassettes"
         )
 
 
@@ -120,7 +120,7 @@ async def test_cassettes_are_reproducible_from_the_mock(tmp_path: Path) -> None:
 def test_record_live_refuses_without_a_key(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
     result = subprocess.run(
-        [sys.executable, "-m", "dsh_testkit.cassettes", "record-live", str(tmp_path / "out")],
+        [sys.executable, "-m", "tools.record_cassettes", "record-live", str(tmp_path / "out")],
         capture_output=True,
         text=True,
         env=env,
@@ -173,7 +173,7 @@ async def test_recording_refuses_unknown_scenarios(tmp_path: Path) -> None:
 def test_the_command_line_reports_refusals(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from dsh_testkit.cassettes import main
+    from tools.record_cassettes import main
 
     assert main(["record-mock", str(tmp_path), "nope"]) == 2
     assert "error: unknown scenario(s) nope" in capsys.readouterr().err
@@ -182,8 +182,8 @@ def test_the_command_line_reports_refusals(
 
 
 async def test_a_provider_change_fails_replay_naming_the_changed_field() -> None:
-    from dsh_testkit._cassette_record import _converse
     from dsh_testkit.cassettes import CassetteMismatch
+    from tools.record_cassettes import _converse
 
     with pytest.raises(CassetteMismatch) as caught, use_cassette(CASSETTES / "plain-chat.yaml"):
         async with DeepSeekProvider(api_key="k", base_url=LIVE_ORIGIN) as provider:

@@ -17,9 +17,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_testkit._cassette_format import CassetteSerializer, split_sse
-from dsh_testkit._cassette_scrub import scrub_vcr_request, scrub_vcr_response
 from dsh_testkit._errors import TestkitError
+from dsh_testkit._secrets import scrub_vcr_request, scrub_vcr_response
 from dsh_testkit.cassettes import (
     CASSETTE_FORMAT_VERSION,
     REDACTED,
@@ -34,6 +33,7 @@ from dsh_testkit.cassettes import (
     scrub_url,
     use_cassette,
 )
+from dsh_testkit.cassettes._format import CassetteSerializer, split_sse
 
 URL = "https://api.deepseek.com/chat/completions"
 KEY = "sk-" + "A1b2C3d4E5" * 4
@@ -497,7 +497,7 @@ def test_scrub_keeps_ordinary_words_that_contain_sk() -> None:
 
 def _reference_scrub(text: str) -> str:
     """scrub_text without its substring pre-check: the key pattern alone, to a fixpoint."""
-    from dsh_testkit._cassette_scrub import _KEY_PATTERN, _replace
+    from dsh_testkit._secrets import _KEY_PATTERN, _replace
 
     while True:
         scrubbed = _KEY_PATTERN.sub(_replace, text)
@@ -517,7 +517,7 @@ _cased_bearer = st.builds(
 
 @given(st.one_of(_texts, st.text(max_size=40), st.lists(_cased_bearer | _noise).map("".join)))
 def test_the_pre_check_changes_nothing_the_key_pattern_finds(text: str) -> None:
-    from dsh_testkit._cassette_scrub import _KEY_PATTERN
+    from dsh_testkit._secrets import _KEY_PATTERN
 
     assert scrub_text(text) == _reference_scrub(text)
     assert find_secrets(text) == [m.group(0) for m in _KEY_PATTERN.finditer(text)]
@@ -545,7 +545,7 @@ def test_a_request_called_clean_is_left_as_it_is_by_the_scrub(
 ) -> None:
     from vcr.request import Request
 
-    from dsh_testkit._cassette_scrub import request_is_clean
+    from dsh_testkit._secrets import request_is_clean
 
     request = Request("POST", URL, body.encode(), {header: value})
     if request_is_clean(request):
@@ -561,7 +561,7 @@ def test_a_request_called_clean_is_left_as_it_is_by_the_scrub(
 def test_a_response_called_clean_is_left_as_it_is_by_the_scrub(
     body: str, header: str, value: str
 ) -> None:
-    from dsh_testkit._cassette_scrub import response_is_clean
+    from dsh_testkit._secrets import response_is_clean
 
     response = {
         "status": {"code": 200, "message": "OK"},
@@ -575,7 +575,7 @@ def test_a_response_called_clean_is_left_as_it_is_by_the_scrub(
 def test_what_makes_a_request_or_response_unclean() -> None:
     from vcr.request import Request
 
-    from dsh_testkit._cassette_scrub import request_is_clean, response_is_clean
+    from dsh_testkit._secrets import request_is_clean, response_is_clean
 
     def clean(uri: str = URL, body: bytes = b'{"a":1}', **headers: str) -> bool:
         return request_is_clean(Request("POST", uri, body, headers))
@@ -695,7 +695,7 @@ def test_loading_still_rewrites_the_origin_and_drops_volatile_headers(tmp_path: 
 def test_hooks_skip_what_they_wrote_and_scrub_each_live_request_once(tmp_path: Path) -> None:
     from unittest import mock
 
-    from dsh_testkit import cassettes
+    from dsh_testkit.cassettes import _api as cassettes
 
     bodies = [
         chat_body(messages=[{"role": "user", "content": f"{n}: my key {KEY}"}]) for n in range(3)
@@ -949,7 +949,7 @@ def test_each_request_body_is_made_canonical_once() -> None:
 
     from vcr.request import Request
 
-    from dsh_testkit import cassettes
+    from dsh_testkit.cassettes import _api as cassettes
 
     real = cassettes._canonical_body
     seen: list[Any] = []
@@ -1200,7 +1200,7 @@ def test_serializer_round_trips_every_body_kind() -> None:
 
 
 def test_response_chunks_of_interactions_recorded_in_this_session() -> None:
-    from dsh_testkit._cassette_format import response_chunks
+    from dsh_testkit.cassettes._format import response_chunks
 
     sse = {
         "headers": {"Content-Type": ["text/event-stream"]},

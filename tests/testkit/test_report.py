@@ -13,8 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_core import CorruptLogError, EpochHeader, LlmCallConfig, ToolSchema, plan_header_event
-from dsh_testkit._html import render_cache_report_html
-from dsh_testkit.report import (
+from dsh_testkit.reports import (
     CACHE_REPORT_FORMAT_VERSION,
     CHARS_PER_TOKEN,
     CacheReport,
@@ -26,6 +25,7 @@ from dsh_testkit.report import (
     render_cache_report,
     run_cache_report,
 )
+from dsh_testkit.reports._html import render_cache_report_html
 from tests.conftest import REFERENCE_LOGS
 
 from ._report_builders import (
@@ -431,7 +431,9 @@ def _assert_incremental_equals_full(events, **options) -> None:
 
     def both(estimator: TokenEstimator) -> tuple[dict, dict]:
         fast = cache_report(events, estimator=estimator, **options).to_json()
-        with mock.patch("dsh_testkit.report.reconstruct_requests", detached_requests):
+        with mock.patch(
+            "dsh_testkit.reports._cache_report.reconstruct_requests", detached_requests
+        ):
             slow = cache_report(events, estimator=estimator, **options).to_json()
         return fast, slow
 
@@ -727,7 +729,7 @@ def test_the_deepseek_estimator_uses_the_real_tokenizer_or_says_what_is_missing(
 
 
 def test_public_names_are_exported():
-    import dsh_testkit.report as module
+    import dsh_testkit.reports._cache_report as module
 
     for name in module.__all__:
         value = getattr(module, name)
@@ -739,7 +741,7 @@ async def test_a_log_written_by_our_own_loop_audits_and_reports(tmp_path):
     from dsh_core import Agent, AgentOptions, Session, TokenUsage, tool
     from dsh_core.persistence import write_session
     from dsh_core.scripted import ScriptedProvider, text_response, tool_call, tool_call_response
-    from dsh_testkit.audit import audit_file
+    from dsh_testkit.reports import audit_file
 
     @tool(description="read a file")
     async def read(args, ctx):

@@ -42,8 +42,7 @@ from dsh_core.scripted import (
     tool_call_response,
 )
 from dsh_testkit._errors import TestkitError
-from dsh_testkit._transcript import _value_lines, logs_of
-from dsh_testkit.snapshot import (
+from dsh_testkit.golden import (
     TRANSCRIPT_FORMAT_VERSION,
     WIRE_FORMAT_VERSION,
     SnapshotInputError,
@@ -52,6 +51,7 @@ from dsh_testkit.snapshot import (
     render_transcript,
     render_wire_requests,
 )
+from dsh_testkit.golden._transcript import _value_lines, logs_of
 from tests.conftest import REFERENCE_LOGS
 
 # ---------------------------------------------------------------------------------------------
@@ -673,7 +673,7 @@ def test_a_rendering_change_bumps_the_format_version(tmp_path: Path) -> None:
 def test_the_module_exports_exactly_its_public_names() -> None:
     import inspect
 
-    from dsh_testkit import snapshot
+    from dsh_testkit import golden as snapshot
 
     exported = snapshot.__all__
     assert len(exported) == len(set(exported))  # the order is checked by ruff (RUF022)
@@ -692,7 +692,7 @@ async def test_the_cwd_in_model_visible_text_is_normalized_in_both_goldens(tmp_p
     """The working directory in the system prompt and in a tool result becomes {{cwd}}."""
     from dsh_core import Agent, AgentOptions, Session, tool
     from dsh_core.scripted import ScriptedProvider, text_response, tool_call, tool_call_response
-    from dsh_testkit.snapshot import render_transcript, render_wire_requests
+    from dsh_testkit.golden import render_transcript, render_wire_requests
 
     where = str(tmp_path / "project")
 

@@ -6,7 +6,7 @@ would) and carries the mock script that plays the model's part when no live key 
 same driver replays the cassette in tests, so a change in how the provider serializes requests
 shows up as a :class:`~dsh_testkit.CassetteMismatch` naming the changed field.
 
-``python -m dsh_testkit.cassettes record-mock DIR`` records every scenario over real HTTP
+``python -m tools.record_cassettes record-mock DIR`` records every scenario over real HTTP
 against the loopback mock server; ``record-live DIR`` re-records the scenarios the live API can
 produce (not the injected faults) when ``DEEPSEEK_API_KEY`` is set, and refuses otherwise. The
 key is read from the environment only and never printed; cassettes are scrubbed before writing.
@@ -36,8 +36,7 @@ from dsh_core import (
     tool_result_message,
     user_message,
 )
-
-from ._errors import RecordingRefused
+from dsh_testkit.cassettes import RecordingRefused
 
 __all__ = [
     "API_KEY_ENV",
@@ -163,13 +162,13 @@ def _run_read_file(arguments: str) -> str:
 
 
 def _plain_chat_script() -> Sequence[Any]:
-    from .mock import Reply
+    from dsh_testkit.mock import Reply
 
     return [Reply(text="Hello! How can I help you today?", reasoning="A greeting.")]
 
 
 def _one_tool_call_script() -> Sequence[Any]:
-    from .mock import Reply, ToolCall
+    from dsh_testkit.mock import Reply, ToolCall
 
     return [
         Reply(
@@ -181,7 +180,7 @@ def _one_tool_call_script() -> Sequence[Any]:
 
 
 def _parallel_script() -> Sequence[Any]:
-    from .mock import Reply, ToolCall
+    from dsh_testkit.mock import Reply, ToolCall
 
     return [
         Reply(
@@ -196,13 +195,13 @@ def _parallel_script() -> Sequence[Any]:
 
 
 def _rate_limit_script() -> Sequence[Any]:
-    from .mock import HttpError, Reply
+    from dsh_testkit.mock import HttpError, Reply
 
     return [HttpError(status=429, retry_after="1"), Reply(text="Hello after the retry.")]
 
 
 def _eof_script() -> Sequence[Any]:
-    from .mock import Reply
+    from dsh_testkit.mock import Reply
 
     return [Reply(text="This answer is cut off before the end.", fault="eof", fault_after=3)]
 
@@ -258,7 +257,7 @@ SCENARIOS: Final[Mapping[str, CassetteScenario]] = {
 _MOCK_NOTE: Final = (
     "recorded over real HTTP against the loopback mock server (dsh_testkit.mock.MockServer, "
     "seed 0), not the live DeepSeek API: no live key was available; requests are filed under "
-    f"{LIVE_ORIGIN}. Re-record live with: python -m dsh_testkit.cassettes record-live cassettes"
+    f"{LIVE_ORIGIN}. Re-record live with: python -m tools.record_cassettes record-live cassettes"
 )
 
 
@@ -271,8 +270,7 @@ async def _record_one(
     recorded_against: str,
 ) -> Path:
     from dsh_core.providers import DeepSeekProvider
-
-    from .cassettes import use_cassette
+    from dsh_testkit.cassettes import use_cassette
 
     path = directory / f"{scenario.name}.yaml"
     metadata = {
@@ -334,7 +332,7 @@ async def record_scenarios(
             print(f"recorded {path} (live)", file=out)
             written.append(path)
         return written
-    from .mock import MockDeepSeek, MockServer
+    from dsh_testkit.mock import MockDeepSeek, MockServer
 
     for scenario in chosen:
         with MockServer(MockDeepSeek(list(scenario.mock_script()), seed=0)) as server:
@@ -351,9 +349,9 @@ async def record_scenarios(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m dsh_testkit.cassettes record-live|record-mock DIRECTORY [SCENARIO …]``."""
+    """``python -m tools.record_cassettes record-live|record-mock DIRECTORY [SCENARIO …]``."""
     parser = argparse.ArgumentParser(
-        prog="python -m dsh_testkit.cassettes",
+        prog="python -m dsh_testkit.cassettes._api",
         description="Re-record the repository's cassettes.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -375,3 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -22,81 +22,42 @@ format and how the repository's cassettes were recorded)::
 - **Modes**: ``"none"`` (the default: replay only, live network blocked), ``"missing"`` (record
   what has no recording), ``"all"`` (re-record everything).
 
-The repository's cassettes are the :data:`SCENARIOS`; ``python -m dsh_testkit.cassettes
-record-mock cassettes`` re-records them against the loopback mock server, and ``record-live``
-(with ``DEEPSEEK_API_KEY`` set) against the live API.
+The repository's own cassettes are recorded by its tooling (``tools/record_cassettes.py``, run
+by ``make record-live``), not by this library module.
 
 Why the httpx transports are patched here rather than by vcrpy (which patches ``httpx`` and
 ``httpx2`` alike in 9.x): vcrpy hands every replayed or recorded body to the client as ONE
-chunk, so a stream would lose its event boundaries; see ``_cassette_transport``.
+chunk, so a stream would lose its event boundaries; see ``_transport``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
 
 from dsh_core import dumps_canonical
 
-from ._cassette_format import (
-    CASSETTE_FORMAT,
-    CASSETTE_FORMAT_VERSION,
-    CassettePersister,
-    CassetteSerializer,
-)
-from ._cassette_record import SCENARIOS, CassetteScenario, Transcript, record_scenarios
-from ._cassette_scrub import (
-    REDACTED,
-    find_secrets,
-    request_is_clean,
-    response_is_clean,
-    scrub_json,
-    scrub_text,
-    scrub_url,
-    scrub_vcr_request,
-    scrub_vcr_response,
-)
-from ._cassette_transport import TransportPatches
-from ._diff import chat_view, common_message_prefix, diff_chat, short
-from ._errors import (
-    CassetteError,
-    CassetteFormatError,
+from .._diff import chat_view, common_message_prefix, diff_chat, short
+from .._errors import (
     CassetteMismatch,
     CassetteNotFound,
     CassetteNotFullyPlayed,
-    RecordingRefused,
 )
-
-__all__ = [
-    "CASSETTE_FORMAT",
-    "CASSETTE_FORMAT_VERSION",
-    "REDACTED",
-    "SCENARIOS",
-    "VOLATILE_REQUEST_HEADERS",
-    "VOLATILE_RESPONSE_HEADERS",
-    "Cassette",
-    "CassetteError",
-    "CassetteFormatError",
-    "CassetteMismatch",
-    "CassetteNotFound",
-    "CassetteNotFullyPlayed",
-    "CassetteScenario",
-    "RecordMode",
-    "RecordingRefused",
-    "Transcript",
-    "find_secrets",
-    "json_body_matcher",
-    "main",
-    "record_scenarios",
-    "scrub_json",
-    "scrub_text",
-    "scrub_url",
-    "use_cassette",
-]
+from .._secrets import (
+    request_is_clean,
+    response_is_clean,
+    scrub_vcr_request,
+    scrub_vcr_response,
+)
+from ._format import (
+    CassettePersister,
+    CassetteSerializer,
+)
+from ._transport import TransportPatches
 
 RecordMode: TypeAlias = Literal["none", "missing", "all"]
 """``none``: replay only (live network blocked); ``missing``: record requests with no
@@ -533,16 +494,3 @@ def use_cassette(
         raise handle.mismatches[0]
     if assert_all_played:
         handle.assert_all_played()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m dsh_testkit.cassettes record-live|record-mock DIRECTORY``."""
-    from ._cassette_record import main as record_main
-
-    return record_main(argv)
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())

@@ -71,9 +71,9 @@ from dsh_core import (
 )
 from dsh_core.persistence import LoadedLog, load_session
 
-from ._report_cli import dumps_report_json, emit, make_console
-from ._report_diff import compare_requests
-from ._report_log import (
+from ._compare import compare_requests
+from ._console import dumps_report_json, emit, make_console
+from ._log_facts import (
     HeaderStep,
     changes_between,
     header_steps,

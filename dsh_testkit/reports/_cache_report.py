@@ -86,9 +86,9 @@ from dsh_core import (
 )
 from dsh_core.persistence import LoadedLog, load_session
 
-from ._report_cli import dumps_report_json, emit, make_console
-from ._report_diff import compare_requests, message_history, same_header, shared_history
-from ._report_log import (
+from ._compare import compare_requests, message_history, same_header, shared_history
+from ._console import dumps_report_json, emit, make_console
+from ._log_facts import (
     HeaderStep,
     SurfaceRewrite,
     changes_between,
@@ -168,7 +168,7 @@ def named_estimator(name: str) -> TokenEstimator:
     """The estimator ``--estimator NAME`` selects; ``ImportError`` names a missing package."""
     if name == "chars":
         return CHARS_PER_TOKEN
-    from .mock._tokens import DeepSeekTokenizer, HeuristicTokenizer
+    from ..mock._tokens import DeepSeekTokenizer, HeuristicTokenizer
 
     if name == "heuristic":
         return TokenEstimator.of_tokenizer(HeuristicTokenizer(), name="heuristic tokenizer")

@@ -12,7 +12,7 @@ import json
 from html import escape
 from typing import Final
 
-from .report import CacheReport, RequestCache
+from ._cache_report import CacheReport, RequestCache
 
 __all__ = ["render_cache_report_html"]
 

@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import yaml
 
-from ._errors import CassetteFormatError
+from .._errors import CassetteFormatError
 
 __all__ = [
     "CASSETTE_FORMAT",

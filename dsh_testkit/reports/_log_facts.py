@@ -23,7 +23,7 @@ from dsh_core import (
     fold_request_header,
 )
 
-from ._report_diff import header_changes, header_summary
+from ._compare import header_changes, header_summary
 
 __all__ = [
     "HeaderStep",

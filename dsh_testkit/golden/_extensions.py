@@ -2,7 +2,7 @@
 
 ::
 
-    from dsh_testkit.snapshot import TranscriptExtension, WireRequestsExtension
+    from dsh_testkit.golden import TranscriptExtension, WireRequestsExtension
 
     def test_my_agent(snapshot):
         session = run_my_agent()                       # a dsh_core.Session (or loaded log)

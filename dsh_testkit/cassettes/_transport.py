@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any
 from unittest import mock
 
-from ._cassette_format import is_event_stream, response_chunks, split_sse
+from ._format import is_event_stream, response_chunks, split_sse
 
 __all__ = ["TransportPatches"]
 

@@ -28,7 +28,7 @@ from dsh_core import (
     header_equals,
 )
 
-from ._diff import short_repr
+from .._diff import short_repr
 
 __all__ = [
     "RequestComparison",

@@ -58,7 +58,7 @@ from dsh_core import (
     reconstruct_requests,
 )
 
-from ._errors import TestkitError
+from .._errors import TestkitError
 from ._normalize import Normalizer
 
 __all__ = [

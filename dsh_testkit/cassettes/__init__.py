@@ -1,0 +1,51 @@
+"""Cassettes: record an agent's HTTP traffic once, replay it in every test run after.
+
+Built on vcrpy with this project's configuration. The parts:
+
+- ``_api``: :func:`use_cassette` and the :class:`Cassette` handle (modes, matching, mismatches);
+- ``_format``: the versioned YAML format (parsed JSON bodies, SSE bodies as event lists);
+- ``_transport``: SSE-faithful playback, one event per chunk, for ``httpx`` and ``httpx2``.
+
+Secrets are scrubbed by :mod:`dsh_testkit._secrets` before anything is written.
+"""
+
+from .._errors import (
+    CassetteError,
+    CassetteFormatError,
+    CassetteMismatch,
+    CassetteNotFound,
+    CassetteNotFullyPlayed,
+    RecordingRefused,
+)
+from .._secrets import REDACTED, find_secrets, scrub_json, scrub_text, scrub_url
+from ._api import (
+    VOLATILE_REQUEST_HEADERS,
+    VOLATILE_RESPONSE_HEADERS,
+    Cassette,
+    RecordMode,
+    json_body_matcher,
+    use_cassette,
+)
+from ._format import CASSETTE_FORMAT, CASSETTE_FORMAT_VERSION
+
+__all__ = [
+    "CASSETTE_FORMAT",
+    "CASSETTE_FORMAT_VERSION",
+    "REDACTED",
+    "VOLATILE_REQUEST_HEADERS",
+    "VOLATILE_RESPONSE_HEADERS",
+    "Cassette",
+    "CassetteError",
+    "CassetteFormatError",
+    "CassetteMismatch",
+    "CassetteNotFound",
+    "CassetteNotFullyPlayed",
+    "RecordMode",
+    "RecordingRefused",
+    "find_secrets",
+    "json_body_matcher",
+    "scrub_json",
+    "scrub_text",
+    "scrub_url",
+    "use_cassette",
+]

@@ -1,0 +1,40 @@
+"""Golden transcripts: syrupy extensions for sessions and for what the model saw.
+
+- ``_extensions``: :class:`TranscriptExtension` and :class:`WireRequestsExtension`;
+- ``_transcript``: the transcript and wire-request renderers;
+- ``_normalize``: the normalization that makes goldens byte-stable across machines.
+"""
+
+from ._extensions import (
+    CWD_TOKEN,
+    TIME_KEYS,
+    TRANSCRIPT_FORMAT,
+    TRANSCRIPT_FORMAT_VERSION,
+    WIRE_FORMAT,
+    WIRE_FORMAT_VERSION,
+    LogInput,
+    Normalizer,
+    SnapshotInputError,
+    TranscriptExtension,
+    WireRequestsExtension,
+    cwd_spellings,
+    render_transcript,
+    render_wire_requests,
+)
+
+__all__ = [
+    "CWD_TOKEN",
+    "TIME_KEYS",
+    "TRANSCRIPT_FORMAT",
+    "TRANSCRIPT_FORMAT_VERSION",
+    "WIRE_FORMAT",
+    "WIRE_FORMAT_VERSION",
+    "LogInput",
+    "Normalizer",
+    "SnapshotInputError",
+    "TranscriptExtension",
+    "WireRequestsExtension",
+    "cwd_spellings",
+    "render_transcript",
+    "render_wire_requests",
+]

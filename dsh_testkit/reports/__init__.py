@@ -1,0 +1,78 @@
+"""Reports over a session log: the audit and the cache report.
+
+- ``_audit``: ``dsh-testkit audit`` — the log's invariants, the header timeline, every request
+  rebuilt and compared with the one before;
+- ``_cache_report``: ``dsh-testkit cache-report`` — per-request cache hits, the best possible,
+  and the log event behind each drop;
+- ``_log_facts``: what both read from a log (header steps, surface rewrites, recorded usage);
+- ``_compare``: request-to-request comparison in the project's vocabulary;
+- ``_console`` and ``_html``: the terminal and HTML renderers.
+"""
+
+from ._audit import (
+    AUDIT_FORMAT_VERSION,
+    AuditReport,
+    HeaderTimelineEntry,
+    RequestAudit,
+    RewriteEntry,
+    Violation,
+    ViolationCode,
+    add_audit_arguments,
+    audit_file,
+    audit_loaded,
+    audit_log,
+    render_audit,
+    run_audit,
+)
+from ._cache_report import (
+    CACHE_REPORT_FORMAT_VERSION,
+    CHARS_PER_TOKEN,
+    DEFAULT_BLOCK_TOKENS,
+    ESTIMATOR_NAMES,
+    CacheCause,
+    CacheCauseKind,
+    CacheReport,
+    CacheTotals,
+    RequestCache,
+    TokenEstimator,
+    add_cache_report_arguments,
+    cache_report,
+    cache_report_file,
+    cache_report_loaded,
+    named_estimator,
+    render_cache_report,
+    run_cache_report,
+)
+
+__all__ = [
+    "AUDIT_FORMAT_VERSION",
+    "CACHE_REPORT_FORMAT_VERSION",
+    "CHARS_PER_TOKEN",
+    "DEFAULT_BLOCK_TOKENS",
+    "ESTIMATOR_NAMES",
+    "AuditReport",
+    "CacheCause",
+    "CacheCauseKind",
+    "CacheReport",
+    "CacheTotals",
+    "HeaderTimelineEntry",
+    "RequestAudit",
+    "RequestCache",
+    "RewriteEntry",
+    "TokenEstimator",
+    "Violation",
+    "ViolationCode",
+    "add_audit_arguments",
+    "add_cache_report_arguments",
+    "audit_file",
+    "audit_loaded",
+    "audit_log",
+    "cache_report",
+    "cache_report_file",
+    "cache_report_loaded",
+    "named_estimator",
+    "render_audit",
+    "render_cache_report",
+    "run_audit",
+    "run_cache_report",
+]

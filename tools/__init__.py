@@ -1,0 +1,3 @@
+"""The repository's own tooling (not part of the installed packages): recording the committed
+cassettes. Run from the repository root, e.g. ``python -m tools.record_cassettes record-mock
+cassettes``."""
