@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck pytest demo bench record-live clean
+.PHONY: test check lint typecheck pytest demo bench record-live clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,14 @@ pytest: $(STAMP)
 	@echo "branch coverage: dsh_core $$($(BIN)/coverage report --include='dsh_core/*' --format=total)%, all $$($(BIN)/coverage report --format=total)%"
 
 test: lint typecheck pytest
+
+# The edit-test loop: lint, types and the whole suite on both CPUs, no coverage, hypothesis on
+# fewer examples (the "fast" profile in tests/conftest.py). Not a substitute for make test.
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	HYPOTHESIS_PROFILE=fast $(BIN)/pytest -q -n 2 $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/dsh-testkit demo

@@ -17,6 +17,14 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("dev", deadline=None, max_examples=200)
+# "fast" is the edit-test loop's (make check): every property still runs, on fewer examples.
+settings.register_profile(
+    "fast",
+    derandomize=True,
+    deadline=None,
+    max_examples=12,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 REFERENCE_LOGS = (
