@@ -260,32 +260,6 @@ def _recorded(source: LogSource, *, child: bool, ordinal: int) -> RecordedSessio
     )
 
 
-def _diff_requests(expected: GenerateOptions, actual: GenerateOptions) -> tuple[str, ...]:
-    """:func:`dsh_core.diff_requests`, naming tools itself when only one side has any.
-
-    (The core's rendering of that case tries to JSON-encode the schemas and fails.)
-    """
-    exp_tools, act_tools = expected.tools or (), actual.tools or ()
-    if (
-        bool(exp_tools) == bool(act_tools)
-        or isinstance(exp_tools, str)
-        or isinstance(act_tools, str)
-    ):
-        return diff_requests(expected, actual, model_visible_only=True)
-    rest = diff_requests(
-        replace(expected, tools=None), replace(actual, tools=None), model_visible_only=True
-    )
-    if exp_tools:
-        names = ", ".join(repr(t.name) for t in exp_tools)
-        line = f"header.tools: {names} in the log but missing from the request"
-    else:
-        names = ", ".join(repr(t.name) for t in act_tools)
-        line = f"header.tools: {names} present in the request but not in the log"
-    config_lines = [d for d in rest if d.startswith(("config.", "system"))]
-    others = [d for d in rest if not d.startswith(("config.", "system"))]
-    return (*config_lines, line, *others)
-
-
 class _Anonymous:
     def __repr__(self) -> str:
         return "<no sessionId>"
@@ -415,7 +389,7 @@ class ReplayProvider:
             system=actual.system if _opaque(expected.system) else expected.system,
             tools=actual.tools if _opaque(expected.tools) else expected.tools,
         )
-        diff = _diff_requests(expected, actual)
+        diff = diff_requests(expected, actual, model_visible_only=True, names=("recorded", "live"))
         if diff:
             raise ReplayMismatch(
                 f"strict replay: the live request for {where} differs from the request the "
