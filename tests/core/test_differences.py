@@ -176,6 +176,7 @@ def test_config_differences_per_field() -> None:
         )
         == []
     )
+    assert config_differences({"t": 1}, {}, SIDES, keys=("model",)) == []  # on neither side
 
 
 @pytest.mark.parametrize(
