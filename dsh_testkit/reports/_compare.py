@@ -132,8 +132,9 @@ def _tool_pairs(tools: tuple[ToolSchema, ...] | str | None) -> list[tuple[str, A
 def header_changes(previous: EpochHeader | None, header: EpochHeader) -> tuple[str, ...]:
     """Every change from ``previous`` to ``header``, one phrase each; ``()`` when equal.
 
-    Config fields first (``config.model: 'a' → 'b'``), then the system prompt by line, then
-    tools by name (added, removed, changed, reordered). With no previous header: ``()``.
+    Config fields first (``config.model differs: previous: 'a', this: 'b'``), then the system
+    prompt by line (the first differing line with its column when long), then tools by name
+    (added, removed, changed, reordered). With no previous header: ``()``.
     """
     if previous is None:
         return ()
