@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -175,6 +176,68 @@ class RequestCapture:
 
     def clear(self) -> None:
         self.requests.clear()
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the captured requests to a ``dsh-trace`` file (credentials stay redacted).
+
+        Any tool that reads traces takes the file (``dsh-testkit cache-report FILE``);
+        :meth:`load` reads it back request for request, body bytes included.
+        """
+        from .traces import TraceWriter
+
+        with TraceWriter(path, source="capture") as writer:
+            for index, request in enumerate(self.requests):
+                parsed = request.json
+                record: dict[str, Any] = {
+                    "index": index,
+                    "method": request.method,
+                    "url": request.url,
+                    "headers": [list(pair) for pair in request.headers],
+                    "request": parsed,
+                }
+                text = request.body.decode("utf-8", "surrogateescape")
+                if (
+                    parsed is None
+                    or json.dumps(parsed, ensure_ascii=False, separators=(",", ":")) != text
+                ):
+                    record["requestText"] = text
+                writer.append(record)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> RequestCapture:
+        """The capture :meth:`save` wrote; :class:`~dsh_testkit.traces.TraceError` otherwise."""
+        from .traces import TraceError
+        from .traces._file import read_trace_lines
+
+        name = os.fspath(path)
+        with open(name, encoding="utf-8") as file:
+            header, records, _ = read_trace_lines(file.read(), path=name)
+        if header.get("source") != "capture":
+            raise TraceError(
+                f"a {header.get('source')!r} trace, not a saved capture; read it with "
+                "dsh_testkit.traces.load_trace",
+                path=name,
+            )
+        capture = cls()
+        for number, record in records:
+            try:
+                text = record.get("requestText")
+                if text is None:
+                    text = json.dumps(record["request"], ensure_ascii=False, separators=(",", ":"))
+                capture.requests.append(
+                    CapturedRequest(
+                        method=str(record["method"]),
+                        url=str(record["url"]),
+                        headers=tuple((str(k), str(v)) for k, v in record["headers"]),
+                        body=text.encode("utf-8", "surrogateescape"),
+                    )
+                )
+            except (KeyError, TypeError, ValueError) as exc:
+                raise TraceError(
+                    f"line {number}: not a captured request ({type(exc).__name__}: {exc})",
+                    path=name,
+                ) from None
+        return capture
 
     def __len__(self) -> int:
         return len(self.requests)
