@@ -1,4 +1,8 @@
-"""The ``dsh-testkit`` command: ``demo``, ``serve``, ``audit`` and ``cache-report``.
+"""The ``dsh-testkit`` command: ``demo``, ``serve``, ``proxy``, ``audit`` and ``cache-report``.
+
+``audit`` and ``cache-report`` take a session log or any trace (a proxy trace file, a saved
+capture, a cassette, the mock's request log, a HAR file): a file that does not start with a
+session header goes to the cache doctor (:mod:`dsh_testkit.reports`).
 
 The mock and the loop are imported only by the subcommands that run them.
 """
@@ -8,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import signal
 import sys
 from collections.abc import Sequence
@@ -52,6 +57,32 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_session_log(path: str) -> bool:
+    """Whether ``path`` starts with a session header (else it is read as a trace)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            first = file.readline(1 << 20)
+        header = json.loads(first)
+    except (OSError, ValueError):
+        return False  # the trace path reports unreadable files with its own message
+    return isinstance(header, dict) and header.get("type") == "session"
+
+
+def _add_trace_arguments(parser: argparse.ArgumentParser) -> None:
+    """The cache doctor's options of ``cache-report`` (any trace, not only session logs)."""
+    parser.add_argument(
+        "--simulate",
+        action="store_true",
+        help="figures from the mock's prefix-cache simulator run over the trace, not the "
+        "reported usage (the default when the trace has no usage)",
+    )
+    parser.add_argument(
+        "--conversation",
+        metavar="K",
+        help="report only conversation K (an explicit key, or #1, #2, … as split automatically)",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dsh-testkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -79,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     add_audit_arguments(audit)
     add_cache_report_arguments(cache_report)
+    _add_trace_arguments(cache_report)
     serve = sub.add_parser(
         "serve",
         help="serve the mock DeepSeek over HTTP on loopback (prints its base URL)",
@@ -106,13 +138,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_demo(args)
     if args.command == "audit":
-        from .reports import run_audit
+        from .reports import run_audit, run_trace_audit
 
-        return run_audit(args)
+        return run_audit(args) if _is_session_log(args.log) else run_trace_audit(args)
     if args.command == "cache-report":
-        from .reports import run_cache_report
+        from .reports import run_cache_report, run_trace_cache_report
 
-        return run_cache_report(args)
+        if _is_session_log(args.log) and not (args.simulate or args.conversation):
+            return run_cache_report(args)
+        return run_trace_cache_report(args)
     if args.command == "serve":
         return _serve(args)
     return 2

@@ -238,6 +238,30 @@ def _from_cassette(text: str, path: str | None) -> Trace:
 # -- the mock's request log ---------------------------------------------------------------------
 
 
+def _mock_reply(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The answer a mock record's script entry gave, in chat shape (tool-call ids unknown)."""
+    entry = record.get("entry")
+    if not isinstance(entry, Mapping) or entry.get("kind", "reply") != "reply":
+        return None
+    if record.get("endpoint") != "chat" or record.get("status") != 200:
+        return None
+    out: dict[str, Any] = {"role": "assistant", "content": entry.get("text") or ""}
+    if isinstance(entry.get("reasoning"), str):
+        out["reasoning_content"] = entry["reasoning"]
+    calls = entry.get("toolCalls") or entry.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        out["tool_calls"] = [
+            {
+                "id": call.get("id"),
+                "type": "function",
+                "function": {"name": call.get("name"), "arguments": call.get("arguments", "{}")},
+            }
+            for call in calls
+            if isinstance(call, Mapping)
+        ]
+    return out
+
+
 def _mock_answer(record: Mapping[str, Any]) -> TraceUsage | None:
     prompt, hit = record.get("promptTokens"), record.get("cacheHitTokens")
     if isinstance(prompt, int) and isinstance(hit, int):
@@ -260,13 +284,10 @@ def _from_mock_records(
             url=record.get("path"),
             body=record.get("body"),
             status=record.get("status"),
+            response=_mock_reply(record),
             usage=_mock_answer(record),
             conversation=_header_key([tuple(h) for h in record.get("headers") or ()]),
         )
-    builder.notes.append(
-        "the mock's request log has no answers: reasoning pass-back and argument echo are "
-        "checked against later requests only"
-    )
     return builder.trace()
 
 

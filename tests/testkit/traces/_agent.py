@@ -69,7 +69,9 @@ def run_agent(
                         "type": "function",
                         "function": {
                             "name": c["function"]["name"],
-                            "arguments": json.dumps(json.loads(c["function"]["arguments"]))
+                            "arguments": json.dumps(
+                                json.loads(c["function"]["arguments"]), separators=(",", ":")
+                            )
                             if reserialize_args
                             else c["function"]["arguments"],
                         },
