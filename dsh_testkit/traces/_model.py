@@ -195,6 +195,25 @@ def shared_chars(a: Sequence[str], b: Sequence[str]) -> int:
     return total
 
 
+def continuation_score(last: Sequence[str], parts: Sequence[str], unit_tokens: int) -> int:
+    """How strongly ``parts`` continues the request ``last`` (0: not at all).
+
+    A request continues another when their prompts share at least one cache unit (estimated at
+    four characters a token), or — so that a short prompt, or a change at the very start of the
+    system prompt (a timestamp first), still reads as one conversation, the case the doctor must
+    explain — when both have the same (non-empty) system prompt or the same first message after
+    it.
+    """
+    shared = shared_chars(last, parts)
+    if shared >= unit_tokens * _CHARS_PER_TOKEN:
+        return shared
+    if len(last) > 2 and len(parts) > 2 and last[2] == parts[2]:
+        return 1 + shared_chars(last[2:], parts[2:])
+    if last and parts and last[0] and last[0] == parts[0]:
+        return 1 + shared
+    return 0
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Conversation:
     """Exchanges that extend one another (or were keyed together), in trace order."""
@@ -254,13 +273,14 @@ class Trace:
         ``key`` names an exchange's conversation (default: :attr:`Exchange.conversation`).
         Exchanges without a key are split automatically: each joins the open conversation
         whose latest request shares the longest prefix with it, provided that prefix holds at
-        least one cache unit (``unit_tokens``, estimated at four characters a token);
-        otherwise it starts a new conversation. Keyed and unkeyed exchanges never mix.
+        least one cache unit (``unit_tokens``, estimated at four characters a token) or the two
+        requests start with the same first message after the system prompt (see
+        :func:`continuation_score`); otherwise it starts a new conversation. Keyed and unkeyed
+        exchanges never mix.
         """
         keyed: dict[str, list[Exchange]] = {}
         order: list[str] = []
         open_auto: list[tuple[str, list[Exchange]]] = []
-        threshold = unit_tokens * _CHARS_PER_TOKEN
         for exchange in self.exchanges:
             name = key(exchange) if key is not None else exchange.conversation
             if name is not None:
@@ -273,8 +293,8 @@ class Trace:
             best: list[Exchange] | None = None
             best_shared = 0
             for _, members in open_auto:
-                shared = shared_chars(self.parts(members[-1]), parts)
-                if shared >= threshold and shared > best_shared:
+                shared = continuation_score(self.parts(members[-1]), parts, unit_tokens)
+                if shared > best_shared:
                     best, best_shared = members, shared
             if best is None:
                 auto_key = f"#{len(open_auto) + 1}"
