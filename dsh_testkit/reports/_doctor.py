@@ -48,7 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
-from ..traces import Conversation, Exchange, Trace, trace_of
+from ..traces import Conversation, Endpoint, Exchange, Trace, trace_of
 from ..traces._model import shared_chars
 
 __all__ = [
@@ -446,10 +446,22 @@ def _tools_finding(old: Any, new: Any) -> Finding:
     )
 
 
-def _thinking(body: Mapping[str, Any]) -> bool:
-    from ..mock._tokens import default_thinking
+def _thinking(body: Mapping[str, Any], endpoint: Endpoint = "chat") -> bool:
+    """Whether the request runs in thinking mode (the providers' one rule)."""
+    from dsh_core.providers import resolve_model, thinking_enabled
 
-    return bool(default_thinking(body))
+    model = body.get("model")
+    thinking = body.get("thinking")
+    kind = thinking.get("type") if isinstance(thinking, Mapping) else None
+    effort: Any = body.get("reasoning_effort")
+    reasoning = body.get("reasoning")
+    if effort is None and isinstance(reasoning, Mapping):
+        effort = reasoning.get("effort")
+    return thinking_enabled(
+        resolve_model(model, endpoint=endpoint) if isinstance(model, str) else None,
+        thinking_type=kind if isinstance(kind, str) else None,
+        effort=effort if isinstance(effort, str) else None,
+    )
 
 
 def _echo_findings(
