@@ -13,8 +13,9 @@ one before: config fields, a unified diff of the system prompt, tools added at a
 removed, changed or reordered), each request the model saw (its header, tool names, how many
 messages it carried and which are new since the previous request, or where that request's
 prefix broke, worded like every other difference by :func:`dsh_core.first_json_difference`),
-each response (chunk count, finish reason, failure, usage with cache hit and miss), assistant messages (text, reasoning, tool calls, dropped calls), tool calls and results,
-retries, compaction and turn ends. Text is a JSON string when short or when it has anything
+each response (chunk count, finish reason, failure, usage with cache hit and miss), assistant
+messages (text, reasoning, tool calls, dropped calls), tool calls and results, retries,
+compaction and turn ends. Text is a JSON string when short or when it has anything
 invisible (trailing whitespace, control characters), otherwise a literal block (``|`` keeps
 one final newline, ``|-`` none). No line ends in whitespace.
 
