@@ -32,7 +32,7 @@ from ._differences import (
     tools_differences,
 )
 from ._errors import CorruptLogError
-from ._events import SURFACE_EVENT_TYPES, Event
+from ._events import SURFACE_EVENT_TYPES, Event, turn_step
 from ._header import EpochHeader, ToolSchema, fold_request_header
 from ._json import dumps_canonical
 from ._messages import Message, derive_event_message
@@ -169,11 +169,6 @@ def _build(
     return GenerateOptions.from_header(header, messages, session_id=session_id)
 
 
-def _turn_step(event: Event) -> tuple[int, int]:
-    data = event.data if isinstance(event.data, Mapping) else {}
-    return int(data.get("turn", 0) or 0), int(data.get("step", 0) or 0)
-
-
 def reconstruct_requests(
     events: Sequence[Event], *, session_id: str | None = None, rule: BoundaryRule | None = None
 ) -> Iterator[ReconstructedRequest]:
@@ -204,7 +199,8 @@ def reconstruct_requests(
             boundary = step_start.seq if rule == "step-start" else event.seq
             messages = fold.messages_through(boundary)
             header = fold.header_through(event.seq)
-            turn, step = _turn_step(step_start)
+            named = turn_step(step_start)
+            turn, step = named.turn or 0, named.step or 0
             yield ReconstructedRequest(
                 request=_build(header, messages, session_id, event.seq),
                 turn=turn,

@@ -43,6 +43,7 @@ from dsh_core import (
     chunk_from_json,
     diff_requests,
     reconstruct_requests,
+    turn_step,
 )
 
 from ._errors import (
@@ -86,10 +87,9 @@ class ReplayEntry:
     """Seq of the call's first ``assistant/chunk`` (or of its compaction summary event)."""
 
 
-def _turn_step(data: Any) -> tuple[int, int]:
-    if not isinstance(data, Mapping):
-        return 0, 0
-    return int(data.get("turn", 0) or 0), int(data.get("step", 0) or 0)
+def _turn_step(event: Event) -> tuple[int, int]:
+    named = turn_step(event)
+    return named.turn or 0, named.step or 0
 
 
 def _summary_entry(event: Event) -> ReplayEntry | None:
@@ -133,11 +133,10 @@ def _summary_entry(event: Event) -> ReplayEntry | None:
             f"{event.type} at seq {event.seq} cannot be replayed: {exc}", seq=event.seq
         ) from None
     chunks.append(Finish(reason=FinishReason(kind="stop")))
-    turn = data.get("turn")
     return ReplayEntry(
         chunks=tuple(chunks),
         kind="compaction",
-        turn=turn if isinstance(turn, int) else None,
+        turn=turn_step(event).turn,
         first_seq=event.seq,
     )
 
@@ -184,7 +183,7 @@ def derive_replay_script(events: Sequence[Event]) -> tuple[ReplayEntry, ...]:
         if event.type != "assistant/chunk":
             continue
         data = event.data if isinstance(event.data, Mapping) else {}
-        this_key = _turn_step(data)
+        this_key = _turn_step(event)
         if current and this_key != key:
             close()
         try:
