@@ -5,18 +5,19 @@ prefix-cache simulator for usage). Serve it in process with :class:`MockHandler`
 :func:`mock_transport` / :func:`respx_route` (httpx and httpx2 clients, sync and async), or on a
 real socket with :class:`MockServer` (tests) and ``dsh-testkit serve`` (any language)::
 
-    mock = MockDeepSeek([Reply(text="hi"), HttpError(status=429, retry_after="2")])
+    mock = MockDeepSeek([Reply(text="hi"), ErrorReply(status=429, retry_after="2")])
     client = openai.AsyncOpenAI(
         base_url="https://api.deepseek.com", api_key="sk-test",
         http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(MockHandler(mock))),
     )
 """
 
+from ._admission import resolve_model
 from ._api_errors import ApiError
 from ._cache import CacheKey, CacheUsage, PrefixCacheSimulator
 from ._errors import MockError, MockServerError, ScriptError
 from ._inprocess import MockHandler, mock_transport, respx_route
-from ._model import MockDeepSeek, Responder, resolve_model
+from ._model import MockDeepSeek, Responder
 from ._plan import Emit, Hangup, HttpRequest, Pause, ResponsePlan, Stall
 from ._render import (
     Completion,
@@ -32,8 +33,8 @@ from ._responder import default_reply, example_arguments
 from ._script import (
     BEHAVIOURS,
     SCRIPT_FORMAT_VERSION,
+    ErrorReply,
     Fault,
-    HttpError,
     Reply,
     Script,
     ScriptEntry,
@@ -55,9 +56,9 @@ __all__ = [
     "Completion",
     "CompletionToolCall",
     "Emit",
+    "ErrorReply",
     "Fault",
     "Hangup",
-    "HttpError",
     "HttpRequest",
     "MockDeepSeek",
     "MockError",

@@ -7,7 +7,7 @@ test written in any language. Two kinds exist:
 * :class:`Reply` — a 200 answer: text, reasoning, tool calls, a finish reason, pacing
   (``keep_alives``, ``pace_ms``) and at most one transport :data:`Fault` (a reset, a stall, a
   disconnect or EOF mid-stream, a malformed chunk, …);
-* :class:`HttpError` — an error status with the API's body (or any body), ``Retry-After`` and a
+* :class:`ErrorReply` — an error status with the API's body (or any body), ``Retry-After`` and a
   request id.
 
 :func:`behaviour` names the reference harness's wire-fault vocabulary (dsh-testing-spec §3.8:
@@ -31,9 +31,9 @@ from ._errors import ScriptError
 __all__ = [
     "BEHAVIOURS",
     "SCRIPT_FORMAT_VERSION",
+    "ErrorReply",
     "Fault",
     "FinishReasonName",
-    "HttpError",
     "OnExhausted",
     "Reply",
     "Script",
@@ -273,9 +273,10 @@ class Reply:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HttpError:
-    """An error answer. Without ``body`` the endpoint renders its own error shape from
-    ``message``/``type``/``code`` (defaults per status, see :func:`default_error`)."""
+class ErrorReply:
+    """A script entry that answers with an HTTP error (it is not an exception). Without ``body``
+    the endpoint renders its own error shape from ``message``/``type``/``code`` (defaults per
+    status, see :func:`default_error`). Its JSON ``kind`` is ``"http-error"``."""
 
     status: int
     message: str | None = None
@@ -289,7 +290,9 @@ class HttpError:
     retry_after: str | None = None
     """The ``Retry-After`` header as sent: seconds (``"2"``) or an HTTP date."""
     request_id: str | None = None
-    """Sent as ``x-request-id``."""
+    """The answer's request id, where the endpoint sends one: the ``x-ds-trace-id`` header on
+    the chat endpoint (DeepSeek sends no ``x-request-id``), the ``request-id`` header and the
+    body's ``request_id`` on the Anthropic one. ``None``: a generated one."""
     headers: tuple[tuple[str, str], ...] = ()
     """Extra response headers."""
     kind: Literal["http-error"] = "http-error"
@@ -338,7 +341,7 @@ class HttpError:
         return out
 
     @classmethod
-    def from_json(cls, obj: object, *, path: str = "entry") -> HttpError:
+    def from_json(cls, obj: object, *, path: str = "entry") -> ErrorReply:
         o = _need_obj(obj, path)
         _check_keys(
             o,
@@ -378,7 +381,7 @@ class HttpError:
         )
 
 
-ScriptEntry: TypeAlias = Reply | HttpError
+ScriptEntry: TypeAlias = Reply | ErrorReply
 """One scripted answer."""
 
 
@@ -405,7 +408,7 @@ def entry_from_json(obj: object, *, path: str = "entry") -> ScriptEntry:
     if kind == "reply":
         return Reply.from_json(o, path=path)
     if kind == "http-error":
-        return HttpError.from_json(o, path=path)
+        return ErrorReply.from_json(o, path=path)
     raise ScriptError(
         f"unknown entry kind {kind!r}; expected 'reply', 'http-error', or a 'behaviour' entry",
         path=f"{path}.kind",
@@ -512,12 +515,12 @@ BEHAVIOURS: Final[Mapping[str, ScriptEntry]] = {
     "malformed_json": Reply(text=_SUCCESS_TEXT, fault="malformed-json", fault_after=1),
     "malformed_event": Reply(text=_SUCCESS_TEXT, fault="malformed-event", fault_after=1),
     "wrong_content_type": Reply(text=_SUCCESS_TEXT, fault="wrong-content-type"),
-    "rate_limit": HttpError(status=429, retry_after="1"),
-    "server_error": HttpError(status=500),
-    "service_unavailable": HttpError(status=503),
-    "auth_error": HttpError(status=401),
-    "invalid_request": HttpError(status=400),
-    "context_overflow": HttpError(
+    "rate_limit": ErrorReply(status=429, retry_after="1"),
+    "server_error": ErrorReply(status=500),
+    "service_unavailable": ErrorReply(status=503),
+    "auth_error": ErrorReply(status=401),
+    "invalid_request": ErrorReply(status=400),
+    "context_overflow": ErrorReply(
         status=400,
         message=(
             "This model's maximum context length is 1048576 tokens. However, you requested "
@@ -525,7 +528,7 @@ BEHAVIOURS: Final[Mapping[str, ScriptEntry]] = {
         ),
         code="context_length_exceeded",
     ),
-    "quota_exceeded": HttpError(
+    "quota_exceeded": ErrorReply(
         status=429,
         message="You exceeded your current quota: insufficient quota",
         code="insufficient_quota",

@@ -35,7 +35,7 @@ from dsh_core.providers import AnthropicProvider, DeepSeekProvider, SseParser, a
 from dsh_testkit.capture import RequestCapture
 from dsh_testkit.mock import (
     BEHAVIOURS,
-    HttpError,
+    ErrorReply,
     HttpRequest,
     MockDeepSeek,
     MockHandler,
@@ -354,7 +354,7 @@ async def test_a_retried_request_is_byte_identical_on_the_wire(over: str) -> Non
                 reasoning="I should look it up.",
                 tool_calls=(ToolCall(name="lookup", arguments='{"q": "cache"}'),),
             ),
-            HttpError(status=429, retry_after="2"),
+            ErrorReply(status=429, retry_after="2"),
             Reply(text="It means mock."),
         ],
         api_keys={API_KEY},  # a request without the key would be refused before the script
@@ -436,7 +436,7 @@ async def test_the_anthropic_provider_over_the_loopback_server(server: MockServe
     server.mock.push(
         Reply(text="Hello over a real socket.", chunk_size=3),
         Reply(tool_calls=(ToolCall(name="lookup", arguments='{"q": "cache"}', id="toolu_1"),)),
-        HttpError(status=500, message="boom", request_id="req-500"),
+        ErrorReply(status=500, message="boom", request_id="req-500"),
     )
     question = user_message("hi")
     tools = (lookup.schema,)
