@@ -29,7 +29,7 @@ from ._render import (
     chat_completion,
 )
 from ._request import MockRequest, ReceivedRequest
-from ._responder import default_reply, example_arguments
+from ._responder import call_each_tool_once, default_reply, example_arguments
 from ._script import (
     BEHAVIOURS,
     SCRIPT_FORMAT_VERSION,
@@ -83,6 +83,7 @@ __all__ = [
     "anthropic_events",
     "anthropic_message",
     "behaviour",
+    "call_each_tool_once",
     "chat_chunks",
     "chat_completion",
     "default_reply",

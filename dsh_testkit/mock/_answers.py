@@ -182,8 +182,8 @@ class AnswerPlanner:
                 CompletionToolCall(
                     id=call_id,
                     name=call.name,
-                    arguments=call.arguments,
-                    fragments=tuple(split_evenly(call.arguments, call.fragments)),
+                    arguments=call.arguments_json,
+                    fragments=tuple(split_evenly(call.arguments_json, call.fragments)),
                 )
             )
         renderer = self.renderer
@@ -191,13 +191,13 @@ class AnswerPlanner:
         # a list): no per-request copy.
         if view.endpoint == "chat":
             prompt = renderer.render_chat(view.body, thinking=view.thinking)
-            sent_back: list[ToolCallSpec] = [(c.name, c.arguments) for c in entry.tool_calls]
+            sent_back: list[ToolCallSpec] = [(c.name, c.arguments_json) for c in entry.tool_calls]
         else:
             prompt = renderer.render_anthropic(view.body, thinking=view.thinking)
             # The next request carries ``tool_use.input`` as the object this answer gives (the
             # parsed arguments, ``{}`` when they are not an object), which the renderer spells
             # ``json.dumps(input)`` — not the scripted string, whatever its spacing.
-            sent_back = [(c.name, tool_input(c.arguments)) for c in entry.tool_calls]
+            sent_back = [(c.name, tool_input(c.arguments_json)) for c in entry.tool_calls]
         cache_key = CacheKey.for_request(key, view.user_id)
         lookup = self.cache.lookup(cache_key, prompt)
         rendered = renderer.render_completion(

@@ -102,7 +102,15 @@ def control_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> Respons
     if route == ("GET", "/_dsh/requests"):
         return json_plan(200, _requests_json(mock))
     if route == ("POST", "/_dsh/reset"):
-        mock.reset()
+        try:
+            mock.reset()
+        except ScriptError as exc:
+            error = ApiError(
+                status=400,
+                message=f"the script file no longer parses: {exc}",
+                code="invalid_script",
+            )
+            return json_plan(400, error.deepseek_body())
         return json_plan(200, {"reset": True})
     if route == ("GET", "/_dsh/schema"):
         return json_plan(200, script_schema())

@@ -23,6 +23,7 @@ import threading
 import traceback
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping
+from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
 
 from dsh_core.providers import MODELS
@@ -43,7 +44,7 @@ from ._control import control_plan
 from ._errors import ScriptError
 from ._plan import HttpRequest, ResponsePlan, json_plan
 from ._request import REDACTED, Endpoint, MockRequest, ReceivedRequest, redact
-from ._responder import default_reply
+from ._responder import call_each_tool_once, default_reply
 from ._script import ErrorReply, OnExhausted, Reply, Script, ScriptEntry
 from ._template import PromptRenderer
 from ._validate import PassbackRule
@@ -81,7 +82,10 @@ class MockDeepSeek:
     ``api_keys`` restricts the accepted keys (default: any non-empty key). ``passback`` selects
     the reasoning pass-back rule. ``cache`` is the prefix-cache simulator (a fresh default one
     when omitted); ``renderer`` the prompt renderer / tokenizer. ``request_log_limit`` caps the
-    request log (oldest dropped; :attr:`dropped_requests` counts them).
+    request log (oldest dropped; :attr:`dropped_requests` counts them). ``strict_tools`` (the
+    default) refuses a reply that calls a tool the request did not offer — the real API never
+    does — with a 410 ``MOCK_TOOL_NOT_OFFERED`` error naming the offered tools; ``False`` sends
+    such calls as scripted.
 
     Thread-safe: transports may call :meth:`handle` from any thread.
     """
@@ -97,12 +101,14 @@ class MockDeepSeek:
         cache: PrefixCacheSimulator | None = None,
         renderer: PromptRenderer | None = None,
         request_log_limit: int = DEFAULT_REQUEST_LOG_LIMIT,
+        strict_tools: bool = True,
     ) -> None:
         if isinstance(request_log_limit, bool) or not (
             isinstance(request_log_limit, int) and request_log_limit >= 1
         ):
             raise ValueError(f"request_log_limit must be an integer ≥ 1, got {request_log_limit!r}")
         self._lock = threading.RLock()
+        self._strict_tools = strict_tools
         self._api_keys = frozenset(api_keys) if api_keys is not None else None
         self._passback: PassbackRule = passback
         self._answers = AnswerPlanner(
@@ -120,6 +126,8 @@ class MockDeepSeek:
             self._responder = script
         elif script is not None:
             self._initial = tuple(script)
+        self._script_path: Path | None = None
+        self._on_exhausted_override: OnExhausted | None = on_exhausted
         self._initial_on_exhausted: OnExhausted = on_exhausted or script_exhausted
         self.on_exhausted: OnExhausted = self._initial_on_exhausted
         """What an empty queue answers (see :data:`OnExhausted`); :meth:`reset` restores it."""
@@ -151,8 +159,15 @@ class MockDeepSeek:
 
     def reset(self) -> None:
         """Back to the initial state: the initial script queued, ``on_exhausted`` as built, the
-        request log emptied (and its memory freed), an empty cache, the PRNG re-seeded."""
+        request log emptied (and its memory freed), an empty cache, the PRNG re-seeded.
+
+        With a script file (:meth:`use_script_file`) the file is read again first; if it no
+        longer parses, :class:`ScriptError` is raised and nothing changes."""
         with self._lock:
+            if self._script_path is not None:
+                script = Script.load(self._script_path)
+                self._initial = script.entries
+                self._initial_on_exhausted = self._on_exhausted_override or script.on_exhausted
             self._queue = deque(self._initial)
             self.on_exhausted = self._initial_on_exhausted
             self._requests = deque(maxlen=self._log_limit)
@@ -161,12 +176,18 @@ class MockDeepSeek:
             self._last_entry = None
             self._answers.reset()
 
-    def load_script(self, script: Script) -> None:
-        """Make ``script`` the initial script (what :meth:`reset` restores) and reset."""
+    def use_script_file(self, path: str | Path) -> None:
+        """Make the script file at ``path`` the initial script, read now and again on every
+        :meth:`reset` (``POST /_dsh/reset``), and reset. Raises :class:`ScriptError` (nothing
+        changed) when the file cannot be read or parsed."""
         with self._lock:
-            self._initial = script.entries
-            self._initial_on_exhausted = script.on_exhausted
-            self.reset()
+            previous = self._script_path
+            self._script_path = Path(path)
+            try:
+                self.reset()
+            except ScriptError:
+                self._script_path = previous
+                raise
 
     @property
     def pending(self) -> tuple[ScriptEntry, ...]:
@@ -341,6 +362,17 @@ class MockDeepSeek:
             plan = self._answers.scripted_error_plan(entry, endpoint)
             self._record(request, endpoint, status=entry.status, entry=entry, scripted=scripted)
             return plan
+        unoffered = _unoffered_tool_error(entry, view) if self._strict_tools else None
+        if unoffered is not None:
+            self._record(
+                request,
+                endpoint,
+                status=unoffered.status,
+                entry=entry,
+                error=unoffered,
+                scripted=scripted,
+            )
+            return self._answers.error_plan(unoffered, endpoint)
         plan, extras = self._answers.reply_plan(entry, view, key)
         self._record(request, endpoint, status=200, entry=entry, scripted=scripted, extras=extras)
         return plan
@@ -361,6 +393,8 @@ class MockDeepSeek:
             return None, False
         if self.on_exhausted == "repeat-last" and self._last_entry is not None:
             return self._last_entry, False
+        if self.on_exhausted == "call-tools":
+            return call_each_tool_once(view), False
         return default_reply(view), False
 
     # -- the request log ----------------------------------------------------------------------
@@ -401,6 +435,25 @@ class MockDeepSeek:
                 extras=dict(extras or {}),
             )
         )
+
+
+def _unoffered_tool_error(entry: Reply, view: MockRequest) -> ApiError | None:
+    """The mock's refusal of a scripted reply calling a tool the request did not offer: a test
+    bug the real API could never produce (it only calls offered tools)."""
+    offered = [name for name, _ in view.tools.schemas]
+    for call in entry.tool_calls:
+        if call.name not in offered:
+            return ApiError(
+                status=SCRIPT_EXHAUSTED_STATUS,
+                message=(
+                    f"MOCK_TOOL_NOT_OFFERED: the scripted reply calls the tool {call.name!r}, "
+                    "which this request did not offer; offered tools: "
+                    + (", ".join(repr(n) for n in offered) if offered else "none")
+                ),
+                type="invalid_request_error",
+                code="MOCK_TOOL_NOT_OFFERED",
+            )
+    return None
 
 
 def _logged_body(raw: bytes) -> Any:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, TypeVar, get_args
 
-from dsh_core import FrozenDict, FrozenList, JsonValueError, freeze_json
+from dsh_core import FrozenDict, FrozenList, JsonValueError, freeze_json, thaw_json
 
 from ._errors import ScriptError
 
@@ -75,9 +75,12 @@ FinishReasonName: TypeAlias = Literal[
 ]
 """DeepSeek's ``finish_reason`` values (wire.md §1.6)."""
 
-OnExhausted: TypeAlias = Literal["default", "error", "repeat-last"]
-"""What an empty queue answers: the deterministic default reply, a 500
-``MOCK_SCRIPT_EXHAUSTED`` error, or the last entry again."""
+OnExhausted: TypeAlias = Literal["default", "error", "repeat-last", "call-tools"]
+"""What an empty queue answers: ``default``, the deterministic default reply; ``error``, a 410
+``MOCK_SCRIPT_EXHAUSTED`` error saying the script ran out (a status SDKs do not retry);
+``repeat-last``, the last entry again; ``call-tools``, a tool round trip without scripting
+(:func:`~dsh_testkit.mock.call_each_tool_once`: every offered tool called once with arguments
+from its schema, then an answer)."""
 
 _FAULTS: Final = frozenset(get_args(Fault))
 _FINISH_REASONS: Final = frozenset(get_args(FinishReasonName))
@@ -119,8 +122,11 @@ class ToolCall:
     """One tool call of a :class:`Reply`."""
 
     name: str
-    arguments: str = "{}"
-    """The raw JSON arguments string, sent as given (the API does not promise valid JSON)."""
+    arguments: str | Mapping[str, Any] = "{}"
+    """The arguments: a raw JSON string, sent as given (the API does not promise valid JSON),
+    or an object (a dict), stored as its compact JSON string — as the JSON script and
+    ``dsh_core.scripted.tool_call`` take it. After construction it is always the string
+    (:attr:`arguments_json`)."""
     id: str | None = None
     """``None`` → a generated V4-style id, ``call_00_<24 alphanumerics>``."""
     fragments: int = 2
@@ -130,9 +136,24 @@ class ToolCall:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ScriptError("a tool call needs a non-empty name", path="name")
+        if isinstance(self.arguments, Mapping):
+            try:
+                text = json.dumps(
+                    thaw_json(freeze_json(dict(self.arguments), path="arguments")),
+                    separators=(",", ":"),
+                    ensure_ascii=False,
+                )
+            except JsonValueError as exc:
+                raise ScriptError(str(exc), path="arguments") from exc
+            object.__setattr__(self, "arguments", text)
         _need_str(self.arguments, "arguments")
         _opt_str(self.id, "id")
         _need_int(self.fragments, "fragments", minimum=1)
+
+    @property
+    def arguments_json(self) -> str:
+        """The arguments string sent on the wire."""
+        return str(self.arguments)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "arguments": self.arguments}
@@ -147,9 +168,6 @@ class ToolCall:
         o = _need_obj(obj, path)
         _check_keys(o, ("name", "arguments", "id", "fragments"), path)
         arguments = o.get("arguments", "{}")
-        if isinstance(arguments, Mapping):
-            # A convenience for hand-written files: an object is serialized compactly.
-            arguments = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
         return _build(
             cls,
             path,

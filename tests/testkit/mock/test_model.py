@@ -282,9 +282,8 @@ def test_the_same_seed_gives_byte_identical_answers() -> None:
 
 def test_generated_tool_call_ids_have_the_v4_shape(mock: MockDeepSeek) -> None:
     mock.push(Reply(tool_calls=(ToolCall(name="a"), ToolCall(name="b", id="mine"))))
-    calls = payload(call(mock, CHAT, chat_body(tools=[TOOL])))["choices"][0]["message"][
-        "tool_calls"
-    ]
+    tools = [{"type": "function", "function": {"name": name}} for name in ("a", "b")]
+    calls = payload(call(mock, CHAT, chat_body(tools=tools)))["choices"][0]["message"]["tool_calls"]
     assert calls[0]["id"].startswith("call_00_") and len(calls[0]["id"]) == len("call_00_") + 24
     assert calls[1]["id"] == "mine"
 
