@@ -12,7 +12,6 @@ real socket with :class:`MockServer` (tests) and ``dsh-testkit serve`` (any lang
     )
 """
 
-from ._admission import resolve_model
 from ._api_errors import ApiError
 from ._cache import CacheKey, CacheUsage, PrefixCacheSimulator
 from ._errors import MockError, MockServerError, ScriptError
@@ -91,7 +90,6 @@ __all__ = [
     "example_arguments",
     "mock_transport",
     "random_script",
-    "resolve_model",
     "respx_route",
     "serve",
 ]

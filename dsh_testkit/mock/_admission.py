@@ -18,11 +18,11 @@ from typing import Any, Final, Literal
 
 from dsh_core import JsonValueError, freeze_json
 from dsh_core.providers import (
-    MODELS,
+    TOOL_NAME_PATTERN,
     AnthropicRequest,
     ChatRequest,
-    ModelInfo,
     WireFormatError,
+    resolve_model,
 )
 from dsh_core.providers import anthropic as anthropic_codec
 from dsh_core.providers import deepseek as deepseek_codec
@@ -33,9 +33,6 @@ from ._request import MockRequest
 from ._validate import (
     PassbackRule,
     ToolFacts,
-    anthropic_thinking,
-    chat_thinking,
-    check_tool_names,
     validate_anthropic,
     validate_chat,
 )
@@ -47,7 +44,6 @@ __all__ = [
     "caller_key",
     "credentials",
     "decode_json_body",
-    "resolve_model",
 ]
 
 MAX_JSON_DEPTH: Final = 128
@@ -82,22 +78,6 @@ class Rejection(Exception):
     def __init__(self, error: ApiError) -> None:
         super().__init__(error.message)
         self.error = error
-
-
-def resolve_model(model: str, *, endpoint: Literal["chat", "anthropic"]) -> ModelInfo | None:
-    """The model table entry serving ``model``; ``None`` when the API answers "Model Not Exist".
-
-    The Anthropic-format endpoint also maps Claude names (wire.md §3): ``claude-opus*`` →
-    ``deepseek-v4-pro``, ``claude-sonnet*`` / ``claude-haiku*`` → ``deepseek-flash``.
-    """
-    info = MODELS.get(model)
-    if info is not None or endpoint == "chat":
-        return info
-    if model.startswith("claude-opus"):
-        return MODELS.get("deepseek-v4-pro")
-    if model.startswith(("claude-sonnet", "claude-haiku")):
-        return MODELS.get("deepseek-flash")
-    return None
 
 
 def is_credential_header(name: str) -> bool:
@@ -224,11 +204,42 @@ def _normalize_numbers(value: Any) -> Any:
 
 
 def _wire_error(exc: WireFormatError) -> ApiError:
+    """The API's answer to a codec refusal. The tool rules have the API's own wording (quoted
+    from real answers where observed); everything else is the deserializer's sentence."""
+    param = exc.param
+    if exc.code == "pattern_mismatch" and _is_tool_name(param):
+        return _bad_param(  # [observed]
+            f"Invalid '{param}': string does not match pattern. Expected a string that "
+            f"matches the pattern '{TOOL_NAME_PATTERN}'.",
+            param,
+        )
+    if exc.code == "too_long" and _is_tool_name(param):
+        return _bad_param(
+            f"Invalid '{param}': string too long. Expected a string with maximum length "
+            f"{exc.limit}, but got a string with length {len(str(exc.value))} instead.",
+            param,
+        )
+    if exc.code == "too_many" and param == "tools":
+        return _bad_param(
+            f"Invalid 'tools': array too long. Expected an array with maximum length "
+            f"{exc.limit}, but got an array with length {exc.value} instead.",
+            "tools",
+        )
+    if exc.code == "duplicate_name" and _is_tool_name(param):
+        return _bad_param(f"Invalid 'tools': duplicate function name '{exc.value}'.", "tools")
     return ApiError(
         status=400,
         message=f"Failed to deserialize the JSON body into the target type: {exc}",
         param=exc.param or None,
     )
+
+
+def _is_tool_name(param: str) -> bool:
+    return param.startswith("tools[") and param.endswith(("].function.name", "].name"))
+
+
+def _bad_param(message: str, param: str) -> ApiError:
+    return ApiError(status=400, message=message, param=param)
 
 
 def _last_user(parsed: ChatRequest | AnthropicRequest) -> tuple[str, bool]:
@@ -268,9 +279,6 @@ def admit(
         body: Mapping[str, Any] = freeze_json(_normalize_numbers(raw), path="body")
     except JsonValueError as exc:
         raise _bad_body(str(exc)) from None
-    names_error = check_tool_names(body, endpoint=endpoint)
-    if names_error is not None:
-        raise Rejection(names_error)
     parsed: ChatRequest | AnthropicRequest
     try:
         if endpoint == "chat":
@@ -285,13 +293,13 @@ def admit(
     facts: ToolFacts
     user_id: str | None
     if isinstance(parsed, ChatRequest):
-        thinking = chat_thinking(parsed, default=info.thinking_default)
+        thinking = parsed.thinking_on
         facts, error = validate_chat(
             parsed, thinking=thinking, max_output_tokens=info.max_output_tokens, passback=passback
         )
         user_id = parsed.user_id
     else:
-        thinking = anthropic_thinking(parsed, default=info.thinking_default)
+        thinking = parsed.thinking_on
         facts, error = validate_anthropic(
             parsed, thinking=thinking, max_output_tokens=info.max_output_tokens
         )

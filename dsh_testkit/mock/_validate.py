@@ -14,7 +14,6 @@ issue threads); the rest are ours, in the API's style.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
@@ -26,9 +25,6 @@ from ._api_errors import ApiError
 __all__ = [
     "PassbackRule",
     "ToolFacts",
-    "anthropic_thinking",
-    "chat_thinking",
-    "check_tool_names",
     "validate_anthropic",
     "validate_chat",
 ]
@@ -40,9 +36,6 @@ PassbackRule: TypeAlias = Literal["strict", "tool-calls", "off"]
 wording) or when the request carries tools (V4.1 wording). ``tool-calls``: only assistant messages
 that made tool calls. ``off``: never checked."""
 
-_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]+$")
-_MAX_TOOLS: Final = 128
-_MAX_NAME: Final = 128
 
 _TOOL_ORDER_MISSING: Final = (
     "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
@@ -68,31 +61,6 @@ class ToolFacts:
     """The tool ``tool_choice`` demands (``required``/``any`` → the first), else ``None``."""
 
 
-def chat_thinking(request: ChatRequest, *, default: bool) -> bool:
-    """Whether a Chat Completions request runs in thinking mode.
-
-    ``thinking.type`` decides when given; otherwise ``reasoning_effort: "none"`` turns it off
-    (V4.1); otherwise the model's default.
-    """
-    kind = request.thinking_type
-    if kind in ("enabled", "disabled"):
-        return kind == "enabled"
-    if request.reasoning_effort == "none":
-        return False
-    return default
-
-
-def anthropic_thinking(request: AnthropicRequest, *, default: bool) -> bool:
-    """Whether an Anthropic-format request runs in thinking mode (``thinking.type``, or the
-    ``reasoning.effort: "none"`` spelling one docs copy shows; wire.md §3 says accept both)."""
-    kind = request.thinking_type
-    if kind in ("enabled", "disabled", "adaptive"):
-        return kind != "disabled"
-    if request.reasoning is not None and request.reasoning.get("effort") == "none":
-        return False
-    return default
-
-
 def _check_schema(name: str, schema: object) -> ApiError | None:
     if not isinstance(schema, Mapping):
         return None  # an omitted schema declares a function without arguments
@@ -113,73 +81,12 @@ def _check_schema(name: str, schema: object) -> ApiError | None:
     return None
 
 
-def _check_tool_names(names: Sequence[str], where: str) -> ApiError | None:
-    if len(names) > _MAX_TOOLS:
-        return _bad(
-            f"Invalid '{where}': array too long. Expected an array with maximum length "
-            f"{_MAX_TOOLS}, but got an array with length {len(names)} instead.",
-            where,
-        )
-    seen: set[str] = set()
-    for i, name in enumerate(names):
-        param = f"{where}[{i}].function.name" if where == "tools" else f"{where}[{i}].name"
-        if not _NAME.match(name):
-            return _bad(  # [observed]
-                f"Invalid '{param}': string does not match pattern. Expected a string that "
-                "matches the pattern '^[a-zA-Z0-9_-]+$'.",
-                param,
-            )
-        if len(name) > _MAX_NAME:
-            return _bad(
-                f"Invalid '{param}': string too long. Expected a string with maximum length "
-                f"{_MAX_NAME}, but got a string with length {len(name)} instead.",
-                param,
-            )
-        if name in seen:
-            return _bad(f"Invalid '{where}': duplicate function name '{name}'.", where)
-        seen.add(name)
-    return None
-
-
 def _check_max_tokens(value: int | None, limit: int) -> ApiError | None:
     if value is not None and not 1 <= value <= limit:
         return _bad(  # [observed]
             f"Invalid max_tokens value, the valid range of max_tokens is [1, {limit}]"
         )
     return None
-
-
-def _raw_chat_tools(body: Mapping[str, Any]) -> list[str]:
-    out: list[str] = []
-    tools = body.get("tools") or []
-    for tool in tools if isinstance(tools, list) else []:
-        function = tool.get("function") if isinstance(tool, Mapping) else None
-        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-            out.append(function["name"])
-    return out
-
-
-def _raw_anthropic_tools(body: Mapping[str, Any]) -> list[str]:
-    """Names of the custom tools (server tools such as ``web_search_…`` have free names)."""
-    out: list[str] = []
-    tools = body.get("tools") or []
-    for tool in tools if isinstance(tools, list) else []:
-        if (
-            isinstance(tool, Mapping)
-            and isinstance(tool.get("name"), str)
-            and tool.get("type") in (None, "custom")
-        ):
-            out.append(tool["name"])
-    return out
-
-
-def check_tool_names(
-    body: Mapping[str, Any], *, endpoint: Literal["chat", "anthropic"]
-) -> ApiError | None:
-    """The API's own answers for bad tool names and counts. Run before the codec, whose
-    structural message for the same fault is not the one the API gives."""
-    names = _raw_chat_tools(body) if endpoint == "chat" else _raw_anthropic_tools(body)
-    return _check_tool_names(names, "tools")
 
 
 def _chat_tool_choice(
