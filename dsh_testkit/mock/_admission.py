@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Collection, Mapping
 from typing import Any, Final, Literal
 
@@ -72,6 +73,11 @@ _CREDENTIAL_HEADERS: Final = frozenset(
 """Header names whose whole value is a credential, whatever the scheme (never logged)."""
 
 
+_CREDENTIAL_PIECES: Final = re.compile(r"[\s;,=]+")
+_MIN_SECRET: Final = 8
+"""Pieces of a credential header shorter than this are scheme words or names, not secrets."""
+
+
 class Rejection(Exception):
     """Stop admitting a request: answer it with ``error``."""
 
@@ -101,6 +107,8 @@ def credentials(request: HttpRequest) -> tuple[str, ...]:
         _, _, rest = value.partition(" ")
         if rest.strip():
             found.add(rest.strip())
+        # the pieces of ``session=…; other=…`` and ``Scheme a, b``: each may be the secret
+        found.update(p for p in _CREDENTIAL_PIECES.split(value) if len(p) >= _MIN_SECRET)
     return tuple(sorted(found, key=lambda s: (-len(s), s)))
 
 

@@ -49,18 +49,13 @@ _CREATED_EPOCH: Final = 1_767_225_600
 
 _ALNUM: Final = string.ascii_letters + string.digits
 
-_LEGACY_ALIASES: Final = frozenset({"deepseek-chat", "deepseek-reasoner"})
-
 
 def reported_model(model: str) -> str:
-    """The ``model`` an answer reports. V4-era DeepSeek answers requests naming the legacy
-    aliases ``deepseek-chat`` / ``deepseek-reasoner`` with the model that served them
-    (``deepseek-v4-flash``, as recorded live traffic shows); other ids are echoed."""
-    if model in _LEGACY_ALIASES:
-        info = MODELS.get(model)
-        if info is not None and info.alias_of is not None:
-            return info.alias_of
-    return model
+    """The ``model`` an answer reports: the model table's :attr:`~dsh_core.providers.ModelInfo.
+    response_model` (V4-era DeepSeek names ``deepseek-v4-flash`` for the ``deepseek-chat`` /
+    ``deepseek-reasoner`` aliases, as recorded live traffic shows); other ids are echoed."""
+    info = MODELS.get(model)
+    return model if info is None else info.response_model
 
 
 class AnswerPlanner:

@@ -233,6 +233,24 @@ def _reset(writer: asyncio.StreamWriter) -> None:
     writer.transport.abort()
 
 
+async def _refuse_over_cap(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int
+) -> None:
+    """Answer a connection over the cap with a 503 and close it. The request is read first (a
+    moment at most) and the rest drained, so the close is a clean FIN, not a reset that could
+    discard the answer before the client reads it."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 1.0)
+    await _Protocol._refuse(
+        writer, _BadRequest(503, f"too many connections (the limit is {limit})")
+    )
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(_wait_for_close(reader), 0.5)
+    with contextlib.suppress(Exception):
+        writer.close()
+        await writer.wait_closed()
+
+
 class _Protocol:
     """Serves one connection: request after request, until either side closes."""
 
@@ -414,12 +432,7 @@ async def serve(
         assert task is not None
         if len(connections.tasks) >= limit:
             connections.refused += 1
-            await _Protocol._refuse(
-                writer, _BadRequest(503, f"too many connections (the limit is {limit})")
-            )
-            with contextlib.suppress(Exception):
-                writer.close()
-                await writer.wait_closed()
+            await _refuse_over_cap(reader, writer, limit)
             return
         connections.tasks.add(task)
         try:
