@@ -16,7 +16,7 @@ new one (two agents sharing one key, or a sub-agent with its own system prompt, 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
@@ -280,7 +280,11 @@ class Trace:
         """
         keyed: dict[str, list[Exchange]] = {}
         order: list[str] = []
-        open_auto: list[tuple[str, list[Exchange]]] = []
+        open_auto: list[list[Exchange]] = []
+        # Candidates first: conversations that had this system prompt or this first message
+        # (a dictionary lookup); a full scan only when none of them continues (a new
+        # conversation, or one that changed both), so splitting stays linear in the trace.
+        by_head: dict[tuple[int, str], set[int]] = {}
         for exchange in self.exchanges:
             name = key(exchange) if key is not None else exchange.conversation
             if name is not None:
@@ -290,20 +294,37 @@ class Trace:
                 keyed[name].append(exchange)
                 continue
             parts = self.parts(exchange)
-            best: list[Exchange] | None = None
-            best_shared = 0
-            for _, members in open_auto:
-                shared = continuation_score(self.parts(members[-1]), parts, unit_tokens)
-                if shared > best_shared:
-                    best, best_shared = members, shared
+            heads = [(0, parts[0])] if parts and parts[0] else []
+            if len(parts) > 2:
+                heads.append((2, parts[2]))
+            candidates = set().union(*(by_head.get(h, set()) for h in heads))
+            best = self._best(open_auto, sorted(candidates), parts, unit_tokens)
             if best is None:
-                auto_key = f"#{len(open_auto) + 1}"
-                best = []
-                open_auto.append((auto_key, best))
-                keyed[auto_key] = best
-                order.append(auto_key)
-            best.append(exchange)
+                best = self._best(open_auto, range(len(open_auto)), parts, unit_tokens)
+            if best is None:
+                best = len(open_auto)
+                open_auto.append([])
+                keyed[f"#{best + 1}"] = open_auto[best]
+                order.append(f"#{best + 1}")
+            open_auto[best].append(exchange)
+            for head in heads:
+                by_head.setdefault(head, set()).add(best)
         return tuple(Conversation(key=k, exchanges=tuple(keyed[k])) for k in order)
+
+    def _best(
+        self,
+        conversations: list[list[Exchange]],
+        slots: Iterable[int],
+        parts: tuple[str, ...],
+        unit_tokens: int,
+    ) -> int | None:
+        best: int | None = None
+        best_score = 0
+        for slot in slots:
+            score = continuation_score(self.parts(conversations[slot][-1]), parts, unit_tokens)
+            if score > best_score:
+                best, best_score = slot, score
+        return best
 
     def conversation(self, key: str) -> Conversation:
         """The conversation named ``key`` (see :meth:`conversations`); ``KeyError`` names the keys."""
