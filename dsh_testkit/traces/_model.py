@@ -138,8 +138,12 @@ class Exchange:
         return out
 
 
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+"""One encoder for every part: ``json.dumps`` with options builds a new one per call."""
+
+
 def _canonical(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def _text(content: Any) -> str:
@@ -180,6 +184,17 @@ def wire_parts(body: Mapping[str, Any]) -> tuple[str, ...]:
     )
 
 
+def common_prefix_length(x: str, y: str) -> int:
+    """Length of the common prefix of two strings (64-character slices compared in C first)."""
+    limit = min(len(x), len(y))
+    n = 0
+    while n + 64 <= limit and x[n : n + 64] == y[n : n + 64]:
+        n += 64
+    while n < limit and x[n] == y[n]:
+        n += 1
+    return n
+
+
 def shared_chars(a: Sequence[str], b: Sequence[str]) -> int:
     """Characters of the longest common prefix of the concatenations of ``a`` and ``b``."""
     total = 0
@@ -187,11 +202,7 @@ def shared_chars(a: Sequence[str], b: Sequence[str]) -> int:
         if x == y:
             total += len(x)
             continue
-        limit = min(len(x), len(y))
-        n = 0
-        while n < limit and x[n] == y[n]:
-            n += 1
-        return total + n
+        return total + common_prefix_length(x, y)
     return total
 
 
