@@ -127,6 +127,8 @@ def _from_trace_file(text: str, path: str | None) -> Trace:
     )
     builder.notes.extend(notes)
     for number, record in records:
+        # Files our writer wrote are scrubbed already; a hand-made one is scrubbed here.
+        builder.scrubbed = not record.get("_mayHoldKey", True)
         try:
             usage = record.get("usage")
             builder.add(
