@@ -1,4 +1,4 @@
-"""8a. The recording proxy: added latency and time to first byte against calling the upstream.
+"""8. The recording proxy: added latency and time to first byte against calling the upstream.
 
 The upstream is the mock (``dsh-testkit serve``) in its own process; the proxy (``dsh-testkit
 proxy --upstream … --out FILE``, recording every exchange) in another; the clients in this one.

@@ -1,4 +1,4 @@
-"""8b. Trace analysis: ``cache-report`` over a 10,000-request trace is linear in the trace.
+"""9. Trace analysis: ``cache-report`` over a 10,000-request trace is linear in the trace.
 
 A synthetic proxy trace (the ``dsh-trace`` file ``dsh-testkit proxy`` writes) of N requests:
 conversations of 20 requests each, ten at a time interleaved (as concurrent agents behind one
