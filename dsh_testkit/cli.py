@@ -1,4 +1,4 @@
-"""The ``dsh-testkit`` command: ``demo``, ``serve``, ``audit`` and ``cache-report``.
+"""The ``dsh-testkit`` command: ``demo``, ``serve``, ``audit``, ``cache-report`` and ``calibrate``.
 
 The mock and the loop are imported only by the subcommands that run them.
 """
@@ -79,6 +79,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     add_audit_arguments(audit)
     add_cache_report_arguments(cache_report)
+    calibrate = sub.add_parser(
+        "calibrate",
+        help="how far the mock's prefix-cache simulator agrees with live usage in session logs",
+        description=(
+            "Rebuild the requests of session logs that carry live usage, render them to the "
+            "wire, run them in order through a fresh prefix-cache simulator and compare hit "
+            "tokens, the unit reused and prompt tokens with what the API reported. Exit status: "
+            "0 figures printed, 1 no log with live cache figures, 2 a path cannot be used."
+        ),
+    )
+    from .calibration._cli import add_calibrate_arguments
+
+    add_calibrate_arguments(calibrate)
     serve = sub.add_parser(
         "serve",
         help="serve the mock DeepSeek over HTTP on loopback (prints its base URL)",
@@ -113,6 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .reports import run_cache_report
 
         return run_cache_report(args)
+    if args.command == "calibrate":
+        from .calibration._cli import run_calibrate
+
+        return run_calibrate(args)
     if args.command == "serve":
         return _serve(args)
     return 2
