@@ -67,14 +67,9 @@ from ..mock._cache import (
     PrefixCacheSimulator,
     UnitVisibility,
 )
-from ..mock._tokens import (
-    DeepSeekTokenizer,
-    HeuristicTokenizer,
-    PromptRenderer,
-    RenderedPrompt,
-    Tokenizer,
-)
+from ..mock._template import PromptRenderer, RenderedPrompt
 from ..reports._log_facts import find_usage
+from ..tokenizers import DeepSeekTokenizer, HeuristicTokenizer, Tokenizer
 
 __all__ = [
     "CALIBRATION_FORMAT_VERSION",
