@@ -8,9 +8,11 @@ with :func:`dsh_core.reconstruct_requests`, rendered to its wire body by the Dee
 (scope ``folder``, so a parent and its subagents share the cache as they share an account). Each
 request's reply (the step's ``assistant/message``) is committed, so its output-end unit exists.
 
-The simulator runs on the log's clock: a request is read at its first response event and its
-reply ends at its ``assistant/message``. Where the clock goes backwards (reference logs mix
-recording runs), the gap before the request is unknown and taken as ``unknown_gap`` seconds.
+The simulator runs on the log's clock: a request is looked up at its first response event (the
+server has read its input) and its reply ends at its ``assistant/message``. Where the clock goes
+back between a reply and the next request (reference logs mix recording runs), the gap is taken
+as the request's own time to first response (its dispatch to its first response event, both
+measured on its own events), or ``unknown_gap`` seconds when even that goes back.
 
 Header placeholders: logs normalized for storage carry ``"{{system}}"`` / ``"{{tools}}"``. The
 real values come from sidecars (``system-prompt[.N].expected.md`` and
@@ -407,7 +409,9 @@ class _Request:
     index: int
     rebuilt: ReconstructedRequest
     read_at: float
-    """Seconds: the first response event."""
+    """Seconds: the first response event (the server has read the input)."""
+    sent_at: float
+    """Seconds: the last event before the first response (the request's dispatch)."""
     done_at: float
     """Seconds: the reply's ``assistant/message``."""
     live_prompt: int
@@ -479,6 +483,7 @@ def _requests_of(
                 index=index,
                 rebuilt=request,
                 read_at=events[request.first_response_seq].time / 1000,
+                sent_at=events[max(0, request.first_response_seq - 1)].time / 1000,
                 done_at=events[found.seq].time / 1000,
                 live_prompt=found.usage.prompt_tokens,
                 live_hit=found.usage.cache_read_tokens or 0,
@@ -569,6 +574,10 @@ def _simulate(
         elif request.read_at >= last_done:
             gap = request.read_at - last_done
             clock.now = max(clock.now, request.read_at)
+        elif request.read_at >= request.sent_at:
+            # The clock went back between the two requests (events of several runs): the gap
+            # is at least this request's own time to first response, measured on its events.
+            clock.now += request.read_at - request.sent_at
         else:
             clock.now += settings.unknown_gap
         candidates = cache.matching_units(key, prompt)
