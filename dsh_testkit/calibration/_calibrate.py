@@ -64,7 +64,9 @@ from dsh_core.providers.deepseek import serialize_message, serialize_request
 from .._errors import TestkitError
 from ..mock._cache import (
     DEFAULT_GRANULARITY,
+    CacheLookup,
     CacheRules,
+    CacheUnit,
     CommonPrefixRule,
     PrefixCacheSimulator,
     UnitVisibility,
@@ -315,6 +317,8 @@ class CalibrationReport:
     scope: Scope
     requests: tuple[RequestCalibration, ...]
     skipped: tuple[SkippedLog, ...]
+    notes: tuple[str, ...]
+    """What the calibration had to decide about its input (sidecars that do not fit, …)."""
     summary: CalibrationSummary
 
     def to_json(self) -> dict[str, Any]:
@@ -327,6 +331,7 @@ class CalibrationReport:
             "settings": self.settings.to_json(),
             "perRequest": [r.to_json() for r in self.requests],
             "skipped": [s.to_json() for s in self.skipped],
+            "notes": list(self.notes),
         }
 
 
@@ -417,6 +422,8 @@ class _Request:
     live_prompt: int
     live_hit: int
     body: dict[str, Any]
+    bare_body: dict[str, Any] | None
+    """The body without the sidecars' header (placeholders dropped), when sidecars gave it."""
     reply: dict[str, Any] | None
     """The reply as the chat wire carries it back, or ``None`` (no message logged)."""
     epoch: tuple[str, int]
@@ -430,22 +437,26 @@ def _epoch_index(rebuilt: ReconstructedRequest, header_seqs: Sequence[int]) -> i
     return max(0, sum(1 for s in header_seqs if seq is not None and s <= seq) - 1)
 
 
+def _without_placeholders(options: GenerateOptions) -> GenerateOptions:
+    system = None if options.system in _PLACEHOLDERS else options.system
+    tools = None if isinstance(options.tools, str) else options.tools
+    return replace(options, system=system, tools=tools)
+
+
 def _with_header(
     options: GenerateOptions, sidecars: _Sidecars | None, epoch: int
-) -> tuple[GenerateOptions, bool]:
-    """The request with its real header when known; placeholders become empty (anchored)."""
+) -> tuple[GenerateOptions, bool, bool]:
+    """The request with its real header when known (placeholders dropped otherwise, to be
+    anchored); whether the header is known, and whether sidecars supplied it."""
     system, tools = options.system, options.tools
+    used = False
     if sidecars is not None and epoch < len(sidecars.prompts) and epoch < len(sidecars.tools):
         if system == "{{system}}":
-            system = sidecars.prompts[epoch]
+            system, used = sidecars.prompts[epoch], True
         if tools == "{{tools}}":
-            tools = sidecars.tools[epoch]
+            tools, used = sidecars.tools[epoch], True
     known = system not in _PLACEHOLDERS and tools not in _PLACEHOLDERS
-    if system in _PLACEHOLDERS:
-        system = None
-    if isinstance(tools, str):
-        tools = None
-    return replace(options, system=system, tools=tools), known
+    return _without_placeholders(replace(options, system=system, tools=tools)), known, used
 
 
 def _requests_of(
@@ -471,9 +482,12 @@ def _requests_of(
             continue
         with_usage += 1
         epoch = _epoch_index(request, header_seqs)
-        options, known = _with_header(request.request, sidecars, epoch)
+        options, known, from_sidecars = _with_header(request.request, sidecars, epoch)
         try:
             body = serialize_request(options)
+            bare = (
+                serialize_request(_without_placeholders(request.request)) if from_sidecars else None
+            )
         except DshError as exc:
             return [], f"request {index} does not render to the wire: {exc}"
         assert request.first_response_seq is not None  # a request with usage has a response
@@ -488,6 +502,7 @@ def _requests_of(
                 live_prompt=found.usage.prompt_tokens,
                 live_hit=found.usage.cache_read_tokens or 0,
                 body=body,
+                bare_body=bare,
                 reply=_reply_wire(
                     events[found.seq],
                     thinking="thinking" not in body or body["thinking"] != {"type": "disabled"},
@@ -545,22 +560,73 @@ def _unit_name(kind: str | None) -> str:
     return kind if kind is not None else "none"
 
 
+def _live_unit(
+    live_hit: int, found: CacheLookup, candidates: Sequence[CacheUnit], granularity: int
+) -> str:
+    """The kind of unit the live hit most likely reused: among the units the prompt matches in
+    full (visible or not) and the block-level common prefix the simulator found, the one whose
+    reported size is nearest the live hit. On a tie the simulator's own unit wins (the figure
+    cannot tell them apart), then the longer one."""
+    if live_hit <= 0:
+        return "none"
+    sizes: list[tuple[int, str]] = [
+        (unit.length // granularity * granularity, unit.kind) for unit in candidates
+    ]
+    if found.unit_kind == "common" and found.usage.hit_tokens:
+        sizes.append((found.usage.hit_tokens, "common"))
+    if not sizes:
+        return "other"
+    best = min(abs(size - live_hit) for size, _ in sizes)
+    own = found.unit_kind if found.usage.hit_tokens else None
+    if own is not None and abs(found.usage.hit_tokens - live_hit) == best:
+        return own
+    return [kind for size, kind in sizes if abs(size - live_hit) == best][-1]
+
+
+def _header_tokens(renderer: PromptRenderer, body: Mapping[str, Any]) -> int:
+    """Tokens of the body's leading system messages and tools alone."""
+    messages = body.get("messages", [])
+    leading = []
+    for message in messages:
+        if message.get("role") != "system":
+            break
+        leading.append(message)
+    return renderer.render_chat({**body, "messages": leading}).input_end
+
+
 def _simulate(
     requests: Sequence[_Request],
     settings: CalibrationSettings,
     renderer: PromptRenderer,
+    notes: list[str],
 ) -> list[RequestCalibration]:
     cache = settings.simulator()
     clock = cache._clock  # the manual clock the settings built it with
     assert isinstance(clock, _Clock)
     granularity = settings.granularity
     anchors: dict[tuple[str, int], tuple[int, ...]] = {}
+    sidecar_fits: dict[tuple[str, int], bool] = {}
     rows: list[RequestCalibration] = []
     last_done: float | None = None
     key = "calibration"
     for position, request in enumerate(requests):
-        prompt = renderer.render_chat(request.body)
-        if not request.header_known:
+        body, header_known = request.body, request.header_known
+        if request.bare_body is not None:
+            fits = sidecar_fits.get(request.epoch)
+            if fits is None:
+                fits = _header_tokens(renderer, body) < request.live_prompt
+                sidecar_fits[request.epoch] = fits
+                if not fits:
+                    notes.append(
+                        f"{request.log}: the sidecars' system prompt and tools alone render to "
+                        f"at least the live prompt ({request.live_prompt} tokens) of header "
+                        f"epoch {request.epoch[1]}: they belong to another recording; the "
+                        "header is anchored instead"
+                    )
+            if not fits:
+                body, header_known = request.bare_body, False
+        prompt = renderer.render_chat(body)
+        if not header_known:
             anchor = anchors.get(request.epoch)
             if anchor is None:
                 anchor = _anchor_tokens(
@@ -582,19 +648,7 @@ def _simulate(
             clock.now += settings.unknown_gap
         candidates = cache.matching_units(key, prompt)
         found = cache.lookup(key, prompt)
-        live_unit = "none"
-        if request.live_hit > 0:
-            live_unit = "other"
-            best: int | None = None
-            for unit in candidates:
-                size = unit.length // granularity * granularity
-                distance = abs(size - request.live_hit)
-                if best is None or distance <= best:
-                    best, live_unit = distance, unit.kind
-            if found.unit_kind == "common" and found.usage.hit_tokens > 0:
-                size = found.usage.hit_tokens
-                if best is None or abs(size - request.live_hit) < best:
-                    live_unit = "common"
+        live_unit = _live_unit(request.live_hit, found, candidates, granularity)
         completion = None
         if request.reply is not None:
             completion = renderer.render_chat_completion(request.reply, thinking=prompt.thinking)
@@ -617,7 +671,7 @@ def _simulate(
                 simulated_hit_tokens=found.usage.hit_tokens,
                 simulated_unit=_unit_name(found.unit_kind if found.usage.hit_tokens else None),
                 live_unit=live_unit,
-                header_known=request.header_known,
+                header_known=header_known,
                 first_in_scope=position == 0,
                 gap_seconds=gap,
             )
@@ -644,6 +698,7 @@ def calibrate(
     folders = [Path(f) for f in sidecars]
     logs = find_logs(paths)
     skipped: list[SkippedLog] = []
+    notes: list[str] = []
     scopes: dict[str, list[_Request]] = {}
     compared = 0
     for path, label in logs:
@@ -658,11 +713,12 @@ def calibrate(
     for requests in scopes.values():
         # Within a folder, requests of several logs interleave by their time (stable).
         ordered = sorted(requests, key=lambda r: r.read_at) if scope == "folder" else requests
-        rows.extend(_simulate(ordered, settings, renderer))
+        rows.extend(_simulate(ordered, settings, renderer, notes))
     return CalibrationReport(
         settings=settings,
         scope=scope,
         requests=tuple(rows),
         skipped=tuple(skipped),
+        notes=tuple(notes),
         summary=CalibrationSummary.of(rows, granularity=settings.granularity, logs=compared),
     )

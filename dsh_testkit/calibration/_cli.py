@@ -107,6 +107,8 @@ def render_calibration(report: CalibrationReport) -> list[Text | Table]:
         )
     for skipped in report.skipped:
         out.append(Text(f"skipped {skipped.log}: {skipped.reason}"))
+    for note in report.notes:
+        out.append(Text(f"note: {note}"))
     s = report.summary
     settings = report.settings
     out.append(
