@@ -13,6 +13,9 @@ pytest reports them as failures, not as crashes. Each carries its facts as attri
         │   │                          ``.closest``, ``.closest_index``, ``.diff``)   [AssertionError]
         │   └── CassetteNotFullyPlayed recordings left unplayed (``.unplayed``)   [AssertionError]
         ├── RecordingRefused           ``record-live`` without a key, or an unknown scenario
+        │   └── UnscrubbableBody       a body that cannot be checked for secrets (``.part``,
+        │                              ``.reason``): refused, never stored
+        ├── ScrubRuleError             a user scrub rule is invalid (``.rule``, ``.value``)
         ├── ReplayError                the replay provider could not serve a call
         │   ├── ReplayScriptError      a log cannot be turned into a script (``.turn``, ``.step``, ``.seq``)
         │   ├── UnrecordedSession      more live sessions than recorded ones (``.session_id``)
@@ -51,8 +54,10 @@ __all__ = [
     "ReplayMismatch",
     "ReplayNotConsumed",
     "ReplayScriptError",
+    "ScrubRuleError",
     "TestkitError",
     "UnrecordedSession",
+    "UnscrubbableBody",
 ]
 
 
@@ -120,6 +125,27 @@ class CassetteNotFullyPlayed(CassetteError, AssertionError):
 
 class RecordingRefused(TestkitError):
     """A live recording was refused (no key in the environment, an unknown scenario, …)."""
+
+
+class UnscrubbableBody(RecordingRefused):
+    """A body could not be checked for secrets (an unknown compression, a gzip stream holding
+    one), so it is not stored. ``part`` is ``"request body"`` or ``"response body"``;
+    ``reason`` says why in a few words."""
+
+    def __init__(self, message: str, *, part: str, reason: str) -> None:
+        super().__init__(message)
+        self.part = part
+        self.reason = reason
+
+
+class ScrubRuleError(TestkitError, ValueError):
+    """A scrub rule of the user's is invalid. ``rule`` names the kind (``patterns``,
+    ``json_paths``, …) and ``value`` is what was given."""
+
+    def __init__(self, message: str, *, rule: str, value: Any) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.value = value
 
 
 class ReplayError(TestkitError):

@@ -16,8 +16,17 @@ from .._errors import (
     CassetteNotFound,
     CassetteNotFullyPlayed,
     RecordingRefused,
+    ScrubRuleError,
+    UnscrubbableBody,
 )
-from .._secrets import REDACTED, find_secrets, scrub_json, scrub_text, scrub_url
+from .._secrets import (
+    REDACTED,
+    ScrubRules,
+    find_secrets,
+    scrub_json,
+    scrub_text,
+    scrub_url,
+)
 from ._api import (
     VOLATILE_REQUEST_HEADERS,
     VOLATILE_RESPONSE_HEADERS,
@@ -42,6 +51,9 @@ __all__ = [
     "CassetteNotFullyPlayed",
     "RecordMode",
     "RecordingRefused",
+    "ScrubRuleError",
+    "ScrubRules",
+    "UnscrubbableBody",
     "find_secrets",
     "json_body_matcher",
     "scrub_json",

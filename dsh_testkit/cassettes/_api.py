@@ -46,13 +46,9 @@ from .._errors import (
     CassetteMismatch,
     CassetteNotFound,
     CassetteNotFullyPlayed,
+    UnscrubbableBody,
 )
-from .._secrets import (
-    request_is_clean,
-    response_is_clean,
-    scrub_vcr_request,
-    scrub_vcr_response,
-)
+from .._secrets import Scrubber, ScrubRules
 from ._format import (
     CassettePersister,
     CassetteSerializer,
@@ -159,7 +155,7 @@ def _drop_volatile_response_headers(response: dict[str, Any]) -> dict[str, Any]:
     return response
 
 
-def _loaded_request_is_final(request: Any, rewriter: _Rewriter) -> bool:
+def _loaded_request_is_final(request: Any, rewriter: _Rewriter, scrubber: Scrubber) -> bool:
     """Whether the record hooks would leave a loaded request as it is (then they are skipped).
 
     vcrpy runs the record hooks on every interaction it loads. A cassette written by them
@@ -169,16 +165,16 @@ def _loaded_request_is_final(request: Any, rewriter: _Rewriter) -> bool:
     return (
         not any(_is_volatile_request_header(name) for name in request.headers)
         and not rewriter.applies(request)
-        and request_is_clean(request)
+        and scrubber.request_is_clean(request)
     )
 
 
-def _loaded_response_is_final(response: dict[str, Any]) -> bool:
+def _loaded_response_is_final(response: dict[str, Any], scrubber: Scrubber) -> bool:
     """:func:`_loaded_request_is_final` for a loaded response (a compressed one is decoded)."""
     names = [name.lower() for name in response.get("headers") or {}]
     return not any(
         name in VOLATILE_RESPONSE_HEADERS or name == "content-encoding" for name in names
-    ) and response_is_clean(response)
+    ) and scrubber.response_is_clean(response)
 
 
 def _decode_compressed(response: dict[str, Any]) -> dict[str, Any]:
@@ -234,6 +230,8 @@ class Cassette:
         """Live requests that reached the cassette so far."""
         self.mismatches: list[CassetteMismatch] = []
         """Every mismatch raised during this use (re-raised when the cassette closes)."""
+        self.refusals: list[UnscrubbableBody] = []
+        """Every body refused because it could not be scrubbed (re-raised when it closes)."""
         self.match_on = match_on
         """The vcrpy matchers in use (method, URL, canonical JSON body)."""
         self._persister = persister
@@ -292,7 +290,12 @@ class Cassette:
         index = self.requests_seen
         self.requests_seen += 1
         vcr_request = VcrRequest(request.method, str(request.url), body, dict(request.headers))
-        if cassette.can_play_response_for(vcr_request):
+        try:
+            playable = cassette.can_play_response_for(vcr_request)
+        except UnscrubbableBody as refusal:
+            self.refusals.append(refusal)
+            raise
+        if playable:
             return "play", cassette.play_response(vcr_request)
         if cassette.write_protected:
             error = self._mismatch(vcr_request, index)
@@ -308,14 +311,18 @@ class Cassette:
         headers: dict[str, list[str]],
         content: bytes,
     ) -> None:
-        self.vcr_cassette.append(
-            vcr_request,
-            {
-                "status": {"code": status, "message": reason},
-                "headers": headers,
-                "body": {"string": content},
-            },
-        )
+        try:
+            self.vcr_cassette.append(
+                vcr_request,
+                {
+                    "status": {"code": status, "message": reason},
+                    "headers": headers,
+                    "body": {"string": content},
+                },
+            )
+        except UnscrubbableBody as refusal:
+            self.refusals.append(refusal)
+            raise
 
     def _mismatch(self, vcr_request: Any, index: int) -> CassetteMismatch:
         from vcr.matchers import requests_match
@@ -418,6 +425,7 @@ def use_cassette(
     metadata: Mapping[str, Any] | None = None,
     rewrite_origin: tuple[str, str] | None = None,
     assert_all_played: bool = True,
+    scrub: ScrubRules | None = None,
 ) -> Iterator[Cassette]:
     """Replay (or record) every ``httpx``/``httpx2`` request made inside the block.
 
@@ -427,7 +435,10 @@ def use_cassette(
     against). ``rewrite_origin=(live, recorded)`` stores requests sent to the ``live`` origin as
     sent to ``recorded`` (a loopback recording filed under the real API's URL). On a clean exit
     the block fails when a recording was never played (``assert_all_played``), and any mismatch
-    that a client swallowed (into a retry or a wrapped error) is raised again.
+    that a client swallowed (into a retry or a wrapped error) is raised again. ``scrub`` adds
+    your own :class:`~dsh_testkit.cassettes.ScrubRules` to the built-in secret scrubbing; a body
+    that cannot be scrubbed raises :class:`~dsh_testkit.cassettes.UnscrubbableBody` (again on
+    exit, should a client swallow it) and is never written.
     """
     import vcr.cassette
 
@@ -445,6 +456,7 @@ def use_cassette(
     persister = CassettePersister(metadata)
     handle = Cassette(path, mode, persister, match_on=(method, uri, json_body_matcher))
     rewriter = _Rewriter(rewrite_origin)
+    scrubber = Scrubber.for_rules(scrub)
 
     # vcrpy hands each live request to this hook three times (checking, then playing or
     # recording), once more as the hook's own output: scrub it once. The hook's output is
@@ -452,19 +464,19 @@ def use_cassette(
     last_request: list[Any] = [None, None]
 
     def before_record_request(request: Any) -> Any:
-        if handle.vcr_cassette is None and _loaded_request_is_final(request, rewriter):
+        if handle.vcr_cassette is None and _loaded_request_is_final(request, rewriter, scrubber):
             return request  # loading what these hooks wrote: nothing to scrub again
         live, filtered = last_request
         if request is live or request is filtered:
             return filtered
-        filtered = _drop_volatile_request_headers(rewriter(scrub_vcr_request(request)))
+        filtered = _drop_volatile_request_headers(rewriter(scrubber.vcr_request(request)))
         last_request[:] = [request, filtered]
         return filtered
 
     def before_record_response(response: dict[str, Any]) -> dict[str, Any]:
-        if handle.vcr_cassette is None and _loaded_response_is_final(response):
+        if handle.vcr_cassette is None and _loaded_response_is_final(response, scrubber):
             return response
-        response = scrub_vcr_response(_decode_compressed(response))
+        response = scrubber.vcr_response(_decode_compressed(response))
         return _drop_volatile_response_headers(response)
 
     context = vcr.cassette.Cassette.use(
@@ -487,9 +499,13 @@ def use_cassette(
         try:
             yield handle
         except BaseException as exc:
+            if handle.refusals and not isinstance(exc, UnscrubbableBody):
+                raise handle.refusals[0] from exc
             if handle.mismatches and not isinstance(exc, CassetteMismatch):
                 raise handle.mismatches[0] from exc
             raise
+    if handle.refusals:
+        raise handle.refusals[0]
     if handle.mismatches:
         raise handle.mismatches[0]
     if assert_all_played:

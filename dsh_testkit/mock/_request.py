@@ -12,13 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from .._scrub_rules import REDACTED as REDACTED
 from ._validate import ToolFacts
 
 __all__ = ["Endpoint", "MockRequest", "ReceivedRequest", "redact"]
 
 Endpoint: TypeAlias = Literal["chat", "anthropic", "models", "control", "unknown"]
-
-REDACTED = "<redacted>"
 
 
 def redact(value: Any, secret: str | None) -> Any:
@@ -69,7 +68,7 @@ class ReceivedRequest:
     path: str
     endpoint: Endpoint
     headers: tuple[tuple[str, str], ...]
-    """Header pairs, credentials replaced by ``<redacted>``."""
+    """Header pairs, credentials replaced by ``<REDACTED>``."""
     body: Any
     """The decoded JSON body, or the body text when it was not JSON (``None`` when empty)."""
     status: int

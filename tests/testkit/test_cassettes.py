@@ -705,15 +705,16 @@ def test_hooks_skip_what_they_wrote_and_scrub_each_live_request_once(tmp_path: P
     calls = {"request": 0, "response": 0}
 
     def counted(kind: str, scrub: Any) -> Any:
-        def wrapper(value: Any) -> Any:
+        def wrapper(self: Any, value: Any) -> Any:
             calls[kind] += 1
-            return scrub(value)
+            return scrub(self, value)
 
         return wrapper
 
+    scrubber = cassettes.Scrubber
     with (
-        mock.patch.object(cassettes, "scrub_vcr_request", counted("request", scrub_vcr_request)),
-        mock.patch.object(cassettes, "scrub_vcr_response", counted("response", scrub_vcr_response)),
+        mock.patch.object(scrubber, "vcr_request", counted("request", scrubber.vcr_request)),
+        mock.patch.object(scrubber, "vcr_response", counted("response", scrubber.vcr_response)),
     ):
         with use_cassette(path) as cassette:
             assert calls == {"request": 0, "response": 0}  # loading scrubbed nothing again
