@@ -2,7 +2,7 @@
 
 Kept apart from the scrubber (:mod:`dsh_testkit._secrets`) because they are configuration:
 validated once, at the boundary (a ``pyproject.toml`` table, the ``dsh_scrub`` fixture), with a
-:class:`~dsh_testkit.ScrubRuleError` naming the rule that is wrong.
+:class:`~dsh_testkit.cassettes.ScrubRuleError` naming the rule that is wrong.
 """
 
 from __future__ import annotations

@@ -55,11 +55,50 @@ from ._format import (
 )
 from ._transport import TransportPatches
 
-RecordMode: TypeAlias = Literal["none", "missing", "all"]
-"""``none``: replay only (live network blocked); ``missing``: record requests with no
-recording; ``all``: re-record every request, dropping the old recordings."""
+RecordMode: TypeAlias = Literal["none", "once", "new_episodes", "all", "rewrite", "missing"]
+"""The record modes of vcrpy and pytest-recording, with their meanings:
 
-_VCR_MODES: Final = {"none": "none", "missing": "new_episodes", "all": "all"}
+- ``none``: replay only; a request with no recording fails, a missing file fails at once;
+- ``once``: record a cassette that does not exist yet; replay-only once it does;
+- ``new_episodes``: replay what is recorded and record what is not (``missing`` is its old
+  name, still accepted);
+- ``all``: never replay; record every request, appended to the recordings already in the file;
+- ``rewrite``: never replay; the cassette is rewritten from scratch with this run's requests
+  (the old file is replaced only when the use ends cleanly).
+"""
+
+RECORD_MODES: Final = ("none", "once", "new_episodes", "all", "rewrite")
+"""The record modes, safest first (``missing``, the old name of ``new_episodes``, aside)."""
+
+_VCR_MODES: Final = {
+    "none": "none",
+    "once": "once",
+    "new_episodes": "new_episodes",
+    "missing": "new_episodes",
+    "all": "all",
+    "rewrite": "all",
+}
+
+
+def normalize_mode(mode: str) -> RecordMode:
+    """``mode`` under its current name (``missing`` → ``new_episodes``); a ``ValueError``
+    naming the modes for anything else."""
+    if mode not in _VCR_MODES:
+        raise ValueError(
+            f"record mode must be one of {', '.join(RECORD_MODES)} (or 'missing', the old name "
+            f"of 'new_episodes'), got {mode!r}"
+        )
+    normalized: RecordMode = "new_episodes" if mode == "missing" else mode  # type: ignore[assignment]
+    return normalized
+
+
+def mode_records(mode: RecordMode, path: Path) -> bool:
+    """Whether a use of the cassette at ``path`` in ``mode`` may record (else it replays only)."""
+    if mode == "none":
+        return False
+    if mode == "once":
+        return not path.is_file()
+    return True
 
 VOLATILE_REQUEST_HEADERS: Final = frozenset(
     {"accept-encoding", "connection", "content-length", "host", "user-agent"}
@@ -261,9 +300,10 @@ class Cassette:
         """Fail with :class:`CassetteNotFullyPlayed` when a loaded recording was not played.
 
         A recording left over means the code under test made fewer (or other) requests than
-        were recorded. In mode ``"all"`` nothing is played by design, so nothing is checked.
+        were recorded. In modes ``"all"`` and ``"rewrite"`` nothing is played by design, so
+        nothing is checked.
         """
-        if self.mode == "all":
+        if self.mode in ("all", "rewrite"):
             return
         unplayed = self.unplayed
         if not unplayed:
@@ -275,7 +315,8 @@ class Cassette:
             f"cassette {self.path} was only partly played: {len(unplayed)} of {self._loaded} "
             f"recordings never requested (the code made {self.requests_seen} request(s)):"
             f"{listed}{more}\nThe code under test now makes fewer or other requests than were "
-            "recorded: fix it, or re-record the cassette with mode='all' if the change is intended.",
+            "recorded: fix it, or re-record the cassette from scratch if the change is intended "
+            "(pytest --dsh-record-mode=rewrite; use_cassette(mode='rewrite')).",
             path=str(self.path),
             unplayed=unplayed,
         )
@@ -332,8 +373,9 @@ class Cassette:
         described = _describe(live)
         head = f"cassette {self.path} has no recording for request {index} (0-based): {described}"
         fix = (
-            "What to do: if the change is intended, re-record the cassette with mode='all' "
-            "(pytest --dsh-record-mode=all); otherwise fix the code that builds the request."
+            "What to do: if the change is intended, re-record the cassette from scratch "
+            "(pytest --dsh-record-mode=rewrite) or add the new request to it (pytest "
+            "--dsh-record-mode=new_episodes); otherwise fix the code that builds the request."
         )
         data = cassette.data
         if not data:
@@ -429,9 +471,10 @@ def use_cassette(
 ) -> Iterator[Cassette]:
     """Replay (or record) every ``httpx``/``httpx2`` request made inside the block.
 
-    ``mode`` is ``"none"`` (replay only; a missing file raises :class:`CassetteNotFound` at
-    once, and an unrecorded request raises :class:`CassetteMismatch`), ``"missing"`` or
-    ``"all"``. ``metadata`` is stored in the file when it is written (say what it was recorded
+    ``mode`` is one of :data:`RecordMode` (vcrpy's and pytest-recording's meanings): ``"none"``
+    (replay only; a missing file raises :class:`CassetteNotFound` at once, and an unrecorded
+    request raises :class:`CassetteMismatch`), ``"once"``, ``"new_episodes"``, ``"all"`` or
+    ``"rewrite"``. ``metadata`` is stored in the file when it is written (say what it was recorded
     against). ``rewrite_origin=(live, recorded)`` stores requests sent to the ``live`` origin as
     sent to ``recorded`` (a loopback recording filed under the real API's URL). On a clean exit
     the block fails when a recording was never played (``assert_all_played``), and any mismatch
@@ -442,13 +485,12 @@ def use_cassette(
     """
     import vcr.cassette
 
-    if mode not in _VCR_MODES:
-        raise ValueError(f"mode must be one of {sorted(_VCR_MODES)}, got {mode!r}")
+    mode = normalize_mode(mode)
     path = Path(path)
     if mode == "none" and not path.is_file():
         raise CassetteNotFound(
             f"cassette {path} does not exist and mode 'none' replays only (live network "
-            "blocked); record it with mode='missing' (pytest --dsh-record-mode=missing)",
+            "blocked); record it with mode='once' (pytest --dsh-record-mode=once)",
             path=str(path),
         )
     from vcr.matchers import method, uri
@@ -488,7 +530,7 @@ def use_cassette(
         before_record_request=before_record_request,
         before_record_response=before_record_response,
         allow_playback_repeats=False,
-        drop_unused_requests=mode == "all",
+        drop_unused_requests=mode == "rewrite",
         record_on_exception=False,
         skip_patchers=("httpx", "httpx2"),
     )
