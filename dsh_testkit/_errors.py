@@ -16,6 +16,7 @@ pytest reports them as failures, not as crashes. Each carries its facts as attri
         │   └── UnscrubbableBody       a body that cannot be checked for secrets (``.part``,
         │                              ``.reason``): refused, never stored
         ├── ScrubRuleError             a user scrub rule is invalid (``.rule``, ``.value``)
+        ├── NetworkBlocked             a test reached for a refused host (``.host``, ``.port``)
         ├── ReplayError                the replay provider could not serve a call
         │   ├── ReplayScriptError      a log cannot be turned into a script (``.turn``, ``.step``, ``.seq``)
         │   ├── UnrecordedSession      more live sessions than recorded ones (``.session_id``)
@@ -47,6 +48,7 @@ __all__ = [
     "CassetteMismatch",
     "CassetteNotFound",
     "CassetteNotFullyPlayed",
+    "NetworkBlocked",
     "PrefixInstability",
     "RecordingRefused",
     "ReplayError",
@@ -146,6 +148,18 @@ class ScrubRuleError(TestkitError, ValueError):
         super().__init__(message)
         self.rule = rule
         self.value = value
+
+
+class NetworkBlocked(TestkitError):
+    """A test tried to reach a host the run refuses: the live DeepSeek API without
+    ``--dsh-live``, or any host but loopback under ``--dsh-block-network``. ``host`` is the
+    name (or IP) it tried; ``port`` the port, when known. Not an ``OSError``, so clients do not
+    mistake it for a network fault to retry."""
+
+    def __init__(self, message: str, *, host: str, port: int | None) -> None:
+        super().__init__(message)
+        self.host = host
+        self.port = port
 
 
 class ReplayError(TestkitError):

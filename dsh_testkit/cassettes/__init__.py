@@ -15,6 +15,7 @@ from .._errors import (
     CassetteMismatch,
     CassetteNotFound,
     CassetteNotFullyPlayed,
+    NetworkBlocked,
     RecordingRefused,
     ScrubRuleError,
     UnscrubbableBody,
@@ -28,6 +29,7 @@ from .._secrets import (
     scrub_url,
 )
 from ._api import (
+    RECORD_MODES,
     VOLATILE_REQUEST_HEADERS,
     VOLATILE_RESPONSE_HEADERS,
     Cassette,
@@ -40,6 +42,7 @@ from ._format import CASSETTE_FORMAT, CASSETTE_FORMAT_VERSION
 __all__ = [
     "CASSETTE_FORMAT",
     "CASSETTE_FORMAT_VERSION",
+    "RECORD_MODES",
     "REDACTED",
     "VOLATILE_REQUEST_HEADERS",
     "VOLATILE_RESPONSE_HEADERS",
@@ -49,6 +52,7 @@ __all__ = [
     "CassetteMismatch",
     "CassetteNotFound",
     "CassetteNotFullyPlayed",
+    "NetworkBlocked",
     "RecordMode",
     "RecordingRefused",
     "ScrubRuleError",

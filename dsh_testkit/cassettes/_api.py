@@ -38,6 +38,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
+from unittest import mock as _patch
 
 from dsh_core import dumps_canonical
 
@@ -99,6 +100,7 @@ def mode_records(mode: RecordMode, path: Path) -> bool:
     if mode == "once":
         return not path.is_file()
     return True
+
 
 VOLATILE_REQUEST_HEADERS: Final = frozenset(
     {"accept-encoding", "connection", "content-length", "host", "user-agent"}
@@ -223,6 +225,48 @@ def _decode_compressed(response: dict[str, Any]) -> dict[str, Any]:
     return decoded
 
 
+def _vcr_suggestions(reason: str, record_mode: str) -> list[tuple[str, str | None]]:
+    """What vcrpy's own "can't play back" error suggests, in this plugin's flags.
+
+    vcrpy raises that error for the clients it patches itself (``http.client``, ``urllib``,
+    ``requests``, ``aiohttp``); its advice names its own API (``record_mode='new_episodes'``,
+    ``ignore_localhost``), which a user of this kit cannot pass. Same structure: (text, link).
+    """
+    add = (
+        "record the new request into the cassette: pytest --dsh-record-mode=new_episodes "
+        "(use_cassette(mode='new_episodes'))"
+    )
+    redo = (
+        "re-record the cassette from scratch: pytest --dsh-record-mode=rewrite "
+        "(use_cassette(mode='rewrite'))"
+    )
+    if reason == "cassette_not_found":
+        return [
+            ("Record the cassette first: pytest --dsh-record-mode=once", None),
+            ("If you expected it to exist, check --dsh-cassette-dir and the marker's name", None),
+        ]
+    if reason == "already_played":
+        return [(f"The code sends this request more often than it was recorded: {add}", None)]
+    if reason == "no_match":
+        return [
+            (f"If the request changed on purpose, {redo}; or {add}", None),
+            (
+                "If it differs on every run (a timestamp, a random id), make the code under "
+                "test deterministic for the test",
+                None,
+            ),
+        ]
+    return [
+        (f"To record this request, {add}", None),
+        (
+            "If this request should not reach a cassette at all, send it outside the cassette "
+            "(a loopback server is reachable; --dsh-allowed-hosts=HOST lets a host through "
+            "--dsh-block-network)",
+            None,
+        ),
+    ]
+
+
 def _describe(request: Any) -> str:
     return f"{request.method} {request.uri}"
 
@@ -280,6 +324,12 @@ class Cassette:
     def metadata(self) -> dict[str, Any]:
         """The metadata stored in the file (what it was recorded against, the scenario, …)."""
         return {**self._persister.loaded_metadata, **self._persister.metadata}
+
+    @property
+    def recording(self) -> bool:
+        """Whether requests with no recording are recorded in this use (``False``: replay
+        only, so a mock scripted for recording is never asked)."""
+        return not self.vcr_cassette.write_protected
 
     @property
     def recorded(self) -> int:
@@ -535,6 +585,9 @@ def use_cassette(
         skip_patchers=("httpx", "httpx2"),
     )
     with ExitStack() as stack:
+        import vcr.errors
+
+        stack.enter_context(_patch.patch.object(vcr.errors, "_suggestions", _vcr_suggestions))
         handle.vcr_cassette = stack.enter_context(context)
         handle._loaded = len(handle.vcr_cassette)
         TransportPatches(handle).install(stack)

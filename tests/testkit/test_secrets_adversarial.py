@@ -399,7 +399,7 @@ def test_no_planted_secret_survives_in_any_cassette_byte(
     case: Case, origin: str, tmp_path: Path
 ) -> None:
     path = tmp_path / f"{case.name}.yaml"
-    with use_cassette(path, mode="all", scrub=RULES), httpx.Client() as client:
+    with use_cassette(path, mode="rewrite", scrub=RULES), httpx.Client() as client:
         recorded = _send(client, origin, case)
     assert recorded.status_code == case.status
     assert leaks(path) == []
@@ -432,7 +432,7 @@ def test_a_body_in_an_encoding_that_cannot_be_decoded_is_refused(
     )
     with (
         pytest.raises(UnscrubbableBody, match="'br'") as caught,
-        use_cassette(path, mode="all"),
+        use_cassette(path, mode="rewrite"),
         httpx.Client() as client,
     ):
         _send(client, origin, case)
@@ -448,13 +448,13 @@ def test_a_gzip_stream_without_its_header_is_refused_when_it_holds_a_secret(
     leaked = Case(name="authorization-bearer", body=gzip.compress(f"k={KEY}".encode()))
     with (
         pytest.raises(UnscrubbableBody, match="gzip stream"),
-        use_cassette(path, mode="all"),
+        use_cassette(path, mode="rewrite"),
         httpx.Client() as client,
     ):
         _send(client, origin, leaked)
     assert not path.exists()
     clean = Case(name="authorization-bearer", body=gzip.compress(b"nothing secret", mtime=0))
-    with use_cassette(path, mode="all"), httpx.Client() as client:
+    with use_cassette(path, mode="rewrite"), httpx.Client() as client:
         _send(client, origin, clean)
     assert path.exists() and leaks(path) == []
 
@@ -465,7 +465,7 @@ def test_a_refusal_a_client_swallows_is_raised_when_the_cassette_closes(
     case = Case(name="authorization-bearer", headers={"content-encoding": "zstd"}, body=b"x")
     with (
         pytest.raises(UnscrubbableBody),
-        use_cassette(tmp_path / "c.yaml", mode="all"),
+        use_cassette(tmp_path / "c.yaml", mode="rewrite"),
         httpx.Client() as client,
         contextlib.suppress(UnscrubbableBody),  # as an SDK's retry loop would swallow it
     ):
@@ -559,7 +559,7 @@ def test_a_split_key_in_a_hand_edited_cassette_is_never_served(tmp_path: Path) -
         )
 
     with (
-        use_cassette(path, mode="all"),
+        use_cassette(path, mode="rewrite"),
         httpx.Client(transport=httpx.MockTransport(handler)) as client,
     ):
         client.post("https://api.deepseek.com/chat/completions", json={"a": 1}).read()
