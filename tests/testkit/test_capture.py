@@ -278,11 +278,33 @@ def test_message_indexes_are_those_of_the_captured_wire_body() -> None:
 
 
 def test_message_indexes_without_a_system_message_start_at_zero() -> None:
-    first = {"model": "m", "messages": [{"role": "user", "content": "a"}]}
-    second = {"model": "m", "messages": [{"role": "user", "content": "b"}]}
+    question = {"role": "user", "content": "q"}
+    first = {"model": "m", "messages": [question, {"role": "assistant", "content": "a"}]}
+    second = {"model": "m", "messages": [question, {"role": "assistant", "content": "b"}]}
     with pytest.raises(PrefixInstability) as caught:
         assert_prefix_stable([first, second])
-    assert caught.value.diff == ("messages[0].content differs: request 0: 'a', request 1: 'b'",)
+    assert caught.value.diff == ("messages[1].content differs: request 0: 'a', request 1: 'b'",)
+
+
+def test_unrelated_conversations_are_not_compared() -> None:
+    # Requests that share no cache unit, no system prompt and no first message are two
+    # conversations (two agents on one client): each is checked on its own.
+    a1 = {
+        "model": "m",
+        "messages": [{"role": "system", "content": "agent A"}, {"role": "user", "content": "a"}],
+    }
+    b1 = {
+        "model": "m",
+        "messages": [{"role": "system", "content": "agent B"}, {"role": "user", "content": "b"}],
+    }
+    a2 = {"model": "m", "messages": [*a1["messages"], {"role": "assistant", "content": "x"}]}
+    b2 = {"model": "m", "messages": [*b1["messages"], {"role": "assistant", "content": "y"}]}
+    assert_prefix_stable([a1, b1, a2, b2])
+    a3 = {"model": "m", "messages": [a1["messages"][0], {"role": "user", "content": "edited"}]}
+    with pytest.raises(PrefixInstability) as caught:
+        assert_prefix_stable([a1, b1, a2, b2, a3])
+    assert caught.value.index == 4
+    assert str(caught.value).startswith("request 4 does not extend request 2")
 
 
 def test_message_indexes_name_both_sides_when_their_system_messages_differ_in_number() -> None:
@@ -353,8 +375,9 @@ def test_config_changes_other_than_the_model_do_not_bust_the_prefix() -> None:
 
 
 def test_anthropic_shaped_bodies_compare_their_top_level_system() -> None:
-    first = {"model": "m", "system": [{"type": "text", "text": "one"}], "messages": []}
-    second = {"model": "m", "system": "two", "messages": []}
+    question = [{"role": "user", "content": "q"}]
+    first = {"model": "m", "system": [{"type": "text", "text": "one"}], "messages": question}
+    second = {"model": "m", "system": "two", "messages": question}
     with pytest.raises(
         PrefixInstability, match="system line 1 differs: request 0: 'one', request 1: 'two'"
     ):
