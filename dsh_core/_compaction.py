@@ -211,7 +211,7 @@ class Compactor:
                     *summary,
                     TextBlock(text="</compacted-summary>"),
                 ],
-                id=ctx.agent.options.id_factory(),
+                id=ctx.options.id_factory(),
                 source={"kind": "plugin", "plugin": "compact"},
             )
             shadowed_tokens = estimate_message_tokens(messages)
@@ -255,7 +255,7 @@ class Compactor:
 
     def _request(self, ctx: PreStepContext, messages: Sequence[Message]) -> GenerateOptions:
         header = ctx.session.request_header()
-        options = ctx.agent.options
+        options = ctx.options
         config = header.config if header is not None else None
         provider = config.provider if config is not None else options.provider
         model = self.model or (config.model if config is not None else options.model)
