@@ -17,7 +17,7 @@ from dsh_core import GenerateOptions
 from dsh_core.providers import TOOL_NAME_PATTERN, resolve_model, thinking_enabled
 from dsh_core.providers import anthropic as anthropic_codec
 from dsh_core.providers import deepseek as deepseek_codec
-from dsh_testkit.mock import MockDeepSeek, mock_transport
+from dsh_testkit.mock import MockDeepSeek, MockServer, mock_transport
 from dsh_testkit.strategies import (
     chat_messages,
     chat_requests,
@@ -67,6 +67,22 @@ def test_every_chat_request_is_answered_by_the_mock(body: dict[str, Any]) -> Non
         )
     assert answer.status_code == 200, answer.text
     assert answer.json()["object"] == "chat.completion"
+
+
+@_at_most(10)
+@given(chat_requests(stream=False, models=["deepseek-chat", "deepseek-v4-pro"]))
+def test_the_session_mock_server_inside_given(
+    dsh_mock_server: MockServer, body: dict[str, Any]
+) -> None:
+    # The package docstring's loopback recipe: a session-scoped server, reset per example.
+    dsh_mock_server.mock.reset()
+    answer = httpx.post(
+        dsh_mock_server.base_url + "/chat/completions",
+        json=body,
+        headers={"authorization": "Bearer sk-test"},
+    )
+    assert answer.status_code == 200, answer.text
+    assert len(dsh_mock_server.mock.requests) == 1
 
 
 @_at_most(15)
