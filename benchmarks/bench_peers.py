@@ -1,4 +1,4 @@
-"""8. The loop against its peers: harness cost per step, excluding the model.
+"""10. The loop against its peers: harness cost per step, excluding the model.
 
 Three agent loops run the same two-step tool turn (the model asks for ``read``, the tool
 answers, the model answers in text) against a zero-latency model that only returns a canned
