@@ -33,7 +33,7 @@ _NAME = re.compile(TOOL_NAME_PATTERN)
 def _at_most(examples: int) -> settings:
     """The active profile, with at most ``examples`` examples (these draws are large)."""
     return settings(
-        max_examples=min(settings.default.max_examples, examples),
+        max_examples=min(settings().max_examples, examples),
         suppress_health_check=[HealthCheck.too_slow],
     )
 
