@@ -213,10 +213,12 @@ def _chat_request(
         "model": model,
         "messages": draw(chat_messages(tools=names, thinking=on, max_turns=max_turns)),
     }
-    streaming = draw(st.booleans()) if stream is None else stream
-    if stream is not None or draw(st.booleans()):
-        body["stream"] = streaming
-    if streaming and draw(st.booleans()):
+    if stream is not None:
+        body["stream"] = stream
+    elif draw(st.booleans()):
+        body["stream"] = draw(st.booleans())
+    if body.get("stream") is True and draw(st.booleans()):
+        # stream_options only with stream: true (the API refuses it otherwise)
         body["stream_options"] = {"include_usage": draw(st.booleans())}
     if thinking is not None:
         body["thinking"] = {"type": thinking}
