@@ -209,3 +209,59 @@ def test_chat_stream_data_that_is_not_json_has_a_code() -> None:
     with pytest.raises(WireFormatError) as caught:
         deepseek_codec.ChunkTranslator().handle_event(SseEvent(data="{oops"))
     assert caught.value.code == "invalid_json"
+
+
+_USER = '"messages":[{"role":"user","content":"x"}]'
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "param"),
+    [
+        # NaN and Infinity literals are not JSON (Python's json module would accept them)
+        (f'{{"model":"m",{_USER},"temperature":NaN}}'.encode(), "invalid_json", ""),
+        (f'{{"model":"m",{_USER},"temperature":-Infinity}}', "invalid_json", ""),
+        # a number too large for a float becomes an infinity: refused where it lands
+        (f'{{"model":"m",{_USER},"temperature":1e400}}', "out_of_range", "temperature"),
+        (f'{{"model":"m",{_USER},"seed":1e400}}', "invalid_json", "seed"),
+        (
+            {
+                "model": "m",
+                "messages": [{"role": "user", "content": "x"}],
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {"name": "a", "parameters": {"x": float("nan")}},
+                    }
+                ],
+            },
+            "invalid_json",
+            "tools[0].function.parameters.x",
+        ),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "top_p": float("nan")},
+            "out_of_range",
+            "top_p",
+        ),
+        (
+            b'{"model":"m",' + b'"deep":' + b"[" * 50_000 + b"]" * 50_000 + b"}",
+            "invalid_json",
+            None,
+        ),
+        (b'{"model": "m", \xff}', "invalid_json", ""),
+    ],
+)
+def test_values_json_cannot_carry_are_typed_refusals(
+    body: Any, code: str, param: str | None
+) -> None:
+    error = _refusal(deepseek_codec.parse_request, body)
+    assert error.code == code
+    if param is not None:
+        assert error.param == param
+
+
+def test_the_anthropic_codec_refuses_non_json_numbers_too() -> None:
+    body = '{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"x"}],"top_p":NaN}'
+    assert _refusal(anthropic_codec.parse_request, body).code == "invalid_json"
+    extra = '{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"x"}],"x":1e999}'
+    error = _refusal(anthropic_codec.parse_request, extra)
+    assert (error.code, error.param) == ("invalid_json", "x")
