@@ -265,3 +265,29 @@ def test_the_anthropic_codec_refuses_non_json_numbers_too() -> None:
     extra = '{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"x"}],"x":1e999}'
     error = _refusal(anthropic_codec.parse_request, extra)
     assert (error.code, error.param) == ("invalid_json", "x")
+
+
+DEEP = "[" * 40_000 + "]" * 40_000
+
+
+@pytest.mark.parametrize("data", ['{"choices":[],"x":NaN}', '{"x":' + DEEP + "}"])
+def test_chat_stream_payloads_that_are_not_json_end_the_stream_typed(data: str) -> None:
+    with pytest.raises(WireFormatError) as caught:
+        deepseek_codec.ChunkTranslator().handle_event(SseEvent(data=data))
+    assert caught.value.code == "invalid_json"
+    chunks = deepseek_codec.translate_events([SseEvent(data=data)])
+    finish = chunks[-1]
+    assert finish.reason.kind == "error"  # type: ignore[union-attr]
+    assert finish.reason.failure.code == "MALFORMED_RESPONSE"  # type: ignore[union-attr]
+
+
+def test_anthropic_stream_payload_with_nan_is_malformed() -> None:
+    event = SseEvent(event="message_start", data='{"message":{"id":"m","usage":{"x":NaN}}}')
+    chunks = anthropic_codec.translate_events([event])
+    assert chunks[-1].reason.failure.code == "MALFORMED_RESPONSE"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("codec", [deepseek_codec, anthropic_codec])
+def test_a_deeply_nested_error_body_is_still_classified(codec: Any) -> None:
+    failure = codec.classify_http_error(500, '{"error":' + DEEP + "}", {})
+    assert failure.code == "SERVER" and failure.retryable
