@@ -9,8 +9,9 @@
   (compaction-style ranges and single tool-result rewrites) and with log-only noise, and are valid
   seeds by construction.
 - The wire (``_wire``): Chat Completions (OpenAI-format) :func:`chat_tools`,
-  :func:`chat_messages` and whole :func:`chat_requests` bodies as plain JSON, which the codec
-  parses and the mock DeepSeek accepts; :func:`generate_options`, what the agent loop hands a
+  :func:`chat_messages` and whole :func:`chat_requests` bodies as plain JSON, and
+  :func:`anthropic_requests` for the Anthropic-format endpoint, which the codecs parse and the
+  mock DeepSeek accepts; :func:`generate_options`, what the agent loop hands a
   provider.
 
 Use them in your own property tests::
@@ -83,10 +84,18 @@ from ._values import (
     tool_names,
     tool_schemas,
 )
-from ._wire import chat_messages, chat_requests, chat_tool_names, chat_tools, generate_options
+from ._wire import (
+    anthropic_requests,
+    chat_messages,
+    chat_requests,
+    chat_tool_names,
+    chat_tools,
+    generate_options,
+)
 
 __all__ = [
     "EventDraft",
+    "anthropic_requests",
     "call_configs",
     "chat_messages",
     "chat_requests",

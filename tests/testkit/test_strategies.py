@@ -19,6 +19,7 @@ from dsh_core.providers import anthropic as anthropic_codec
 from dsh_core.providers import deepseek as deepseek_codec
 from dsh_testkit.mock import MockDeepSeek, MockServer, mock_transport
 from dsh_testkit.strategies import (
+    anthropic_requests,
     chat_messages,
     chat_requests,
     chat_tool_names,
@@ -101,6 +102,38 @@ def test_streaming_requests_are_answered_with_an_event_stream(body: dict[str, An
         )
     assert answer.status_code == 200, answer.text
     assert answer.text.endswith("data: [DONE]\n\n")
+
+
+@_at_most(100)
+@given(anthropic_requests())
+def test_every_anthropic_request_parses_and_reserializes_stably(body: dict[str, Any]) -> None:
+    parsed = anthropic_codec.parse_request(body)
+    assert parsed.to_json() == body
+    encoded = parsed.encode()
+    assert anthropic_codec.parse_request(encoded) == parsed
+    assert anthropic_codec.parse_request(encoded).encode() == encoded
+    if parsed.thinking_on:
+        for message in body["messages"]:
+            blocks = message["content"] if isinstance(message["content"], list) else []
+            if any(b["type"] == "tool_use" for b in blocks):
+                assert blocks[0]["type"] == "thinking"  # passed back, first
+
+
+@_at_most(40)
+@given(anthropic_requests())
+def test_every_anthropic_request_is_answered_by_the_mock(body: dict[str, Any]) -> None:
+    mock = MockDeepSeek()
+    with httpx.Client(transport=mock_transport(mock)) as client:
+        answer = client.post(
+            "https://api.deepseek.com/anthropic/v1/messages",
+            json=body,
+            headers={"x-api-key": "sk-test", "anthropic-version": "2023-06-01"},
+        )
+    assert answer.status_code == 200, answer.text
+    if body.get("stream"):
+        assert "event: message_stop" in answer.text
+    else:
+        assert answer.json()["type"] == "message"
 
 
 @_at_most(60)
@@ -214,7 +247,8 @@ def test_all_is_sorted_and_exact() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["chat_requests", "chat_messages", "chat_tools", "generate_options"]
+    "name",
+    ["anthropic_requests", "chat_requests", "chat_messages", "chat_tools", "generate_options"],
 )
 def test_wire_strategies_are_documented(name: str) -> None:
     doc = getattr(dsh_testkit.strategies, name).__doc__
