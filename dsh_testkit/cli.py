@@ -1,4 +1,9 @@
-"""The ``dsh-testkit`` command: ``demo``, ``serve``, ``audit``, ``cache-report`` and ``calibrate``.
+"""The ``dsh-testkit`` command: ``demo``, ``serve``, ``proxy``, ``audit``, ``cache-report`` and
+``calibrate``.
+
+``audit`` and ``cache-report`` take a session log or any trace (a proxy trace file, a saved
+capture, a cassette, the mock's request log, a HAR file): a file that does not start with a
+session header goes to the cache doctor (:mod:`dsh_testkit.reports`).
 
 Each subcommand's module (the mock, the loop, rich, the reports) is imported only when that
 subcommand runs or shows its help.
@@ -9,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -74,6 +80,29 @@ def _cache_report_arguments(parser: argparse.ArgumentParser) -> None:
     from .reports import add_cache_report_arguments
 
     add_cache_report_arguments(parser)
+    # The cache doctor's options (any trace, not only session logs).
+    parser.add_argument(
+        "--simulate",
+        action="store_true",
+        help="figures from the mock's prefix-cache simulator run over the trace, not the "
+        "reported usage (the default when the trace has no usage)",
+    )
+    parser.add_argument(
+        "--conversation",
+        metavar="K",
+        help="report only conversation K (an explicit key, or #1, #2, … as split automatically)",
+    )
+
+
+def _is_session_log(path: str) -> bool:
+    """Whether ``path`` starts with a session header (else it is read as a trace)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            first = file.readline(1 << 20)
+        header = json.loads(first)
+    except (OSError, ValueError):
+        return False  # the trace path reports unreadable files with its own message
+    return isinstance(header, dict) and header.get("type") == "session"
 
 
 def _calibrate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,6 +137,68 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Record any agent's live traffic: forward every request to --upstream, stream answers "
+        "back unbuffered, append each exchange to --out (a dsh-trace file for cache-report). "
+        "The first line on stdout says where it listens; GET /_dsh/report answers the cache "
+        "report so far; Ctrl-C prints it and exits. Credentials are never written."
+    )
+    parser.add_argument(
+        "--upstream",
+        required=True,
+        metavar="URL",
+        help="where requests go, e.g. https://api.deepseek.com or a `dsh-testkit serve` URL",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=0, help="port to bind; 0 picks a free one (default 0)"
+    )
+    parser.add_argument("--out", metavar="FILE", help="the trace file to write (default: none)")
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    """Run the recording proxy until SIGINT/SIGTERM, then print the cache report."""
+    from ._secrets import scrub_url
+    from .proxy import ProxyError, Recorder, report_text, serve_proxy
+
+    try:
+        recorder = Recorder(args.out)
+    except OSError as exc:
+        print(f"dsh-testkit proxy: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+
+    def ready(base_url: str) -> None:
+        print(
+            f"dsh-testkit proxy listening on {base_url} → {scrub_url(args.upstream)}; "
+            f"trace: {args.out or '(not written)'}; report: {base_url}/_dsh/report",
+            flush=True,
+        )
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
+                loop.add_signal_handler(signum, stop.set)
+        await serve_proxy(
+            args.upstream, host=args.host, port=args.port, stop=stop, ready=ready, recorder=recorder
+        )
+
+    try:
+        asyncio.run(run())
+    except ProxyError as exc:
+        print(f"dsh-testkit proxy: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # where signal handlers cannot be installed
+        pass
+    finally:
+        recorder.close()
+    sys.stdout.write(report_text(recorder.trace()))
+    sys.stdout.flush()
+    return 0
+
+
 _SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "demo": (
         "the main job: a scripted agent session on the mock, audited, with a cache report",
@@ -116,6 +207,10 @@ _SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] =
     "serve": (
         "serve the mock DeepSeek over HTTP on loopback (prints its base URL)",
         _serve_arguments,
+    ),
+    "proxy": (
+        "record any agent's live traffic to a trace (a reverse proxy in front of the API)",
+        _proxy_arguments,
     ),
     "audit": ("rebuild every request of a session log and check its invariants", _audit_arguments),
     "cache-report": (
@@ -167,19 +262,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_demo(args)
     if args.command == "audit":
-        from .reports import run_audit
+        from .reports import run_audit, run_trace_audit
 
-        return run_audit(args)
+        return run_audit(args) if _is_session_log(args.log) else run_trace_audit(args)
     if args.command == "cache-report":
-        from .reports import run_cache_report
+        from .reports import run_cache_report, run_trace_cache_report
 
-        return run_cache_report(args)
+        if _is_session_log(args.log) and not (args.simulate or args.conversation):
+            return run_cache_report(args)
+        return run_trace_cache_report(args)
     if args.command == "calibrate":
         from .calibration._cli import run_calibrate
 
         return run_calibrate(args)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "proxy":
+        return _proxy(args)
     return 2
 
 
