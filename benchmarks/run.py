@@ -40,6 +40,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "mock-server": ("bench_mock_server", "5. Mock server under concurrent streaming clients"),
     "header": ("bench_header", "6. Header codec"),
     "efficiency": ("bench_efficiency", "7. Cache efficiency side by side with a peer"),
+    "calibrate": ("bench_calibrate", "Issue 17 §3. Calibrate over a directory of 100 logs"),
 }
 """Section key → (module in ``benchmarks``, heading); the issue's numbering."""
 

@@ -516,7 +516,12 @@ class MockDeepSeek:
             # parsed arguments, ``{}`` when they are not an object), which the renderer spells
             # ``json.dumps(input)`` — not the scripted string, whatever its spacing.
             sent_back = [(c.name, tool_input(c.arguments)) for c in entry.tool_calls]
-        cache_key = CacheKey.for_request(key, view.user_id)
+        served = resolve_model(
+            view.model, endpoint="anthropic" if view.endpoint == "anthropic" else "chat"
+        )
+        cache_key = CacheKey.for_request(
+            key, view.user_id, model=served.id if served is not None else view.model
+        )
         lookup = self._cache.lookup(cache_key, prompt)
         rendered = renderer.render_completion(
             reasoning=entry.reasoning or "",
