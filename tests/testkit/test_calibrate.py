@@ -321,3 +321,17 @@ def test_the_table_and_summary_print(tmp_path: Path) -> None:
     assert "2 requests from 1 logs (0 skipped)" in out
     assert "exact hit-token match" in out and "unit agreement (later)" in out
     assert "* header anchored" in out
+
+
+def test_the_calibration_package_exports_exactly_its_all() -> None:
+    import types
+
+    import dsh_testkit.calibration as package
+
+    public = {
+        name
+        for name, value in vars(package).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert set(package.__all__) == public
+    assert package.__all__ == sorted(package.__all__, key=lambda n: (not n.isupper(), n))
