@@ -57,7 +57,15 @@ from ._header import (
     plan_header_event,
 )
 from ._invariants import LogInvariant, RequestInvariant
-from ._json import FrozenDict, FrozenList, dumps_canonical, freeze_json, loads_json, thaw_json
+from ._json import (
+    MAX_JSON_DEPTH,
+    FrozenDict,
+    FrozenList,
+    dumps_canonical,
+    freeze_json,
+    loads_json,
+    thaw_json,
+)
 from ._loop import (
     Agent,
     AgentOptions,
@@ -127,6 +135,7 @@ from .providers import AnthropicProvider, DeepSeekProvider, SseTruncatedError, W
 
 __all__ = [
     "CORE_EVENT_TYPES",
+    "MAX_JSON_DEPTH",
     "SESSION_FORMAT_VERSION",
     "SURFACE_EVENT_TYPES",
     "AddedTool",

@@ -24,7 +24,7 @@ from dsh_core import (
     freeze_json,
     user_message,
 )
-from tests.core.providers._strategies import generate_options
+from dsh_testkit.strategies import generate_options
 
 HI = user_message("hi", id="u1")
 ANSWER = assistant_message("hello", provider="p", model="m1", id="a1")
@@ -367,13 +367,13 @@ def _wire(options: GenerateOptions, *, visible_only: bool = False) -> str:
 
 @st.composite
 def pairs(draw: st.DrawFn) -> tuple[GenerateOptions, GenerateOptions]:
-    a, other = draw(generate_options), draw(generate_options)
+    a, other = draw(generate_options()), draw(generate_options())
     taken = draw(st.sets(st.sampled_from(FIELDS), max_size=3))
     b = dataclasses.replace(a, **{f: getattr(other, f) for f in taken})
     return a, b
 
 
-@given(generate_options)
+@given(generate_options())
 def test_a_request_does_not_differ_from_itself(options: GenerateOptions) -> None:
     assert diff_requests(options, options) == ()
     copy = GenerateOptions(
