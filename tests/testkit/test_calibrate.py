@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dsh_core import reconstruct_requests
+from dsh_core import ToolSchema, reconstruct_requests
 from dsh_core.persistence import load_session
 from dsh_core.providers.deepseek import serialize_request
 from dsh_testkit.calibration import (
@@ -324,8 +326,6 @@ def test_the_table_and_summary_print(tmp_path: Path) -> None:
 
 
 def test_the_calibration_package_exports_exactly_its_all() -> None:
-    import types
-
     import dsh_testkit.calibration as package
 
     public = {
@@ -335,3 +335,46 @@ def test_the_calibration_package_exports_exactly_its_all() -> None:
     }
     assert set(package.__all__) == public
     assert package.__all__ == sorted(package.__all__, key=lambda n: (not n.isupper(), n))
+
+
+def test_sidecars_from_another_folder_give_the_real_header(tmp_path: Path) -> None:
+    """A log stored with header placeholders: ``--sidecars DIR`` supplies the real system
+    prompt and tools, so prompt tokens are predicted, not anchored."""
+    log = LogBuilder()
+    log.start_turn("question: " + "why is the sky blue " * 20)
+    event = (
+        "request/header",
+        {"header": {**header(), "system": "{{system}}", "tools": "{{tools}}"}, "reason": "initial"},
+    )
+    log.step(header_event=event, usage_data=_usage(5000, 0))
+    log.end_turn()
+    folder = tmp_path / "scenario"
+    folder.mkdir()
+    path = log.write(folder / "session.jsonl")
+    sidecars = tmp_path / "sidecars" / "scenario"
+    sidecars.mkdir(parents=True)
+    (sidecars / "system-prompt.expected.md").write_text(SYSTEM + "\n", encoding="utf-8")
+    tool = {"name": "grep", "description": "search files", "parameters": {"type": "object"}}
+    (sidecars / "tool-schemas.expected.json").write_text(
+        json.dumps({"initial": [tool], "changes": []}), encoding="utf-8"
+    )
+    anchored = calibrate([path], settings=CalibrationSettings(tokenizer="heuristic"))
+    assert not anchored.requests[0].header_known
+    assert anchored.requests[0].simulated_prompt_tokens == 5000  # sized from the live prompt
+    known = calibrate(
+        [path],
+        settings=CalibrationSettings(tokenizer="heuristic"),
+        sidecars=[tmp_path / "sidecars"],
+    )
+    row = known.requests[0]
+    assert row.header_known
+    loaded = load_session(path, audit=True)
+    (rebuilt,) = reconstruct_requests(loaded.events, session_id=loaded.info.id)
+    real = replace(
+        rebuilt.request,
+        system=SYSTEM,
+        tools=(ToolSchema(name="grep", description="search files", parameters={"type": "object"}),),
+    )
+    expected = PromptRenderer(HeuristicTokenizer()).render_chat(serialize_request(real))
+    assert row.simulated_prompt_tokens == expected.prompt_tokens
+    assert known.summary.prompt_tokens_error == round(abs(expected.prompt_tokens - 5000) / 5000, 4)
