@@ -64,12 +64,14 @@ from dsh_core.providers.deepseek import serialize_message, serialize_request
 from .._errors import TestkitError
 from ..mock._cache import (
     DEFAULT_GRANULARITY,
+    CacheKey,
     CacheLookup,
     CacheRules,
     CacheUnit,
     CommonPrefixRule,
     PrefixCacheSimulator,
     UnitVisibility,
+    cache_model,
 )
 from ..mock._template import PromptRenderer, RenderedPrompt
 from ..reports._log_facts import find_usage
@@ -608,7 +610,6 @@ def _simulate(
     sidecar_fits: dict[tuple[str, int], bool] = {}
     rows: list[RequestCalibration] = []
     last_done: float | None = None
-    key = "calibration"
     for position, request in enumerate(requests):
         body, header_known = request.body, request.header_known
         if request.bare_body is not None:
@@ -646,6 +647,8 @@ def _simulate(
             clock.now += request.read_at - request.sent_at
         else:
             clock.now += settings.unknown_gap
+        # One account and user per scope; the serving model keys the cache, as in the mock.
+        key = CacheKey(account="calibration", model=cache_model(request.rebuilt.request.model))
         candidates = cache.matching_units(key, prompt)
         found = cache.lookup(key, prompt)
         live_unit = _live_unit(request.live_hit, found, candidates, granularity)
