@@ -434,6 +434,25 @@ class _Request:
     header_known: bool
 
 
+def _epoch_starts(events: Sequence[Event]) -> list[int]:
+    """Seqs of the header events that start a header epoch: the first one, and every later one
+    except a ``resume`` snapshot that restates the header in force (a resumed session sends the
+    same header; sidecars count only the initial header and its changes)."""
+    starts: list[int] = []
+    previous: Any = None
+    for event in events:
+        if event.type not in ("request/header", "request/header-delta"):
+            continue
+        data = event.data if isinstance(event.data, Mapping) else {}
+        header = data.get("header")
+        restated = data.get("reason") == "resume" and header == previous
+        if not starts or not restated:
+            starts.append(event.seq)
+        if header is not None:
+            previous = header
+    return starts
+
+
 def _epoch_index(rebuilt: ReconstructedRequest, header_seqs: Sequence[int]) -> int:
     seq = rebuilt.header_seq
     return max(0, sum(1 for s in header_seqs if seq is not None and s <= seq) - 1)
@@ -474,7 +493,7 @@ def _requests_of(
         rebuilt = list(reconstruct_requests(events, session_id=loaded.info.id))
     except DshError as exc:
         return [], f"its requests cannot be rebuilt (dsh-testkit audit says why): {exc}"
-    header_seqs = [e.seq for e in events if e.type in ("request/header", "request/header-delta")]
+    header_seqs = _epoch_starts(events)
     sidecars = _read_sidecars(path, sidecar_folders)
     out: list[_Request] = []
     with_usage = 0
