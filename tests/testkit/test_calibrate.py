@@ -378,3 +378,35 @@ def test_sidecars_from_another_folder_give_the_real_header(tmp_path: Path) -> No
     expected = PromptRenderer(HeuristicTokenizer()).render_chat(serialize_request(real))
     assert row.simulated_prompt_tokens == expected.prompt_tokens
     assert known.summary.prompt_tokens_error == round(abs(expected.prompt_tokens - 5000) / 5000, 4)
+
+
+def _retimed(path: Path, times: dict[int, int]) -> None:
+    """Set the time (ms) of the events at the given seqs; others keep theirs."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out = [lines[0]]
+    for line in lines[1:]:
+        record = json.loads(line)
+        if record["seq"] in times:
+            record["time"] = times[record["seq"]]
+        out.append(json.dumps(record))
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize(("time_to_first_chunk", "unit"), [(2000, "output"), (0, "input")])
+def test_when_the_clock_goes_back_the_requests_own_time_to_first_chunk_is_the_gap(
+    tmp_path: Path, time_to_first_chunk: int, unit: str
+) -> None:
+    """Stored logs mix recording runs: the second request's events are stamped before the
+    first reply. The gap is then the second request's dispatch to its first chunk."""
+    log = _log([_usage(10, 0)] * 2, answer="a long answer, " * 80)
+    events = list(log.events)
+    path = log.write(tmp_path / "session.jsonl")
+    second_turn = next(e.seq for e in events if e.type == "turn/start" and e.data["turn"] == 2)
+    first_chunk = next(e.seq for e in events if e.type == "assistant/chunk" and e.seq > second_turn)
+    times = {e.seq: 50_000 for e in events if e.seq < second_turn}
+    times.update({e.seq: 1_000 for e in events if e.seq >= second_turn})
+    times[first_chunk] = 1_000 + time_to_first_chunk
+    _retimed(path, times)
+    second = calibrate([path], settings=CalibrationSettings(tokenizer="heuristic")).requests[1]
+    assert second.gap_seconds is None  # the log's clock went back
+    assert second.simulated_unit == unit
