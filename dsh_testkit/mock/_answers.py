@@ -18,7 +18,7 @@ import string
 from typing import Any, Final, Literal
 
 from dsh_core import thaw_json
-from dsh_core.providers import MODELS, ChatRequest
+from dsh_core.providers import MODELS, ChatRequest, resolve_model
 
 from ._api_errors import ApiError, default_error
 from ._cache import CacheKey, PrefixCacheSimulator
@@ -193,7 +193,13 @@ class AnswerPlanner:
             # parsed arguments, ``{}`` when they are not an object), which the renderer spells
             # ``json.dumps(input)`` — not the scripted string, whatever its spacing.
             sent_back = [(c.name, tool_input(c.arguments_json)) for c in entry.tool_calls]
-        cache_key = CacheKey.for_request(key, view.user_id)
+        # The cache is the serving model's: aliases (and Claude names on /anthropic) share it.
+        served = resolve_model(
+            view.model, endpoint="anthropic" if view.endpoint == "anthropic" else "chat"
+        )
+        cache_key = CacheKey.for_request(
+            key, view.user_id, model=served.id if served is not None else view.model
+        )
         lookup = self.cache.lookup(cache_key, prompt)
         rendered = renderer.render_completion(
             reasoning=entry.reasoning or "",
