@@ -1,4 +1,5 @@
-"""The ``dsh-testkit`` command: ``demo``, ``serve``, ``proxy``, ``audit`` and ``cache-report``.
+"""The ``dsh-testkit`` command: ``demo``, ``serve``, ``proxy``, ``audit``, ``cache-report``,
+``rebuild`` and ``calibrate``.
 
 ``audit`` and ``cache-report`` take a session log or any trace (a proxy trace file, a saved
 capture, a cassette, the mock's request log, a HAR file): a file that does not start with a
@@ -145,6 +146,18 @@ def _is_session_log(path: str) -> bool:
     except (OSError, ValueError):
         return False  # the trace path reports unreadable files with its own message
     return isinstance(header, dict) and header.get("type") == "session"
+
+
+def _calibrate_arguments(parser: argparse.ArgumentParser) -> None:
+    from .calibration._cli import add_calibrate_arguments
+
+    parser.description = (
+        "Rebuild the requests of session logs that carry live usage, render them to the wire, "
+        "run them in order through a fresh prefix-cache simulator and compare hit tokens, the "
+        "unit reused and prompt tokens with what the API reported. Exit status: 0 figures "
+        "printed, 1 no log with live cache figures, 2 a path cannot be used."
+    )
+    add_calibrate_arguments(parser)
 
 
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -342,6 +355,10 @@ _SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] =
         "per-request prompt-cache hits, the best possible, and why each drop happened",
         _cache_report_arguments,
     ),
+    "calibrate": (
+        "how far the mock's prefix-cache simulator agrees with live usage in session logs",
+        _calibrate_arguments,
+    ),
 }
 """Each subcommand's help line and argument builder, in the order ``--help`` lists them. A
 builder may import the (heavy) module that owns the subcommand; :func:`build_parser` calls only
@@ -392,6 +409,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _is_session_log(args.log) and not (args.simulate or args.conversation):
             return run_cache_report(args)
         return run_trace_cache_report(args)
+    if args.command == "calibrate":
+        from .calibration._cli import run_calibrate
+
+        return run_calibrate(args)
     if args.command == "serve":
         return _serve(args)
     if args.command == "proxy":

@@ -276,7 +276,7 @@ def test_what_a_user_sees_when_replay_or_capture_fails(project: pytest.Pytester)
             "*_ test_replay_of_a_changed_request _*",
             "E   *ReplayMismatch: strict replay: the live request for session 'recorded' call 0 "
             "(0-based) differs from the request the recorded log rebuilds for it *",
-            "E   *  system line 2 added: * (expected 1 lines, actual 2)",
+            "E   *  system line 2 only in live: * (recorded has 1 line, live has 2)",
         ]
     )
     result.stdout.fnmatch_lines(

@@ -190,3 +190,19 @@ def test_session_log_is_rebuilt_to_wire_bodies(tmp_path: Path) -> None:
     assert all(len(t) >= 1 for t in traces)
     assert all(e.endpoint in ("chat", "anthropic") for t in traces for e in t)
     assert any(e.usage is not None and e.usage.hit_tokens is not None for t in traces for e in t)
+
+
+def test_a_hand_made_trace_file_is_scrubbed_on_reading() -> None:
+    text = (
+        '{"format":"dsh-trace","version":1,"source":"proxy"}\n'
+        + json.dumps(
+            {
+                "index": 0,
+                "endpoint": "chat",
+                "request": {"model": "m", "messages": [{"role": "user", "content": f"key {KEY}"}]},
+            }
+        )
+        + "\n"
+    )
+    trace = loads_trace(text)
+    assert KEY not in json.dumps(trace.exchanges[0].body)
