@@ -19,6 +19,7 @@ from typing import Any, Final, Literal
 
 from dsh_core import thaw_json
 from dsh_core.providers import MODELS, ChatRequest, resolve_model
+from dsh_core.providers.anthropic import tool_input
 
 from ._api_errors import ApiError, default_error
 from ._cache import CacheKey, PrefixCacheSimulator
@@ -36,7 +37,6 @@ from ._render import (
     split_evenly,
     sse_data,
     sse_event,
-    tool_input,
 )
 from ._request import MockRequest
 from ._script import ErrorReply, Reply
