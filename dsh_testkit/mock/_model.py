@@ -135,7 +135,8 @@ class MockDeepSeek:
         self._log_limit = request_log_limit
         self._requests: deque[ReceivedRequest] = deque(maxlen=request_log_limit)
         self._seq = 0
-        self._unscripted: list[int] = []
+        self._unscripted: deque[int] = deque(maxlen=request_log_limit)
+        """``seq`` of the logged requests no queued entry answered (bounded like the log)."""
         self._last_entry: ScriptEntry | None = None
         self.reset()
 
@@ -172,7 +173,7 @@ class MockDeepSeek:
             self.on_exhausted = self._initial_on_exhausted
             self._requests = deque(maxlen=self._log_limit)
             self._seq = 0
-            self._unscripted = []
+            self._unscripted = deque(maxlen=self._log_limit)
             self._last_entry = None
             self._answers.reset()
 
