@@ -239,6 +239,30 @@ def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+_POSITION_KEYS: Final = ("turn", "step")
+_MAX_POSITION: Final = 2**53 - 1
+
+
+def _check_positions(event: Event, *, line: int, path: str | None) -> None:
+    """``turn`` and ``step`` in an event's data are positions every reader (reconstruction,
+    audit, cache report, replay) counts with: where present, on any event type and in audit
+    mode too, they must be non-negative safe integers, or the log is corrupt."""
+    data = event.data
+    if not isinstance(data, Mapping):
+        return
+    for key in _POSITION_KEYS:
+        if key in data:
+            value = data[key]
+            if not (_is_int(value) and 0 <= value <= _MAX_POSITION):
+                raise CorruptLogError(
+                    f"{event.type} at seq {event.seq}: data.{key} must be a non-negative "
+                    f"integer, got {_describe(value)}",
+                    seq=event.seq,
+                    line=line,
+                    path=path,
+                )
+
+
 def _describe(value: object) -> str:
     """A wrong value in an error message: its JSON kind, and the value when it is short."""
     kind = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
@@ -415,6 +439,7 @@ def loads_session(data: bytes | str, *, audit: bool = False, path: str | None = 
                 f"invalid event: {exc}", seq=exc.seq, line=line, path=path
             ) from exc
         for event in decoded:
+            _check_positions(event, line=line, path=path)
             if event.seq != len(events):
                 raise CorruptLogError(
                     f"{event.type} has seq {event.seq} where seq {len(events)} was expected: "
