@@ -248,11 +248,14 @@ class Corruption:
     data: bytes
 
 
-def field_corruptions(raw: bytes) -> Iterator[Corruption]:
-    """Every field of every record (envelope and payload, at any depth) replaced by a value of
-    each other JSON kind."""
-    lines = raw.split(b"\n")
-    for index, body in enumerate(lines):
+FieldSpec = tuple[int, tuple[Any, ...], Any]
+"""A field corruption, small enough to pool by the thousand: (line index, field path, value)."""
+
+
+def field_specs(raw: bytes) -> Iterator[FieldSpec]:
+    """Every field of every record (envelope and payload, at any depth) paired with each value
+    of another JSON kind."""
+    for index, body in enumerate(raw.split(b"\n")):
         if not body.strip():
             continue
         record = json.loads(body)
@@ -261,14 +264,25 @@ def field_corruptions(raw: bytes) -> Iterator[Corruption]:
             for new in WRONG_VALUES:
                 if _kind(new) == _kind(old) and not isinstance(old, (dict, list)):
                     continue
-                changed = json.dumps(
-                    _replaced(record, path, new), separators=(",", ":"), ensure_ascii=False
-                )
-                damaged = [*lines[:index], changed.encode(), *lines[index + 1 :]]
-                yield Corruption(
-                    f"line {index + 1} field {'/'.join(map(str, path))} = {json.dumps(new)}",
-                    b"\n".join(damaged),
-                )
+                yield index, path, new
+
+
+def apply_field(raw: bytes, spec: FieldSpec) -> Corruption:
+    index, path, new = spec
+    lines = raw.split(b"\n")
+    record = json.loads(lines[index])
+    changed = json.dumps(_replaced(record, path, new), separators=(",", ":"), ensure_ascii=False)
+    damaged = [*lines[:index], changed.encode(), *lines[index + 1 :]]
+    return Corruption(
+        f"line {index + 1} field {'/'.join(map(str, path))} = {json.dumps(new)}",
+        b"\n".join(damaged),
+    )
+
+
+def field_corruptions(raw: bytes) -> Iterator[Corruption]:
+    """:func:`field_specs` applied, one damaged copy at a time."""
+    for spec in field_specs(raw):
+        yield apply_field(raw, spec)
 
 
 def byte_corruptions(raw: bytes, rng: random.Random, count: int) -> Iterator[Corruption]:
