@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test check docs lint typecheck pytest demo bench record-live clean
+.PHONY: test check docs lint typecheck pytest demo bench stress record-live clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python benchmarks/run.py
+
+# The adversarial suite for longer (tests/adversarial/stress.py): DSH_STRESS_SECONDS bounds the
+# run (default 120), DSH_STRESS_SEED picks the sample. Figures go to RELIABILITY.md.
+stress: $(STAMP)
+	$(BIN)/python -m tests.adversarial.stress
 
 record-live: $(STAMP)
 	@test -n "$$DEEPSEEK_API_KEY" || { echo "record-live needs DEEPSEEK_API_KEY in the environment"; exit 2; }
