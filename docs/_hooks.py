@@ -28,7 +28,12 @@ def cli_reference() -> str:
     for action in parser._actions:  # argparse keeps subparsers here; no public accessor exists
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
-                parts += [f"\n## `dsh-testkit {name}`\n", "```text", sub.format_help().rstrip(), "```"]
+                parts += [
+                    f"\n## `dsh-testkit {name}`\n",
+                    "```text",
+                    sub.format_help().rstrip(),
+                    "```",
+                ]
     return "\n".join(parts)
 
 
