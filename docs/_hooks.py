@@ -4,6 +4,8 @@
   argparse prints it.
 - ``<!-- dsh:script-schema -->`` becomes the mock script's JSON Schema, field by field, and the
   schema itself.
+- ``<!-- dsh:cause-codes -->`` and ``<!-- dsh:report-legend -->`` become the cache doctor's cause
+  codes and the terms of its report, with the sentences the report itself prints.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 
 CLI_MARKER = "<!-- dsh:cli-reference -->"
 SCHEMA_MARKER = "<!-- dsh:script-schema -->"
+CAUSES_MARKER = "<!-- dsh:cause-codes -->"
+LEGEND_MARKER = "<!-- dsh:report-legend -->"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,9 +64,29 @@ def script_reference() -> str:
     return "\n".join([*rows, "", "The schema itself:", "", "```json", body, "```"])
 
 
+def cause_codes() -> str:
+    from dsh_testkit.reports import CAUSE_CODES
+
+    rows = ["| code | what it means |", "|---|---|"]
+    rows += [f"| `{code}` | {sentence} |" for code, sentence in CAUSE_CODES.items()]
+    return "\n".join(rows)
+
+
+def report_legend() -> str:
+    from dsh_testkit.reports import LEGEND
+
+    rows = ["| column | meaning |", "|---|---|"]
+    rows += [f"| {term} | {meaning} |" for term, meaning in LEGEND]
+    return "\n".join(rows)
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
     if CLI_MARKER in markdown:
         markdown = markdown.replace(CLI_MARKER, cli_reference())
     if SCHEMA_MARKER in markdown:
         markdown = markdown.replace(SCHEMA_MARKER, script_reference())
+    if CAUSES_MARKER in markdown:
+        markdown = markdown.replace(CAUSES_MARKER, cause_codes())
+    if LEGEND_MARKER in markdown:
+        markdown = markdown.replace(LEGEND_MARKER, report_legend())
     return markdown
