@@ -229,7 +229,13 @@ class AnswerPlanner:
             # parsed arguments, ``{}`` when they are not an object), which the renderer spells
             # ``json.dumps(input)`` — not the scripted string, whatever its spacing.
             sent_back = [(c.name, tool_input(c.arguments_json)) for c in entry.tool_calls]
-        cache_key = CacheKey.for_request(key, view.user_id)
+        # The cache is the serving model's: aliases (and Claude names on /anthropic) share it.
+        served = resolve_model(
+            view.model, endpoint="anthropic" if view.endpoint == "anthropic" else "chat"
+        )
+        cache_key = CacheKey.for_request(
+            key, view.user_id, model=served.id if served is not None else view.model
+        )
         lookup = self.cache.lookup(cache_key, prompt)
         rendered = renderer.render_completion(
             reasoning=entry.reasoning or "",
