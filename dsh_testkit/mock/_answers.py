@@ -19,10 +19,7 @@ from typing import Any, Final, Literal
 
 from dsh_core import thaw_json
 from dsh_core.providers import MODELS, ChatRequest, resolve_model
-<<<<<<< HEAD
-=======
 from dsh_core.providers.anthropic import tool_input
->>>>>>> wt-b2-mock
 
 from ._api_errors import ApiError, default_error
 from ._cache import CacheKey, PrefixCacheSimulator
