@@ -147,6 +147,9 @@ def test_each_record_mode_means_what_it_means_in_pytest_recording(
         test_turns="""
         import os
 
+        import pytest
+
+        @pytest.mark.dsh_lenient  # recorded from the mock's default replies
         async def test_turns(dsh_cassette_provider, dsh_agent):
             agent = dsh_agent(dsh_cassette_provider)
             for prompt in os.environ["PROMPTS"].split(","):
@@ -199,6 +202,8 @@ import contextlib
 import pytest
 from dsh_testkit.mock import Reply
 
+pytestmark = pytest.mark.dsh_lenient  # recorded from the mock's default replies
+
 
 @pytest.mark.dsh_cassette("greeting")
 async def test_two_turns(dsh_cassette_provider, dsh_agent):
@@ -210,6 +215,8 @@ async def test_two_turns(dsh_cassette_provider, dsh_agent):
 SWALLOWING = """
 import contextlib
 import pytest
+
+pytestmark = pytest.mark.dsh_lenient  # recorded from the mock's default replies
 
 
 @pytest.mark.dsh_cassette("greeting")
@@ -441,6 +448,7 @@ def test_recording_without_dsh_live_answers_any_client_from_the_mock(
         import httpx
 
         async def test_async_client(dsh_cassette, dsh_mock):
+            dsh_mock.lenient()  # the default reply is what this test records
             async with httpx.AsyncClient() as client:
                 response = await client.post(
                     "https://api.deepseek.com/chat/completions",
