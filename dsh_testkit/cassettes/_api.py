@@ -173,6 +173,18 @@ def _canonical_body(body: Any) -> Any:
         return raw if isinstance(raw, bytes) else raw.encode("utf-8")
 
 
+def _as_sent(body: Any) -> bytes:
+    """A stored request body as a client most likely sent it: compact JSON, UTF-8."""
+    if body is None or body in (b"", ""):
+        return b""
+    raw = body if isinstance(body, bytes) else str(body).encode("utf-8")
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return raw
+    return json.dumps(parsed, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 def _is_volatile_request_header(name: str) -> bool:
     lowered = name.lower()
     return lowered in VOLATILE_REQUEST_HEADERS or lowered.startswith("x-stainless-")
@@ -282,11 +294,15 @@ class _Rewriter:
         live, recorded = (o.rstrip("/") for o in self.origin)
         return bool(request.uri.startswith(live)) and live != recorded
 
-    def __call__(self, request: Any) -> Any:
+    def rewrite_uri(self, uri: str) -> str:
         if self.origin is not None:
             live, recorded = (o.rstrip("/") for o in self.origin)
-            if request.uri.startswith(live):
-                request.uri = recorded + request.uri[len(live) :]
+            if uri.startswith(live):
+                return recorded + uri[len(live) :]
+        return uri
+
+    def __call__(self, request: Any) -> Any:
+        request.uri = self.rewrite_uri(request.uri)
         return request
 
 
@@ -319,6 +335,12 @@ class Cassette:
         """The vcrpy matchers in use (method, URL, canonical JSON body)."""
         self._persister = persister
         self._loaded = 0
+        self._index: dict[tuple[str, str, Any], list[int]] = {}
+        self._indexed = 0
+        self._raw_index: dict[tuple[str, str, bytes], list[int]] = {}
+        self._raw_indexed = 0
+        self.uri_filter: Any = None
+        """What the record hooks do to a URL (scrub, rewrite the origin), for the fast path."""
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -381,18 +403,78 @@ class Cassette:
         index = self.requests_seen
         self.requests_seen += 1
         vcr_request = VcrRequest(request.method, str(request.url), body, dict(request.headers))
+        replaying = self.mode not in ("all", "rewrite") and cassette.rewound
+        if replaying:
+            position = self._playable_as_sent(vcr_request.method, vcr_request.uri, body)
+            if position is not None:
+                return "play", self._play(position, vcr_request)
         try:
-            playable = cassette.can_play_response_for(vcr_request)
+            filtered = cassette.filter_request(vcr_request)
         except UnscrubbableBody as refusal:
             self.refusals.append(refusal)
             raise
-        if playable:
-            return "play", cassette.play_response(vcr_request)
+        if filtered and replaying:
+            position = self._playable(filtered)
+            if position is not None:
+                return "play", self._play(position, vcr_request)
         if cassette.write_protected:
             error = self._mismatch(vcr_request, index)
             self.mismatches.append(error)
             raise error
         return "record", vcr_request
+
+    def _playable_as_sent(self, method: str, uri: str, body: bytes) -> int | None:
+        """The fast path of :meth:`_playable`: a recording whose body has exactly the bytes the
+        client sent (stored bodies are indexed as compact JSON, as httpx and the SDKs send it).
+
+        A recording is scrubbed, so one with the same bytes proves the live body had nothing
+        to scrub: neither the scrub pass nor the canonical form is needed. Anything else (other
+        JSON spacing or key order, a key to scrub) takes the full path.
+        """
+        if self.uri_filter is None:
+            return None
+        data = self.vcr_cassette.data
+        for position in range(self._raw_indexed, len(data)):
+            stored = data[position][0]
+            key = (stored.method, stored.uri, _as_sent(stored.body))
+            self._raw_index.setdefault(key, []).append(position)
+        self._raw_indexed = len(data)
+        candidates = self._raw_index.get((method, self.uri_filter(uri), body))
+        if not candidates:
+            return None
+        counts = self.vcr_cassette.play_counts
+        return next((i for i in candidates if counts[i] == 0), None)
+
+    def _playable(self, request: Any) -> int | None:
+        """The first unplayed recording matching ``request`` (scrubbed), or ``None``.
+
+        vcrpy finds it by running every matcher against every recording, twice per request
+        (quadratic in the cassette); an index by (method, URL, canonical body) — exactly what
+        the matchers compare — finds it in one lookup, and each body is made canonical once.
+        """
+        data = self.vcr_cassette.data
+        for position in range(self._indexed, len(data)):
+            stored = data[position][0]
+            key = (stored.method, stored.uri, _body_of(stored).canonical)
+            self._index.setdefault(key, []).append(position)
+        self._indexed = len(data)
+        key = (request.method, request.uri, _body_of(request).canonical)
+        counts = self.vcr_cassette.play_counts
+        return next((i for i in self._index.get(key, ()) if counts[i] == 0), None)
+
+    def _play(self, position: int, request: Any) -> Any:
+        """Mark recording ``position`` played, as ``vcr.cassette.Cassette.play_response`` does
+        (its bookkeeping decides what ``drop_unused_requests`` keeps), and return its response."""
+        cassette = self.vcr_cassette
+        if not hasattr(cassette, "_played_interactions") or not hasattr(
+            cassette, "_loaded_count"
+        ):  # another vcrpy: let it find the same recording its own way
+            return cassette.play_response(request)
+        stored, response = cassette.data[position]
+        if cassette.play_counts[position] == 0 and position < cassette._loaded_count:
+            cassette._played_interactions.append((stored, response))
+        cassette.play_counts[position] += 1
+        return response
 
     def record(
         self,
@@ -481,8 +563,8 @@ class Cassette:
             out.extend(diff_chat(a, b))
         elif _body_of(recorded).canonical != _body_of(live).canonical:
             out.append(
-                f"body differs: recorded: {short(_text(recorded.body))}, "
-                f"request: {short(_text(live.body))}"
+                f"body differs: recorded: {short(_shown(recorded.body))}, "
+                f"request: {short(_shown(live.body))}"
             )
         return tuple(out)
 
@@ -499,6 +581,15 @@ class Cassette:
             differences = int(_body_of(recorded).canonical != _body_of(live).canonical)
             shared = 0
         return (route, differences, -shared, abs(position - index))
+
+
+def _shown(body: Any) -> str:
+    """A body as a message shows it: JSON compact (a stored body is pretty-printed)."""
+    text = _text(body)
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
+    except ValueError:
+        return text
 
 
 def _text(body: Any) -> str:
@@ -545,10 +636,11 @@ def use_cassette(
         )
     from vcr.matchers import method, uri
 
-    persister = CassettePersister(metadata)
+    scrubber = Scrubber.for_rules(scrub)
+    persister = CassettePersister(metadata, fingerprint=scrubber.fingerprint)
     handle = Cassette(path, mode, persister, match_on=(method, uri, json_body_matcher))
     rewriter = _Rewriter(rewrite_origin)
-    scrubber = Scrubber.for_rules(scrub)
+    handle.uri_filter = lambda uri: rewriter.rewrite_uri(scrubber.url(uri))
 
     # vcrpy hands each live request to this hook three times (checking, then playing or
     # recording), once more as the hook's own output: scrub it once. The hook's output is
@@ -556,7 +648,10 @@ def use_cassette(
     last_request: list[Any] = [None, None]
 
     def before_record_request(request: Any) -> Any:
-        if handle.vcr_cassette is None and _loaded_request_is_final(request, rewriter, scrubber):
+        if handle.vcr_cassette is None and (
+            (persister.verified and not rewriter.applies(request))
+            or _loaded_request_is_final(request, rewriter, scrubber)
+        ):
             return request  # loading what these hooks wrote: nothing to scrub again
         live, filtered = last_request
         if request is live or request is filtered:
@@ -566,7 +661,9 @@ def use_cassette(
         return filtered
 
     def before_record_response(response: dict[str, Any]) -> dict[str, Any]:
-        if handle.vcr_cassette is None and _loaded_response_is_final(response, scrubber):
+        if handle.vcr_cassette is None and (
+            persister.verified or _loaded_response_is_final(response, scrubber)
+        ):
             return response
         response = scrubber.vcr_response(_decode_compressed(response))
         return _drop_volatile_response_headers(response)

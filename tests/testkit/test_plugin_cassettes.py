@@ -3,6 +3,7 @@ the failure output of a mismatch, and replay under pytest-xdist."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,7 @@ def test_recording_from_the_mock_then_replaying_the_cassette(project: pytest.Pyt
     [interaction] = data["interactions"]
     assert interaction["request"]["uri"] == "https://api.deepseek.com/chat/completions"
     assert interaction["request"]["headers"]["authorization"] == "<REDACTED>"
-    assert interaction["request"]["body"]["json"]["messages"][0] == {
+    assert json.loads(interaction["request"]["body"]["json"])["messages"][0] == {
         "role": "system",
         "content": "Be terse.",
     }
@@ -163,7 +164,8 @@ def test_each_record_mode_means_what_it_means_in_pytest_recording(
         project.runpytest(*args).assert_outcomes(passed=1)
         data = load(cassette)
         return [
-            i["request"]["body"]["json"]["messages"][-1]["content"] for i in data["interactions"]
+            json.loads(i["request"]["body"]["json"])["messages"][-1]["content"]
+            for i in data["interactions"]
         ]
 
     assert run("one", "--dsh-record-mode=once") == ["one"]  # no cassette yet: recorded
