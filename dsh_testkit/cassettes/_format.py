@@ -5,8 +5,9 @@ stores them so a diff of a re-recorded cassette reads like a diff of the convers
 (written) keeps each body as ONE YAML literal block, which the C YAML loader reads as a single
 string, and parses it with the C ``json`` module only when it is needed:
 
-- JSON bodies as pretty-printed JSON (``body: {json: |  {"model": …}}``, two-space indents, one
-  key per line, non-ASCII kept), re-emitted compact when replayed;
+- JSON bodies as laid-out JSON (``body: {json: |  {"model": …}}``): one top-level key a line,
+  one element a line of each top-level list (a request's messages, its tools), non-ASCII kept;
+  re-emitted compact when replayed;
 - ``text/event-stream`` bodies as their text (``body: {sse: |  data: {…}``), one event per line
   and the blank line between events, exactly as the server sent them; replay cuts them into
   events (one stream chunk each) when a response is first played;
@@ -147,7 +148,33 @@ def _encode_body(body: Any, headers: Mapping[str, Any], *, sse: bool) -> dict[st
         parsed = json.loads(text)
     except ValueError:
         return {"text": text}
-    return {"json": json.dumps(parsed, ensure_ascii=False, indent=2) + "\n"}
+    return {"json": _pretty(parsed)}
+
+
+def _inline(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _pretty(value: Any) -> str:
+    """JSON laid out for diffs: one top-level key a line, and one element a line of each
+    top-level list (a chat request's messages and tools: a changed message is a changed line).
+    Deeper values stay on their line, so a 100-message request is ~100 lines, not ~500."""
+
+    def listed(items: list[Any], indent: str) -> str:
+        if not items:
+            return "[]"
+        inner = ",\n".join(f"{indent}  {_inline(item)}" for item in items)
+        return f"[\n{inner}\n{indent}]"
+
+    if isinstance(value, dict) and value:
+        lines = []
+        for key, item in value.items():
+            shown = listed(item, "  ") if isinstance(item, list) else _inline(item)
+            lines.append(f"  {_inline(key)}: {shown}")
+        return "{\n" + ",\n".join(lines) + "\n}\n"
+    if isinstance(value, list):
+        return listed(value, "") + "\n"
+    return _inline(value) + "\n"
 
 
 def _decode_body_v2(

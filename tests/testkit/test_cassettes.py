@@ -106,7 +106,12 @@ def test_recording_writes_a_versioned_readable_cassette(tmp_path: Path) -> None:
     # JSON bodies pretty-printed in a literal block, one key a line; SSE as sent, one event a
     # line with the blank line between events
     assert '      json: |\n        {\n          "model": "deepseek-v4-flash",\n' in text
-    assert '"content": "You are terse.\\nAnswer in English."\n' in text
+    assert (
+        '          "messages": [\n'
+        '            {"role": "system", "content": "You are terse.\\nAnswer in English."},\n'
+        '            {"role": "user", "content": "hello"}\n'
+        "          ],\n"
+    ) in text
     assert "      sse: |+\n        data: {" in text
     assert "\n\n        : keep-alive\n\n" in text
     assert '        data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\n' in text
