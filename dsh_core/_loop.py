@@ -41,6 +41,7 @@ from typing import Any, Literal, TypeAlias
 
 from ._cancel import Aborted, CancelGuard
 from ._errors import AgentError
+from ._events import last_turn_boundary, open_turn, turn_step
 from ._header import EpochHeader, LlmCallConfig, ToolSchema, canonical_header, plan_header_event
 from ._invariants import LogInvariant, RequestInvariant
 from ._messages import Message, user_message
@@ -152,9 +153,13 @@ class AgentOptions:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PreStepContext:
-    """What a ``pre_step`` hook gets: the step about to open and its rendered assembly."""
+    """What a ``pre_step`` hook gets: the step about to open and its rendered assembly.
 
-    agent: Agent
+    Narrow on purpose (no agent): the log to read and append to, the provider (a compactor's
+    one-shot call), the agent's options, the turn's cancel token (``cancel.cancel(reason)`` is
+    what ``Agent.cancel`` does) and ``inject``.
+    """
+
     session: Session
     provider: Provider
     turn: int
@@ -165,6 +170,10 @@ class PreStepContext:
     tools: tuple[ToolSchema, ...]
     """This step's tool schemas, in header order."""
     cancel: CancelToken
+    options: AgentOptions
+    """The agent's options (model, provider, ``id_factory``, …), read only."""
+    inject: Callable[[str | Message], Message] = field(repr=False, compare=False)
+    """Queue a user message for the NEXT request (the agent's ``inject``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -426,7 +435,6 @@ class Agent:
         tools = self.tools.schemas()
         for hook in tuple(self._pre_steps):
             ctx = PreStepContext(
-                agent=self,
                 session=session,
                 provider=self.provider,
                 turn=turn,
@@ -434,6 +442,8 @@ class Agent:
                 system=system,
                 tools=tools,
                 cancel=state.token,
+                options=self.options,
+                inject=self._injector(),
             )
             result = hook(ctx)
             if inspect.isawaitable(result):
@@ -460,7 +470,7 @@ class Agent:
                 cancel=state.token,
                 id_factory=self.options.id_factory,
                 max_parallel=self.options.max_parallel_tools,
-                agent=self,
+                inject=self._injector(),
             )
             await scheduler.run(calls)
             return "tools", message
@@ -685,24 +695,14 @@ class Agent:
 
 
 def _last_turn(session: Session) -> int:
-    events = session.events
-    for i in range(len(events) - 1, -1, -1):
-        event = events[i]
-        if event.type in ("turn/start", "turn/end"):
-            turn = event.data.get("turn") if isinstance(event.data, dict) else None
-            return turn if isinstance(turn, int) and not isinstance(turn, bool) else 0
-    return 0
+    boundary = last_turn_boundary(session.events)
+    return (turn_step(boundary).turn or 0) if boundary is not None else 0
 
 
 def _check_no_open_turn(session: Session) -> None:
-    events = session.events
-    for i in range(len(events) - 1, -1, -1):
-        event = events[i]
-        if event.type == "turn/end":
-            return
-        if event.type == "turn/start":
-            turn = event.data.get("turn") if isinstance(event.data, dict) else None
-            raise AgentError(
-                f"the session ends inside open turn {turn} (turn/start at seq {i}); close it "
-                "first (persistence's crash repair does) or fork before the turn"
-            )
+    inside = open_turn(session.events)
+    if inside is not None:
+        raise AgentError(
+            f"the session ends inside open turn {inside.turn} (turn/start at seq {inside.seq}); "
+            "close it first (persistence's crash repair does) or fork before the turn"
+        )

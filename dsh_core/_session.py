@@ -11,10 +11,17 @@ from __future__ import annotations
 import time as _time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar, cast
 
 from ._errors import CorruptLogError, ForkError, InvalidEventError, JsonValueError
-from ._events import Event, SurfaceOp, check_event_shape, parse_source_seqs, parse_surface_op
+from ._events import (
+    Event,
+    SurfaceOp,
+    check_event_shape,
+    open_turn,
+    parse_source_seqs,
+    parse_surface_op,
+)
 from ._header import EpochHeader, fold_request_header
 from ._json import FrozenDict, freeze_json
 from ._messages import Message, derive_event_message, parse_event_message
@@ -86,6 +93,9 @@ def _now_ms() -> int:
     return int(_time.time() * 1000)
 
 
+_S = TypeVar("_S")
+
+
 class Session:
     """An append-only session log with cached message and header folds.
 
@@ -100,6 +110,7 @@ class Session:
         "_derived_generation",
         "_derived_nodes",
         "_events",
+        "_fold_states",
         "_header",
         "_header_cursor",
         "_listeners",
@@ -121,6 +132,7 @@ class Session:
         self._validators: list[Validator] = []
         self._listeners: list[Listener] = []
         self._appending = False
+        self._fold_states: dict[object, object] = {}
 
     # ---------------------------------------------------------------- construction
 
@@ -196,6 +208,19 @@ class Session:
     @property
     def surface_generation(self) -> int:
         return self._surface.generation
+
+    def fold_state(self, key: object, factory: Callable[[], _S]) -> _S:
+        """The state an incremental fold over this log keeps between calls, made on first use.
+
+        Owned by the session, so it lives and dies with it (no module-level cache keyed by
+        ``id(session)``, no state shared between sessions). ``key`` names the fold: its owner's
+        class or function, so two folds never share a state. The fold itself decides whether
+        the state still matches the log (e.g. by the identity of the last event it folded).
+        """
+        state = self._fold_states.get(key)
+        if state is None:
+            state = self._fold_states[key] = factory()
+        return cast(_S, state)  # one key, one factory: one type
 
     def add_validator(self, validator: Validator) -> Callable[[], None]:
         """Register a pre-commit check; returns a function that removes it."""
@@ -376,17 +401,13 @@ def fork(session: Session, at_seq: int, *, child_id: str | None = None) -> Sessi
     if at_seq >= len(events):
         last = len(events) - 1 if events else "none"
         raise ForkError(f"fork boundary seq {at_seq} does not exist (last seq: {last})", seq=at_seq)
-    for i in range(at_seq, -1, -1):
-        kind = events[i].type
-        if kind == "turn/end":
-            break
-        if kind == "turn/start":
-            turn = events[i].data.get("turn") if isinstance(events[i].data, Mapping) else None
-            raise ForkError(
-                f"fork boundary seq {at_seq} ends inside open turn {turn} (opened at seq {i}); "
-                "fork at a turn boundary",
-                seq=at_seq,
-            )
+    inside = open_turn(events, at_seq + 1)
+    if inside is not None:
+        raise ForkError(
+            f"fork boundary seq {at_seq} ends inside open turn {inside.turn} (opened at seq "
+            f"{inside.seq}); fork at a turn boundary",
+            seq=at_seq,
+        )
     seed = events[: at_seq + 1]
     child_id = child_id if child_id is not None else f"{session.id}/fork@{at_seq}"
     info = SessionInfo(

@@ -68,7 +68,7 @@ _UNSAFE_NAME: Final = re.compile(r"[^A-Za-z0-9_.\-\[\]=+,]")
 class MockFixture:
     """The mock DeepSeek served in process (the ``dsh_mock`` fixture).
 
-    Script it with :meth:`push` (``Reply``, ``HttpError`` entries of :mod:`dsh_testkit.mock`);
+    Script it with :meth:`push` (``Reply``, ``ErrorReply`` entries of :mod:`dsh_testkit.mock`);
     unscripted requests get the mock's deterministic default reply. Point a client at it with
     :attr:`provider` (this project's provider), or :meth:`transport` for any httpx/httpx2
     client (the openai and anthropic SDKs use httpx2). Nothing touches the network.
@@ -131,7 +131,7 @@ class MockFixture:
 
     def respond_with(self, responder: Any) -> None:
         """Answer requests the queue does not with ``responder(request)`` (a ``Reply``, an
-        ``HttpError`` or ``None``); its answers count as scripted."""
+        ``ErrorReply`` or ``None``); its answers count as scripted."""
         self.mock.respond_with(responder)
 
     def unmet(self) -> MockNotSatisfied | None:
@@ -191,11 +191,9 @@ def unmet_expectations(mock: MockDeepSeek) -> MockNotSatisfied | None:
     unused = mock.pending
     unscripted: list[ReceivedRequest] = []
     if not _has_responder(mock) and mock.on_exhausted == "default":
-        unscripted = [
-            r
-            for r in mock.requests
-            if r.endpoint in ("chat", "anthropic") and not r.scripted and r.error is None
-        ]
+        # the mock's own list (bounded like its request log); a responder or another
+        # on_exhausted policy is the test's own script, so only the default reply counts here
+        unscripted = list(mock.unscripted_requests)
     if not unused and not unscripted:
         return None
     lines = ["the mock DeepSeek was not used as scripted (the dsh_mock fixtures are strict):"]

@@ -445,7 +445,7 @@ def dsh_mock(request: pytest.FixtureRequest) -> MockFixture:
 
     No sockets, no key, no network.
 
-    ``dsh_mock.push(Reply(text="hi"), HttpError(status=429))`` scripts answers (from
+    ``dsh_mock.push(Reply(text="hi"), ErrorReply(status=429))`` scripts answers (from
     ``dsh_testkit.mock``). Strict like respx: a passing test fails with ``MockNotSatisfied``
     when scripted entries were left unused or a request came that nobody scripted (it got the
     deterministic default reply); opt out with ``dsh_mock.lenient()`` or

@@ -1,6 +1,6 @@
 """Failure codes, and the HTTP error → :class:`LlmFailure` mapping both adapters share.
 
-Codes follow the reference harness (dsh-testing-spec §3.6) so logged failures interchange:
+Codes follow the reference harness (docs/design.md) so logged failures interchange:
 ``AUTH``, ``QUOTA``, ``RATE_LIMIT``, ``INVALID_REQUEST``, ``CONTEXT_WINDOW_EXCEEDED``, ``SERVER``,
 ``HTTP_<status>``, ``TRANSPORT``, ``TIMEOUT``, ``STREAM_CLOSED``, ``EMPTY_RESPONSE``,
 ``MALFORMED_RESPONSE``, ``ABORTED``, ``MISSING_CREDENTIAL``, ``INVALID_CREDENTIAL``,
@@ -12,13 +12,13 @@ decides.
 from __future__ import annotations
 
 import email.utils
-import json
 import math
 import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from .._json import loads_json
 from .._stream import LlmFailure
 
 __all__ = ["RETRYABLE_CODES", "classify_http_error", "failure", "parse_retry_after"]
@@ -34,7 +34,7 @@ RETRYABLE_CODES = frozenset(
     }
 )
 """Codes a retry of the same request may cure. ``STREAM_CLOSED`` (a clean cut mid-answer) is
-deliberately absent, as in the reference harness (dsh-testing-spec §9 item 12)."""
+deliberately absent, as in the reference harness."""
 
 _QUOTA = re.compile(
     r"insufficient[ _-]?(quota|balance|credits?|funds)|(quota|usage|spend)[ _-]?limit"
@@ -96,7 +96,7 @@ def _text(body: bytes | str | Mapping[str, Any] | None) -> tuple[Mapping[str, An
         return body, ""
     text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
     try:
-        parsed = json.loads(text)
+        parsed = loads_json(text)  # iterative: a deeply nested body cannot overflow
     except ValueError:
         return None, text.strip()
     return (parsed, "") if isinstance(parsed, Mapping) else (None, text.strip())

@@ -5,35 +5,42 @@ chat templating, so this module turns a request body — the chat-completions JS
 sends, or the Anthropic messages JSON — into a token sequence with boundary marks, and a model
 reply into the tokens that extend it.
 
-The template (an approximation of DeepSeek's V3.2/V4 encoding, wire.md §1.4)::
+The template (DeepSeek-V4's encoding, as its public encoder writes it)::
 
-    <｜begin▁of▁sentence｜> {leading system texts} [\\n\\n## Tools\\n {tool json}\\n …]
-    <｜User｜> {user text | <result>{tool output}</result> | image} …        ← input end
-    <｜Assistant｜> [<think>{reasoning}]</think> {content} [DSML tool calls] <｜end▁of▁sentence｜>
+    <｜begin▁of▁sentence｜> {leading system texts} [\n\n## Tools … {one tool schema a line} …]
+    <｜User｜> {user text | <tool_result>{tool output}</tool_result> | image} …   ← input end
+    <｜Assistant｜> [<think>{reasoning}]</think> {content}
+        [\n\n<｜DSML｜tool_calls> <｜DSML｜invoke name=…> <｜DSML｜parameter …>… ] <｜end▁of▁sentence｜>
                                                                            ← output end
     … further turns …
     <｜Assistant｜> <think>            (generation prefix; ``</think>`` when thinking is off)
 
+- The tool preamble is V4's: how to call tools in DSML, then each schema as ``json.dumps`` with
+  its default spacing, one a line. A call renders one ``parameter`` per argument (a string as
+  it is with ``string="true"``, any other value as JSON with ``string="false"``); arguments
+  that are not a JSON object render as one ``arguments`` parameter.
 - A run of consecutive user / tool / image inputs opens with one ``<｜User｜>``; a system message
-  after the leading ones renders as plain text where it stands (V3.2 does the same).
-- A history assistant turn keeps its reasoning (``<think>{reasoning}</think>``) only when thinking
-  is on **and** the request carries tools: DeepSeek ignores earlier reasoning otherwise
-  (wire.md §1.4), so it renders as ``</think>{content}``.
+  after the leading ones renders as plain text where it stands.
+- Reasoning pass-back (:data:`ReasoningRule`, default ``"tool-turns"``, DeepSeek's documented
+  rule): a history assistant turn keeps its reasoning (``<think>{reasoning}</think>``) only when
+  thinking is on and that turn made tool calls; otherwise it renders as ``</think>{content}``.
 - A reply rendered by :meth:`PromptRenderer.render_completion` is exactly what the next request
-  renders for that assistant turn when it is sent back unchanged (non-thinking, or thinking with
-  tools) — that is what lets the "end of model output" cache unit hit.
+  renders for that assistant turn when it is sent back unchanged and keeps its reasoning
+  (non-thinking, or a turn with tool calls) — that is what lets the "end of model output"
+  cache unit hit.
 - Every text segment is encoded on its own and the segments are concatenated, so an append-only
   conversation renders to token sequences that extend each other (prefix stability), and the
   same conversation in the chat and Anthropic shapes renders to the same tokens: text blocks of
   one message are joined with ``""`` first, tool-call ids are not rendered, Anthropic
-  ``tool_use.input`` renders as ``json.dumps(input, ensure_ascii=False)``, Anthropic
-  ``input_schema`` as chat ``parameters``, and images by their source (a base64 source as the
-  ``data:`` URL the chat shape would carry).
+  ``tool_use.input`` renders as its parameters, Anthropic ``input_schema`` as chat
+  ``parameters``, and images by their source (a base64 source as the ``data:`` URL the chat
+  shape would carry). Segments are cut where the real tokenizer cuts the whole text anyway (a
+  newline stays with the ``>`` before it), so counts match the real tokenizer's closely.
 - Template markers use the DeepSeek-V4 vocabulary's ids (``<｜User｜>`` = 128803, …) whatever the
   tokenizer.
 
-Counts are approximate: the real template's tool prompt and DSML framing are longer, and an image
-is a fixed :data:`IMAGE_TOKENS`. Calibrate against live ``usage.prompt_tokens`` where it matters.
+With the real tokenizer, prompt growth per tool step matches live ``usage.prompt_tokens`` to a
+few tokens (docs/fidelity.md); an image is a fixed :data:`IMAGE_TOKENS`.
 
 Text between the markers goes through a pluggable :class:`~dsh_testkit.tokenizers.Tokenizer`
 (:class:`~dsh_testkit.tokenizers.HeuristicTokenizer` by default).
@@ -44,13 +51,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from ..tokenizers import HeuristicTokenizer, Tokenizer, hashed_id
 
 __all__ = [
     "IMAGE_TOKENS",
     "PromptRenderer",
+    "ReasoningRule",
     "RenderedCompletion",
     "RenderedPrompt",
     "ToolCallSpec",
@@ -149,6 +157,77 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+ReasoningRule: TypeAlias = Literal["tool-turns", "with-tools"]
+"""Which earlier ``reasoning_content`` a thinking-mode prompt keeps. ``"tool-turns"`` (the
+default, DeepSeek's documented rule): the reasoning of assistant turns that made tool calls;
+the rest is dropped. ``"with-tools"``: all of it whenever the request carries tools (how the public V4
+encoder behaves when tools are present)."""
+
+
+def _makes_calls(message: Any, *, anthropic: bool) -> bool:
+    if not isinstance(message, Mapping):
+        return False
+    if not anthropic:
+        return bool(message.get("tool_calls"))
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") == "tool_use" for b in content
+    )
+
+
+def _schema_text(value: Any) -> str:
+    """A tool schema as V4's template writes it: ``json.dumps`` with its default spacing."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _parameters(arguments: str | Mapping[str, Any]) -> list[tuple[str, str, bool]]:
+    """``(name, value text, is a string)`` per argument of a call. Arguments that are not a
+    JSON object render as one ``arguments`` parameter holding the raw text."""
+    parsed: Any = arguments
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            parsed = None
+    if not isinstance(parsed, Mapping):
+        return [("arguments", _arguments_text(arguments), True)]
+    return [
+        (str(key), value if isinstance(value, str) else _schema_text(value), isinstance(value, str))
+        for key, value in parsed.items()
+    ]
+
+
+_TOOLS_HEAD = (
+    "## Tools\n\n"
+    "You have access to a set of tools to help answer the user's question. You can invoke "
+    'tools by writing a "<｜DSML｜tool_calls>" block like the following:\n\n'
+    "<｜DSML｜tool_calls>\n"
+    '<｜DSML｜invoke name="$TOOL_NAME">\n'
+    '<｜DSML｜parameter name="$PARAMETER_NAME" string="true|false">$PARAMETER_VALUE'
+    "</｜DSML｜parameter>\n"
+    "...\n"
+    "</｜DSML｜invoke>\n"
+    '<｜DSML｜invoke name="$TOOL_NAME2">\n'
+    "...\n"
+    "</｜DSML｜invoke>\n"
+    "</｜DSML｜tool_calls>\n\n"
+    'String parameters should be specified as is and set `string="true"`. For all other types '
+    "(numbers, booleans, arrays, objects), pass the value in JSON format and set "
+    '`string="false"`.\n\n'
+    "If thinking_mode is enabled (triggered by <think>), you MUST output your complete "
+    "reasoning inside <think>...</think> BEFORE any tool calls or final response.\n\n"
+    "Otherwise, output directly after </think> with tool calls or final response.\n\n"
+    "### Available Tool Schemas\n\n"
+)
+"""V4's tool preamble up to the schemas (the public V4 encoding's tools template, in our words
+only where it is not the model-visible text itself: that text must match to count tokens)."""
+
+_TOOLS_TAIL = (
+    "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke "
+    "tool calls.\n"
+)
+
+
 def _arguments_text(arguments: str | Mapping[str, Any]) -> str:
     if isinstance(arguments, str):
         return arguments
@@ -201,12 +280,16 @@ class _Builder:
         self._pending_input = True
 
     def tools(self, tools: Sequence[str]) -> None:
+        """V4's tool preamble after the system text: how to call, then one schema a line."""
         if not tools:
             return
-        self.text("\n\n## Tools\n")
-        for tool in tools:
+        self.text("\n\n")
+        self.text(_TOOLS_HEAD)
+        for index, tool in enumerate(tools):
+            if index:
+                self.text("\n")
             self.text(tool)
-            self.text("\n")
+        self.text(_TOOLS_TAIL)
 
     def _open_user_run(self) -> None:
         if not self._in_user_run:
@@ -232,13 +315,13 @@ class _Builder:
     def tool_result(self, parts: Iterable[tuple[str, str]]) -> None:
         """``parts``: ``("text", text)`` or ``("image", source)`` in order."""
         self._open_user_run()
-        self.text("<result>")
+        self.text("<tool_result>")
         for kind, value in parts:
             if kind == "image":
                 self.image(value)
             else:
                 self.text(value)
-        self.text("</result>")
+        self.text("</tool_result>")
 
     def _end_input(self) -> None:
         if self._pending_input:
@@ -247,22 +330,37 @@ class _Builder:
         self._in_user_run = False
 
     def tool_calls(self, calls: Sequence[ToolCallSpec]) -> None:
+        """V4's DSML block: ``<｜DSML｜tool_calls>``, one ``invoke`` per call, one ``parameter``
+        per argument (strings as they are, other values as JSON).
+
+        Text is cut into segments where the real tokenizer cuts the whole block anyway: a
+        newline stays with the ``>`` before it, a ``<`` or ``</`` with the marker after it."""
         if not calls:
             return
         self.text("\n\n<")
         self.out.append(DSML)
-        self.text("function_calls>\n")
+        self.text("tool_calls>\n")
         for name, arguments in calls:
             self.text("<")
             self.out.append(DSML)
             self.text(f'invoke name="{name}">\n')
-            self.text(_arguments_text(arguments))
-            self.text("\n</")
+            parameters = _parameters(arguments)
+            if not parameters:
+                self.text("\n")
+            for key, value, is_string in parameters:
+                self.text("<")
+                self.out.append(DSML)
+                self.text(f'parameter name="{key}" string="{"true" if is_string else "false"}">')
+                self.text(value)
+                self.text("</")
+                self.out.append(DSML)
+                self.text("parameter>\n")
+            self.text("</")
             self.out.append(DSML)
             self.text("invoke>\n")
         self.text("</")
         self.out.append(DSML)
-        self.text("function_calls>")
+        self.text("tool_calls>")
 
     def assistant(
         self,
@@ -350,11 +448,23 @@ class PromptRenderer:
     thread-safe (the mock is single-threaded asyncio).
     """
 
-    __slots__ = ("_memo", "_memo_entries", "tokenizer")
+    __slots__ = ("_memo", "_memo_entries", "reasoning_rule", "tokenizer")
 
-    def __init__(self, tokenizer: Tokenizer | None = None, *, memo_entries: int = 16384) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer | None = None,
+        *,
+        memo_entries: int = 16384,
+        reasoning_rule: ReasoningRule = "tool-turns",
+    ) -> None:
         if memo_entries < 1:
             raise ValueError(f"memo_entries must be at least 1, got {memo_entries}")
+        if reasoning_rule not in ("tool-turns", "with-tools"):
+            raise ValueError(
+                f'reasoning_rule must be "tool-turns" or "with-tools", got {reasoning_rule!r}'
+            )
+        self.reasoning_rule: ReasoningRule = reasoning_rule
+        """Which history reasoning the prompt keeps (:data:`ReasoningRule`)."""
         self.tokenizer: Tokenizer = tokenizer if tokenizer is not None else HeuristicTokenizer()
         """The tokenizer text segments go through."""
         self._memo: dict[str, tuple[int, ...]] = {}
@@ -378,6 +488,29 @@ class PromptRenderer:
         """Number of tokens of ``text`` alone (no template)."""
         return len(self.encode(text))
 
+    def _kept_reasoning(
+        self, messages: Sequence[Any], thinking: bool, has_tools: bool, *, anthropic: bool
+    ) -> frozenset[int]:
+        """Positions of the history assistant messages whose reasoning stays in the prompt.
+
+        Rule ``"tool-turns"``: the reasoning of an assistant turn that made tool calls is kept;
+        that of a turn without tool calls (a final answer) is dropped (DeepSeek's thinking-mode
+        guide; measured: live prompt tokens drop exactly that reasoning, also for the final
+        answer of a turn whose earlier steps called tools). Rule ``"with-tools"``: every
+        reasoning is kept when the request carries tools. Nothing is kept with thinking off.
+        """
+        if not thinking:
+            return frozenset()
+        if self.reasoning_rule == "with-tools":
+            if not has_tools:
+                return frozenset()
+            return frozenset(i for i, m in enumerate(messages) if _role(m) == "assistant")
+        return frozenset(
+            i
+            for i, m in enumerate(messages)
+            if _role(m) == "assistant" and _makes_calls(m, anthropic=anthropic)
+        )
+
     # -- chat completions -------------------------------------------------------------------
 
     def render_chat(
@@ -392,9 +525,9 @@ class PromptRenderer:
             thinking = default_thinking(body)
         tools = body.get("tools")
         tool_texts = [self._chat_tool_text(t) for t in tools] if isinstance(tools, list) else []
-        keep_reasoning = thinking and bool(tool_texts)
         messages = body.get("messages")
         messages = messages if isinstance(messages, list) else []
+        kept = self._kept_reasoning(messages, thinking, bool(tool_texts), anthropic=False)
         builder = _Builder(self.encode)
         index = 0
         while index < len(messages) and _role(messages[index]) in ("system", "developer"):
@@ -422,7 +555,7 @@ class PromptRenderer:
                         reasoning=reasoning,
                         content=text,
                         calls=_chat_calls(message.get("tool_calls")),
-                        keep_reasoning=keep_reasoning,
+                        keep_reasoning=position in kept,
                     )
             elif role == "tool":
                 builder.tool_result(_result_parts(message.get("content")))
@@ -435,10 +568,10 @@ class PromptRenderer:
     def _chat_tool_text(self, tool: Any) -> str:
         if isinstance(tool, Mapping) and isinstance(tool.get("function"), Mapping):
             function = tool["function"]
-            return _json_text(
+            return _schema_text(
                 _normal_tool(function.get("name"), function, function.get("parameters"))
             )
-        return _json_text(tool)
+        return _schema_text(tool)
 
     # -- anthropic messages -----------------------------------------------------------------
 
@@ -455,26 +588,27 @@ class PromptRenderer:
         tool_texts = (
             [self._anthropic_tool_text(t) for t in tools] if isinstance(tools, list) else []
         )
-        keep_reasoning = thinking and bool(tool_texts)
         builder = _Builder(self.encode)
         system = body.get("system")
         if system is not None:
             builder.system(_joined_text(system)[0])
         builder.tools(tool_texts)
         messages = body.get("messages")
-        for message in messages if isinstance(messages, list) else []:
+        messages = messages if isinstance(messages, list) else []
+        kept = self._kept_reasoning(messages, thinking, bool(tool_texts), anthropic=True)
+        for position, message in enumerate(messages):
             if not isinstance(message, Mapping):
                 builder.user_text(_json_text(message))
             elif message.get("role") == "assistant":
-                self._anthropic_assistant(builder, message.get("content"), keep_reasoning)
+                self._anthropic_assistant(builder, message.get("content"), position in kept)
             else:
                 _user_content(builder, message.get("content"))
         return builder.finish(thinking=thinking, prefix=False)
 
     def _anthropic_tool_text(self, tool: Any) -> str:
         if isinstance(tool, Mapping) and "input_schema" in tool:
-            return _json_text(_normal_tool(tool.get("name"), tool, tool.get("input_schema")))
-        return _json_text(tool)
+            return _schema_text(_normal_tool(tool.get("name"), tool, tool.get("input_schema")))
+        return _schema_text(tool)
 
     @staticmethod
     def _anthropic_assistant(builder: _Builder, content: Any, keep_reasoning: bool) -> None:

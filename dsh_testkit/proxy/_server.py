@@ -10,7 +10,7 @@ every key-shaped string, the client's own credential included. ``GET /_dsh/repor
 cache doctor's report of the exchanges so far (``?format=json`` for JSON).
 
 The HTTP side reuses the mock server's request reader (HTTP/1.1, keep-alive, chunked bodies);
-the upstream side is one pooled ``httpx.AsyncClient``.
+the upstream side is a small keep-alive HTTP/1.1 client (``_upstream.py``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ from types import TracebackType
 from typing import Any, Final, Self
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
-
 from .._errors import TestkitError
 from ..mock._server import (
     HEAD_TIMEOUT,
@@ -43,6 +41,7 @@ from ..mock._server import (
 from ..traces import Exchange, Trace, TraceUsage, TraceWriter
 from ..traces._readers import SESSION_HEADERS
 from ..traces._wire import answer_of_events, answer_of_json, endpoint_of
+from ._upstream import Upstream, UpstreamError, UpstreamResponse
 
 __all__ = ["ProxyError", "ProxyServer", "serve_proxy"]
 
@@ -152,7 +151,7 @@ def report_text(trace: Trace, *, as_json: bool = False) -> str:
 
 
 class _Proxy:
-    def __init__(self, upstream: str, recorder: Recorder, client: httpx.AsyncClient) -> None:
+    def __init__(self, upstream: str, recorder: Recorder, client: Upstream) -> None:
         parts = urlsplit(upstream)
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self.base_path = parts.path.rstrip("/")
@@ -212,60 +211,59 @@ class _Proxy:
 
     async def _forward(self, head: _Head, body: bytes, writer: asyncio.StreamWriter) -> None:
         started = time.time()
-        url = self.origin + self.base_path + head.target
+        target = self.base_path + head.target
         headers = [(k, v) for k, v in head.headers if k.lower() not in _HOP_BY_HOP]
         headers.append(("accept-encoding", "identity"))
-        request = self.client.build_request(head.method, url, headers=headers, content=body)
         try:
-            response = await self.client.send(request, stream=True)
-        except httpx.HTTPError as exc:
+            response = await self.client.request(head.method, target, headers, body)
+        except UpstreamError as exc:
             message = json.dumps(
-                {
-                    "error": {
-                        "message": f"dsh-testkit proxy: upstream failed: {exc}",
-                        "type": "proxy_error",
-                    }
-                }
+                {"error": {"message": f"dsh-testkit proxy: {exc}", "type": "proxy_error"}}
             )
             await self._plain(writer, 502, message.encode(), "application/json")
             return
         first_byte: float | None = None
         received = bytearray()
         try:
-            out_headers = [
-                (k, v) for k, v in response.headers.multi_items() if k.lower() not in _HOP_BY_HOP
-            ]
-            lines = [
-                f"HTTP/1.1 {response.status_code} {response.reason_phrase or _reason(response.status_code)}"
-            ]
-            lines += [f"{k}: {v}" for k, v in out_headers]
+            lines = [f"HTTP/1.1 {response.status} {response.reason or _reason(response.status)}"]
+            lines += [f"{k}: {v}" for k, v in response.headers if k.lower() not in _HOP_BY_HOP]
             lines.append("transfer-encoding: chunked")
             writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-            async for piece in response.aiter_raw():
+            async for piece in response.body():
                 if first_byte is None:
                     first_byte = time.time()
                 received += piece
                 writer.write(b"%x\r\n%b\r\n" % (len(piece), piece))
                 await writer.drain()
-            # Recorded before the client sees the end: whoever reads the trace after an answer
-            # completed finds its exchange there.
-            self._record(head, body, url, response, bytes(received), started, first_byte)
+            finished = time.time()
             writer.write(b"0\r\n\r\n")
+            # Recorded at once, before this task yields again: the client has the whole answer,
+            # and nothing else (a report request) runs on this loop before the exchange is in.
+            self._record(
+                head,
+                body,
+                self.origin + target,
+                response,
+                bytes(received),
+                started,
+                first_byte,
+                finished,
+            )
             await writer.drain()
         finally:
-            await response.aclose()
+            response.close()
 
     def _record(
         self,
         head: _Head,
         body: bytes,
         url: str,
-        response: httpx.Response,
+        response: UpstreamResponse,
         received: bytes,
         started: float,
         first_byte: float | None,
+        finished: float,
     ) -> None:
-        finished = time.time()
         try:
             parsed = json.loads(body) if body else None
         except ValueError:
@@ -274,7 +272,7 @@ class _Proxy:
         if endpoint is None:
             return
         text = received.decode("utf-8", "replace")
-        if "event-stream" in response.headers.get("content-type", ""):
+        if "event-stream" in (response.header("content-type") or ""):
             from ..traces._wire import _EVENT_END
 
             answer, usage = answer_of_events(_EVENT_END.split(text), endpoint)
@@ -293,7 +291,7 @@ class _Proxy:
                 "started": round(started, 6),
                 "firstByte": None if first_byte is None else round(first_byte, 6),
                 "finished": round(finished, 6),
-                "status": response.status_code,
+                "status": response.status,
                 "request": parsed,
                 "response": answer,
                 "usage": usage.to_json() if usage is not None else None,
@@ -322,10 +320,11 @@ async def serve_proxy(
         )
     recorder = recorder if recorder is not None else Recorder(out)
     tasks: set[asyncio.Task[None]] = set()
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=200)
-    async with httpx.AsyncClient(
-        timeout=httpx.Timeout(600.0, connect=30.0), limits=limits
-    ) as client:
+    try:
+        client = Upstream(upstream)
+    except ValueError as exc:
+        raise ProxyError(str(exc), host=host, port=port) from None
+    try:
         proxy = _Proxy(upstream, recorder, client)
 
         async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -356,6 +355,8 @@ async def serve_proxy(
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
             await server.wait_closed()
+    finally:
+        client.close()
     return recorder
 
 

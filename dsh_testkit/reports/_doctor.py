@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
 from ..traces import Conversation, Endpoint, Exchange, Trace, trace_of
-from ..traces._model import shared_chars
+from ..traces._model import common_prefix_length, shared_chars
 
 __all__ = [
     "CAUSE_CODES",
@@ -331,10 +331,8 @@ def text_divergence(a: str, b: str) -> tuple[str, tuple[str, str], tuple[str, st
     prefix and the common suffix, and each excerpt shows up to 24 characters of context on both
     sides with the span marked ``⟦…⟧`` (an empty span marks an insertion point).
     """
-    start = 0
+    start = common_prefix_length(a, b)
     limit = min(len(a), len(b))
-    while start < limit and a[start] == b[start]:
-        start += 1
     end = 0
     while end < limit - start and a[len(a) - 1 - end] == b[len(b) - 1 - end]:
         end += 1
@@ -381,11 +379,7 @@ def _volatile_span(a: str, b: str, span_a: str, span_b: str, start: int) -> str 
 
 
 def _first_diff_start(a: str, b: str) -> int:
-    start = 0
-    limit = min(len(a), len(b))
-    while start < limit and a[start] == b[start]:
-        start += 1
-    return start
+    return common_prefix_length(a, b)
 
 
 def _tool_name(tool: Any) -> str:
@@ -943,7 +937,7 @@ def diagnose(
     *,
     simulate: bool | None = None,
     conversation: str | None = None,
-    unit_tokens: int = 64,
+    unit_tokens: int = 128,
     persist_seconds: float = DEFAULT_PERSIST_SECONDS,
 ) -> DoctorReport:
     """The cache doctor's report of a trace (anything :func:`~dsh_testkit.traces.trace_of` takes).

@@ -91,9 +91,10 @@ def render_doctor_report(report: DoctorReport) -> list[Text | Table]:
     out: list[Text | Table] = []
     head = Text()
     head.append("Cache doctor ", style="bold")
-    head.append(report.path or f"({report.source})")
+    head.append(report.path or f"({report.source} trace)")
     head.append(
-        f" · {report.source} · {len(report.conversations)} conversation(s) · figures "
+        (f" · {report.source} trace" if report.path else "")
+        + f" · {len(report.conversations)} conversation(s) · figures "
         f"{report.figures}"
         + (
             " by the mock's prefix-cache simulator"

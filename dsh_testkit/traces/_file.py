@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import IO, Any, Final, Self
 
-from .._secrets import scrub_json
+from .._secrets import _may_hold_key, scrub_json
 from ._errors import TraceError
 
 __all__ = ["TRACE_FORMAT", "TRACE_FORMAT_VERSION", "TraceWriter", "read_trace_lines"]
@@ -104,7 +104,9 @@ def read_trace_lines(
                 )
                 break
             raise TraceError(f"line {number} is not JSON", path=path) from None
-        if not isinstance(record, Mapping):
+        if not isinstance(record, dict):
             raise TraceError(f"line {number} is not a JSON object", path=path)
+        if not _may_hold_key(line):
+            record["_mayHoldKey"] = False  # the reader may skip scrubbing this record
         records.append((number, record))
     return header, iter(records), notes

@@ -16,7 +16,7 @@ new one (two agents sharing one key, or a sub-agent with its own system prompt, 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
@@ -138,8 +138,12 @@ class Exchange:
         return out
 
 
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+"""One encoder for every part: ``json.dumps`` with options builds a new one per call."""
+
+
 def _canonical(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def _text(content: Any) -> str:
@@ -180,6 +184,17 @@ def wire_parts(body: Mapping[str, Any]) -> tuple[str, ...]:
     )
 
 
+def common_prefix_length(x: str, y: str) -> int:
+    """Length of the common prefix of two strings (64-character slices compared in C first)."""
+    limit = min(len(x), len(y))
+    n = 0
+    while n + 64 <= limit and x[n : n + 64] == y[n : n + 64]:
+        n += 64
+    while n < limit and x[n] == y[n]:
+        n += 1
+    return n
+
+
 def shared_chars(a: Sequence[str], b: Sequence[str]) -> int:
     """Characters of the longest common prefix of the concatenations of ``a`` and ``b``."""
     total = 0
@@ -187,11 +202,7 @@ def shared_chars(a: Sequence[str], b: Sequence[str]) -> int:
         if x == y:
             total += len(x)
             continue
-        limit = min(len(x), len(y))
-        n = 0
-        while n < limit and x[n] == y[n]:
-            n += 1
-        return total + n
+        return total + common_prefix_length(x, y)
     return total
 
 
@@ -280,7 +291,11 @@ class Trace:
         """
         keyed: dict[str, list[Exchange]] = {}
         order: list[str] = []
-        open_auto: list[tuple[str, list[Exchange]]] = []
+        open_auto: list[list[Exchange]] = []
+        # Candidates first: conversations that had this system prompt or this first message
+        # (a dictionary lookup); a full scan only when none of them continues (a new
+        # conversation, or one that changed both), so splitting stays linear in the trace.
+        by_head: dict[tuple[int, str], set[int]] = {}
         for exchange in self.exchanges:
             name = key(exchange) if key is not None else exchange.conversation
             if name is not None:
@@ -290,20 +305,37 @@ class Trace:
                 keyed[name].append(exchange)
                 continue
             parts = self.parts(exchange)
-            best: list[Exchange] | None = None
-            best_shared = 0
-            for _, members in open_auto:
-                shared = continuation_score(self.parts(members[-1]), parts, unit_tokens)
-                if shared > best_shared:
-                    best, best_shared = members, shared
+            heads = [(0, parts[0])] if parts and parts[0] else []
+            if len(parts) > 2:
+                heads.append((2, parts[2]))
+            candidates = set().union(*(by_head.get(h, set()) for h in heads))
+            best = self._best(open_auto, sorted(candidates), parts, unit_tokens)
             if best is None:
-                auto_key = f"#{len(open_auto) + 1}"
-                best = []
-                open_auto.append((auto_key, best))
-                keyed[auto_key] = best
-                order.append(auto_key)
-            best.append(exchange)
+                best = self._best(open_auto, range(len(open_auto)), parts, unit_tokens)
+            if best is None:
+                best = len(open_auto)
+                open_auto.append([])
+                keyed[f"#{best + 1}"] = open_auto[best]
+                order.append(f"#{best + 1}")
+            open_auto[best].append(exchange)
+            for head in heads:
+                by_head.setdefault(head, set()).add(best)
         return tuple(Conversation(key=k, exchanges=tuple(keyed[k])) for k in order)
+
+    def _best(
+        self,
+        conversations: list[list[Exchange]],
+        slots: Iterable[int],
+        parts: tuple[str, ...],
+        unit_tokens: int,
+    ) -> int | None:
+        best: int | None = None
+        best_score = 0
+        for slot in slots:
+            score = continuation_score(self.parts(conversations[slot][-1]), parts, unit_tokens)
+            if score > best_score:
+                best, best_score = slot, score
+        return best
 
     def conversation(self, key: str) -> Conversation:
         """The conversation named ``key`` (see :meth:`conversations`); ``KeyError`` names the keys."""

@@ -53,7 +53,9 @@ def _header_key(headers: Sequence[tuple[str, str]] | Mapping[str, Any] | None) -
 class _Builder:
     """Collects exchanges; skips non-model requests with one note per kind."""
 
-    def __init__(self, source: TraceSource, path: str | None) -> None:
+    def __init__(self, source: TraceSource, path: str | None, *, scrubbed: bool = False) -> None:
+        self.scrubbed = scrubbed
+        """Whether the recording is already scrubbed (a dsh-trace file is, when written)."""
         self.source = source
         self.path = path
         self.exchanges: list[Exchange] = []
@@ -82,7 +84,7 @@ class _Builder:
                 index=len(self.exchanges),
                 endpoint=endpoint,
                 url=scrub_url(url) if url else None,
-                body=scrub_json(dict(body)),
+                body=dict(body) if self.scrubbed else scrub_json(dict(body)),
                 status=status,
                 response=response,
                 usage=usage,
@@ -120,9 +122,13 @@ def _json_or_none(text: str | bytes | None) -> Any:
 def _from_trace_file(text: str, path: str | None) -> Trace:
     header, records, notes = read_trace_lines(text, path=path)
     source = header.get("source")
-    builder = _Builder(source if source in ("proxy", "capture", "memory") else "proxy", path)
+    builder = _Builder(
+        source if source in ("proxy", "capture", "memory") else "proxy", path, scrubbed=True
+    )
     builder.notes.extend(notes)
     for number, record in records:
+        # Files our writer wrote are scrubbed already; a hand-made one is scrubbed here.
+        builder.scrubbed = not record.get("_mayHoldKey", True)
         try:
             usage = record.get("usage")
             builder.add(

@@ -759,11 +759,11 @@ def test_json_body_matcher_compares_canonical_json_and_raw_bytes() -> None:
     json_body_matcher(req(b'{"a":1,"b":[1,2]}'), req(b'{"b": [1, 2], "a": 1}'))
     json_body_matcher(req(None), req(b""))
     json_body_matcher(req(b"raw"), req("raw"))
-    with pytest.raises(AssertionError, match="bodies differ"):
+    with pytest.raises(AssertionError, match="body differs"):
         json_body_matcher(req(b'{"a":1}'), req(b'{"a":2}'))
     with pytest.raises(AssertionError) as caught:
         json_body_matcher(req(b"raw"), req(b"other"))
-    assert str(caught.value) == "bodies differ: 'raw' != 'other'"
+    assert str(caught.value) == "body differs: request: 'raw', recorded: 'other'"
 
 
 def _mismatch(
@@ -791,13 +791,28 @@ def test_mismatch_names_index_closest_recording_and_changed_header_parts(tmp_pat
     assert error.diff == (
         "config.temperature: only in request (0.2)",
         "system line 2 differs: recorded: 'Answer in English.', request: 'Answer in French.'",
-        "tool 'grep' added in request",
+        "tool 'grep' only in request",
     )
     text = str(error)
     assert "has no recording for request 0 (0-based)" in text
     assert "Closest recording: interaction 0" in text
     assert "re-record the cassette from scratch (pytest --dsh-record-mode=rewrite)" in text
     assert error.path == str(tmp_path / "c.yaml")
+
+
+def test_a_timestamp_appended_to_a_long_system_line_shows_in_the_mismatch(tmp_path: Path) -> None:
+    """A real cassette replay: the differing end of a 200-character line is visible."""
+    line = ("Answer briefly and cite the file you read. " * 5)[:200]
+    stamp = " 2026-12-02T17:00:01Z"
+    recorded, live = chat_body(), chat_body()
+    recorded["messages"][0]["content"] = line
+    live["messages"][0]["content"] = line + stamp
+    error = _mismatch(tmp_path, [recorded], [live])
+    assert error.diff == (
+        "system line 1 differs at column 201: "
+        f"recorded: …{line[-32:]!r} (end of text), request: …{line[-32:] + stamp!r}",
+    )
+    assert stamp in str(error)
 
 
 def test_mismatch_names_the_message_index_and_field(tmp_path: Path) -> None:
@@ -866,7 +881,7 @@ def test_mismatch_counts_wire_messages_when_the_request_is_shorter_or_longer(
     longer["messages"] = [*longer["messages"], {"role": "assistant", "content": "Hi."}]
     shorter_error = _mismatch(tmp_path, [longer], [chat_body()])
     assert shorter_error.diff == (
-        "messages: recorded has 3, request only 2 "
+        "messages: recorded has 3, request has 2 "
         '(first missing: messages[2] {"role":"assistant","content":"Hi."})',
     )
     longer_error = _mismatch(tmp_path / "x", [chat_body()], [longer])
@@ -980,34 +995,31 @@ def test_each_request_body_is_made_canonical_once() -> None:
             json_body_matcher(live, stored)
         assert len(seen) == 2
         live.body = b'{"a":2}'  # a new body is made canonical afresh
-        with pytest.raises(AssertionError, match="bodies differ"):
+        with pytest.raises(AssertionError, match="body differs"):
             json_body_matcher(live, stored)
         assert len(seen) == 3
 
 
-def test_a_body_mismatch_message_shows_the_start_of_each_body() -> None:
+def test_a_body_mismatch_message_shows_where_the_bodies_part() -> None:
     from vcr.request import Request
 
-    big = {"messages": [{"role": "user", "content": "x" * 100_000}]}
+    def body(stamp: str) -> bytes:
+        return json.dumps(
+            {"messages": [{"role": "user", "content": "x" * 100_000 + stamp}]}
+        ).encode()
+
     with pytest.raises(AssertionError) as caught:
-        json_body_matcher(
-            Request("POST", URL, json.dumps(big).encode(), {}), Request("POST", URL, b"{}", {})
-        )
-    opening = "'" + '{"messages":[{"content":"'
-    head = opening + "x" * (59 - len(opening)) + "…"  # repr cut at 60 characters
-    assert str(caught.value) == f"bodies differ: {head} != '{{}}'"
-
-
-@given(
-    st.text(alphabet=st.sampled_from([*"ab'\"\\\n\x00é\u2028 "]), max_size=30), st.integers(0, 40)
-)
-def test_short_repr_is_repr_cut_short(text: str, limit: int) -> None:
-    from dsh_testkit._diff import short, short_repr
-
-    whole = repr(text)
-    expected = whole if len(whole) <= limit else whole[: limit - 1] + "…"
-    assert short_repr(text, limit) == expected
-    assert short(text, limit) == expected
+        json_body_matcher(Request("POST", URL, body("1"), {}), Request("POST", URL, b"{}", {}))
+    assert str(caught.value) == (
+        "body differs at line 1, column 2: "
+        'request: \'{"messages":[{"content":"xxxxxxxx\'…, recorded: \'{}\''
+    )
+    # Two long bodies that differ only at their end: the differing characters show.
+    with pytest.raises(AssertionError) as caught:
+        json_body_matcher(Request("POST", URL, body("1"), {}), Request("POST", URL, body("2"), {}))
+    assert str(caught.value).startswith("body differs at line 1, column ")
+    assert "…'" + "x" * 32 + '1","role":"user"}]}\'' in str(caught.value)
+    assert "x" * 32 + "2" in str(caught.value)
 
 
 # ------------------------------------------------------------------------------- played

@@ -35,7 +35,7 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
 STRICT = """
 import httpx
 import pytest
-from dsh_testkit.mock import HttpError, Reply
+from dsh_testkit.mock import ErrorReply, Reply
 
 BODY = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "Say hi"}]}
 AUTH = {"authorization": "Bearer test-key"}
@@ -52,7 +52,7 @@ def test_scripted_and_used(dsh_mock):
 
 
 def test_left_unused(dsh_mock):
-    dsh_mock.push(Reply(text="hi"), HttpError(status=429))
+    dsh_mock.push(Reply(text="hi"), ErrorReply(status=429))
     post(dsh_mock)
 
 

@@ -75,6 +75,11 @@ def test_sse_is_relayed_event_by_event_before_the_upstream_finishes(tmp_path: Pa
                 if chunk:
                     arrivals.append(time.time())
         trace = proxy.trace()
+        for _ in range(500):  # the proxy's thread records right after relaying the end
+            if len(trace):
+                break
+            time.sleep(0.01)
+            trace = proxy.trace()
     exchange = trace.exchanges[0]
     assert exchange.finished is not None
     # The client held the first bytes while the upstream was still producing the rest.

@@ -75,7 +75,7 @@ def test_cassette_gives_answers_and_real_usage() -> None:
     call = first.response["tool_calls"][0]
     assert call["function"] == {"name": "read_file", "arguments": '{"path":"notes.txt"}'}
     assert first.response["reasoning_content"] == "I should read the file."
-    assert first.usage is not None and first.usage.prompt_tokens == 87
+    assert first.usage is not None and first.usage.prompt_tokens == 328
     assert first.usage.hit_tokens == 0
     assert second.usage is not None and second.usage.hit_tokens is not None
     assert first.conversation == "cassette-scenario"
@@ -190,3 +190,19 @@ def test_session_log_is_rebuilt_to_wire_bodies(tmp_path: Path) -> None:
     assert all(len(t) >= 1 for t in traces)
     assert all(e.endpoint in ("chat", "anthropic") for t in traces for e in t)
     assert any(e.usage is not None and e.usage.hit_tokens is not None for t in traces for e in t)
+
+
+def test_a_hand_made_trace_file_is_scrubbed_on_reading() -> None:
+    text = (
+        '{"format":"dsh-trace","version":1,"source":"proxy"}\n'
+        + json.dumps(
+            {
+                "index": 0,
+                "endpoint": "chat",
+                "request": {"model": "m", "messages": [{"role": "user", "content": f"key {KEY}"}]},
+            }
+        )
+        + "\n"
+    )
+    trace = loads_trace(text)
+    assert KEY not in json.dumps(trace.exchanges[0].body)
