@@ -979,7 +979,7 @@ def test_each_request_body_is_made_canonical_once() -> None:
 
     from vcr.request import Request
 
-    from dsh_testkit.cassettes import _api as cassettes
+    from dsh_testkit.cassettes import _matching as cassettes
 
     real = cassettes._canonical_body
     seen: list[Any] = []
