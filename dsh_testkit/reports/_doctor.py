@@ -332,14 +332,18 @@ def _diagnose_conversation(
         ):
             shared = 0  # the cache is keyed by model and user: nothing is shared across them
         cap = mine.prompt if mine.prompt is not None else reusable
+        raw_shared = min(shared, reusable, cap)
         reusable = _floor(min(reusable, cap), unit_tokens)
         shared = _floor(min(shared, reusable), unit_tokens)
         changes = [f for f in findings if f.code in _CHANGE_CODES]
-        if not changes and reusable and shared < unit_tokens:
+        if not changes and 0 < raw_shared < unit_tokens:
             findings.append(
                 Finding(
                     code="below-cache-unit",
-                    detail=f"the shared prefix is below one {unit_tokens}-token cache unit",
+                    detail=(
+                        f"the shared prefix (about {raw_shared} tokens) is below one "
+                        f"{unit_tokens}-token cache unit"
+                    ),
                     where=divergence,
                 )
             )
