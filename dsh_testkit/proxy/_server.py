@@ -28,6 +28,7 @@ from typing import Any, Final, Self
 from urllib.parse import parse_qs, urlsplit
 
 from .._errors import TestkitError
+from .._secrets import scrub_json, scrub_url
 from ..mock._server import (
     HEAD_TIMEOUT,
     IDLE_TIMEOUT,
@@ -106,7 +107,10 @@ class Recorder:
         self._lock = threading.Lock()
 
     def record(self, record: dict[str, Any], secrets: list[str]) -> None:
-        record = _redacted(record, secrets)
+        # The client's own credential, then anything key-shaped and credential query
+        # parameters: neither the trace file nor the reports (stdout, /_dsh/report) show them.
+        record = scrub_json(_redacted(record, secrets))
+        record["url"] = scrub_url(record["url"])
         with self._lock:
             record["index"] = len(self.exchanges)
             usage = record.get("usage")

@@ -127,6 +127,33 @@ def test_proxy_command_prints_where_it_listens_and_the_report_on_ctrl_c(tmp_path
     assert KEY not in "".join(lines)
 
 
+def test_keys_in_bodies_and_query_strings_are_never_recorded_or_reported(tmp_path: Path) -> None:
+    out = tmp_path / "leak.trace"
+    other = "sk-" + "L3akyK3y99" * 4
+    with (
+        MockServer(MockDeepSeek()) as upstream,
+        ProxyServer(upstream.base_url, out=str(out)) as proxy,
+    ):
+        body = {
+            "model": "deepseek-chat",
+            "messages": [
+                {"role": "system", "content": RULES},
+                {"role": "user", "content": f"my key is {other}"},
+            ],
+        }
+        httpx.post(
+            proxy.base_url + f"/chat/completions?api_key={other}",
+            json=body,
+            headers={"authorization": f"Bearer {KEY}"},
+        )
+        report = httpx.get(proxy.base_url + "/_dsh/report?format=json").text
+        in_memory = json.dumps([e.to_json() for e in proxy.trace()])
+    text = out.read_text(encoding="utf-8")
+    for secret in (KEY, other):
+        assert secret not in text and secret not in report and secret not in in_memory
+    assert len(load_trace(out)) == 1
+
+
 def test_tools_reach_the_upstream_unchanged() -> None:
     mock = MockDeepSeek(script())
     with MockServer(mock) as upstream, ProxyServer(upstream.base_url) as proxy:
