@@ -6,6 +6,17 @@ rebuilds every request byte for byte (:func:`reconstruct_request`).
 """
 
 from ._compaction import CompactionError, Compactor, estimate_context_tokens
+from ._differences import (
+    TextDifference,
+    config_differences,
+    count_difference,
+    first_json_difference,
+    locate_text_difference,
+    preview_value,
+    system_difference,
+    text_difference,
+    tools_differences,
+)
 from ._errors import (
     AgentError,
     CorruptLogError,
@@ -18,7 +29,18 @@ from ._errors import (
     SurfaceError,
     UnsupportedVersionError,
 )
-from ._events import CORE_EVENT_TYPES, SURFACE_EVENT_TYPES, Event, SurfaceReplace
+from ._events import (
+    CORE_EVENT_TYPES,
+    SURFACE_EVENT_TYPES,
+    Event,
+    EventType,
+    OpenTurn,
+    SurfaceReplace,
+    TurnStep,
+    last_turn_boundary,
+    open_turn,
+    turn_step,
+)
 from ._header import (
     AddedTool,
     EpochHeader,
@@ -35,7 +57,15 @@ from ._header import (
     plan_header_event,
 )
 from ._invariants import LogInvariant, RequestInvariant
-from ._json import FrozenDict, FrozenList, dumps_canonical, freeze_json, loads_json, thaw_json
+from ._json import (
+    MAX_JSON_DEPTH,
+    FrozenDict,
+    FrozenList,
+    dumps_canonical,
+    freeze_json,
+    loads_json,
+    thaw_json,
+)
 from ._loop import (
     Agent,
     AgentOptions,
@@ -105,6 +135,7 @@ from .providers import AnthropicProvider, DeepSeekProvider, SseTruncatedError, W
 
 __all__ = [
     "CORE_EVENT_TYPES",
+    "MAX_JSON_DEPTH",
     "SESSION_FORMAT_VERSION",
     "SURFACE_EVENT_TYPES",
     "AddedTool",
@@ -126,6 +157,7 @@ __all__ = [
     "EpochHeader",
     "Event",
     "EventLog",
+    "EventType",
     "Finish",
     "FinishReason",
     "ForkError",
@@ -145,6 +177,7 @@ __all__ = [
     "Message",
     "MessageView",
     "OpaqueBlock",
+    "OpenTurn",
     "PreStepContext",
     "PreStepHook",
     "PromptContext",
@@ -169,6 +202,7 @@ __all__ = [
     "SystemSection",
     "TextBlock",
     "TextDelta",
+    "TextDifference",
     "TokenUsage",
     "Tool",
     "ToolCallBlock",
@@ -181,6 +215,7 @@ __all__ = [
     "ToolSchema",
     "ToolsDelta",
     "TurnCancelledError",
+    "TurnStep",
     "UnsupportedVersionError",
     "UsageChunk",
     "WireFormatError",
@@ -188,27 +223,38 @@ __all__ = [
     "assistant_message",
     "canonical_header",
     "chunk_from_json",
+    "config_differences",
+    "count_difference",
     "derive_event_message",
     "detect_boundary_rule",
     "diff_header",
     "diff_requests",
     "dumps_canonical",
     "estimate_context_tokens",
+    "first_json_difference",
     "fold_request_header",
     "fold_surface",
     "fork",
     "freeze_json",
     "header_equals",
     "interrupted_turn_closers",
+    "last_turn_boundary",
     "load_session",
     "loads_json",
+    "locate_text_difference",
     "open_session",
+    "open_turn",
     "plan_header_event",
+    "preview_value",
     "reconstruct_request",
     "reconstruct_requests",
+    "system_difference",
+    "text_difference",
     "thaw_json",
     "tool",
     "tool_result_message",
+    "tools_differences",
+    "turn_step",
     "user_message",
     "write_session",
 ]

@@ -10,6 +10,7 @@ as attributes (``.seq``, ``.path``, ``.line``), not only in its message::
     ├── HeaderError           an invalid request header or header delta (duplicate tool names, …)
     ├── CorruptLogError       a stored or folded log cannot be read as written (``.seq``, ``.line``, ``.path``)
     │   └── UnsupportedVersionError   a log of another format version (never migrated)
+    ├── LogLockedError        a second writer opened a session file (``.path``)   [persistence]
     ├── ForkError             a fork at an invalid boundary (``.seq``)
     ├── InvariantViolation    a dev-mode invariant failed (``.diff``)
     ├── ProviderError         a model call failed (``.failure``: the :class:`LlmFailure`)   [_stream]

@@ -1,4 +1,5 @@
-"""The ``dsh-testkit`` command: ``demo``, ``serve``, ``proxy``, ``audit`` and ``cache-report``.
+"""The ``dsh-testkit`` command: ``demo``, ``serve``, ``proxy``, ``audit``, ``cache-report``,
+``rebuild`` and ``calibrate``.
 
 ``audit`` and ``cache-report`` take a session log or any trace (a proxy trace file, a saved
 capture, a cassette, the mock's request log, a HAR file): a file that does not start with a
@@ -21,21 +22,45 @@ from collections.abc import Callable, Sequence
 
 def _serve(args: argparse.Namespace) -> int:
     """Run the mock DeepSeek on loopback until SIGINT/SIGTERM; the base URL is stdout's first line."""
-    from .mock import MockDeepSeek, MockServerError, Script, ScriptError, serve
+    import json
 
+    from .mock import MockDeepSeek, MockServerError, PrefixCacheSimulator, ScriptError, serve
+    from .mock._schema import script_schema
+
+    if args.print_schema:
+        print(json.dumps(script_schema(), indent=2, ensure_ascii=False))
+        return 0
     try:
-        script = Script.load(args.script) if args.script else None
+        cache = PrefixCacheSimulator(
+            rules=args.cache_rules,
+            granularity=args.cache_granularity,
+            interval_tokens=args.cache_interval or None,
+            visibility_delay=args.cache_delay,
+            ttl=args.cache_ttl or None,
+        )
+        mock = MockDeepSeek(
+            seed=args.seed,
+            api_keys=args.api_key or None,
+            passback=args.passback,
+            on_exhausted=args.on_exhausted,
+            cache=cache,
+            request_log_limit=args.request_log_limit,
+        )
+        if args.script:
+            mock.use_script_file(args.script)
     except ScriptError as exc:
         print(f"dsh-testkit serve: {exc}", file=sys.stderr)
         return 2
-    mock = MockDeepSeek(script, seed=args.seed)
+    except ValueError as exc:
+        print(f"dsh-testkit serve: {exc}", file=sys.stderr)
+        return 2
 
     def ready(base_url: str) -> None:
         print(base_url, flush=True)
         print(
             f"mock DeepSeek at {base_url} (chat: /chat/completions, /v1/chat/completions; "
-            f"Anthropic format: {base_url}/anthropic; control: /_dsh/script, /_dsh/requests, "
-            "/_dsh/reset). Stop with Ctrl-C or SIGTERM.",
+            f"Anthropic format: {base_url}/anthropic; control API index: {base_url}/_dsh/). "
+            "Stop with Ctrl-C or SIGTERM.",
             file=sys.stderr,
             flush=True,
         )
@@ -46,7 +71,17 @@ def _serve(args: argparse.Namespace) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
                 loop.add_signal_handler(signum, stop.set)
-        await serve(mock, host=args.host, port=args.port, stop=stop, ready=ready)
+        await serve(
+            mock,
+            host=args.host,
+            port=args.port,
+            stop=stop,
+            ready=ready,
+            max_connections=args.max_connections,
+            head_timeout=args.head_timeout,
+            body_timeout=args.body_timeout,
+            idle_timeout=args.idle_timeout,
+        )
 
     try:
         asyncio.run(run())
@@ -104,6 +139,18 @@ def _is_session_log(path: str) -> bool:
     return isinstance(header, dict) and header.get("type") == "session"
 
 
+def _calibrate_arguments(parser: argparse.ArgumentParser) -> None:
+    from .calibration._cli import add_calibrate_arguments
+
+    parser.description = (
+        "Rebuild the requests of session logs that carry live usage, render them to the wire, "
+        "run them in order through a fresh prefix-cache simulator and compare hit tokens, the "
+        "unit reused and prompt tokens with what the API reported. Exit status: 0 figures "
+        "printed, 1 no log with live cache figures, 2 a path cannot be used."
+    )
+    add_calibrate_arguments(parser)
+
+
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Serve the mock DeepSeek until SIGINT/SIGTERM. The first line on stdout is the base "
@@ -117,10 +164,98 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--script",
         metavar="FILE",
-        help="a JSON script file loaded at start (see dsh_testkit.mock.Script)",
+        help="a JSON script file loaded at start and re-read by POST /_dsh/reset "
+        "(its JSON Schema: --print-schema)",
+    )
+    parser.add_argument(
+        "--print-schema",
+        action="store_true",
+        help="print the JSON Schema of a script file and exit (also GET /_dsh/schema)",
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="seed for ids and timestamps (default 0)"
+    )
+    parser.add_argument(
+        "--on-exhausted",
+        choices=("default", "error", "repeat-last", "call-tools"),
+        default=None,
+        help="what an empty script answers (default: the script file's, else 'default')",
+    )
+    parser.add_argument(
+        "--api-key",
+        action="append",
+        metavar="KEY",
+        help="accept only this key (repeat for more; default: any non-empty key)",
+    )
+    parser.add_argument(
+        "--passback",
+        choices=("strict", "tool-calls", "off"),
+        default="strict",
+        help="the reasoning pass-back rule in thinking mode: strict (reasoning of every "
+        "assistant turn when tools are present), tool-calls (only turns that called tools; "
+        "the lenient variant), off (default strict)",
+    )
+    parser.add_argument(
+        "--request-log-limit",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="requests GET /_dsh/requests keeps, oldest dropped (default 1000)",
+    )
+    cache = parser.add_argument_group("prefix cache simulator")
+    cache.add_argument("--cache-rules", choices=("2026", "2024"), default="2026")
+    cache.add_argument(
+        "--cache-granularity", type=int, default=64, metavar="TOKENS", help="(default 64)"
+    )
+    cache.add_argument(
+        "--cache-interval",
+        type=int,
+        default=4096,
+        metavar="TOKENS",
+        help="a unit every this many tokens in long prompts (rules 2026); 0 turns it off",
+    )
+    cache.add_argument(
+        "--cache-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="seconds before a stored unit can hit (default 0)",
+    )
+    cache.add_argument(
+        "--cache-ttl",
+        type=float,
+        default=6 * 3600.0,
+        metavar="SECONDS",
+        help="idle seconds before a unit is forgotten; 0: never (default 21600)",
+    )
+    limits = parser.add_argument_group("connection limits")
+    limits.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="concurrent connections; more get 503 (default 512, less under a low file limit)",
+    )
+    limits.add_argument(
+        "--head-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="time to send a request head, then 408 (default 10)",
+    )
+    limits.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="time to send a request body, then 408 (default 30)",
+    )
+    limits.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=75.0,
+        metavar="SECONDS",
+        help="time a kept-alive connection may wait for its next request (default 75)",
     )
 
 
@@ -204,6 +339,10 @@ _SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] =
         "per-request prompt-cache hits, the best possible, and why each drop happened",
         _cache_report_arguments,
     ),
+    "calibrate": (
+        "how far the mock's prefix-cache simulator agrees with live usage in session logs",
+        _calibrate_arguments,
+    ),
 }
 """Each subcommand's help line and argument builder, in the order ``--help`` lists them. A
 builder may import the (heavy) module that owns the subcommand; :func:`build_parser` calls only
@@ -254,6 +393,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _is_session_log(args.log) and not (args.simulate or args.conversation):
             return run_cache_report(args)
         return run_trace_cache_report(args)
+    if args.command == "calibrate":
+        from .calibration._cli import run_calibrate
+
+        return run_calibrate(args)
     if args.command == "serve":
         return _serve(args)
     if args.command == "proxy":

@@ -21,6 +21,7 @@ from dsh_core import (
     SurfaceReplace,
     TokenUsage,
     fold_request_header,
+    turn_step,
 )
 
 from ._compare import header_changes, header_summary
@@ -45,12 +46,6 @@ _METERING: Final = frozenset(
     {"compaction/summary", "compaction/prune", "compact/summary", "compact/prune"}
 )
 """Events that price a surface replace (dsh-core-spec §10.1: the replace follows right after)."""
-
-
-def _turn_of(event: Event) -> int | None:
-    data = event.data
-    turn = data.get("turn") if isinstance(data, Mapping) else None
-    return turn if isinstance(turn, int) and not isinstance(turn, bool) else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,7 +80,7 @@ def header_steps(events: Sequence[Event]) -> tuple[HeaderStep, ...]:
     turn: int | None = None
     for event in events:
         if event.type == "turn/start":
-            turn = _turn_of(event)
+            turn = turn_step(event).turn
         elif event.type == "turn/end":
             turn = None
         elif event.type in HEADER_EVENT_TYPES:

@@ -69,7 +69,7 @@ class Scenario:
     drive: Drive
     """Runs the loop over ``provider`` and returns the sessions, primary first, then children."""
     script: Callable[[], Sequence[Any]]
-    """The mock DeepSeek's answers when recording (``dsh_testkit.mock`` ``Reply``/``HttpError``)."""
+    """The mock DeepSeek's answers when recording (``dsh_testkit.mock`` ``Reply``/``ErrorReply``)."""
     wire: bool = False
     """Replay through ``DeepSeekProvider`` and a cassette instead of ``ReplayProvider``."""
 
@@ -270,7 +270,10 @@ async def _record_wire(scenario: Scenario, tmp: Path) -> tuple[list[Session], st
     cassette = tmp / cassette_path(scenario.name).name
     with MockServer(MockDeepSeek(list(scenario.script()), seed=0)) as server:
         with use_cassette(
-            cassette, mode="all", metadata=metadata, rewrite_origin=(server.base_url, LIVE_ORIGIN)
+            cassette,
+            mode="rewrite",
+            metadata=metadata,
+            rewrite_origin=(server.base_url, LIVE_ORIGIN),
         ):
             async with DeepSeekProvider(
                 api_key="sk-scenario-recording", base_url=server.base_url
