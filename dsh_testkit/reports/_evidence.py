@@ -1,7 +1,7 @@
 """The cache doctor's evidence: cause codes, and where and why one request departs from another.
 
 :func:`compare_exchanges` compares a request with the previous one of its conversation in wire
-terms — parameters, the system prompt (line, column, the differing characters marked ``⟦…⟧``,
+terms — parameters, the system prompt (line, column, both sides around the first difference,
 volatile spans named), the tool list, the history and the echo of the model's last answer — and
 returns the divergence and the findings (:class:`Finding`); :mod:`._doctor` adds the figures.
 """
@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
+
+from dsh_core import locate_text_difference
 
 from ..traces import Endpoint, Exchange
 from ..traces._model import common_prefix_length
@@ -65,7 +67,6 @@ _CHANGE_CODES: Final = frozenset(
     }
 )
 _PARAMS: Final = ("model", "thinking", "reasoning_effort", "user_id", "user")
-_CONTEXT: Final = 24
 
 _VOLATILE: Final = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
@@ -87,8 +88,9 @@ class Finding:
     detail: str
     """What happened here, in wire terms (``tool 'grep' inserted at position 1 of 3``)."""
     evidence: tuple[str, ...] = ()
-    """Lines showing it: both sides of the differing text with the changed characters marked
-    ``⟦…⟧``, the arguments as produced and as resent, the timing."""
+    """Lines showing it: both sides of the differing text around the first difference (the
+    project's one wording, :func:`dsh_core.locate_text_difference`), the arguments as produced
+    and as resent, the timing."""
     where: str | None = None
     """The wire location (``system line 31``, ``tools[1]``, ``messages[3].reasoning_content``)."""
     rejected: bool | None = None
@@ -131,34 +133,26 @@ def _split_system(body: Mapping[str, Any]) -> tuple[str, list[Any]]:
 
 
 def text_divergence(a: str, b: str) -> tuple[str, tuple[str, str], tuple[str, str]]:
-    """Where two texts first differ and the differing spans, with context on both sides.
+    """Where two texts first differ and the differing spans, in the project's one wording.
 
-    Returns ``(location, (span_a, span_b), (excerpt_a, excerpt_b))``: location is
-    ``line L column C`` (1-based), spans are the characters that differ between the common
-    prefix and the common suffix, and each excerpt shows up to 24 characters of context on both
-    sides with the span marked ``⟦…⟧`` (an empty span marks an insertion point).
+    Returns ``(location, (span_a, span_b), (excerpt_a, excerpt_b))``: location is ``line L
+    column C`` and the excerpts are :func:`dsh_core.locate_text_difference`'s (the differing
+    line around that column on both sides, so the differing characters are visible); the spans
+    are what differs between the common prefix and the common suffix (what the doctor inspects
+    for volatile-looking text). Equal texts give an empty location.
     """
-    start = common_prefix_length(a, b)
+    found = locate_text_difference(a, b)
+    if found is None:
+        return "", ("", ""), ("", "")
+    start = found.offset
     limit = min(len(a), len(b))
     end = 0
     while end < limit - start and a[len(a) - 1 - end] == b[len(b) - 1 - end]:
         end += 1
-    span_a, span_b = a[start : len(a) - end], b[start : len(b) - end]
-    line = a.count("\n", 0, start) + 1
-    column = start - (a.rfind("\n", 0, start) + 1) + 1
-
-    def excerpt(text: str, span: str) -> str:
-        before = text[max(0, start - _CONTEXT) : start]
-        after = text[start + len(span) : start + len(span) + _CONTEXT]
-        lead = "…" if start > _CONTEXT else ""
-        tail = "…" if start + len(span) + _CONTEXT < len(text) else ""
-        shown = span if len(span) <= 80 else span[:77] + "…"
-        return f"{lead}{before}⟦{shown}⟧{after}{tail}".replace("\n", "⏎")
-
     return (
-        f"line {line} column {column}",
-        (span_a, span_b),
-        (excerpt(a, span_a), excerpt(b, span_b)),
+        f"line {found.line} column {found.column}",
+        (a[start : len(a) - end], b[start : len(b) - end]),
+        (found.expected, found.actual),
     )
 
 
