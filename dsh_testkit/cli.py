@@ -18,6 +18,7 @@ import json
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from typing import Final
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -104,16 +105,30 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     add_demo_arguments(parser)
 
 
+_TRACES: Final = (
+    "LOG may also be any trace: a `dsh-testkit proxy` trace file, a saved RequestCapture, a "
+    "dsh cassette, the mock's request log (GET /_dsh/requests saved as JSON) or a HAR 1.2 file"
+)
+
+
 def _audit_arguments(parser: argparse.ArgumentParser) -> None:
     from .reports import add_audit_arguments
 
     add_audit_arguments(parser)
+    parser.epilog = (
+        f"{_TRACES}; for a trace, the wire-level checks run (prefix stability, reasoning "
+        "pass-back, argument echo; exit status 1 when one fails)."
+    )
 
 
 def _cache_report_arguments(parser: argparse.ArgumentParser) -> None:
     from .reports import add_cache_report_arguments
 
     add_cache_report_arguments(parser)
+    parser.epilog = (
+        f"{_TRACES}; for a trace, the cache doctor names the cause code of every lost hit "
+        "(--estimator and --tolerance-tokens apply to session logs only)."
+    )
     # The cache doctor's options (any trace, not only session logs).
     parser.add_argument(
         "--simulate",
