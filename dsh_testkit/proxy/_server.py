@@ -190,12 +190,15 @@ class _Proxy:
 
     async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         try:
-            raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT)
+            # asyncio.timeout, not wait_for: wait_for (3.11) wraps the read in a new task.
+            async with asyncio.timeout(IDLE_TIMEOUT):
+                raw = await reader.readuntil(b"\r\n\r\n")
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             return False
         try:
             head = _parse_head(raw)
-            body = await asyncio.wait_for(_read_body(reader, writer, head), HEAD_TIMEOUT)
+            async with asyncio.timeout(HEAD_TIMEOUT):
+                body = await _read_body(reader, writer, head)
         except _BadRequest as bad:
             await self._plain(writer, bad.status, str(bad).encode(), "text/plain")
             return False
