@@ -42,6 +42,7 @@ The conversation's efficiency is Σ counted hit / Σ reusable over its requests 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -317,6 +318,18 @@ def _diagnose_conversation(
             continue
         theirs = figures[previous.index]
         divergence, findings = compare_exchanges(previous, exchange)
+        answered = previous.usage.completion_tokens if previous.usage is not None else None
+        if answered:
+            findings = [
+                dataclasses.replace(
+                    f,
+                    detail=f"{f.detail}; the cache unit that ends after the model's answer "
+                    f"(about {answered} more tokens) cannot be hit",
+                )
+                if f.code == "tool-args-reserialized"
+                else f
+                for f in findings
+            ]
         reusable = shared = 0
         if mine.tokens is not None and theirs.tokens is not None:
             reusable = len(theirs.tokens)
