@@ -288,6 +288,38 @@ def _floor(tokens: int, unit: int) -> int:
     return max(0, tokens) // unit * unit
 
 
+def _qualify_reserialized(
+    findings: list[Finding], previous: Exchange, hit: int | None, reusable: int
+) -> list[Finding]:
+    """Say what a re-serialized tool call cost here, from the figures.
+
+    Whether the resent bytes reach the prompt tokens depends on the provider's chat template: a
+    template that renders arguments by value (one parameter per argument) hides the difference,
+    and then the hit reaches past the previous prompt into the answer.
+    """
+    if not any(f.code == "tool-args-reserialized" for f in findings):
+        return findings
+    answered = previous.usage.completion_tokens if previous.usage is not None else None
+    if hit is not None and hit > reusable:
+        note = (
+            "the provider still reused tokens past the previous prompt here (its chat template "
+            "renders the arguments by value), so it cost nothing this time"
+        )
+    elif answered:
+        note = (
+            f"the cache unit that ends after the model's answer (about {answered} more tokens) "
+            "cannot be hit"
+        )
+    else:
+        return findings
+    return [
+        dataclasses.replace(f, detail=f"{f.detail}; {note}")
+        if f.code == "tool-args-reserialized"
+        else f
+        for f in findings
+    ]
+
+
 def _diagnose_conversation(
     trace: Trace,
     conversation: Conversation,
@@ -318,18 +350,6 @@ def _diagnose_conversation(
             continue
         theirs = figures[previous.index]
         divergence, findings = compare_exchanges(previous, exchange)
-        answered = previous.usage.completion_tokens if previous.usage is not None else None
-        if answered:
-            findings = [
-                dataclasses.replace(
-                    f,
-                    detail=f"{f.detail}; the cache unit that ends after the model's answer "
-                    f"(about {answered} more tokens) cannot be hit",
-                )
-                if f.code == "tool-args-reserialized"
-                else f
-                for f in findings
-            ]
         reusable = shared = 0
         if mine.tokens is not None and theirs.tokens is not None:
             reusable = len(theirs.tokens)
@@ -389,6 +409,7 @@ def _diagnose_conversation(
                         ),
                     )
                 )
+        findings = _qualify_reserialized(findings, previous, mine.hit, reusable)
         out.append(
             RequestDiagnosis(
                 index=exchange.index,

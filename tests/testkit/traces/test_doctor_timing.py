@@ -155,3 +155,41 @@ def test_cache_report_of_a_cassette_uses_its_recorded_usage(
     assert main(["cache-report", str(path), "--simulate", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["figures"] == "simulated"
     assert main(["audit", str(path)]) == 0
+
+
+def test_reserialized_arguments_say_what_they_cost() -> None:
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path": "a"}'},
+    }
+    echoed = {**call, "function": {**call["function"], "arguments": '{"path":"a"}'}}
+    first = Exchange(
+        index=0,
+        endpoint="chat",
+        body={
+            "model": "deepseek-chat",
+            "messages": [{"role": "system", "content": RULES}, user("read a")],
+        },
+        response={"role": "assistant", "content": "", "tool_calls": [call]},
+        usage=TraceUsage(prompt_tokens=640, hit_tokens=0, completion_tokens=90),
+    )
+    resent = [user("read a"), {"role": "assistant", "content": "", "tool_calls": [echoed]}]
+    second = Exchange(
+        index=1,
+        endpoint="chat",
+        body={
+            "model": "deepseek-chat",
+            "messages": [
+                {"role": "system", "content": RULES},
+                *resent,
+                {"role": "tool", "tool_call_id": "c1", "content": "x"},
+            ],
+        },
+        usage=TraceUsage(prompt_tokens=760, hit_tokens=640),
+    )
+    found = diagnose(Trace(source="memory", exchanges=(first, second))).counts()
+    assert found == {"tool-args-reserialized": 1}
+    report = diagnose(Trace(source="memory", exchanges=(first, second)))
+    detail = report.conversations[0].requests[1].findings[0].detail
+    assert "the cache unit that ends after the model's answer (about 90 more tokens)" in detail
