@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from ..traces import Conversation, Exchange, Trace, trace_of
-from ..traces._model import shared_chars
+from ..traces._model import paused_gc, shared_chars
 from ._evidence import (
     _CHANGE_CODES,
     CAUSE_CODES,
@@ -443,7 +443,19 @@ def diagnose(
     """
     if unit_tokens < 1:
         raise ValueError(f"unit_tokens must be at least 1, got {unit_tokens}")
-    trace = trace_of(trace_or_capture)
+    with paused_gc():
+        return _diagnose(
+            trace_of(trace_or_capture), simulate, conversation, unit_tokens, persist_seconds
+        )
+
+
+def _diagnose(
+    trace: Trace,
+    simulate: bool | None,
+    conversation: str | None,
+    unit_tokens: int,
+    persist_seconds: float,
+) -> DoctorReport:
     use_simulator = (not trace.has_usage) if simulate is None else simulate
     figures = _simulated(trace, unit_tokens) if use_simulator else _reported(trace)
     conversations = trace.conversations(unit_tokens=unit_tokens)
