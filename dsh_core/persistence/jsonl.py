@@ -239,10 +239,61 @@ def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+_POSITION_KEYS: Final = ("turn", "step")
+_MAX_POSITION: Final = 2**53 - 1
+_REQUIRED_POSITIONS: Final[Mapping[str, tuple[str, ...]]] = {
+    "turn/start": ("turn",),
+    "turn/end": ("turn",),
+    "step/start": ("turn", "step"),
+    "step/end": ("turn", "step"),
+}
+"""The structure events: readers (and crash repair, which copies ``turn`` into the closers it
+writes) need their positions, so these must be present."""
+
+
+def _check_positions(event: Event, *, line: int, path: str | None) -> None:
+    """``turn`` and ``step`` in an event's data are positions every reader (reconstruction,
+    audit, cache report, replay, crash repair) counts with: where present, on any event type and
+    in audit mode too, they must be non-negative safe integers, and the turn and step events
+    must carry them, or the log is corrupt."""
+    data = event.data
+    required = _REQUIRED_POSITIONS.get(event.type, ())
+    if required and not isinstance(data, Mapping):
+        raise CorruptLogError(
+            f"{event.type} at seq {event.seq}: data must be an object holding "
+            f"{' and '.join(required)}, got {_describe(data)}",
+            seq=event.seq,
+            line=line,
+            path=path,
+        )
+    if not isinstance(data, Mapping):
+        return
+    for key in _POSITION_KEYS:
+        if key not in data and key in required:
+            raise CorruptLogError(
+                f"{event.type} at seq {event.seq}: data.{key} is missing (a non-negative integer)",
+                seq=event.seq,
+                line=line,
+                path=path,
+            )
+        if key in data:
+            value = data[key]
+            if not (_is_int(value) and 0 <= value <= _MAX_POSITION):
+                raise CorruptLogError(
+                    f"{event.type} at seq {event.seq}: data.{key} must be a non-negative "
+                    f"integer, got {_describe(value)}",
+                    seq=event.seq,
+                    line=line,
+                    path=path,
+                )
+
+
 def _describe(value: object) -> str:
     """A wrong value in an error message: its JSON kind, and the value when it is short."""
+    if value is None:
+        return "null"
     kind = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
-        type(value), "a number" if isinstance(value, (int, float)) else "null"
+        type(value), "a number"
     )
     if isinstance(value, (dict, list)):
         return kind
@@ -415,6 +466,7 @@ def loads_session(data: bytes | str, *, audit: bool = False, path: str | None = 
                 f"invalid event: {exc}", seq=exc.seq, line=line, path=path
             ) from exc
         for event in decoded:
+            _check_positions(event, line=line, path=path)
             if event.seq != len(events):
                 raise CorruptLogError(
                     f"{event.type} has seq {event.seq} where seq {len(events)} was expected: "

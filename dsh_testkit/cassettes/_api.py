@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
 from unittest import mock as _patch
 
-from dsh_core import dumps_canonical, preview_value, text_difference
+from dsh_core import dumps_canonical, text_difference
 
 from .._diff import chat_view, common_message_prefix, diff_chat
 from .._errors import (
@@ -120,29 +120,32 @@ def json_body_matcher(r1: Any, r2: Any) -> None:
     """vcrpy matcher ``json_body``: equal canonical JSON (key order ignored), else equal bytes.
 
     vcrpy runs it against every recording, twice per request, so each request's canonical body
-    is computed once and kept on the request (see :func:`_body_of`).
+    is computed once and kept on the request (see :func:`_body_of`). vcrpy passes the live
+    request first; the message says where the canonical bodies first differ, with both sides
+    visible there (two long bodies that differ at their end do not read alike).
     """
     a, b = _body_of(r1), _body_of(r2)
     if a.canonical != b.canonical:
-        raise AssertionError(f"bodies differ: {a.preview()} != {b.preview()}")
+        found = text_difference("body", a.text(), b.text(), ("request", "recorded"))
+        raise AssertionError(found or "body differs")
 
 
 class _Body:
     """A request body's canonical form, computed once per body object."""
 
-    __slots__ = ("_preview", "canonical", "source")
+    __slots__ = ("_text", "canonical", "source")
 
     def __init__(self, source: Any) -> None:
         self.source = source
         """The body it was computed from (kept, so its identity stays meaningful)."""
         self.canonical = _canonical_body(source)
-        self._preview: str | None = None
+        self._text: str | None = None
 
-    def preview(self) -> str:
-        """The body cut short for a message (computed on the first mismatch only)."""
-        if self._preview is None:
-            self._preview = preview_value(_text(self.canonical))
-        return self._preview
+    def text(self) -> str:
+        """The canonical body as text, for a message (computed on the first mismatch only)."""
+        if self._text is None:
+            self._text = _text(self.canonical)
+        return self._text
 
 
 _BODY_MEMO: Final = "_dsh_canonical_body"
@@ -479,8 +482,8 @@ class Cassette:
         a, b = chat_view(recorded.body), chat_view(live.body)
         if a is not None and b is not None:
             out.extend(diff_chat(a, b))
-        elif (old := _body_of(recorded).canonical) != (new := _body_of(live).canonical):
-            body = text_difference("body", _text(old), _text(new), ("recorded", "request"))
+        elif (old := _body_of(recorded)).canonical != (new := _body_of(live)).canonical:
+            body = text_difference("body", old.text(), new.text(), ("recorded", "request"))
             out.append(body or "body differs")
         return tuple(out)
 

@@ -10,11 +10,12 @@ DeepSeek's ``/anthropic`` endpoint (wire.md §3, §4.1). Pure functions, no I/O.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any, Final
 
+from dsh_core.providers import SSE_DONE as SSE_EVENT_DONE
 from dsh_core.providers import SseEvent
+from dsh_core.providers.anthropic import tool_input
 
 from ._cache import CacheUsage, anthropic_usage, deepseek_usage
 
@@ -33,26 +34,23 @@ __all__ = [
     "split_text",
     "sse_data",
     "sse_event",
-    "tool_input",
 ]
 
-SSE_DONE: Final = b"data: [DONE]\n\n"
-KEEP_ALIVE: Final = b": keep-alive\n\n"
-
-
-def _dumps(payload: object) -> str:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+SSE_DONE: Final = SSE_EVENT_DONE.encode()
+"""``data: [DONE]``: the end of a chat-completions stream."""
+KEEP_ALIVE: Final = SseEvent.comment("keep-alive")
+"""The comment DeepSeek sends while a request is queued."""
 
 
 def sse_data(payload: object) -> bytes:
-    """One ``data:`` event (DeepSeek uses no ``event:`` names), encoded by the providers'
-    :class:`~dsh_core.providers.SseEvent` (compact JSON has no raw line break to split)."""
-    return SseEvent(data=_dumps(payload)).encode()
+    """One ``data:`` event (DeepSeek uses no ``event:`` names), encoded by the providers' own
+    :meth:`~dsh_core.providers.SseEvent.of_json`."""
+    return SseEvent.of_json(payload).encode()
 
 
 def sse_event(name: str, payload: object) -> bytes:
     """One named event, as the Anthropic format sends them."""
-    return SseEvent(event=name, data=_dumps(payload)).encode()
+    return SseEvent.of_json(payload, event=name).encode()
 
 
 def split_text(text: str, size: int) -> list[str]:
@@ -244,18 +242,6 @@ def anthropic_stop_reason(finish_reason: str) -> str:
 def _signature(reasoning: str) -> str:
     # DeepSeek's signatures are opaque; a digest keeps them deterministic and tied to the text.
     return hashlib.sha256(reasoning.encode("utf-8")).hexdigest()
-
-
-def tool_input(arguments: str) -> dict[str, Any]:
-    """The Anthropic ``tool_use.input`` of a call's raw arguments: the parsed JSON object, or
-    ``{}`` when they are not one (the format's ``input`` is always an object)."""
-    if not arguments.strip():
-        return {}
-    try:
-        value = json.loads(arguments)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _anthropic_blocks(c: Completion) -> list[dict[str, Any]]:

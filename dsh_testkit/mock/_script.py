@@ -538,13 +538,15 @@ BEHAVIOURS: Final[Mapping[str, ScriptEntry]] = {
     "service_unavailable": ErrorReply(status=503),
     "auth_error": ErrorReply(status=401),
     "invalid_request": ErrorReply(status=400),
-    "context_overflow": ErrorReply(
+    "context_overflow": ErrorReply(  # DeepSeek's own wording and code [observed]
         status=400,
         message=(
             "This model's maximum context length is 1048576 tokens. However, you requested "
-            "1100000 tokens. Please reduce the length of the messages."
+            "1100000 tokens (1100000 in the messages, 0 in the completion). Please reduce the "
+            "length of the messages or completion."
         ),
-        code="context_length_exceeded",
+        type="invalid_request_error",
+        code="invalid_request_error",
     ),
     "quota_exceeded": ErrorReply(
         status=429,

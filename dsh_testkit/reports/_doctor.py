@@ -432,7 +432,7 @@ def diagnose(
     *,
     simulate: bool | None = None,
     conversation: str | None = None,
-    unit_tokens: int = 64,
+    unit_tokens: int = 128,
     persist_seconds: float = DEFAULT_PERSIST_SECONDS,
 ) -> DoctorReport:
     """The cache doctor's report of a trace (anything :func:`~dsh_testkit.traces.trace_of` takes).

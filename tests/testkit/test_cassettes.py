@@ -747,11 +747,11 @@ def test_json_body_matcher_compares_canonical_json_and_raw_bytes() -> None:
     json_body_matcher(req(b'{"a":1,"b":[1,2]}'), req(b'{"b": [1, 2], "a": 1}'))
     json_body_matcher(req(None), req(b""))
     json_body_matcher(req(b"raw"), req("raw"))
-    with pytest.raises(AssertionError, match="bodies differ"):
+    with pytest.raises(AssertionError, match="body differs"):
         json_body_matcher(req(b'{"a":1}'), req(b'{"a":2}'))
     with pytest.raises(AssertionError) as caught:
         json_body_matcher(req(b"raw"), req(b"other"))
-    assert str(caught.value) == "bodies differ: 'raw' != 'other'"
+    assert str(caught.value) == "body differs: request: 'raw', recorded: 'other'"
 
 
 def _mismatch(
@@ -983,22 +983,31 @@ def test_each_request_body_is_made_canonical_once() -> None:
             json_body_matcher(live, stored)
         assert len(seen) == 2
         live.body = b'{"a":2}'  # a new body is made canonical afresh
-        with pytest.raises(AssertionError, match="bodies differ"):
+        with pytest.raises(AssertionError, match="body differs"):
             json_body_matcher(live, stored)
         assert len(seen) == 3
 
 
-def test_a_body_mismatch_message_shows_the_start_of_each_body() -> None:
+def test_a_body_mismatch_message_shows_where_the_bodies_part() -> None:
     from vcr.request import Request
 
-    big = {"messages": [{"role": "user", "content": "x" * 100_000}]}
+    def body(stamp: str) -> bytes:
+        return json.dumps(
+            {"messages": [{"role": "user", "content": "x" * 100_000 + stamp}]}
+        ).encode()
+
     with pytest.raises(AssertionError) as caught:
-        json_body_matcher(
-            Request("POST", URL, json.dumps(big).encode(), {}), Request("POST", URL, b"{}", {})
-        )
-    opening = "'" + '{"messages":[{"content":"'
-    head = opening + "x" * (59 - len(opening)) + "…"  # repr cut at 60 characters
-    assert str(caught.value) == f"bodies differ: {head} != '{{}}'"
+        json_body_matcher(Request("POST", URL, body("1"), {}), Request("POST", URL, b"{}", {}))
+    assert str(caught.value) == (
+        "body differs at line 1, column 2: "
+        'request: \'{"messages":[{"content":"xxxxxxxx\'…, recorded: \'{}\''
+    )
+    # Two long bodies that differ only at their end: the differing characters show.
+    with pytest.raises(AssertionError) as caught:
+        json_body_matcher(Request("POST", URL, body("1"), {}), Request("POST", URL, body("2"), {}))
+    assert str(caught.value).startswith("body differs at line 1, column ")
+    assert "…'" + "x" * 32 + '1","role":"user"}]}\'' in str(caught.value)
+    assert "x" * 32 + "2" in str(caught.value)
 
 
 # ------------------------------------------------------------------------------- played
