@@ -134,9 +134,12 @@ def _cache_report_arguments(parser: argparse.ArgumentParser) -> None:
     from .reports import add_cache_report_arguments
 
     add_cache_report_arguments(parser)
+    # Unset means each report's own default unit (the session report's, the doctor's).
+    parser.set_defaults(block_tokens=None)
     parser.epilog = (
         f"{_TRACES}; for a trace, the cache doctor names the cause code of every lost hit "
-        "(--estimator and --tolerance-tokens apply to session logs only)."
+        "(--estimator and --tolerance-tokens apply to session logs only; for a trace, "
+        "--block-tokens defaults to the doctor's own unit)."
     )
     # The cache doctor's options (any trace, not only session logs).
     parser.add_argument(
@@ -422,6 +425,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .reports import run_cache_report, run_trace_cache_report
 
         if _is_session_log(args.log) and not (args.simulate or args.conversation):
+            if args.block_tokens is None:
+                from .reports import DEFAULT_BLOCK_TOKENS
+
+                args.block_tokens = DEFAULT_BLOCK_TOKENS
             return run_cache_report(args)
         return run_trace_cache_report(args)
     if args.command == "calibrate":
