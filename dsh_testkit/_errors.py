@@ -31,6 +31,10 @@ pytest reports them as failures, not as crashes. Each carries its facts as attri
         ├── PrefixInstability          a captured request does not extend the previous one
         │                              (``.index``, ``.diff``)   [AssertionError]
         ├── SnapshotInputError         a golden was asked of something that is not a log   [snapshot]
+        ├── TraceError                 a file or object is not a readable trace (``.path``)  [traces]
+        ├── CacheUnfriendly            assert_cache_friendly found cache-breaking requests
+        │                              (``.conversation``, ``.findings``)   [AssertionError, traces]
+        ├── ProxyError                 the recording proxy could not start (``.host``, ``.port``) [proxy]
         └── MockError                  the mock DeepSeek was misused                       [mock]
             ├── ScriptError            a script entry or file is invalid (``.path``)
             └── MockServerError        the loopback server could not start or serve
