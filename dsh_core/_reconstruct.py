@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeAlias
 
 from ._errors import CorruptLogError
 from ._events import SURFACE_EVENT_TYPES, Event
-from ._header import EpochHeader, ToolSchema, fold_request_header
+from ._header import EpochHeader, ToolSchema, ToolsPlaceholder, fold_request_header
 from ._json import dumps_canonical
 from ._messages import Message, derive_event_message
 from ._stream import GenerateOptions
@@ -308,13 +308,18 @@ def _system_diff(expected: str | None, actual: str | None) -> str:
 def _tool_names(tools: Any) -> str:
     if tools is None:
         return "no tools"
-    if isinstance(tools, str):
-        return f"the placeholder {tools!r}"
+    if isinstance(tools, ToolsPlaceholder):
+        return tools.describe()
     return str([t.name for t in tools])
 
 
 def _tools_diff(expected: Any, actual: Any) -> list[str]:
-    if isinstance(expected, str) or isinstance(actual, str) or expected is None or actual is None:
+    if (
+        isinstance(expected, ToolsPlaceholder)
+        or isinstance(actual, ToolsPlaceholder)
+        or expected is None
+        or actual is None
+    ):
         return [
             f"header.tools differs: expected {_tool_names(expected)}, actual {_tool_names(actual)}"
         ]
@@ -343,9 +348,9 @@ def _tools_diff(expected: Any, actual: Any) -> list[str]:
     return out
 
 
-def _tools_text(tools: tuple[ToolSchema, ...] | str | None) -> str:
-    if tools is None or isinstance(tools, str):
-        return dumps_canonical(tools)
+def _tools_text(tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None) -> str:
+    if tools is None or isinstance(tools, ToolsPlaceholder):
+        return dumps_canonical(tools.to_json() if tools is not None else None)
     return dumps_canonical([t.to_json() for t in tools])
 
 

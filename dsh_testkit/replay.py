@@ -39,6 +39,7 @@ from dsh_core import (
     ReconstructedRequest,
     StreamChunk,
     TokenUsage,
+    ToolsPlaceholder,
     UsageChunk,
     chunk_from_json,
     diff_requests,
@@ -268,8 +269,8 @@ def _diff_requests(expected: GenerateOptions, actual: GenerateOptions) -> tuple[
     exp_tools, act_tools = expected.tools or (), actual.tools or ()
     if (
         bool(exp_tools) == bool(act_tools)
-        or isinstance(exp_tools, str)
-        or isinstance(act_tools, str)
+        or isinstance(exp_tools, ToolsPlaceholder)
+        or isinstance(act_tools, ToolsPlaceholder)
     ):
         return diff_requests(expected, actual, model_visible_only=True)
     rest = diff_requests(
@@ -295,6 +296,8 @@ _ANONYMOUS: Final = _Anonymous()
 
 
 def _opaque(expected: Any) -> bool:
+    if isinstance(expected, ToolsPlaceholder):
+        return True
     return isinstance(expected, str) and _PLACEHOLDER.fullmatch(expected) is not None
 
 

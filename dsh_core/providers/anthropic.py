@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from .._header import ToolsPlaceholder
 from .._json import FrozenDict, FrozenList, dumps_canonical, loads_json
 from .._messages import (
     ContentBlock,
@@ -53,7 +54,7 @@ from ._http import EventHandler, Secret, SseProvider
 from ._sse import SseEvent
 from ._translate import TranslatorBase, terminal_finish, translate_all, translate_async
 from ._wire import WireFormatError
-from .deepseek import MODELS, NO_OUTPUT, _thinking, _unsupported
+from .deepseek import MODELS, NO_OUTPUT, _thinking, _unsupported, sendable_prefix
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -205,11 +206,14 @@ def serialize_request(options: GenerateOptions, *, stream: bool = True) -> dict[
     if options.system:
         body["system"] = options.system
     thinking_on = thinking is None or thinking["type"] == "enabled"
-    body["messages"] = [serialize_message(m, thinking=thinking_on) for m in options.messages]
-    if isinstance(options.tools, str):
+    body["messages"] = [
+        serialize_message(m, thinking=thinking_on)
+        for m in (*sendable_prefix(options), *options.messages)
+    ]
+    if isinstance(options.tools, ToolsPlaceholder):
         raise _unsupported(
             "INVALID_REQUEST",
-            f"the request's tools are the placeholder {options.tools!r}; a provider needs the real schemas",
+            f"the request's tools are {options.tools.describe()}; a provider needs the real schemas",
         )
     if options.tools:
         body["tools"] = [

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from .._header import ToolsPlaceholder
 from .._json import FrozenDict, FrozenList, dumps_canonical
 from .._messages import (
     ContentBlock,
@@ -276,6 +277,18 @@ def serialize_message(message: Message, *, thinking: bool = True) -> list[dict[s
     return wire
 
 
+def sendable_prefix(options: GenerateOptions) -> tuple[Message, ...]:
+    """The request's message prefix, refused (``INVALID_REQUEST``) while it holds placeholders."""
+    for entry in options.message_prefix:
+        if isinstance(entry, str):
+            raise _unsupported(
+                "INVALID_REQUEST",
+                f"the request's message prefix holds the placeholder {entry!r}; a provider "
+                "needs the real messages",
+            )
+    return tuple(m for m in options.message_prefix if not isinstance(m, str))
+
+
 def serialize_request(options: GenerateOptions, *, stream: bool = True) -> dict[str, Any]:
     """The Chat Completions body for ``options``.
 
@@ -290,7 +303,7 @@ def serialize_request(options: GenerateOptions, *, stream: bool = True) -> dict[
     messages: list[dict[str, Any]] = []
     if options.system:
         messages.append({"role": "system", "content": options.system})
-    for message in options.messages:
+    for message in (*sendable_prefix(options), *options.messages):
         messages.extend(serialize_message(message, thinking=thinking_on))
     body: dict[str, Any] = {"model": options.model, "messages": messages, "stream": stream}
     if stream:
@@ -299,10 +312,10 @@ def serialize_request(options: GenerateOptions, *, stream: bool = True) -> dict[
         body["thinking"] = thinking
     if effort is not None:
         body["reasoning_effort"] = effort
-    if isinstance(options.tools, str):
+    if isinstance(options.tools, ToolsPlaceholder):
         raise _unsupported(
             "INVALID_REQUEST",
-            f"the request's tools are the placeholder {options.tools!r}; a provider needs the real schemas",
+            f"the request's tools are {options.tools.describe()}; a provider needs the real schemas",
         )
     if options.tools:
         body["tools"] = [

@@ -81,6 +81,7 @@ from dsh_core import (
     GenerateOptions,
     Message,
     ReconstructedRequest,
+    ToolsPlaceholder,
     dumps_canonical,
     reconstruct_requests,
 )
@@ -390,8 +391,8 @@ class _WireTexts:
     def header(self, request: GenerateOptions) -> tuple[str, str]:
         """The system prompt and the tool schemas as sent."""
         tools = request.tools
-        if isinstance(tools, str):
-            return request.system or "", tools
+        if isinstance(tools, ToolsPlaceholder):
+            return request.system or "", dumps_canonical(tools.to_json())
         found = self._tools.get(id(tools))
         if found is not None and found[0] is tools:
             return request.system or "", found[1]
