@@ -15,7 +15,9 @@ from ._errors import (
     InvalidEventError,
     InvariantViolation,
     JsonValueError,
+    SidecarError,
     SurfaceError,
+    UnfilledPlaceholderError,
     UnsupportedVersionError,
 )
 from ._events import CORE_EVENT_TYPES, SURFACE_EVENT_TYPES, Event, SurfaceReplace
@@ -72,6 +74,7 @@ from ._reconstruct import (
 )
 from ._retry import RetryPolicy
 from ._session import SESSION_FORMAT_VERSION, EventLog, Session, SessionInfo, fork
+from ._sidecars import PLACEHOLDERS, Sidecars
 from ._stream import (
     BlockAssembler,
     BlockEnd,
@@ -94,6 +97,7 @@ from ._stream import (
 from ._surface import SurfaceReplacement, fold_surface
 from ._tools import Tool, ToolContext, ToolFunction, ToolOutput, ToolRegistry, tool
 from ._views import MessageView
+from ._wire_body import WireApi, check_sendable, request_wire_body
 from .persistence import (
     JsonlWriter,
     LoadedLog,
@@ -106,6 +110,7 @@ from .providers import AnthropicProvider, DeepSeekProvider, SseTruncatedError, W
 
 __all__ = [
     "CORE_EVENT_TYPES",
+    "PLACEHOLDERS",
     "SESSION_FORMAT_VERSION",
     "SURFACE_EVENT_TYPES",
     "AddedTool",
@@ -161,6 +166,8 @@ __all__ = [
     "RetryPolicy",
     "Session",
     "SessionInfo",
+    "SidecarError",
+    "Sidecars",
     "SseTruncatedError",
     "StreamChunk",
     "SurfaceError",
@@ -183,12 +190,15 @@ __all__ = [
     "ToolsDelta",
     "ToolsPlaceholder",
     "TurnCancelledError",
+    "UnfilledPlaceholderError",
     "UnsupportedVersionError",
     "UsageChunk",
+    "WireApi",
     "WireFormatError",
     "apply_header_delta",
     "assistant_message",
     "canonical_header",
+    "check_sendable",
     "chunk_from_json",
     "derive_event_message",
     "detect_boundary_rule",
@@ -208,6 +218,7 @@ __all__ = [
     "plan_header_event",
     "reconstruct_request",
     "reconstruct_requests",
+    "request_wire_body",
     "thaw_json",
     "tool",
     "tool_result_message",

@@ -22,12 +22,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from ._errors import CorruptLogError
+from ._errors import CorruptLogError, DshError
 from ._events import SURFACE_EVENT_TYPES, Event
 from ._header import EpochHeader, ToolSchema, ToolsPlaceholder, fold_request_header
 from ._json import dumps_canonical
 from ._messages import Message, derive_event_message
-from ._stream import GenerateOptions
+from ._stream import GenerateOptions, TokenUsage
 from ._surface import SurfaceFold
 from ._views import MessageView
 
@@ -107,6 +107,14 @@ class ReconstructedRequest:
     """Seq of the attempt's first chunk (or its message), ``None`` if nothing was logged."""
     header_seq: int | None
     """Seq of the last header event folded into this request's header."""
+    reply: Message | None = None
+    """The attempt's answer: the assistant message the log recorded for it (``None`` when the
+    attempt failed, was retried or was cut off before one was logged)."""
+    reply_seq: int | None = None
+    """Seq of the ``assistant/message`` that holds :attr:`reply`."""
+    usage: TokenUsage | None = None
+    """The usage the provider reported for this attempt, when logged: the reply's usage, else
+    the attempt's last ``usage`` chunk (input = cache-miss tokens, output, cache read, …)."""
 
 
 class _Fold:
@@ -160,6 +168,50 @@ def _build(
     return GenerateOptions.from_header(header, messages, session_id=session_id)
 
 
+_ATTEMPT_END_TYPES = frozenset({"step/start", "step/end", "turn/start", "turn/end"})
+
+
+def _usage_of(value: object) -> TokenUsage | None:
+    try:
+        return TokenUsage.from_json(value) if value is not None else None
+    except DshError:  # an unreadable usage object counts as none; the audit reports shapes
+        return None
+
+
+def _outcome(
+    events: Sequence[Event], start: int
+) -> tuple[Message | None, int | None, TokenUsage | None]:
+    """The reply, its seq and the usage of the attempt whose first response is at ``start``.
+
+    The attempt ends at its ``assistant/message``, at a step or turn boundary, or where a new
+    run of chunks starts after a ``finish`` chunk (a retry).
+    """
+    usage: TokenUsage | None = None
+    finished = False
+    for i in range(start, len(events)):
+        event = events[i]
+        kind = event.type
+        if kind in _ATTEMPT_END_TYPES:
+            break
+        data = event.data if isinstance(event.data, Mapping) else {}
+        if kind == "assistant/chunk":
+            if finished:
+                break
+            chunk = data.get("chunk")
+            if isinstance(chunk, Mapping):
+                if chunk.get("type") == "usage":
+                    usage = _usage_of(chunk.get("usage")) or usage
+                elif chunk.get("type") == "finish":
+                    finished = True
+        elif kind == "assistant/message":
+            try:
+                reply = derive_event_message(event)
+            except DshError:
+                reply = None
+            return reply, event.seq, _usage_of(data.get("usage")) or usage
+    return None, None, usage
+
+
 def _turn_step(event: Event) -> tuple[int, int]:
     data = event.data if isinstance(event.data, Mapping) else {}
     return int(data.get("turn", 0) or 0), int(data.get("step", 0) or 0)
@@ -196,6 +248,7 @@ def reconstruct_requests(
             messages = fold.messages_through(boundary)
             header = fold.header_through(event.seq)
             turn, step = _turn_step(step_start)
+            reply, reply_seq, usage = _outcome(events, event.seq)
             yield ReconstructedRequest(
                 request=_build(header, messages, session_id, event.seq),
                 turn=turn,
@@ -205,6 +258,9 @@ def reconstruct_requests(
                 boundary_seq=boundary,
                 first_response_seq=event.seq,
                 header_seq=fold.header_seq,
+                reply=reply,
+                reply_seq=reply_seq,
+                usage=usage,
             )
             attempt += 1
             in_attempt = kind == "assistant/chunk"

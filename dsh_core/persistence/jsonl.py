@@ -50,6 +50,7 @@ from .._errors import (
 from .._events import CORE_EVENT_TYPES, Event
 from .._json import dumps_canonical, freeze_json, loads_json
 from .._session import SESSION_FORMAT_VERSION, Session, SessionInfo
+from .._sidecars import Sidecars
 from ._chunk_rows import CHUNK_ROW_TYPES, ChunkRow, RunPacker, pack_chunk_rows
 from ._repair import interrupted_turn_closers
 
@@ -357,7 +358,9 @@ def _check_seeds(
         raise CorruptLogError(f"{exc}{repair}", seq=seq, line=line, path=path) from exc
 
 
-def load_session(path: StrPath, *, audit: bool = False) -> LoadedLog:
+def load_session(
+    path: StrPath, *, audit: bool = False, fill: Sidecars | Literal["auto"] | None = None
+) -> LoadedLog:
     """Read a session file (never modifying it).
 
     Returns the header, the events (packed rows expanded), the crash-repair closers when the
@@ -366,11 +369,18 @@ def load_session(path: StrPath, *, audit: bool = False) -> LoadedLog:
     events and message shapes are not checked. Raises :class:`CorruptLogError` (``.line``,
     ``.path``, ``.seq``) for a log that does not read, :class:`UnsupportedVersionError` for
     another format version.
+
+    ``fill`` fills a normalized log's placeholders (``{{system}}``, ``{{tools}}``, …) in memory:
+    a :class:`~dsh_core.Sidecars`, or ``"auto"`` for the sidecar files found beside the log
+    (none found: nothing filled).
     """
     name = os.fspath(path)
     with open(name, "rb") as file:
         raw = file.read()
-    return loads_session(raw, audit=audit, path=name)
+    loaded = loads_session(raw, audit=audit, path=name)
+    if fill == "auto":
+        fill = Sidecars.for_log(name)
+    return loaded if fill is None or fill.empty else fill.fill(loaded)
 
 
 # ---------------------------------------------------------------------------------------------

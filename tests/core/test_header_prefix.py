@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from dsh_core import (
     EpochHeader,
     Event,
+    FrozenDict,
     GenerateOptions,
     HeaderDelta,
     HeaderError,
@@ -194,6 +195,6 @@ def test_a_request_with_tool_names_can_be_rebuilt_but_not_sent() -> None:
         with pytest.raises(Exception, match=r"the tool names \['read'\] \(schemas elided\)"):
             serialize(request)
     schemas = EpochHeader(
-        config=CONFIG, tools=(ToolSchema(name="read", description="", parameters={}),)
+        config=CONFIG, tools=(ToolSchema(name="read", description="", parameters=FrozenDict()),)
     )
     assert not header_equals(header, schemas)
