@@ -144,8 +144,10 @@ def _target(live: bool, console: Console) -> Iterator[tuple[str, str, str]]:
         key = os.environ.get("DEEPSEEK_API_KEY")
         if not key:
             raise SystemExit("dsh-testkit demo --live needs DEEPSEEK_API_KEY in the environment")
-        base = os.environ.get("DSH_E2E_BASE_URL", "https://api.deepseek.com")
-        yield base, key, "the live DeepSeek API"
+        from dsh_core.providers.deepseek import BASE_URL_ENV, DEFAULT_BASE_URL
+
+        base = os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+        yield base, key, f"the live DeepSeek API at {base}"
         return
     from .mock import MockDeepSeek, MockServer
 

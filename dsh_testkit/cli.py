@@ -1,6 +1,7 @@
 """The ``dsh-testkit`` command: ``demo``, ``serve``, ``audit`` and ``cache-report``.
 
-The mock and the loop are imported only by the subcommands that run them.
+Each subcommand's module (the mock, the loop, rich, the reports) is imported only when that
+subcommand runs or shows its help.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -52,54 +53,98 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="dsh-testkit", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser(
-        "demo",
-        help="the main job: a scripted agent session on the mock, audited, with a cache report",
-        description=(
-            "Start the mock DeepSeek on loopback, run a scripted multi-turn agent session with "
-            "tools, one header change and one compaction, write its log, audit it and print the "
-            "cache report. No key, no network (unless --live)."
-        ),
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Start the mock DeepSeek on loopback, run a scripted multi-turn agent session with "
+        "tools, one header change and one compaction, write its log, audit it and print the "
+        "cache report. No key, no network (unless --live)."
     )
     from ._demo import add_demo_arguments
 
-    add_demo_arguments(demo)
-    audit = sub.add_parser(
-        "audit",
-        help="rebuild every request of a session log and check its invariants",
-    )
-    cache_report = sub.add_parser(
-        "cache-report",
-        help="per-request prompt-cache hits, the best possible, and why each drop happened",
-    )
-    from .reports import add_audit_arguments, add_cache_report_arguments
+    add_demo_arguments(parser)
 
-    add_audit_arguments(audit)
-    add_cache_report_arguments(cache_report)
-    serve = sub.add_parser(
-        "serve",
-        help="serve the mock DeepSeek over HTTP on loopback (prints its base URL)",
-        description=(
-            "Serve the mock DeepSeek until SIGINT/SIGTERM. The first line on stdout is the base "
-            "URL; any client takes it as its DeepSeek base URL (add /anthropic for the "
-            "Anthropic format)."
-        ),
+
+def _audit_arguments(parser: argparse.ArgumentParser) -> None:
+    from .reports import add_audit_arguments
+
+    add_audit_arguments(parser)
+
+
+def _cache_report_arguments(parser: argparse.ArgumentParser) -> None:
+    from .reports import add_cache_report_arguments
+
+    add_cache_report_arguments(parser)
+
+
+def _serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Serve the mock DeepSeek until SIGINT/SIGTERM. The first line on stdout is the base "
+        "URL; any client takes it as its DeepSeek base URL (add /anthropic for the "
+        "Anthropic format)."
     )
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument(
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument(
         "--port", type=int, default=0, help="port to bind; 0 picks a free one (default 0)"
     )
-    serve.add_argument(
+    parser.add_argument(
         "--script",
         metavar="FILE",
         help="a JSON script file loaded at start (see dsh_testkit.mock.Script)",
     )
-    serve.add_argument(
+    parser.add_argument(
         "--seed", type=int, default=0, help="seed for ids and timestamps (default 0)"
     )
+
+
+_SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "demo": (
+        "the main job: a scripted agent session on the mock, audited, with a cache report",
+        _demo_arguments,
+    ),
+    "serve": (
+        "serve the mock DeepSeek over HTTP on loopback (prints its base URL)",
+        _serve_arguments,
+    ),
+    "audit": ("rebuild every request of a session log and check its invariants", _audit_arguments),
+    "cache-report": (
+        "per-request prompt-cache hits, the best possible, and why each drop happened",
+        _cache_report_arguments,
+    ),
+}
+"""Each subcommand's help line and argument builder, in the order ``--help`` lists them. A
+builder may import the (heavy) module that owns the subcommand; :func:`build_parser` calls only
+the builders it needs."""
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``dsh-testkit`` argument parser.
+
+    :param only: build just this subcommand's arguments; the others are listed with their help
+        line but not populated, so ``dsh-testkit serve --help`` imports neither rich nor the
+        reports. ``None`` builds every subcommand (the CLI reference in the docs does).
+    """
+    parser = argparse.ArgumentParser(
+        prog="dsh-testkit",
+        description=(
+            "Test and audit LLM agent harnesses against a wire-faithful mock DeepSeek, offline."
+        ),
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_line, add_arguments) in _SUBCOMMANDS.items():
+        command = sub.add_parser(name, help=help_line)
+        if only is None or name == only:
+            add_arguments(command)
+    return parser
+
+
+def _first_command(argv: Sequence[str]) -> str | None:
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = _first_command(argv)
+    parser = build_parser(only=command if command in _SUBCOMMANDS else "")
     args = parser.parse_args(argv)
     if args.command == "demo":
         from ._demo import run_demo

@@ -7,11 +7,16 @@ Each module holds its wire codec as pure public functions (``serialize_request``
 ``encode_request``, ``parse_request``, the stream translator, ``map_usage``,
 ``classify_http_error``) that the mock DeepSeek reuses, and a provider class implementing
 :class:`dsh_core.Provider`. :class:`SseParser` frames both formats' event streams.
+
+The model table (:data:`MODELS`, :func:`resolve_model`) and the one thinking-mode rule
+(:func:`thinking_enabled`) are shared by both formats and the mock. Request-shape failures are
+:class:`WireFormatError` with a stable ``code`` (:data:`WireErrorCode`).
 """
 
 from ._failures import RETRYABLE_CODES
+from ._models import Endpoint, resolve_model, thinking_enabled
 from ._sse import SseEvent, SseParser, SseTruncatedError
-from ._wire import WireFormatError
+from ._wire import TOOL_NAME_PATTERN, WireErrorCode, WireFormatError
 from .anthropic import AnthropicMessage, AnthropicProvider, AnthropicRequest, EventTranslator
 from .deepseek import (
     MODELS,
@@ -27,6 +32,7 @@ from .deepseek import (
 __all__ = [
     "MODELS",
     "RETRYABLE_CODES",
+    "TOOL_NAME_PATTERN",
     "AnthropicMessage",
     "AnthropicProvider",
     "AnthropicRequest",
@@ -36,10 +42,14 @@ __all__ = [
     "ChatToolCall",
     "ChunkTranslator",
     "DeepSeekProvider",
+    "Endpoint",
     "EventTranslator",
     "ModelInfo",
     "SseEvent",
     "SseParser",
     "SseTruncatedError",
+    "WireErrorCode",
     "WireFormatError",
+    "resolve_model",
+    "thinking_enabled",
 ]

@@ -51,10 +51,11 @@ from . import _wire as w
 from ._failures import classify_http_error as _classify
 from ._failures import failure
 from ._http import EventHandler, Secret, SseProvider
+from ._models import MODELS, resolve_model, thinking_enabled
 from ._sse import SseEvent
 from ._translate import TranslatorBase, terminal_finish, translate_all, translate_async
 from ._wire import WireFormatError
-from .deepseek import MODELS, NO_OUTPUT, _thinking, _unsupported, sendable_prefix
+from .deepseek import NO_OUTPUT, _thinking, _unsupported, sendable_prefix
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -94,11 +95,10 @@ def _max_tokens(
     """The request's ``max_tokens``, else the server's own default for the model (wire.md §1.3)."""
     if options.max_tokens is not None:
         return options.max_tokens
-    model = MODELS.get(options.model)
+    model = MODELS.get(options.model)  # a Claude name gets the format's own default
     if model is None:
         return DEFAULT_MAX_TOKENS
-    on = model.thinking_default if thinking is None else thinking["type"] == "enabled"
-    if not on:
+    if not thinking_enabled(model, thinking_type=None if thinking is None else thinking["type"]):
         return model.default_output_tokens
     if effort == "max":
         return model.default_output_tokens_max_effort
@@ -250,7 +250,6 @@ _ASSISTANT_BLOCKS = (
     "server_tool_use",
     "web_search_tool_result",
 )
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -299,7 +298,20 @@ class AnthropicRequest:
 
     @property
     def thinking_type(self) -> str | None:
+        """``enabled``, ``disabled``, ``adaptive``, or ``None`` when the request does not say."""
         return None if self.thinking is None else str(self.thinking["type"])
+
+    @property
+    def thinking_on(self) -> bool:
+        """Whether this request runs in thinking mode: :func:`~dsh_core.providers.thinking_enabled`
+        for the model serving it on this endpoint (Claude names mapped), ``thinking.type`` and
+        ``reasoning.effort``."""
+        effort = None if self.reasoning is None else self.reasoning.get("effort")
+        return thinking_enabled(
+            resolve_model(self.model, endpoint="anthropic"),
+            thinking_type=self.thinking_type,
+            effort=effort if isinstance(effort, str) else None,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The body again; for a body made by :func:`serialize_request`, the same body."""
@@ -385,17 +397,27 @@ def _message(value: object, param: str) -> AnthropicMessage:
 
 
 def _tools(value: object, param: str) -> tuple[FrozenDict, ...]:
+    """Tools: the name rules apply to custom tools (a server tool's name is DeepSeek's own)."""
     tools: list[FrozenDict] = []
-    seen: set[str] = set()
-    for i, item in enumerate(w.need_list(value, param)):
+    items = w.need_list(value, param)
+    w.check_tool_count(len(items), param)
+    custom: list[tuple[str, str]] = []
+    for i, item in enumerate(items):
         where = w.child(param, i)
         obj = w.need_object(item, where)
         name_where = w.child(where, "name")
         name = w.need_str(w.required(obj, "name", where), name_where)
+        if obj.get("type") in (None, "custom"):
+            custom.append((name, name_where))
+    w.check_tool_names(custom)
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        where = w.child(param, i)
+        obj = item
+        name_where = w.child(where, "name")
+        name = obj["name"]
         kind = obj.get("type")
         if kind is None or kind == "custom":
-            if not _TOOL_NAME.match(name):
-                w.fail(name_where, f"tool name {name!r} must be 1-128 characters of [a-zA-Z0-9_-]")
             description = obj.get("description")
             if description is not None:
                 w.need_str(description, w.child(where, "description"))
@@ -403,7 +425,7 @@ def _tools(value: object, param: str) -> tuple[FrozenDict, ...]:
         else:
             w.need_str(kind, w.child(where, "type"))  # a server tool, e.g. web_search_20250305
         if name in seen:
-            w.fail(name_where, f"duplicate tool name {name!r}")
+            w.fail(name_where, f"duplicate tool name {name!r}", code="duplicate_name", value=name)
         seen.add(name)
         tools.append(w.frozen(obj, where))
     return tuple(tools)
@@ -452,7 +474,7 @@ def parse_request(body: Mapping[str, Any] | bytes | str) -> AnthropicRequest:
     max_tokens = w.need_int(w.required(obj, "max_tokens", ""), "max_tokens", minimum=1)
     raw_messages = w.need_list(w.required(obj, "messages", ""), "messages")
     if not raw_messages:
-        w.fail("messages", "must contain at least one message")
+        w.fail("messages", "must contain at least one message", code="empty")
     messages = tuple(_message(m, w.child("messages", i)) for i, m in enumerate(raw_messages))
     system = obj.get("system")
     if system is not None and not isinstance(system, str):
@@ -694,7 +716,9 @@ class EventTranslator(TranslatorBase):
         block = self._blocks.get(wire_index)
         if block is None and kind != "content_block_start":
             raise WireFormatError(
-                f"{kind} for content block {wire_index}, which was never started", param="index"
+                f"{kind} for content block {wire_index}, which was never started",
+                param="index",
+                code="invalid_stream",
             )
         return block, wire_index
 
@@ -714,7 +738,11 @@ class EventTranslator(TranslatorBase):
         elif event == "content_block_start":
             block, wire_index = self._block_at(payload, event)
             if block is not None:
-                raise WireFormatError(f"content block {wire_index} started twice", param="index")
+                raise WireFormatError(
+                    f"content block {wire_index} started twice",
+                    param="index",
+                    code="invalid_stream",
+                )
             start = w.need_object(w.required(payload, "content_block", ""), "content_block")
             kind = w.need_str(w.required(start, "type", "content_block"), "content_block.type")
             block = self._blocks[wire_index] = _Block(kind=_BLOCK_KINDS.get(kind))
@@ -745,6 +773,7 @@ class EventTranslator(TranslatorBase):
                     raise WireFormatError(
                         f"{kind} for content block {wire_index}, a {block.kind} block",
                         param="delta.type",
+                        code="invalid_stream",
                     )
                 key = {"text": "text", "reasoning": "thinking", "tool-call": "partial_json"}[target]
                 self._append(
@@ -797,7 +826,7 @@ class EventTranslator(TranslatorBase):
             payload = json.loads(event.data)
         except ValueError:
             raise WireFormatError(
-                f"event data is not JSON: {event.data[:120]!r}", param="data"
+                f"event data is not JSON: {event.data[:120]!r}", param="data", code="invalid_json"
             ) from None
         payload = w.need_object(payload, "data")
         name = event.event

@@ -56,6 +56,7 @@ from . import _wire as w
 from ._failures import classify_http_error as _classify
 from ._failures import failure
 from ._http import EventHandler, Secret, SseProvider
+from ._models import MODELS, REASONING_EFFORT_ALIASES, ModelInfo, resolve_model, thinking_enabled
 from ._sse import SseEvent
 from ._translate import TranslatorBase, terminal_finish, translate_all, translate_async
 from ._wire import WireFormatError
@@ -92,98 +93,6 @@ API_KEY_ENV = "DEEPSEEK_API_KEY"
 BASE_URL_ENV = "DEEPSEEK_BASE_URL"
 NO_OUTPUT = "(no output)"
 """What a tool message says when the tool's result has no text (the API wants a string)."""
-
-# --------------------------------------------------------------------------------------------
-# Models (wire.md §1.2, §1.3 max_tokens, §1.10 concurrency) — dated; the live e2e re-checks them.
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ModelInfo:
-    """What the API does with one model id."""
-
-    id: str
-    """The id a request sends (echoed in the response's ``model`` field)."""
-    served_by: str
-    """The model that answers, e.g. ``DeepSeek-V4.1-Flash``."""
-    context_window: int
-    """Input + output tokens the model can hold."""
-    max_output_tokens: int
-    """The largest accepted ``max_tokens``."""
-    default_output_tokens: int
-    """``max_tokens`` when the request sends none, thinking off."""
-    default_output_tokens_thinking: int
-    """``max_tokens`` when the request sends none, thinking on."""
-    default_output_tokens_max_effort: int
-    """``max_tokens`` when the request sends none and ``reasoning_effort`` is ``max``."""
-    reasoning: bool
-    """Whether the model can think (``reasoning_content``)."""
-    thinking_default: bool
-    """Whether thinking is on when the request does not say."""
-    reasoning_efforts: tuple[str, ...]
-    """Wire values of ``reasoning_effort`` (``none`` turns thinking off)."""
-    input_modalities: tuple[str, ...]
-    concurrency_limit: int | None
-    """In-flight requests per account before HTTP 429 (None: not documented)."""
-    alias_of: str | None = None
-    """The id this one is an alias of, if any."""
-    retired_at: str | None = None
-    """When the id stops working (ISO 8601, UTC), if announced."""
-
-
-_V4_EFFORTS = ("none", "low", "high", "max")
-REASONING_EFFORT_ALIASES: Mapping[str, str] = MappingProxyType(
-    {"minimal": "low", "medium": "high", "xhigh": "high", "ultra": "max"}
-)
-"""Wire aliases the V4.1 API accepts for ``reasoning_effort`` (wire.md §1.3)."""
-
-
-def _model(model_id: str, served_by: str, **facts: Any) -> ModelInfo:
-    base: dict[str, Any] = {
-        "context_window": 1_048_576,
-        "max_output_tokens": 393_216,
-        "default_output_tokens": 8_192,
-        "default_output_tokens_thinking": 65_536,
-        "default_output_tokens_max_effort": 131_072,
-        "reasoning": True,
-        "thinking_default": True,
-        "reasoning_efforts": _V4_EFFORTS,
-        "input_modalities": ("text",),
-        "concurrency_limit": 2500,
-    }
-    base.update(facts)
-    return ModelInfo(id=model_id, served_by=served_by, **base)
-
-
-MODELS: Mapping[str, ModelInfo] = MappingProxyType(
-    {
-        m.id: m
-        for m in (
-            _model("deepseek-flash", "DeepSeek-V4.1-Flash", input_modalities=("text", "image")),
-            _model("deepseek-v4-flash", "DeepSeek-V4.1-Flash", alias_of="deepseek-flash"),
-            _model(
-                "deepseek-v4-flash-vision-exp",
-                "DeepSeek-V4.1-Flash",
-                alias_of="deepseek-flash",
-                input_modalities=("text", "image"),
-            ),
-            _model("deepseek-v4-pro", "DeepSeek-V4-Pro-0813", concurrency_limit=500),
-            _model(
-                "deepseek-chat",
-                "DeepSeek-V4-Flash (non-thinking)",
-                alias_of="deepseek-v4-flash",
-                thinking_default=False,
-                retired_at="2026-07-24T15:59:00Z",
-            ),
-            _model(
-                "deepseek-reasoner",
-                "DeepSeek-V4-Flash (thinking)",
-                alias_of="deepseek-v4-flash",
-                retired_at="2026-07-24T15:59:00Z",
-            ),
-        )
-    }
-)
-"""Model id → :class:`ModelInfo`, as of late 2026 (wire.md §1.2). Read-only."""
 
 # --------------------------------------------------------------------------------------------
 # Serialization: GenerateOptions → wire body
@@ -348,7 +257,6 @@ def encode_request(options: GenerateOptions, *, stream: bool = True) -> bytes:
 
 ROLES = ("system", "user", "assistant", "tool", "latest_reminder")
 _PART_TYPES = ("text", "image_url", "file")
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _USER_ID = re.compile(r"^[A-Za-z0-9_-]{1,512}$")
 _WIRE_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra")
 
@@ -473,6 +381,16 @@ class ChatRequest:
     def thinking_type(self) -> str | None:
         """``enabled``, ``disabled``, or ``None`` when the request leaves it to the model."""
         return None if self.thinking is None else str(self.thinking["type"])
+
+    @property
+    def thinking_on(self) -> bool:
+        """Whether this request runs in thinking mode: :func:`~dsh_core.providers.thinking_enabled`
+        for its model (on the chat endpoint), ``thinking.type`` and ``reasoning_effort``."""
+        return thinking_enabled(
+            resolve_model(self.model, endpoint="chat"),
+            thinking_type=self.thinking_type,
+            effort=self.reasoning_effort,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The body again; for a body made by :func:`serialize_request`, the same body."""
@@ -615,10 +533,8 @@ def _message(value: object, param: str) -> ChatMessage:
 
 def _tools(value: object, param: str) -> tuple[ChatTool, ...]:
     items = w.need_list(value, param)
-    if len(items) > 128:
-        w.fail(param, f"at most 128 tools are allowed, got {len(items)}")
-    tools: list[ChatTool] = []
-    seen: set[str] = set()
+    w.check_tool_count(len(items), param)
+    names: list[tuple[str, str]] = []
     for i, item in enumerate(items):
         where = w.child(param, i)
         obj = w.need_object(item, where)
@@ -626,12 +542,16 @@ def _tools(value: object, param: str) -> tuple[ChatTool, ...]:
         fn_where = w.child(where, "function")
         function = w.need_object(w.required(obj, "function", where), fn_where)
         name_where = w.child(fn_where, "name")
-        name = w.need_str(w.required(function, "name", fn_where), name_where)
-        if not _TOOL_NAME.match(name):
-            w.fail(name_where, f"tool name {name!r} must be 1-128 characters of [a-zA-Z0-9_-]")
-        if name in seen:
-            w.fail(name_where, f"duplicate tool name {name!r}")
-        seen.add(name)
+        names.append((w.need_str(w.required(function, "name", fn_where), name_where), name_where))
+    w.check_tool_names(names)
+    tools: list[ChatTool] = []
+    for i, item in enumerate(items):
+        where = w.child(param, i)
+        obj = w.need_object(item, where)
+        w.need_variant(w.required(obj, "type", where), w.child(where, "type"), ("function",))
+        fn_where = w.child(where, "function")
+        function = w.need_object(w.required(obj, "function", where), fn_where)
+        name = names[i][0]
         description = w.optional(function, "description")
         parameters = w.optional(function, "parameters")
         strict = w.optional(function, "strict")
@@ -701,7 +621,7 @@ def parse_request(body: Mapping[str, Any] | bytes | str) -> ChatRequest:
     model = w.need_str(w.required(obj, "model", ""), "model")
     raw_messages = w.need_list(w.required(obj, "messages", ""), "messages")
     if not raw_messages:
-        w.fail("messages", "must contain at least one message")
+        w.fail("messages", "must contain at least one message", code="empty")
     messages = tuple(_message(m, w.child("messages", i)) for i, m in enumerate(raw_messages))
 
     def opt(key: str) -> Any:
@@ -727,7 +647,13 @@ def parse_request(body: Mapping[str, Any] | bytes | str) -> ChatRequest:
     if stop is not None and not isinstance(stop, str):
         items = w.need_list(stop, "stop")
         if len(items) > 16:
-            w.fail("stop", f"at most 16 stop sequences are allowed, got {len(items)}")
+            w.fail(
+                "stop",
+                f"at most 16 stop sequences are allowed, got {len(items)}",
+                code="too_many",
+                value=len(items),
+                limit=16,
+            )
         stop = tuple(w.need_str(s, w.child("stop", i)) for i, s in enumerate(items))
     response_format = opt("response_format")
     if response_format is not None:
@@ -740,14 +666,25 @@ def parse_request(body: Mapping[str, Any] | bytes | str) -> ChatRequest:
         response_format = w.frozen(rf, "response_format")
     user_id = opt("user_id")
     if user_id is not None and not _USER_ID.match(w.need_str(user_id, "user_id")):
-        w.fail("user_id", "must be 1-512 characters of [a-zA-Z0-9_-]")
+        w.fail(
+            "user_id",
+            "must be 1-512 characters of [a-zA-Z0-9_-]",
+            code="pattern_mismatch",
+            value=user_id,
+        )
     user = opt("user")
     max_tokens = opt("max_tokens")
     top_logprobs = opt("top_logprobs")
     if top_logprobs is not None:
         top_logprobs = w.need_int(top_logprobs, "top_logprobs", minimum=0)
         if top_logprobs > 20:
-            w.fail("top_logprobs", f"must be between 0 and 20, got {top_logprobs}")
+            w.fail(
+                "top_logprobs",
+                f"must be between 0 and 20, got {top_logprobs}",
+                code="out_of_range",
+                value=top_logprobs,
+                limit=20,
+            )
 
     def number(key: str, low: float, high: float) -> float | None:
         value = opt(key)
@@ -990,7 +927,9 @@ class ChunkTranslator(TranslatorBase):
             payload = json.loads(event.data)
         except ValueError:
             shown = event.data[:120]
-            raise WireFormatError(f"event data is not JSON: {shown!r}", param="data") from None
+            raise WireFormatError(
+                f"event data is not JSON: {shown!r}", param="data", code="invalid_json"
+            ) from None
         return self.feed(w.need_object(payload, "data")), False
 
 

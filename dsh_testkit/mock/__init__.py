@@ -43,7 +43,7 @@ from ._script import (
     random_script,
 )
 from ._server import MockServer, serve
-from ._tokens import DeepSeekTokenizer, HeuristicTokenizer, PromptRenderer, Tokenizer
+from ._template import PromptRenderer
 from ._validate import PassbackRule
 
 __all__ = [
@@ -54,11 +54,9 @@ __all__ = [
     "CacheUsage",
     "Completion",
     "CompletionToolCall",
-    "DeepSeekTokenizer",
     "Emit",
     "Fault",
     "Hangup",
-    "HeuristicTokenizer",
     "HttpError",
     "HttpRequest",
     "MockDeepSeek",
@@ -79,7 +77,6 @@ __all__ = [
     "ScriptEntry",
     "ScriptError",
     "Stall",
-    "Tokenizer",
     "ToolCall",
     "WireUsage",
     "anthropic_events",

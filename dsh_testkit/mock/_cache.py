@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Literal, TypeAlias
 
-from ._tokens import RenderedCompletion, RenderedPrompt
+from ._template import RenderedCompletion, RenderedPrompt
 
 __all__ = [
     "CacheKey",

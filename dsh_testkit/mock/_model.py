@@ -53,7 +53,7 @@ from ._render import (
 from ._request import REDACTED, Endpoint, MockRequest, ReceivedRequest, redact
 from ._responder import default_reply
 from ._script import HttpError, OnExhausted, Reply, Script, ScriptEntry, entry_from_json
-from ._tokens import PromptRenderer, ToolCallSpec
+from ._template import PromptRenderer, ToolCallSpec
 from ._validate import (
     PassbackRule,
     ToolFacts,

@@ -169,7 +169,7 @@ def named_estimator(name: str) -> TokenEstimator:
     """The estimator ``--estimator NAME`` selects; ``ImportError`` names a missing package."""
     if name == "chars":
         return CHARS_PER_TOKEN
-    from ..mock._tokens import DeepSeekTokenizer, HeuristicTokenizer
+    from ..tokenizers import DeepSeekTokenizer, HeuristicTokenizer
 
     if name == "heuristic":
         return TokenEstimator.of_tokenizer(HeuristicTokenizer(), name="heuristic tokenizer")

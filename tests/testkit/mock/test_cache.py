@@ -16,7 +16,7 @@ from dsh_testkit.mock._cache import (
     anthropic_usage,
     deepseek_usage,
 )
-from dsh_testkit.mock._tokens import PromptRenderer, RenderedPrompt
+from dsh_testkit.mock._template import PromptRenderer, RenderedPrompt
 
 KEY = CacheKey.for_request("sk-test-0001")
 RENDERER = PromptRenderer()

@@ -25,3 +25,18 @@ def test_all_is_sorted_unique_and_exact() -> None:
         value = getattr(package, name)
         if isinstance(value, type) or inspect.isfunction(value):
             assert value.__module__.startswith(package.__name__), name
+
+
+def test_tokenizers_module_surface_is_its_all() -> None:
+    from dsh_testkit import tokenizers
+
+    public = {
+        name
+        for name, value in vars(tokenizers).items()
+        if not name.startswith("_")
+        and not isinstance(value, types.ModuleType)
+        and getattr(value, "__module__", tokenizers.__name__) == tokenizers.__name__
+        and name not in {"annotations", "Callable", "Final", "Protocol", "runtime_checkable"}
+    }
+    assert sorted(tokenizers.__all__, key=lambda n: (not n.isupper(), n)) == tokenizers.__all__
+    assert set(tokenizers.__all__) == public

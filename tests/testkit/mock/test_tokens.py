@@ -13,15 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_core import freeze_json
-from dsh_testkit.mock import _tokens
-from dsh_testkit.mock._tokens import (
-    IMAGE_TOKENS,
-    DeepSeekTokenizer,
-    HeuristicTokenizer,
-    PromptRenderer,
-    Tokenizer,
-    default_thinking,
-)
+from dsh_testkit import tokenizers
+from dsh_testkit.mock import _template as _tokens
+from dsh_testkit.mock._template import IMAGE_TOKENS, PromptRenderer, default_thinking
+from dsh_testkit.tokenizers import DeepSeekTokenizer, HeuristicTokenizer, Tokenizer, hashed_id
 
 BOS, EOS, USER, ASSISTANT = _tokens.BOS, _tokens.EOS, _tokens.USER, _tokens.ASSISTANT
 THINK, END_THINK, DSML = _tokens.THINK, _tokens.END_THINK, _tokens.DSML
@@ -78,7 +73,7 @@ def test_heuristic_piece_counts(text: str, count: int) -> None:
 
 
 def test_heuristic_piece_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_tokens, "_PIECE_IDS_MAX", 2)
+    monkeypatch.setattr(tokenizers, "_PIECE_IDS_MAX", 2)
     tokenizer = HeuristicTokenizer()
     first = tokenizer.encode("a b c d e")
     assert tokenizer.encode("a b c d e") == first  # ids survive the memo being cleared
@@ -388,9 +383,7 @@ def test_user_content_parts_keep_their_order() -> None:
         ],
     }
     tokens = list(char_renderer().render_chat(body).tokens)
-    image = [_tokens.IMAGE, _tokens._hashed_id("https://x/i.png")] + [_tokens.IMAGE] * (
-        IMAGE_TOKENS - 2
-    )
+    image = [_tokens.IMAGE, hashed_id("https://x/i.png")] + [_tokens.IMAGE] * (IMAGE_TOKENS - 2)
     file_json = '{"type":"file","file":{"id":"f1"}}'
     assert tokens == [
         BOS,
@@ -458,7 +451,7 @@ def test_system_and_tool_content_parts() -> None:
     }
     prompt = char_renderer().render_chat(body)
     assert decode(prompt.tokens) == ('S5"x"qa<result>b</result><result>{"odd":true}</result>')
-    assert _tokens._hashed_id("u") in prompt.tokens
+    assert hashed_id("u") in prompt.tokens
 
 
 def test_missing_or_invalid_messages_render_an_empty_conversation() -> None:
@@ -608,10 +601,10 @@ def test_anthropic_odd_blocks() -> None:
     assert '"odd message"' in text
     assert '"document"' in text
     hashed = {t for t in prompt.tokens if t >= 1 << 20}
-    assert _tokens._hashed_id("https://x/y.png") in hashed
-    assert _tokens._hashed_id('{"type":"file","file_id":"F"}') in hashed
-    assert _tokens._hashed_id('{"type":"image"}') in hashed
-    assert _tokens._hashed_id("https://x/z") in hashed
+    assert hashed_id("https://x/y.png") in hashed
+    assert hashed_id('{"type":"file","file_id":"F"}') in hashed
+    assert hashed_id('{"type":"image"}') in hashed
+    assert hashed_id("https://x/z") in hashed
     assert prompt.tokens.count(_tokens.IMAGE) == 4 * (IMAGE_TOKENS - 1)
 
 

