@@ -120,8 +120,10 @@ class ReconstructedRequest:
 class _Fold:
     """An independent incremental fold: surface, derived messages, header (no Session state)."""
 
-    def __init__(self, events: Sequence[Event]) -> None:
+    def __init__(self, events: Sequence[Event], errors: list[DshError] | None = None) -> None:
         self.events = events
+        self.errors = errors
+        """Where to report an event that does not derive (it is then left out); ``None``: raise."""
         self.surface = SurfaceFold()
         self.count = 0
         self.messages: list[Message] = []
@@ -141,7 +143,13 @@ class _Fold:
             self.messages, self.projected, self.generation = [], 0, self.surface.generation
         nodes = self.surface.nodes
         for seq in nodes[self.projected :]:
-            message = derive_event_message(events[seq])
+            try:
+                message = derive_event_message(events[seq])
+            except DshError as exc:
+                if self.errors is None:
+                    raise
+                self.errors.append(exc)
+                continue
             if message is not None:
                 self.messages.append(message)
         self.projected = len(nodes)
@@ -218,15 +226,24 @@ def _turn_step(event: Event) -> tuple[int, int]:
 
 
 def reconstruct_requests(
-    events: Sequence[Event], *, session_id: str | None = None, rule: BoundaryRule | None = None
+    events: Sequence[Event],
+    *,
+    session_id: str | None = None,
+    rule: BoundaryRule | None = None,
+    errors: list[DshError] | None = None,
 ) -> Iterator[ReconstructedRequest]:
     """Every request of a log, in order: one per attempt (retries included). Linear in the log.
 
     An attempt is a run of ``assistant/chunk`` events of one step ended by a ``finish`` chunk (a
     retry starts a new run), or an ``assistant/message`` with no chunks before it.
+
+    By default a log that cannot be rebuilt raises (:class:`CorruptLogError`, naming the seq).
+    With ``errors`` (a list), rebuilding goes on: a message event that does not derive is left
+    out of the messages, a request with no header before it is skipped, and each problem is
+    appended to ``errors`` (an auditor reports them all, not only the first).
     """
     rule = rule or detect_boundary_rule(events)
-    fold = _Fold(events)
+    fold = _Fold(events, errors)
     step_start: Event | None = None
     attempt = 0
     in_attempt = False
@@ -249,19 +266,27 @@ def reconstruct_requests(
             header = fold.header_through(event.seq)
             turn, step = _turn_step(step_start)
             reply, reply_seq, usage = _outcome(events, event.seq)
-            yield ReconstructedRequest(
-                request=_build(header, messages, session_id, event.seq),
-                turn=turn,
-                step=step,
-                attempt=attempt,
-                step_start_seq=step_start.seq,
-                boundary_seq=boundary,
-                first_response_seq=event.seq,
-                header_seq=fold.header_seq,
-                reply=reply,
-                reply_seq=reply_seq,
-                usage=usage,
-            )
+            request: GenerateOptions | None = None
+            try:
+                request = _build(header, messages, session_id, event.seq)
+            except CorruptLogError as exc:
+                if errors is None:
+                    raise
+                errors.append(exc)
+            if request is not None:
+                yield ReconstructedRequest(
+                    request=request,
+                    turn=turn,
+                    step=step,
+                    attempt=attempt,
+                    step_start_seq=step_start.seq,
+                    boundary_seq=boundary,
+                    first_response_seq=event.seq,
+                    header_seq=fold.header_seq,
+                    reply=reply,
+                    reply_seq=reply_seq,
+                    usage=usage,
+                )
             attempt += 1
             in_attempt = kind == "assistant/chunk"
         if kind == "assistant/chunk" and in_attempt:
