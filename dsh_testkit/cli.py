@@ -76,6 +76,12 @@ def _cache_report_arguments(parser: argparse.ArgumentParser) -> None:
     add_cache_report_arguments(parser)
 
 
+def _rebuild_arguments(parser: argparse.ArgumentParser) -> None:
+    from .reports import add_rebuild_arguments
+
+    add_rebuild_arguments(parser)
+
+
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Serve the mock DeepSeek until SIGINT/SIGTERM. The first line on stdout is the base "
@@ -109,6 +115,10 @@ _SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] =
     "cache-report": (
         "per-request prompt-cache hits, the best possible, and why each drop happened",
         _cache_report_arguments,
+    ),
+    "rebuild": (
+        "print every request a log rebuilds, as a summary or the exact wire body",
+        _rebuild_arguments,
     ),
 }
 """Each subcommand's help line and argument builder, in the order ``--help`` lists them. A
@@ -158,6 +168,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .reports import run_cache_report
 
         return run_cache_report(args)
+    if args.command == "rebuild":
+        from .reports import run_rebuild
+
+        return run_rebuild(args)
     if args.command == "serve":
         return _serve(args)
     return 2

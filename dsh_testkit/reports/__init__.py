@@ -4,6 +4,9 @@
   rebuilt and compared with the one before;
 - ``_cache_report``: ``dsh-testkit cache-report`` — per-request cache hits, the best possible,
   and the log event behind each drop;
+- ``_rebuild``: ``dsh-testkit rebuild`` — every request a log rebuilds, as a summary or the
+  exact wire body;
+- ``_loading``: reading a log for a report (sidecars, "not a session log", the readable prefix);
 - ``_log_facts``: what both read from a log (header steps, surface rewrites, recorded usage);
 - ``_compare``: request-to-request comparison in the project's vocabulary;
 - ``_console`` and ``_html``: the terminal and HTML renderers.
@@ -43,6 +46,8 @@ from ._cache_report import (
     render_cache_report,
     run_cache_report,
 )
+from ._loading import NotASessionLogError, add_sidecar_arguments, load_log
+from ._rebuild import REBUILD_FORMAT_VERSION, add_rebuild_arguments, run_rebuild
 
 __all__ = [
     "AUDIT_FORMAT_VERSION",
@@ -50,12 +55,14 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "DEFAULT_BLOCK_TOKENS",
     "ESTIMATOR_NAMES",
+    "REBUILD_FORMAT_VERSION",
     "AuditReport",
     "CacheCause",
     "CacheCauseKind",
     "CacheReport",
     "CacheTotals",
     "HeaderTimelineEntry",
+    "NotASessionLogError",
     "RequestAudit",
     "RequestCache",
     "RewriteEntry",
@@ -64,15 +71,19 @@ __all__ = [
     "ViolationCode",
     "add_audit_arguments",
     "add_cache_report_arguments",
+    "add_rebuild_arguments",
+    "add_sidecar_arguments",
     "audit_file",
     "audit_loaded",
     "audit_log",
     "cache_report",
     "cache_report_file",
     "cache_report_loaded",
+    "load_log",
     "named_estimator",
     "render_audit",
     "render_cache_report",
     "run_audit",
     "run_cache_report",
+    "run_rebuild",
 ]

@@ -71,7 +71,6 @@ from dsh_core import (
     ReconstructedRequest,
     Session,
     SidecarError,
-    Sidecars,
     fold_surface,
     reconstruct_requests,
 )
@@ -79,7 +78,15 @@ from dsh_core.persistence import LoadedLog
 
 from ._compare import compare_requests
 from ._console import dumps_report_json, emit, make_console
-from ._loading import NotASessionLogError, SidecarOption, load_log, readable_prefix
+from ._loading import (
+    NotASessionLogError,
+    SidecarOption,
+    add_sidecar_arguments,
+    load_log,
+    readable_prefix,
+    refusal,
+    sidecar_option,
+)
 from ._log_facts import (
     HeaderStep,
     changes_between,
@@ -97,7 +104,6 @@ __all__ = [
     "Violation",
     "ViolationCode",
     "add_audit_arguments",
-    "add_sidecar_arguments",
     "audit_file",
     "audit_loaded",
     "audit_log",
@@ -628,54 +634,6 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"print a JSON document (formatVersion {AUDIT_FORMAT_VERSION}) instead of tables",
     )
     add_sidecar_arguments(parser)
-
-
-def add_sidecar_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--sidecars DIR`` / ``--no-sidecars``: how a normalized log's placeholders are filled."""
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument(
-        "--sidecars",
-        metavar="DIR",
-        help=(
-            "fill {{system}}, {{tools}} and {{messagePrefix}} placeholders from the sidecar files "
-            "in DIR (system-prompt.expected.md, tool-schemas.expected.json, "
-            "message-prefix.expected.json); default: the sidecars beside the log, if any"
-        ),
-    )
-    group.add_argument(
-        "--no-sidecars",
-        action="store_true",
-        help="do not fill placeholders, even when sidecar files lie beside the log",
-    )
-
-
-def sidecar_option(args: argparse.Namespace) -> SidecarOption:
-    """The sidecars the parsed ``--sidecars`` / ``--no-sidecars`` ask for (may raise
-    :class:`SidecarError`)."""
-    if getattr(args, "no_sidecars", False):
-        return None
-    directory = getattr(args, "sidecars", None)
-    if directory is None:
-        return "auto"
-    if not os.path.isdir(directory):
-        raise SidecarError(f"--sidecars {directory}: not a directory", path=directory)
-    return Sidecars.from_dir(directory, log_name=os.path.basename(args.log))
-
-
-def refusal(command: str, args: argparse.Namespace, exc: Exception) -> int:
-    """Print the one-line refusal of a log (exit status 2) for the errors every report shares;
-    re-raise anything else."""
-    if isinstance(exc, NotASessionLogError):
-        print(f"dsh-testkit {command}: {args.log}: {exc}", file=sys.stderr)
-    elif isinstance(exc, SidecarError):
-        print(f"dsh-testkit {command}: sidecars: {exc}", file=sys.stderr)
-    elif isinstance(exc, OSError):
-        print(
-            f"dsh-testkit {command}: cannot read {args.log}: {exc.strerror or exc}", file=sys.stderr
-        )
-    else:
-        raise exc
-    return 2
 
 
 def run_audit(args: argparse.Namespace) -> int:
