@@ -1,4 +1,5 @@
-"""7. Cache efficiency side by side: our loop, pydantic-ai, and a naive timestamped client.
+"""7. Cache efficiency side by side: our loop, pydantic-ai, the OpenAI Agents SDK, LangChain
+(langchain-deepseek), and a naive timestamped client — each run through the cache doctor.
 
 The same scripted task — six user turns, each three ``read_file`` calls and an answer (24 model
 requests), under a ~10 KB system prompt — is driven by three clients against the loopback mock
@@ -7,8 +8,16 @@ server (a fresh server and cache per client):
 - ``dsh_core.Agent`` with ``dsh_core.providers.deepseek.DeepSeekProvider`` (streaming);
 - pydantic-ai's ``Agent`` with ``OpenAIChatModel`` + ``DeepSeekProvider`` (its OpenAI-compatible
   client, the ``openai`` SDK), the history carried with ``message_history``;
+- the OpenAI Agents SDK's ``Runner`` with ``OpenAIChatCompletionsModel`` (the ``openai`` SDK),
+  the history carried with ``to_input_list()``;
+- LangChain's ``ChatDeepSeek`` (langchain-deepseek) with ``bind_tools``, a hand-written tool
+  loop over its messages;
 - a naive loop over the ``openai`` SDK that writes the current time into its system prompt on
   every request (the classic prefix bust).
+
+Each client's traffic, as the mock recorded it (bodies, the scripted answers, the simulated
+usage), then goes through the cache doctor (``dsh_testkit.reports.diagnose``), which attributes
+every lost hit to a cause code (``tool-args-reserialized``, ``volatile-system-text``, …).
 
 The mock's prefix-cache simulator is wrapped to record every request's prompt tokens, hit and
 reply. Efficiency = total hit tokens / total reusable tokens, where a request's reusable tokens
@@ -105,6 +114,8 @@ class _Outcome:
     error: str | None = None
     per_request: list[tuple[int, int, int]] = field(default_factory=list)
     """(prompt, hit, reusable) per request."""
+    causes: dict[str, int] = field(default_factory=dict)
+    """The cache doctor's cause codes and on how many requests each was found."""
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -171,8 +182,18 @@ async def _drive(
         except Exception as exc:  # a peer failing is a finding to report, not a crash
             outcome = _analyse(name, cache)
             outcome.error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            outcome.causes = _doctor(mock)
             return outcome
-    return _analyse(name, cache)
+    outcome = _analyse(name, cache)
+    outcome.causes = _doctor(mock)
+    return outcome
+
+
+def _doctor(mock: MockDeepSeek) -> dict[str, int]:
+    """The cache doctor's cause counts over what the mock received (reported usage)."""
+    from dsh_testkit.reports import diagnose
+
+    return diagnose(mock, simulate=False).counts()
 
 
 async def _ours(base_url: str, prompts: list[str]) -> None:
@@ -224,6 +245,71 @@ async def _pydantic_ai(base_url: str, prompts: list[str]) -> None:
             history = result.all_messages()
     finally:
         await client.close()
+
+
+async def _openai_agents(base_url: str, prompts: list[str]) -> None:
+    from agents import (
+        Agent as AgentsAgent,
+    )
+    from agents import (
+        OpenAIChatCompletionsModel,
+        Runner,
+        function_tool,
+        set_tracing_disabled,
+    )
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+
+    @function_tool
+    async def read_file(path: str) -> str:
+        """Read a file of the repository."""
+        return _file_text(path)
+
+    client = AsyncOpenAI(base_url=base_url, api_key=API_KEY, max_retries=0)
+    model = OpenAIChatCompletionsModel(model=MODEL, openai_client=client)
+    agent = AgentsAgent(name="reviewer", instructions=SYSTEM_PROMPT, model=model, tools=[read_file])
+    history: list[Any] = []
+    try:
+        for prompt in prompts:
+            result = await Runner.run(agent, [*history, {"role": "user", "content": prompt}])
+            history = result.to_input_list()
+    finally:
+        await client.close()
+
+
+async def _langchain(base_url: str, prompts: list[str]) -> None:
+    import httpx2
+    from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.tools import tool as langchain_tool
+    from langchain_deepseek import ChatDeepSeek
+
+    @langchain_tool
+    def read_file(path: str) -> str:
+        """Read a file of the repository."""
+        return _file_text(path)
+
+    http = httpx2.AsyncClient()  # closed here, inside the loop that used it
+    llm = ChatDeepSeek(  # type: ignore[call-arg]
+        model=MODEL, api_key=API_KEY, api_base=base_url, max_retries=0, http_async_client=http
+    )
+    bound = llm.bind_tools([read_file])
+    messages: list[BaseMessage] = [SystemMessage(SYSTEM_PROMPT)]
+    try:
+        for prompt in prompts:
+            messages.append(HumanMessage(prompt))
+            while True:
+                answer = await bound.ainvoke(messages)
+                messages.append(answer)
+                calls = getattr(answer, "tool_calls", None) or []
+                if not calls:
+                    break
+                for call in calls:
+                    messages.append(
+                        ToolMessage(_file_text(str(call["args"]["path"])), tool_call_id=call["id"])
+                    )
+    finally:
+        await http.aclose()
 
 
 async def _naive(base_url: str, prompts: list[str]) -> None:
@@ -278,6 +364,8 @@ def run(quick: bool) -> Section:
     clients: list[tuple[str, Callable[[str, list[str]], Awaitable[None]]]] = [
         ("dsh_core Agent", _ours),
         ("pydantic-ai Agent", _pydantic_ai),
+        ("OpenAI Agents SDK Runner", _openai_agents),
+        ("LangChain ChatDeepSeek", _langchain),
         ("naive client, timestamp in system prompt", _naive),
     ]
     requests = turns * (CALLS_PER_TURN + 1)
@@ -294,7 +382,9 @@ def run(quick: bool) -> Section:
             "= the previous request's prompt + reply (what an append-only client reuses), "
             "rounded down to 64; the first request reuses nothing. A request *loses its prefix* "
             "when its prompt is not an extension of the previous prompt + reply (token by "
-            "token)."
+            "token). Each client's traffic then goes through the cache doctor "
+            "(`dsh_testkit.reports.diagnose` over the mock's request log), which names the "
+            "cause code of every lost hit."
         ),
     )
     for name, client in clients:
@@ -331,6 +421,12 @@ def run(quick: bool) -> Section:
                 if outcome.departures
                 else "."
             )
+        )
+        causes = ", ".join(f"`{code}` on {n} request(s)" for code, n in outcome.causes.items())
+        section.notes.append(
+            f"{name}: the cache doctor attributes "
+            + (causes if causes else "no lost hit (no cause found)")
+            + "."
         )
         if outcome.error is not None:
             section.notes.append(f"{name} stopped with an error: {outcome.error}")

@@ -40,6 +40,9 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "mock-server": ("bench_mock_server", "5. Mock server under concurrent streaming clients"),
     "header": ("bench_header", "6. Header codec"),
     "efficiency": ("bench_efficiency", "7. Cache efficiency side by side with a peer"),
+    "proxy": ("bench_proxy", "8. Recording proxy: added latency and first byte"),
+    "traces": ("bench_traces", "9. Trace analysis: cache-report over a 10,000-request trace"),
+    "peers": ("bench_peers", "10. The loop against its peers"),
 }
 """Section key → (module in ``benchmarks``, heading); the issue's numbering."""
 

@@ -6,6 +6,17 @@ rebuilds every request byte for byte (:func:`reconstruct_request`).
 """
 
 from ._compaction import CompactionError, Compactor, estimate_context_tokens
+from ._differences import (
+    TextDifference,
+    config_differences,
+    count_difference,
+    first_json_difference,
+    locate_text_difference,
+    preview_value,
+    system_difference,
+    text_difference,
+    tools_differences,
+)
 from ._errors import (
     AgentError,
     CorruptLogError,
@@ -20,7 +31,18 @@ from ._errors import (
     UnfilledPlaceholderError,
     UnsupportedVersionError,
 )
-from ._events import CORE_EVENT_TYPES, SURFACE_EVENT_TYPES, Event, SurfaceReplace
+from ._events import (
+    CORE_EVENT_TYPES,
+    SURFACE_EVENT_TYPES,
+    Event,
+    EventType,
+    OpenTurn,
+    SurfaceReplace,
+    TurnStep,
+    last_turn_boundary,
+    open_turn,
+    turn_step,
+)
 from ._header import (
     AddedTool,
     EpochHeader,
@@ -38,7 +60,15 @@ from ._header import (
     plan_header_event,
 )
 from ._invariants import LogInvariant, RequestInvariant
-from ._json import FrozenDict, FrozenList, dumps_canonical, freeze_json, loads_json, thaw_json
+from ._json import (
+    MAX_JSON_DEPTH,
+    FrozenDict,
+    FrozenList,
+    dumps_canonical,
+    freeze_json,
+    loads_json,
+    thaw_json,
+)
 from ._loop import (
     Agent,
     AgentOptions,
@@ -110,6 +140,7 @@ from .providers import AnthropicProvider, DeepSeekProvider, SseTruncatedError, W
 
 __all__ = [
     "CORE_EVENT_TYPES",
+    "MAX_JSON_DEPTH",
     "PLACEHOLDERS",
     "SESSION_FORMAT_VERSION",
     "SURFACE_EVENT_TYPES",
@@ -132,6 +163,7 @@ __all__ = [
     "EpochHeader",
     "Event",
     "EventLog",
+    "EventType",
     "Finish",
     "FinishReason",
     "ForkError",
@@ -151,6 +183,7 @@ __all__ = [
     "Message",
     "MessageView",
     "OpaqueBlock",
+    "OpenTurn",
     "PreStepContext",
     "PreStepHook",
     "PromptContext",
@@ -177,6 +210,7 @@ __all__ = [
     "SystemSection",
     "TextBlock",
     "TextDelta",
+    "TextDifference",
     "TokenUsage",
     "Tool",
     "ToolCallBlock",
@@ -190,6 +224,7 @@ __all__ = [
     "ToolsDelta",
     "ToolsPlaceholder",
     "TurnCancelledError",
+    "TurnStep",
     "UnfilledPlaceholderError",
     "UnsupportedVersionError",
     "UsageChunk",
@@ -200,28 +235,39 @@ __all__ = [
     "canonical_header",
     "check_sendable",
     "chunk_from_json",
+    "config_differences",
+    "count_difference",
     "derive_event_message",
     "detect_boundary_rule",
     "diff_header",
     "diff_requests",
     "dumps_canonical",
     "estimate_context_tokens",
+    "first_json_difference",
     "fold_request_header",
     "fold_surface",
     "fork",
     "freeze_json",
     "header_equals",
     "interrupted_turn_closers",
+    "last_turn_boundary",
     "load_session",
     "loads_json",
+    "locate_text_difference",
     "open_session",
+    "open_turn",
     "plan_header_event",
+    "preview_value",
     "reconstruct_request",
     "reconstruct_requests",
     "request_wire_body",
+    "system_difference",
+    "text_difference",
     "thaw_json",
     "tool",
     "tool_result_message",
+    "tools_differences",
+    "turn_step",
     "user_message",
     "write_session",
 ]

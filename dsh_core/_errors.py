@@ -12,6 +12,7 @@ as attributes (``.seq``, ``.path``, ``.line``), not only in its message::
     │   └── UnsupportedVersionError   a log of another format version (never migrated)
     ├── SidecarError          a placeholder sidecar does not read or does not fit its log (``.path``)
     ├── UnfilledPlaceholderError  a request to send still holds a placeholder (``.placeholder``, ``.field``)
+    ├── LogLockedError        a second writer opened a session file (``.path``)   [persistence]
     ├── ForkError             a fork at an invalid boundary (``.seq``)
     ├── InvariantViolation    a dev-mode invariant failed (``.diff``)
     ├── ProviderError         a model call failed (``.failure``: the :class:`LlmFailure`)   [_stream]

@@ -9,9 +9,9 @@ refuses an unknown type unless it is ``ignorable`` or the reader is in audit mod
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, get_args
 
 from ._errors import InvalidEventError, JsonValueError
 from ._json import FrozenDict, freeze_json
@@ -20,37 +20,47 @@ __all__ = [
     "CORE_EVENT_TYPES",
     "SURFACE_EVENT_TYPES",
     "Event",
+    "EventType",
+    "OpenTurn",
     "SurfaceOp",
     "SurfaceReplace",
+    "TurnStep",
     "check_event_shape",
+    "last_turn_boundary",
+    "open_turn",
+    "turn_step",
 ]
 
-SURFACE_EVENT_TYPES: Final = frozenset({"user/message", "assistant/message", "tool/result"})
-"""The only types that may carry ``surfaceOp`` / ``sourceEventSeqs`` (and must carry ``surfaceOp``)."""
+EventType: TypeAlias = Literal[
+    "turn/start",
+    "turn/end",
+    "step/start",
+    "step/end",
+    "user/message",
+    "assistant/chunk",
+    "assistant/message",
+    "tool/call",
+    "tool/result",
+    "todo/write",
+    "request/header",
+    "request/header-delta",
+    "request/context",
+    "session/end-seed",
+    "compact/start",
+    "compact/summary",
+    "compact/end",
+    "llm/retry",
+]
+"""The event catalog: every type this build models (``Event.type`` stays ``str``, because a log
+may carry other types as opaque, log-only events)."""
 
-CORE_EVENT_TYPES: Final = frozenset(
-    {
-        "turn/start",
-        "turn/end",
-        "step/start",
-        "step/end",
-        "user/message",
-        "assistant/chunk",
-        "assistant/message",
-        "tool/call",
-        "tool/result",
-        "todo/write",
-        "request/header",
-        "request/header-delta",
-        "request/context",
-        "session/end-seed",
-        "compact/start",
-        "compact/summary",
-        "compact/end",
-        "llm/retry",
-    }
-)
+CORE_EVENT_TYPES: Final[frozenset[EventType]] = frozenset(get_args(EventType))
 """Event types this build models. Anything else is an opaque, log-only event."""
+
+SURFACE_EVENT_TYPES: Final[frozenset[EventType]] = frozenset(
+    {"user/message", "assistant/message", "tool/result"}
+)
+"""The only types that may carry ``surfaceOp`` / ``sourceEventSeqs`` (and must carry ``surfaceOp``)."""
 
 HEADER_REASONS: Final = frozenset({"initial", "resume", "fallback", "change"})
 
@@ -342,3 +352,60 @@ def check_event_shape(event: Event) -> None:
             )
     elif event.type == "request/header-delta" and not isinstance(event.data, FrozenDict):
         raise _fail(event, "data must be an object {system?, tools?, config?}")
+
+
+# --------------------------------------------------------------------------------------------
+# Typed payload readers: the fields many event types share, read in one place
+
+
+def _int_field(data: Any, key: str) -> int | None:
+    value = data.get(key) if isinstance(data, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStep:
+    """The turn and step an event names (``turn/*``, ``step/*``, ``assistant/*``, tool events)."""
+
+    turn: int | None
+    """``data.turn``; ``None`` when the event names no turn or names it with a non-integer."""
+    step: int | None
+    """``data.step``; ``None`` when the event names no step or names it with a non-integer."""
+
+
+def turn_step(event: Event) -> TurnStep:
+    """The turn and step ``event`` names (the one reader of ``data.turn`` / ``data.step``)."""
+    return TurnStep(turn=_int_field(event.data, "turn"), step=_int_field(event.data, "step"))
+
+
+_TURN_BOUNDARY_TYPES: Final[frozenset[EventType]] = frozenset({"turn/start", "turn/end"})
+
+
+def last_turn_boundary(events: Sequence[Event], end: int | None = None) -> Event | None:
+    """The last ``turn/start`` or ``turn/end`` of ``events[:end]``, ``None`` if there is none.
+
+    It scans back from ``end``, so it costs the length of the last turn, not of the log.
+    """
+    for i in range(len(events) if end is None else min(end, len(events)), 0, -1):
+        event = events[i - 1]
+        if event.type in _TURN_BOUNDARY_TYPES:
+            return event
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenTurn:
+    """A turn whose ``turn/start`` has no ``turn/end`` yet."""
+
+    turn: int | None
+    """The number its ``turn/start`` names (``None`` if it names none)."""
+    seq: int
+    """Seq of its ``turn/start``."""
+
+
+def open_turn(events: Sequence[Event], end: int | None = None) -> OpenTurn | None:
+    """The turn still open after ``events[:end]`` (the one open-turn walker), or ``None``."""
+    boundary = last_turn_boundary(events, end)
+    if boundary is None or boundary.type != "turn/start":
+        return None
+    return OpenTurn(turn=turn_step(boundary).turn, seq=boundary.seq)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ._errors import InvariantViolation
-from ._events import Event
+from ._events import Event, turn_step
 from ._reconstruct import RequestWitness, diff_requests
 from ._session import Session
 from ._stream import GenerateOptions
@@ -70,9 +70,14 @@ class _Trace:
     pending_calls: set[str] = field(default_factory=set)
 
 
-def _ints(event: Event, *keys: str) -> tuple[int | None, ...]:
+def _call_id(event: Event) -> object:
     data = event.data if isinstance(event.data, Mapping) else {}
-    return tuple(data.get(k) for k in keys)
+    return data.get("callId")
+
+
+def _pair(event: Event) -> tuple[int | None, int | None]:
+    named = turn_step(event)
+    return named.turn, named.step
 
 
 _IN_TURN_TYPES = frozenset(
@@ -131,19 +136,19 @@ class LogInvariant:
         t = self._trace
         kind = event.type
         if kind == "turn/start":
-            (turn,) = _ints(event, "turn")
+            turn = turn_step(event).turn
             if t.open_turn is not None:
                 raise self._fail(event, f"turn {t.open_turn} is still open")
             if turn != t.next_turn:
                 raise self._fail(event, f"expected turn {t.next_turn}, got {turn}")
         elif kind == "turn/end":
-            (turn,) = _ints(event, "turn")
+            turn = turn_step(event).turn
             if t.open_turn is None or turn != t.open_turn:
                 raise self._fail(event, f"no open turn {turn} to end")
             if t.open_step is not None:
                 raise self._fail(event, f"step {t.open_step} is still open")
         elif kind == "step/start":
-            turn, step = _ints(event, "turn", "step")
+            turn, step = _pair(event)
             if t.open_turn is None or turn != t.open_turn:
                 raise self._fail(event, "a step must open inside its open turn")
             if t.open_step is not None:
@@ -169,7 +174,7 @@ class LogInvariant:
 
     def _check_names_open_step(self, event: Event) -> None:
         t = self._trace
-        turn, step = _ints(event, "turn", "step")
+        turn, step = _pair(event)
         if t.open_step is None:
             # Without this, an event naming no turn/step would match the closed (None, None).
             raise self._fail(event, f"names turn {turn} step {step}, but no step is open")
@@ -183,20 +188,19 @@ class LogInvariant:
         t = self._trace
         kind = event.type
         if kind == "turn/start":
-            (turn,) = _ints(event, "turn")
+            turn = turn_step(event).turn
             t.open_turn, t.next_turn, t.next_step, t.open_step = turn, (turn or 0) + 1, 1, None
             t.pending_calls.clear()
         elif kind == "turn/end":
             t.open_turn, t.open_step = None, None
             t.pending_calls.clear()
         elif kind == "step/start":
-            (step,) = _ints(event, "step")
+            step = turn_step(event).step
             t.open_step, t.next_step = step, (step or 0) + 1
         elif kind == "step/end":
             t.open_step = None
             t.pending_calls.clear()
         elif kind == "tool/call":
-            (call_id,) = _ints(event, "callId")
-            t.pending_calls.add(str(call_id))
+            t.pending_calls.add(str(_call_id(event)))
         elif kind == "tool/result" and event.surface_op == "append":
             t.pending_calls.discard(str(_result_call_id(event)))

@@ -7,9 +7,17 @@ whose mutators raise ``TypeError``, so the standard ``json`` encoder writes them
 fast, and readers index them like plain JSON. Already-frozen values are trusted and shared, so
 re-freezing logged data costs nothing.
 
-All walks are iterative: a value nested 20,000 levels deep validates, freezes, dumps and loads
-without touching the recursion limit (the C encoder and decoder are tried first; a
-``RecursionError`` falls back to an iterative twin).
+All walks are iterative with memory linear in the value's size: a value nested 20,000 levels
+deep validates, freezes, dumps and loads without touching the recursion limit (the C encoder and
+decoder are tried first; a ``RecursionError`` falls back to an iterative twin). Nesting is capped
+at :data:`MAX_JSON_DEPTH` levels, so a hostile document is refused after reading at most that
+many brackets instead of exhausting memory.
+
+Strings are stored exactly: a lone surrogate code point (``"\\ud83d"`` alone) is kept and written
+as its ``\\u`` escape, which reads back as the same code point. A high surrogate immediately
+followed by a low surrogate, held as two separate code points, has no JSON spelling of its own
+(``"\\ud83d\\ude00"`` reads back as the one character U+1F600), so :func:`freeze_json` refuses it
+rather than store a string that would read back different.
 """
 
 from __future__ import annotations
@@ -19,11 +27,12 @@ import math
 import re
 import sys
 from collections.abc import Iterable, Iterator
-from typing import Any, NoReturn, Self, TypeAlias
+from typing import Any, Final, NoReturn, Self, TypeAlias
 
 from ._errors import JsonValueError
 
 __all__ = [
+    "MAX_JSON_DEPTH",
     "FrozenDict",
     "FrozenList",
     "JsonValue",
@@ -35,6 +44,14 @@ __all__ = [
 ]
 
 JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
+
+MAX_JSON_DEPTH: Final = 32_768
+"""How deep arrays and objects may nest in a value :func:`freeze_json` accepts (``[]`` is depth 1).
+
+Far deeper than any real payload (20,000-deep values store and load), shallow enough that a
+hostile document is refused after at most this many levels, in memory linear in the depth."""
+
+_SURROGATE_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 
 def _immutable(self: object, *args: object, **kwargs: object) -> NoReturn:
@@ -117,7 +134,8 @@ class FrozenDict(_FrozenJson, dict[str, Any]):
     immutable JSON all the way down.
     """
 
-    __slots__ = ()
+    __slots__ = ("_depth",)
+    _depth: int  # how deep it nests (1 + the deepest child's), set once when built
     __setitem__ = _immutable
     __delitem__ = _immutable
     __ior__ = _immutable
@@ -147,7 +165,8 @@ class FrozenList(_FrozenJson, list[Any]):
     Constructing one validates and deep-freezes its items like :func:`freeze_json`.
     """
 
-    __slots__ = ()
+    __slots__ = ("_depth",)
+    _depth: int  # how deep it nests (1 + the deepest child's), set once when built
     __setitem__ = _immutable
     __delitem__ = _immutable
     __iadd__ = _immutable
@@ -175,17 +194,25 @@ class FrozenList(_FrozenJson, list[Any]):
         return (FrozenList, (list(self),))
 
 
-def _new_frozen_dict(pairs: Iterable[tuple[str, Any]]) -> FrozenDict:
+def _new_frozen_dict(pairs: Iterable[tuple[str, Any]], depth: int) -> FrozenDict:
     # Bypasses the validating constructor: the caller has validated and frozen every value.
+    # ``depth`` (1 + the deepest child's) lets a frozen value be nested in a new one without a
+    # walk, and still be held to MAX_JSON_DEPTH.
     frozen = dict.__new__(FrozenDict)
     dict.__init__(frozen, pairs)
+    frozen._depth = depth
     return frozen
 
 
-def _new_frozen_list(items: Iterable[Any]) -> FrozenList:
+def _new_frozen_list(items: Iterable[Any], depth: int) -> FrozenList:
     frozen = list.__new__(FrozenList)
     list.__init__(frozen, items)
+    frozen._depth = depth
     return frozen
+
+
+def _frozen_depth(value: FrozenDict | FrozenList) -> int:
+    return value._depth
 
 
 def is_frozen_json(value: object) -> bool:
@@ -220,7 +247,9 @@ def _coerce_scalar(value: object, path: str) -> object:
     """A JSON scalar of an exact built-in type; subclasses (``IntEnum``, ``StrEnum``, numpy's
     ``float64``) become the plain value their JSON text reads back as. Anything else raises."""
     if isinstance(value, str):
-        return str.__str__(value)
+        plain = str.__str__(value)
+        _check_str(plain, path)
+        return plain
     if isinstance(value, int):  # bool cannot be subclassed, so this is a true int subclass
         number = int.__index__(value)
         if number.bit_length() > _BIG_INT_BITS:
@@ -233,25 +262,63 @@ def _coerce_scalar(value: object, path: str) -> object:
     raise JsonValueError(f"{_describe(value)} is not a JSON value", path=path)
 
 
-def _child_path(path: str, key: str | int) -> str:
+def _path_step(key: str | int) -> str:
     if isinstance(key, int):
-        return f"{path}[{key}]"
+        return f"[{key}]"
     if key.isidentifier():
-        return f"{path}.{key}"
-    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+        return f".{key}"
+    return f"[{json.dumps(key, ensure_ascii=False)}]"
+
+
+def _check_str(text: str, path: str) -> None:
+    """Refuse a surrogate pair held as two code points: JSON reads its escapes back as one."""
+    if not text.isascii():
+        pair = _SURROGATE_PAIR.search(text)
+        if pair is not None:
+            high, low = (ord(c) for c in pair.group())
+            joined = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
+            raise JsonValueError(
+                f"the string holds the surrogates U+{high:04X} U+{low:04X} as two code points "
+                f"(at index {pair.start()}); JSON text reads them back as the one character "
+                f"U+{joined:X}, so the value would not survive a round trip. Join them first "
+                "(s.encode('utf-16', 'surrogatepass').decode('utf-16'))",
+                path=path,
+            )
+
+
+def _too_deep(path: str, depth: int) -> JsonValueError:
+    return JsonValueError(
+        f"nested {depth} or more levels deep; JSON values may nest at most {MAX_JSON_DEPTH} "
+        "levels (dsh_core.MAX_JSON_DEPTH)",
+        path=path,
+    )
+
+
+def _abbreviated(steps: list[str], head: str) -> str:
+    # A depth error's path has tens of thousands of steps: show both ends.
+    if len(steps) <= 24:
+        return head + "".join(steps)
+    return f"{head}{''.join(steps[:8])}…({len(steps) - 16} more)…{''.join(steps[-8:])}"
 
 
 def freeze_json(value: object, *, path: str = "data") -> Any:
     """Validate ``value`` as lossless JSON and return a deeply immutable copy.
 
-    Accepted: ``None``, ``bool``, ``int``, finite ``float`` other than ``-0.0``, ``str``, ``list``
-    and ``dict`` with ``str`` keys (and already-frozen containers, shared as they are).
-    Subclasses of ``str``/``int``/``float`` are stored as the plain value. Anything else (NaN,
-    infinities, ``-0.0``, non-str keys, tuples, sets, cycles, other objects, dict/list
-    subclasses) raises :class:`JsonValueError` naming the path, e.g. ``data.content[2].text``.
+    Accepted: ``None``, ``bool``, ``int``, finite ``float`` other than ``-0.0``, ``str`` (lone
+    surrogates included, but not a surrogate pair held as two code points), ``list`` and
+    ``dict`` with ``str`` keys, nested at most :data:`MAX_JSON_DEPTH` levels (and already-frozen
+    containers, shared as they are). Subclasses of ``str``/``int``/``float`` are stored as the
+    plain value. Anything else (NaN, infinities, ``-0.0``, non-str keys, tuples, sets, cycles,
+    other objects, dict/list subclasses, deeper nesting) raises :class:`JsonValueError` naming
+    the path, e.g. ``data.content[2].text``.
+
+    Time and memory are linear in the size of the value, whatever its depth.
     """
     kind = type(value)
-    if value is None or kind is bool or kind is str or kind is FrozenDict or kind is FrozenList:
+    if value is None or kind is bool or kind is FrozenDict or kind is FrozenList:
+        return value
+    if kind is str:
+        _check_str(value, path)  # type: ignore[arg-type]
         return value
     if kind is int:
         if value.bit_length() > _BIG_INT_BITS:  # type: ignore[attr-defined]
@@ -263,84 +330,104 @@ def freeze_json(value: object, *, path: str = "data") -> Any:
     if not isinstance(value, (dict, list)):
         return _coerce_scalar(value, path)
 
-    # Iterative post-order build. Each frame: (source, path, items-iterator, built children).
+    # Iterative post-order build. Each frame: [source, items-iterator, built children, deepest
+    # child depth]. A frame holds only its own key; a path is spelled out only for an error, so
+    # memory stays linear in depth.
     active: set[int] = set()
     root_out: list[Any] = []
-    stack: list[tuple[object, str, Iterator[tuple[Any, object]], list[Any]]] = []
+    stack: list[tuple[object, Iterator[tuple[Any, object]], list[Any], list[int]]] = []
 
-    def enter(container: dict[Any, Any] | list[Any], where: str) -> None:
+    def steps() -> list[str]:
+        # The key each open container is building sits last in its ``built``.
+        return [_path_step(frame[2][-1][0]) for frame in stack]
+
+    def where() -> str:
+        return path + "".join(steps())
+
+    def enter(container: dict[Any, Any] | list[Any]) -> None:
+        if len(stack) >= MAX_JSON_DEPTH:
+            raise _too_deep(_abbreviated(steps(), path), len(stack) + 1)
         ident = id(container)
         if ident in active:
-            raise JsonValueError("cycle: the value contains itself", path=where)
+            raise JsonValueError("cycle: the value contains itself", path=where())
         if type(container) is not dict and type(container) is not list:
             if isinstance(container, dict):
                 raise JsonValueError(
                     f"{_describe(container)} is a dict subclass, not a plain JSON object",
-                    path=where,
+                    path=where(),
                 )
             raise JsonValueError(
-                f"{_describe(container)} is a list subclass, not a plain JSON array", path=where
+                f"{_describe(container)} is a list subclass, not a plain JSON array",
+                path=where(),
             )
         items: Iterator[tuple[Any, object]]
         if type(container) is dict:
             plain_keys = True
-            for key in container:
-                if type(key) is not str:
-                    if not isinstance(key, str):
+            for k in container:
+                if type(k) is not str:
+                    if not isinstance(k, str):
                         raise JsonValueError(
-                            f"object key {key!r} is a {_describe(key)}, not a str", path=where
+                            f"object key {k!r} is a {_describe(k)}, not a str", path=where()
                         )
                     plain_keys = False
+                elif not k.isascii():
+                    _check_str(k, where())
             if plain_keys:
                 items = iter(container.items())
             else:  # str-subclass keys (a StrEnum) become the plain strings JSON reads back
-                items = iter([(str.__str__(k), v) for k, v in container.items()])
+                pairs = [(str.__str__(k), v) for k, v in container.items()]
+                for k, _ in pairs:
+                    _check_str(k, where())
+                items = iter(pairs)
         else:
             items = enumerate(container)
         active.add(ident)
-        stack.append((container, where, items, []))
+        stack.append((container, items, [], [0]))
 
-    enter(value, path)
+    enter(value)
     while stack:
-        container, where, items, built = stack[-1]
+        container, items, built, deepest = stack[-1]
         descended = False
         for key, child in items:
             kind = type(child)
-            if (
-                child is None
-                or kind is str
-                or kind is bool
-                or kind is FrozenDict
-                or kind is FrozenList
-            ):
-                built.append((key, child))
+            # The child is recorded before it is checked, so an error's path names its key.
+            built.append((key, child))
+            if child is None or kind is bool:
+                pass
+            elif kind is str:
+                if not child.isascii():  # type: ignore[attr-defined]
+                    _check_str(child, where())  # type: ignore[arg-type]
+            elif kind is FrozenDict or kind is FrozenList:
+                depth = _frozen_depth(child)  # type: ignore[arg-type]
+                if len(stack) + depth > MAX_JSON_DEPTH:
+                    raise _too_deep(_abbreviated(steps(), path), len(stack) + depth)
+                deepest[0] = max(deepest[0], depth)
             elif kind is int:
                 if child.bit_length() > _BIG_INT_BITS:  # type: ignore[attr-defined]
-                    _check_big_int(child, _child_path(where, key))  # type: ignore[arg-type]
-                built.append((key, child))
+                    _check_big_int(child, where())  # type: ignore[arg-type]
             elif kind is float:
-                _check_float(child, _child_path(where, key))  # type: ignore[arg-type]
-                built.append((key, child))
+                _check_float(child, where())  # type: ignore[arg-type]
             elif kind is dict or kind is list or isinstance(child, (dict, list)):
-                built.append((key, None))  # placeholder, filled when the child finishes
-                enter(child, _child_path(where, key))  # type: ignore[arg-type]
+                # A placeholder, replaced when the child finishes.
+                enter(child)  # type: ignore[arg-type]
                 descended = True
                 break
             else:
-                built.append((key, _coerce_scalar(child, _child_path(where, key))))
+                built[-1] = (key, _coerce_scalar(child, where()))
         if descended:
             continue
         stack.pop()
         active.discard(id(container))
         frozen: FrozenDict | FrozenList
         if type(container) is dict:
-            frozen = _new_frozen_dict(built)
+            frozen = _new_frozen_dict(built, deepest[0] + 1)
         else:
-            frozen = _new_frozen_list(v for _, v in built)
+            frozen = _new_frozen_list((v for _, v in built), deepest[0] + 1)
         if stack:
-            parent_built = stack[-1][3]
+            parent_built, parent_deepest = stack[-1][2], stack[-1][3]
             key, _ = parent_built[-1]
             parent_built[-1] = (key, frozen)
+            parent_deepest[0] = max(parent_deepest[0], deepest[0] + 1)
         else:
             root_out.append(frozen)
     return root_out[0]
@@ -435,7 +522,7 @@ _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
 _WS = re.compile(r"[ \t\n\r]*")
 
 
-def _loads_iterative(text: str) -> Any:
+def _loads_iterative(text: str, max_depth: int | None = None) -> Any:
     scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
     pos = _WS.match(text, 0).end()  # type: ignore[union-attr]
     # Each frame: (container, pending key or None)
@@ -466,6 +553,8 @@ def _loads_iterative(text: str) -> Any:
                 pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
                 stack.append([{}, key])
                 opened = True
+                if max_depth is not None and len(stack) > max_depth:
+                    raise _text_too_deep(max_depth, pos)
         elif ch == "[":
             pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
             if text[pos : pos + 1] == "]":
@@ -474,6 +563,8 @@ def _loads_iterative(text: str) -> Any:
             else:
                 stack.append([[], None])
                 opened = True
+                if max_depth is not None and len(stack) > max_depth:
+                    raise _text_too_deep(max_depth, pos)
         elif ch == '"':
             value, pos = scanstring(text, pos + 1)
         elif text.startswith("null", pos):
@@ -530,17 +621,54 @@ def _loads_iterative(text: str) -> Any:
     return result
 
 
-def loads_json(text: str) -> Any:
+def _text_too_deep(max_depth: int, pos: int) -> JsonValueError:
+    return JsonValueError(
+        f"arrays and objects nest deeper than {max_depth} levels (the limit) by character {pos}",
+        path="JSON text",
+    )
+
+
+def _value_depth(value: Any) -> int:
+    """How deep the containers of a plain parsed value nest (iterative)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, depth)
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend(
+                (child, depth + 1) for child in children if isinstance(child, (dict, list))
+            )
+    return deepest
+
+
+def loads_json(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """Parse JSON text into plain values; deep nesting does not hit the recursion limit.
 
     Raises ``json.JSONDecodeError`` (a ``ValueError``) on malformed text. Non-finite number
-    literals (``NaN``, ``Infinity``), which are not JSON, are refused.
+    literals (``NaN``, ``Infinity``), which are not JSON, are refused. Text whose arrays and
+    objects nest deeper than ``max_depth`` levels raises :class:`JsonValueError` (also a
+    ``ValueError``) as soon as the parser gets there: time and memory stay bounded by the limit,
+    however deep the text goes.
     """
 
     def refuse_constant(name: str) -> NoReturn:
         raise json.JSONDecodeError(f"{name} is not a JSON value", text, text.find(name))
 
     try:
-        return json.loads(text, parse_constant=refuse_constant)
+        value = json.loads(text, parse_constant=refuse_constant)
     except RecursionError:
-        return _loads_iterative(text)
+        return _loads_iterative(text, max_depth)
+    # The C parser gives up (RecursionError) before the recursion limit, so only a limit below
+    # it needs a look at what was parsed.
+    if (
+        max_depth < sys.getrecursionlimit()
+        and isinstance(value, (dict, list))
+        and _value_depth(value) > max_depth
+    ):
+        raise JsonValueError(
+            f"arrays and objects nest deeper than {max_depth} levels (the limit)",
+            path="JSON text",
+        )
+    return value

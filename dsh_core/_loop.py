@@ -41,6 +41,7 @@ from typing import Any, Literal, TypeAlias
 
 from ._cancel import Aborted, CancelGuard
 from ._errors import AgentError
+from ._events import last_turn_boundary, open_turn, turn_step
 from ._header import EpochHeader, LlmCallConfig, ToolSchema, canonical_header, plan_header_event
 from ._invariants import LogInvariant, RequestInvariant
 from ._messages import Message, user_message
@@ -703,24 +704,14 @@ class Agent:
 
 
 def _last_turn(session: Session) -> int:
-    events = session.events
-    for i in range(len(events) - 1, -1, -1):
-        event = events[i]
-        if event.type in ("turn/start", "turn/end"):
-            turn = event.data.get("turn") if isinstance(event.data, dict) else None
-            return turn if isinstance(turn, int) and not isinstance(turn, bool) else 0
-    return 0
+    boundary = last_turn_boundary(session.events)
+    return (turn_step(boundary).turn or 0) if boundary is not None else 0
 
 
 def _check_no_open_turn(session: Session) -> None:
-    events = session.events
-    for i in range(len(events) - 1, -1, -1):
-        event = events[i]
-        if event.type == "turn/end":
-            return
-        if event.type == "turn/start":
-            turn = event.data.get("turn") if isinstance(event.data, dict) else None
-            raise AgentError(
-                f"the session ends inside open turn {turn} (turn/start at seq {i}); close it "
-                "first (persistence's crash repair does) or fork before the turn"
-            )
+    inside = open_turn(session.events)
+    if inside is not None:
+        raise AgentError(
+            f"the session ends inside open turn {inside.turn} (turn/start at seq {inside.seq}); "
+            "close it first (persistence's crash repair does) or fork before the turn"
+        )

@@ -22,8 +22,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from ._differences import (
+    Sides,
+    ToolList,
+    config_differences,
+    count_difference,
+    first_json_difference,
+    system_difference,
+    tools_differences,
+)
 from ._errors import CorruptLogError, DshError
-from ._events import SURFACE_EVENT_TYPES, Event
+from ._events import SURFACE_EVENT_TYPES, Event, turn_step
 from ._header import EpochHeader, ToolSchema, ToolsPlaceholder, fold_request_header
 from ._json import dumps_canonical
 from ._messages import Message, derive_event_message
@@ -220,11 +229,6 @@ def _outcome(
     return None, None, usage
 
 
-def _turn_step(event: Event) -> tuple[int, int]:
-    data = event.data if isinstance(event.data, Mapping) else {}
-    return int(data.get("turn", 0) or 0), int(data.get("step", 0) or 0)
-
-
 def reconstruct_requests(
     events: Sequence[Event],
     *,
@@ -264,7 +268,8 @@ def reconstruct_requests(
             boundary = step_start.seq if rule == "step-start" else event.seq
             messages = fold.messages_through(boundary)
             header = fold.header_through(event.seq)
-            turn, step = _turn_step(step_start)
+            named = turn_step(step_start)
+            turn, step = named.turn or 0, named.step or 0
             reply, reply_seq, usage = _outcome(events, event.seq)
             request: GenerateOptions | None = None
             try:
@@ -337,96 +342,16 @@ def reconstruct_request(
 
 
 # --------------------------------------------------------------------------------------------
-# Diffs in this project's vocabulary
+# Diffs in this project's vocabulary (worded by ._differences, shared with the testkit)
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = value if isinstance(value, str) else dumps_canonical(value)
-    text = repr(text) if isinstance(value, str) else text
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _first_json_difference(path: str, a: Any, b: Any) -> str | None:
-    """The first path at which two JSON values differ, with both values."""
-    stack: list[tuple[str, Any, Any]] = [(path, a, b)]
-    while stack:
-        where, x, y = stack.pop()
-        if isinstance(x, Mapping) and isinstance(y, Mapping):
-            if list(x) != list(y):
-                only_x = [k for k in x if k not in y]
-                only_y = [k for k in y if k not in x]
-                if only_x or only_y:
-                    return f"{where}: keys {only_x} only in expected, {only_y} only in actual"
-                return f"{where}: same keys in another order ({list(x)} vs {list(y)})"
-            for key in reversed(list(x)):
-                stack.append((f"{where}.{key}", x[key], y[key]))
-        elif isinstance(x, list) and isinstance(y, list):
-            if len(x) != len(y):
-                for i, (p, q) in enumerate(zip(x, y, strict=False)):
-                    if dumps_canonical(p) != dumps_canonical(q):
-                        return _first_json_difference(f"{where}[{i}]", p, q)
-                return f"{where}: {len(x)} items expected, {len(y)} actual"
-            for i in reversed(range(len(x))):
-                stack.append((f"{where}[{i}]", x[i], y[i]))
-        elif type(x) is not type(y) or x != y:
-            return f"{where} differs: expected {_short(x)}, actual {_short(y)}"
-    return None
-
-
-def _system_diff(expected: str | None, actual: str | None) -> str:
-    a = expected.split("\n") if expected else []
-    b = actual.split("\n") if actual else []
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return f"system line {i + 1} differs: expected {_short(x)}, actual {_short(y)}"
-    # Every shared line is equal, so the texts differ in their number of lines.
-    counts = f"(expected {len(a)} lines, actual {len(b)})"
-    if len(b) > len(a):
-        return f"system line {len(a) + 1} added: {_short(b[len(a)])} {counts}"
-    return f"system line {len(b) + 1} missing: expected {_short(a[len(b)])} {counts}"
-
-
-def _tool_names(tools: Any) -> str:
+def _tool_pairs(tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None) -> ToolList:
     if tools is None:
-        return "no tools"
+        return None
     if isinstance(tools, ToolsPlaceholder):
-        return tools.describe()
-    return str([t.name for t in tools])
-
-
-def _tools_diff(expected: Any, actual: Any) -> list[str]:
-    if (
-        isinstance(expected, ToolsPlaceholder)
-        or isinstance(actual, ToolsPlaceholder)
-        or expected is None
-        or actual is None
-    ):
-        return [
-            f"header.tools differs: expected {_tool_names(expected)}, actual {_tool_names(actual)}"
-        ]
-    exp = {t.name: t for t in expected}
-    act = {t.name: t for t in actual}
-    out: list[str] = []
-    for name in act:
-        if name not in exp:
-            out.append(f"header.tools: {name!r} present in the request but not in the log")
-    for name in exp:
-        if name not in act:
-            out.append(f"header.tools: {name!r} in the log but missing from the request")
-    for name in exp:
-        if name in act and dumps_canonical(exp[name].to_json()) != dumps_canonical(
-            act[name].to_json()
-        ):
-            detail = _first_json_difference(
-                f"tool {name!r}", exp[name].to_json(), act[name].to_json()
-            )
-            out.append(f"header.tools: {detail}")
-    if not out and [t.name for t in expected] != [t.name for t in actual]:
-        out.append(
-            f"header.tools: order differs: expected {[t.name for t in expected]}, "
-            f"actual {[t.name for t in actual]}"
-        )
-    return out
+        # Compared as a whole: a token, or the names list as JSON text.
+        return tools.token or dumps_canonical(list(tools.names or ()))
+    return [(t.name, t.to_json()) for t in tools]
 
 
 def _tools_text(tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None) -> str:
@@ -445,34 +370,27 @@ def diff_requests(
     *,
     known_equal_messages: int = 0,
     model_visible_only: bool = False,
+    names: Sides = ("expected", "actual"),
 ) -> tuple[str, ...]:
     """Where ``actual`` differs from ``expected``, in this project's vocabulary; ``()`` if equal.
 
-    Config fields (``config.temperature``), the system prompt by line, tools by name, and
-    messages by index and field (``messages[4].content[0].text differs: …``). The first
-    ``known_equal_messages`` messages are not compared (a caller that verified them already).
-    With ``model_visible_only`` messages compare by role and content only: ids and sources never
-    reach the wire, so a replayed agent need not mint the recorded ids.
+    Config fields (``config.temperature``), the system prompt by line (and column, when the
+    lines are long), tools by name, and messages by index and field
+    (``messages[4].content[0].text differs: …``). ``names`` call the two sides in the text.
+    The first ``known_equal_messages`` messages are not compared (a caller that verified them
+    already). With ``model_visible_only`` messages compare by role and content only: ids and
+    sources never reach the wire, so a replayed agent need not mint the recorded ids.
     """
-    out: list[str] = []
-    exp_config, act_config = expected.config.to_json(), actual.config.to_json()
-    for key in dict.fromkeys([*exp_config, *act_config]):
-        if key not in act_config:
-            out.append(f"config.{key}: expected {_short(exp_config[key])}, absent in the request")
-        elif key not in exp_config:
-            out.append(f"config.{key}: {_short(act_config[key])} in the request, absent in the log")
-        elif dumps_canonical(exp_config[key]) != dumps_canonical(act_config[key]):
-            out.append(
-                f"config.{key}: expected {_short(exp_config[key])}, actual {_short(act_config[key])}"
-            )
-    if (expected.system or None) != (actual.system or None):
-        out.append(_system_diff(expected.system, actual.system))
+    out = config_differences(expected.config.to_json(), actual.config.to_json(), names)
+    system = system_difference(expected.system, actual.system, names)
+    if system is not None:
+        out.append(system)
     exp_tools = expected.tools or None
     act_tools = actual.tools or None
     # Compared as JSON text: a schema's key order is part of what the model sees, and schema
     # equality (dict equality) would miss it.
     if _tools_text(exp_tools) != _tools_text(act_tools):
-        out.extend(_tools_diff(exp_tools, act_tools))
+        out.extend(tools_differences(_tool_pairs(exp_tools), _tool_pairs(act_tools), names))
     exp_msgs, act_msgs = expected.messages, actual.messages
     for i in range(
         min(known_equal_messages, len(exp_msgs), len(act_msgs)), min(len(exp_msgs), len(act_msgs))
@@ -483,26 +401,32 @@ def diff_requests(
         if model_visible_only:
             a, b = _visible(m), _visible(n)
             if dumps_canonical(a) != dumps_canonical(b):
-                detail = _first_json_difference(f"messages[{i}]", a, b)
+                detail = first_json_difference(f"messages[{i}]", a, b, names)
                 out.append(detail or f"messages[{i}] differs")
                 break
         elif m.canonical_json() != n.canonical_json():
-            detail = _first_json_difference(f"messages[{i}]", m.to_json(), n.to_json())
+            detail = first_json_difference(f"messages[{i}]", m.to_json(), n.to_json(), names)
             out.append(detail or f"messages[{i}] differs")
             break
     if len(exp_msgs) != len(act_msgs):
+        shorter = min(len(exp_msgs), len(act_msgs))
+        first = (act_msgs if len(act_msgs) > len(exp_msgs) else exp_msgs)[shorter]
         out.append(
-            f"messages: the log derives {len(exp_msgs)}, the request has {len(act_msgs)}"
-            + (
-                f" (first extra: {_short(act_msgs[len(exp_msgs)].text)})"
-                if len(act_msgs) > len(exp_msgs)
-                else ""
+            count_difference(
+                "messages",
+                len(exp_msgs),
+                len(act_msgs),
+                names,
+                at=f"messages[{shorter}]",
+                item=first.text,
             )
         )
     if (expected.session_id, expected.purpose) != (actual.session_id, actual.purpose):
+        left, right = names
         out.append(
-            f"envelope: expected sessionId={expected.session_id!r} purpose={expected.purpose!r}, "
-            f"actual sessionId={actual.session_id!r} purpose={actual.purpose!r}"
+            f"envelope differs: {left}: sessionId={expected.session_id!r} "
+            f"purpose={expected.purpose!r}, {right}: sessionId={actual.session_id!r} "
+            f"purpose={actual.purpose!r}"
         )
     return tuple(out)
 

@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ._errors import CorruptLogError, ForkError, InvalidEventError, JsonValueError
-from ._events import Event, SurfaceOp, check_event_shape, parse_source_seqs, parse_surface_op
+from ._events import (
+    Event,
+    SurfaceOp,
+    check_event_shape,
+    open_turn,
+    parse_source_seqs,
+    parse_surface_op,
+)
 from ._header import EpochHeader, fold_request_header
 from ._json import FrozenDict, freeze_json
 from ._messages import Message, derive_event_message, parse_event_message
@@ -376,17 +383,13 @@ def fork(session: Session, at_seq: int, *, child_id: str | None = None) -> Sessi
     if at_seq >= len(events):
         last = len(events) - 1 if events else "none"
         raise ForkError(f"fork boundary seq {at_seq} does not exist (last seq: {last})", seq=at_seq)
-    for i in range(at_seq, -1, -1):
-        kind = events[i].type
-        if kind == "turn/end":
-            break
-        if kind == "turn/start":
-            turn = events[i].data.get("turn") if isinstance(events[i].data, Mapping) else None
-            raise ForkError(
-                f"fork boundary seq {at_seq} ends inside open turn {turn} (opened at seq {i}); "
-                "fork at a turn boundary",
-                seq=at_seq,
-            )
+    inside = open_turn(events, at_seq + 1)
+    if inside is not None:
+        raise ForkError(
+            f"fork boundary seq {at_seq} ends inside open turn {inside.turn} (opened at seq "
+            f"{inside.seq}); fork at a turn boundary",
+            seq=at_seq,
+        )
     seed = events[: at_seq + 1]
     child_id = child_id if child_id is not None else f"{session.id}/fork@{at_seq}"
     info = SessionInfo(

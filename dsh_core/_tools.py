@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ._cancel import Aborted
-from ._errors import AgentError
+from ._errors import AgentError, JsonValueError
 from ._header import ToolSchema
-from ._json import FrozenDict, freeze_json
+from ._json import FrozenDict, freeze_json, loads_json
 from ._messages import ContentBlock, ToolCallBlock, tool_result_message
 from ._session import Session
 from ._stream import CancelToken
@@ -222,11 +221,24 @@ class _Call:
     exclusive: bool = False
 
 
+_MAX_ARGUMENT_DEPTH = 256
+"""How deep a tool call's arguments may nest. Deeper arguments are refused with a tool error the
+model sees (``INVALID_ARGUMENTS``), so no tool's own recursive code (``repr``, ``copy``, schema
+validators) can hit the recursion limit on what a model sent."""
+
+
 def _parse_arguments(raw: str, name: str) -> tuple[Any, ToolOutput | None]:
     if raw.strip() == "":
         return {}, None
     try:
-        value = json.loads(raw)
+        value = loads_json(raw, max_depth=_MAX_ARGUMENT_DEPTH)
+    except JsonValueError as exc:  # valid JSON, nested past the limit
+        return None, ToolOutput.failure(
+            f"Error: the arguments of {name!r} nest deeper than {_MAX_ARGUMENT_DEPTH} levels; "
+            f"send flatter arguments matching the tool's parameters ({exc})",
+            name="InvalidArgumentsError",
+            code="INVALID_ARGUMENTS",
+        )
     except ValueError as exc:
         return None, ToolOutput.failure(
             f"Error: the arguments of {name!r} are not valid JSON ({exc}); "

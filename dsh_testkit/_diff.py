@@ -7,7 +7,7 @@ or which message index and field. Message indexes are the wire body's own (``mes
 the third entry of the body's ``messages`` list, system messages counted), so an index points at
 what a user sees in a cassette's YAML or a captured body. Both sides are first brought to one comparable form,
 :class:`ChatView`: a DeepSeek body through the provider's own ``parse_request`` when that codec
-is installed, any other OpenAI- or Anthropic-shaped body directly from its JSON.
+reads it, any other OpenAI- or Anthropic-shaped body directly from its JSON.
 :func:`chat_view_of_options` brings a :class:`~dsh_core.GenerateOptions` to the same form.
 """
 
@@ -15,11 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsh_core import GenerateOptions, ToolsPlaceholder
+from dsh_core import (
+    GenerateOptions,
+    ToolsPlaceholder,
+    config_differences,
+    count_difference,
+    first_json_difference,
+    system_difference,
+    tools_differences,
+)
+from dsh_core.providers.deepseek import parse_request
 
 __all__ = [
     "ChatView",
@@ -27,63 +36,7 @@ __all__ = [
     "chat_view_of_options",
     "common_message_prefix",
     "diff_chat",
-    "first_json_difference",
-    "short",
-    "short_repr",
 ]
-
-_LIMIT = 60
-
-
-def short_repr(text: str, limit: int) -> str:
-    """``repr(text)``, cut to ``limit`` characters with ``…`` when longer, in O(limit).
-
-    Exactly ``repr(text)[: limit - 1] + "…"`` for a long text, without escaping all of it (a
-    request body can be megabytes). ``repr`` escapes each character on its own once it has
-    picked the quote for the whole text (``'`` unless the text holds ``'`` and no ``"``), so
-    the repr of the first ``limit`` characters plus one probe character that forces the same
-    pick starts with the same ``limit - 1`` characters.
-    """
-    if len(text) <= limit or limit < 1:
-        whole = repr(text)
-        return whole if len(whole) <= limit else whole[: limit - 1] + "…"
-    probe = "'" if "'" in text and '"' not in text else '"'
-    return repr(text[:limit] + probe)[: limit - 1] + "…"
-
-
-def short(value: Any, limit: int = _LIMIT) -> str:
-    """A one-line rendering of a JSON value, cut at ``limit`` characters."""
-    if isinstance(value, str):
-        return short_repr(value, limit)
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def first_json_difference(where: str, a: Any, b: Any, names: tuple[str, str]) -> str | None:
-    """The first path at which two JSON values differ, with both values (``None`` if equal)."""
-    left, right = names
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        for key in a:
-            if key not in b:
-                return f"{where}.{key}: only in {left} ({short(a[key])})"
-            found = first_json_difference(f"{where}.{key}", a[key], b[key], names)
-            if found:
-                return found
-        for key in b:
-            if key not in a:
-                return f"{where}.{key}: only in {right} ({short(b[key])})"
-        return None
-    if isinstance(a, list) and isinstance(b, list):
-        for i, (x, y) in enumerate(zip(a, b, strict=False)):
-            found = first_json_difference(f"{where}[{i}]", x, y, names)
-            if found:
-                return found
-        if len(a) != len(b):
-            return f"{where}: {left} has {len(a)} item(s), {right} has {len(b)}"
-        return None
-    if type(a) is not type(b) or a != b:
-        return f"{where} differs: {left}: {short(a)}, {right}: {short(b)}"
-    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,23 +116,6 @@ def chat_view_of_options(options: GenerateOptions) -> ChatView:
     )
 
 
-def _deepseek_parser() -> Callable[[Any], Mapping[str, Any]] | None:
-    """The DeepSeek codec (``parse_request(body).to_json()``) when ``dsh_core.providers`` has it."""
-    try:
-        from dsh_core.providers import deepseek
-    except ImportError:  # pragma: no cover - the providers package ships with dsh_core
-        return None
-    parse = getattr(deepseek, "parse_request", None)
-    if not callable(parse):  # pragma: no cover
-        return None
-
-    def normalized(body: Any) -> Mapping[str, Any]:
-        as_json: Mapping[str, Any] = parse(body).to_json()
-        return as_json
-
-    return normalized
-
-
 def chat_view(body: Any, *, use_provider_codec: bool = True) -> ChatView | None:
     """A wire body (bytes, text or parsed JSON) as a :class:`ChatView`; ``None`` if not a chat.
 
@@ -197,10 +133,8 @@ def chat_view(body: Any, *, use_provider_codec: bool = True) -> ChatView | None:
     if not isinstance(parsed, Mapping) or not isinstance(parsed.get("messages"), list):
         return None
     if use_provider_codec:
-        parser = _deepseek_parser()
-        if parser is not None:
-            with contextlib.suppress(Exception):
-                parsed = parser(parsed)
+        with contextlib.suppress(Exception):
+            parsed = parse_request(parsed).to_json()
     return _wire_view(parsed)
 
 
@@ -214,34 +148,10 @@ def _tool_name(tool: Any) -> str:
     return json.dumps(tool, ensure_ascii=False, sort_keys=True)
 
 
-def _system_diff(a: str | None, b: str | None, names: tuple[str, str]) -> str:
-    left, right = names
-    la = a.split("\n") if a else []
-    lb = b.split("\n") if b else []
-    for i, (x, y) in enumerate(zip(la, lb, strict=False)):
-        if x != y:
-            return f"system line {i + 1} differs: {left}: {short(x)}, {right}: {short(y)}"
-    return f"system: {left} has {len(la)} line(s), {right} has {len(lb)}" + (
-        f" (first extra: {short(lb[len(la)])})" if len(lb) > len(la) else ""
-    )
-
-
-def _tools_diff(a: Any, b: Any, names: tuple[str, str]) -> list[str]:
-    left, right = names
-    if not isinstance(a, list) or not isinstance(b, list):
-        return [f"tools differ: {left}: {short(a)}, {right}: {short(b)}"]
-    by_a = {_tool_name(t): t for t in a}
-    by_b = {_tool_name(t): t for t in b}
-    out = [f"tool {name!r} added in {right}" for name in by_b if name not in by_a]
-    out += [f"tool {name!r} removed (only in {left})" for name in by_a if name not in by_b]
-    for name, tool in by_a.items():
-        if name in by_b:
-            detail = first_json_difference("", tool, by_b[name], names)
-            if detail:
-                out.append(f"tool {name!r} changed: {detail.lstrip('.')}")
-    if not out and list(by_a) != list(by_b):
-        out.append(f"tools: order changed: {left}: {list(by_a)}, {right}: {list(by_b)}")
-    return out
+def _tool_pairs(tools: Any) -> list[tuple[str, Any]] | str | None:
+    if isinstance(tools, str):
+        return tools
+    return [(_tool_name(t), t) for t in tools or ()]
 
 
 def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
@@ -266,24 +176,18 @@ def diff_chat(
     sees is compared: ``model``, system, tools, and the expected messages, which the actual
     request may extend but not change.
     """
-    left, right = names
-    out: list[str] = []
-    a_config, b_config = expected.config, actual.config
-    keys = ("model",) if prefix else tuple(dict.fromkeys([*a_config, *b_config]))
-    for key in keys:
-        label = key if key == "model" else f"config.{key}"
-        if key not in b_config and key in a_config:
-            out.append(f"{label}: only in {left} ({short(a_config[key])})")
-        elif key not in a_config and key in b_config:
-            out.append(f"{label}: only in {right} ({short(b_config[key])})")
-        elif key in a_config and a_config[key] != b_config[key]:
-            out.append(
-                f"{label} differs: {left}: {short(a_config[key])}, {right}: {short(b_config[key])}"
-            )
-    if (expected.system or None) != (actual.system or None):
-        out.append(_system_diff(expected.system, actual.system, names))
+    out = config_differences(
+        expected.config,
+        actual.config,
+        names,
+        label=lambda key: key if key == "model" else f"config.{key}",
+        keys=("model",) if prefix else None,
+    )
+    system = system_difference(expected.system, actual.system, names)
+    if system is not None:
+        out.append(system)
     if (expected.tools or None) != (actual.tools or None):
-        out.extend(_tools_diff(expected.tools or [], actual.tools or [], names))
+        out.extend(tools_differences(_tool_pairs(expected.tools), _tool_pairs(actual.tools), names))
     out.extend(_messages_diff(expected, actual, names, prefix=prefix))
     return tuple(out)
 
@@ -296,7 +200,7 @@ def _messages_diff(
     When both bodies put the same number of system messages first (the usual case) one index
     names the message in both; otherwise the right side's own index follows in parentheses.
     """
-    left, right = names
+    right = names[1]
     a_msgs, b_msgs = expected.messages, actual.messages
     a_at, b_at = expected.message_offset, actual.message_offset
 
@@ -310,16 +214,18 @@ def _messages_diff(
     if same < min(len(a_msgs), len(b_msgs)):
         found = first_json_difference(where(same), a_msgs[same], b_msgs[same], names)
         return [(found or f"{where(same)} differs") + also(same)]
-    if len(b_msgs) < len(a_msgs):
+    if len(b_msgs) < len(a_msgs) or (len(b_msgs) > len(a_msgs) and not prefix):
+        shorter = min(len(a_msgs), len(b_msgs))
+        extra = len(b_msgs) > len(a_msgs)
         return [
-            f"messages: {left} has {len(a_msgs) + a_at}, {right} only {len(b_msgs) + b_at} "
-            f"(first missing: {where(len(b_msgs))} {short(a_msgs[len(b_msgs)])})"
-        ]
-    if len(b_msgs) > len(a_msgs) and not prefix:
-        first_extra = f"messages[{len(a_msgs) + b_at}]"
-        return [
-            f"messages: {left} has {len(a_msgs) + a_at}, {right} has {len(b_msgs) + b_at} "
-            f"(first extra: {first_extra} {short(b_msgs[len(a_msgs)])})"
+            count_difference(
+                "messages",
+                len(a_msgs) + a_at,
+                len(b_msgs) + b_at,
+                names,
+                at=f"messages[{shorter + (b_at if extra else a_at)}]",
+                item=(b_msgs if extra else a_msgs)[shorter],
+            )
         ]
     return []
 

@@ -64,7 +64,7 @@ _UNSAFE_NAME: Final = re.compile(r"[^A-Za-z0-9_.\-\[\]=+,]")
 class MockFixture:
     """The mock DeepSeek served in process (the ``dsh_mock`` fixture).
 
-    Script it with :meth:`push` (``Reply``, ``HttpError`` entries of :mod:`dsh_testkit.mock`);
+    Script it with :meth:`push` (``Reply``, ``ErrorReply`` entries of :mod:`dsh_testkit.mock`);
     unscripted requests get the mock's deterministic default reply. Point a client at it with
     :attr:`provider` (this project's provider), or :meth:`transport` for any httpx/httpx2
     client (the openai and anthropic SDKs use httpx2). Nothing touches the network.

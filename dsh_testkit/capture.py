@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, overload
+from typing import Any, Final, overload
 from unittest import mock
 
 from dsh_core import GenerateOptions
@@ -34,11 +35,14 @@ from dsh_core import GenerateOptions
 from ._diff import ChatView, chat_view, chat_view_of_options, diff_chat
 from ._errors import PrefixInstability
 from ._secrets import scrub_headers
+from .traces._errors import CacheUnfriendly
 
 __all__ = [
+    "CacheUnfriendly",
     "CapturedRequest",
     "PrefixInstability",
     "RequestCapture",
+    "assert_cache_friendly",
     "assert_prefix_stable",
     "capture_requests",
 ]
@@ -171,10 +175,73 @@ class RequestCapture:
 
     def assert_prefix_stable(self) -> None:
         """:func:`assert_prefix_stable` over the captured requests."""
+        __tracebackhide__ = True
         assert_prefix_stable(self.requests)
 
     def clear(self) -> None:
         self.requests.clear()
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the captured requests to a ``dsh-trace`` file (credentials stay redacted).
+
+        Any tool that reads traces takes the file (``dsh-testkit cache-report FILE``);
+        :meth:`load` reads it back request for request, body bytes included.
+        """
+        from .traces import TraceWriter
+
+        with TraceWriter(path, source="capture") as writer:
+            for index, request in enumerate(self.requests):
+                parsed = request.json
+                record: dict[str, Any] = {
+                    "index": index,
+                    "method": request.method,
+                    "url": request.url,
+                    "headers": [list(pair) for pair in request.headers],
+                    "request": parsed,
+                }
+                text = request.body.decode("utf-8", "surrogateescape")
+                if (
+                    parsed is None
+                    or json.dumps(parsed, ensure_ascii=False, separators=(",", ":")) != text
+                ):
+                    record["requestText"] = text
+                writer.append(record)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> RequestCapture:
+        """The capture :meth:`save` wrote; :class:`~dsh_testkit.traces.TraceError` otherwise."""
+        from .traces import TraceError
+        from .traces._file import read_trace_lines
+
+        name = os.fspath(path)
+        with open(name, encoding="utf-8") as file:
+            header, records, _ = read_trace_lines(file.read(), path=name)
+        if header.get("source") != "capture":
+            raise TraceError(
+                f"a {header.get('source')!r} trace, not a saved capture; read it with "
+                "dsh_testkit.traces.load_trace",
+                path=name,
+            )
+        capture = cls()
+        for number, record in records:
+            try:
+                text = record.get("requestText")
+                if text is None:
+                    text = json.dumps(record["request"], ensure_ascii=False, separators=(",", ":"))
+                capture.requests.append(
+                    CapturedRequest(
+                        method=str(record["method"]),
+                        url=str(record["url"]),
+                        headers=tuple((str(k), str(v)) for k, v in record["headers"]),
+                        body=text.encode("utf-8", "surrogateescape"),
+                    )
+                )
+            except (KeyError, TypeError, ValueError) as exc:
+                raise TraceError(
+                    f"line {number}: not a captured request ({type(exc).__name__}: {exc})",
+                    path=name,
+                ) from None
+        return capture
 
     def __len__(self) -> int:
         return len(self.requests)
@@ -273,14 +340,20 @@ def assert_prefix_stable(
     the request index and the first divergence (``system line 3``, tool ``'grep'`` added,
     ``messages[4].content``). Requests that are not chats (no JSON ``messages`` list: model
     listings, embeddings) are skipped.
+
+    Each request is compared with the previous request of its own conversation: wire bodies
+    that share no prefix cache unit (a sub-agent with its own system prompt, two agents on one
+    client) are separate conversations and are never compared with each other.
     """
-    previous: tuple[int, ChatView] | None = None
+    __tracebackhide__ = True
+    open_conversations: list[tuple[int, ChatView, tuple[str, ...] | None]] = []
     for index, item in enumerate(requests):
         view = _view(item)
         if view is None:
             continue
+        slot, previous = _conversation_of(item, open_conversations)
         if previous is not None:
-            before, prior = previous
+            before, prior, _ = previous
             diff = diff_chat(
                 prior, view, names=(f"request {before}", f"request {index}"), prefix=True
             )
@@ -291,4 +364,101 @@ def assert_prefix_stable(
                     index=index,
                     diff=diff,
                 )
-        previous = (index, view)
+        entry = (index, view, _parts_of(item))
+        if slot is None:
+            open_conversations.append(entry)
+        else:
+            open_conversations[slot] = entry
+
+
+def _parts_of(item: Any) -> tuple[str, ...] | None:
+    from .traces import wire_parts
+
+    body = item.json if isinstance(item, CapturedRequest) else item
+    if isinstance(body, (bytes, str)):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return None
+    return wire_parts(body) if isinstance(body, Mapping) else None
+
+
+def _conversation_of(
+    item: Any, conversations: list[tuple[int, ChatView, tuple[str, ...] | None]]
+) -> tuple[int | None, tuple[int, ChatView, tuple[str, ...] | None] | None]:
+    """The open conversation ``item`` continues (its slot and last request), if any."""
+    from .traces import DEFAULT_UNIT_TOKENS
+    from .traces._model import continuation_score
+
+    parts = _parts_of(item)
+    if parts is None:  # GenerateOptions: one conversation
+        return (0, conversations[0]) if conversations else (None, None)
+    best: int | None = None
+    best_shared = 0
+    for slot, (_, _, last) in enumerate(conversations):
+        if last is None:
+            continue
+        shared = continuation_score(last, parts, DEFAULT_UNIT_TOKENS)
+        if shared > best_shared:
+            best, best_shared = slot, shared
+    if best is None:
+        return None, None
+    return best, conversations[best]
+
+
+DEFAULT_ALLOWED: Final = ("below-cache-unit", "provider-miss")
+"""Cause codes :func:`assert_cache_friendly` tolerates unless told otherwise: neither is the
+client's doing (a prompt shorter than one cache unit, the provider's best-effort cache)."""
+
+
+def assert_cache_friendly(
+    trace_or_capture: Any,
+    allow: Iterable[str] = DEFAULT_ALLOWED,
+    *,
+    simulate: bool | None = None,
+) -> None:
+    """Fail unless every conversation of the traffic is friendly to the provider's prefix cache.
+
+    ``trace_or_capture`` is anything :func:`dsh_testkit.traces.trace_of` takes: a
+    :class:`RequestCapture`, a trace file, a cassette path, a ``MockDeepSeek``, a list of wire
+    bodies. The cache doctor examines each conversation on its own (unrelated conversations are
+    never compared) and the failure, :class:`CacheUnfriendly`, lists every finding whose cause
+    code is not in ``allow`` — code, request, wire location, sentence and the evidence with the
+    differing characters marked ``⟦…⟧``. Codes: see :data:`dsh_testkit.reports.CAUSE_CODES`;
+    an unknown code in ``allow`` is a ``ValueError``.
+    """
+    __tracebackhide__ = True
+    from .reports import CAUSE_CODES, diagnose
+
+    allowed = set(allow)
+    unknown = sorted(allowed - set(CAUSE_CODES))
+    if unknown:
+        raise ValueError(
+            f"unknown cause code(s) in allow: {', '.join(unknown)}; known: {', '.join(CAUSE_CODES)}"
+        )
+    report = diagnose(trace_or_capture, simulate=simulate)
+    for conversation in report.conversations:
+        failing = [(r, f) for r, f in conversation.findings() if f.code not in allowed]
+        if not failing:
+            continue
+        requests = len({r.index for r, _ in failing})
+        lines = [
+            f"conversation {conversation.key}: {requests} request(s) are not cache-friendly "
+            f"({', '.join(sorted({f.code for _, f in failing}))}):"
+        ]
+        for r, finding in failing:
+            lines.append(
+                f"  request #{r.index + 1} {finding.code}"
+                + (f" at {finding.where}" if finding.where else "")
+                + f": {finding.detail}"
+            )
+            lines.append(f"    {finding.sentence}")
+            lines += [f"    {evidence}" for evidence in finding.evidence]
+        if not allowed.issuperset({f.code for _, f in failing}):
+            lines.append(
+                "  (pass allow=[...] with the codes this agent accepts, e.g. "
+                f"allow=[{failing[0][1].code!r}])"
+            )
+        raise CacheUnfriendly(
+            "\n".join(lines), conversation=conversation.key, findings=[f for _, f in failing]
+        )

@@ -1,4 +1,8 @@
-"""The ``dsh-testkit`` command: ``demo``, ``serve``, ``audit`` and ``cache-report``.
+"""The ``dsh-testkit`` command: ``demo``, ``serve``, ``proxy``, ``audit`` and ``cache-report``.
+
+``audit`` and ``cache-report`` take a session log or any trace (a proxy trace file, a saved
+capture, a cassette, the mock's request log, a HAR file): a file that does not start with a
+session header goes to the cache doctor (:mod:`dsh_testkit.reports`).
 
 Each subcommand's module (the mock, the loop, rich, the reports) is imported only when that
 subcommand runs or shows its help.
@@ -9,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -16,21 +21,45 @@ from collections.abc import Callable, Sequence
 
 def _serve(args: argparse.Namespace) -> int:
     """Run the mock DeepSeek on loopback until SIGINT/SIGTERM; the base URL is stdout's first line."""
-    from .mock import MockDeepSeek, MockServerError, Script, ScriptError, serve
+    import json
 
+    from .mock import MockDeepSeek, MockServerError, PrefixCacheSimulator, ScriptError, serve
+    from .mock._schema import script_schema
+
+    if args.print_schema:
+        print(json.dumps(script_schema(), indent=2, ensure_ascii=False))
+        return 0
     try:
-        script = Script.load(args.script) if args.script else None
+        cache = PrefixCacheSimulator(
+            rules=args.cache_rules,
+            granularity=args.cache_granularity,
+            interval_tokens=args.cache_interval or None,
+            visibility_delay=args.cache_delay,
+            ttl=args.cache_ttl or None,
+        )
+        mock = MockDeepSeek(
+            seed=args.seed,
+            api_keys=args.api_key or None,
+            passback=args.passback,
+            on_exhausted=args.on_exhausted,
+            cache=cache,
+            request_log_limit=args.request_log_limit,
+        )
+        if args.script:
+            mock.use_script_file(args.script)
     except ScriptError as exc:
         print(f"dsh-testkit serve: {exc}", file=sys.stderr)
         return 2
-    mock = MockDeepSeek(script, seed=args.seed)
+    except ValueError as exc:
+        print(f"dsh-testkit serve: {exc}", file=sys.stderr)
+        return 2
 
     def ready(base_url: str) -> None:
         print(base_url, flush=True)
         print(
             f"mock DeepSeek at {base_url} (chat: /chat/completions, /v1/chat/completions; "
-            f"Anthropic format: {base_url}/anthropic; control: /_dsh/script, /_dsh/requests, "
-            "/_dsh/reset). Stop with Ctrl-C or SIGTERM.",
+            f"Anthropic format: {base_url}/anthropic; control API index: {base_url}/_dsh/). "
+            "Stop with Ctrl-C or SIGTERM.",
             file=sys.stderr,
             flush=True,
         )
@@ -41,7 +70,17 @@ def _serve(args: argparse.Namespace) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
                 loop.add_signal_handler(signum, stop.set)
-        await serve(mock, host=args.host, port=args.port, stop=stop, ready=ready)
+        await serve(
+            mock,
+            host=args.host,
+            port=args.port,
+            stop=stop,
+            ready=ready,
+            max_connections=args.max_connections,
+            head_timeout=args.head_timeout,
+            body_timeout=args.body_timeout,
+            idle_timeout=args.idle_timeout,
+        )
 
     try:
         asyncio.run(run())
@@ -74,6 +113,29 @@ def _cache_report_arguments(parser: argparse.ArgumentParser) -> None:
     from .reports import add_cache_report_arguments
 
     add_cache_report_arguments(parser)
+    # The cache doctor's options (any trace, not only session logs).
+    parser.add_argument(
+        "--simulate",
+        action="store_true",
+        help="figures from the mock's prefix-cache simulator run over the trace, not the "
+        "reported usage (the default when the trace has no usage)",
+    )
+    parser.add_argument(
+        "--conversation",
+        metavar="K",
+        help="report only conversation K (an explicit key, or #1, #2, … as split automatically)",
+    )
+
+
+def _is_session_log(path: str) -> bool:
+    """Whether ``path`` starts with a session header (else it is read as a trace)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            first = file.readline(1 << 20)
+        header = json.loads(first)
+    except (OSError, ValueError):
+        return False  # the trace path reports unreadable files with its own message
+    return isinstance(header, dict) and header.get("type") == "session"
 
 
 def _rebuild_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,11 +157,161 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--script",
         metavar="FILE",
-        help="a JSON script file loaded at start (see dsh_testkit.mock.Script)",
+        help="a JSON script file loaded at start and re-read by POST /_dsh/reset "
+        "(its JSON Schema: --print-schema)",
+    )
+    parser.add_argument(
+        "--print-schema",
+        action="store_true",
+        help="print the JSON Schema of a script file and exit (also GET /_dsh/schema)",
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="seed for ids and timestamps (default 0)"
     )
+    parser.add_argument(
+        "--on-exhausted",
+        choices=("default", "error", "repeat-last", "call-tools"),
+        default=None,
+        help="what an empty script answers (default: the script file's, else 'default')",
+    )
+    parser.add_argument(
+        "--api-key",
+        action="append",
+        metavar="KEY",
+        help="accept only this key (repeat for more; default: any non-empty key)",
+    )
+    parser.add_argument(
+        "--passback",
+        choices=("strict", "tool-calls", "off"),
+        default="strict",
+        help="the reasoning pass-back rule in thinking mode: strict (reasoning of every "
+        "assistant turn when tools are present), tool-calls (only turns that called tools; "
+        "the lenient variant), off (default strict)",
+    )
+    parser.add_argument(
+        "--request-log-limit",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="requests GET /_dsh/requests keeps, oldest dropped (default 1000)",
+    )
+    cache = parser.add_argument_group("prefix cache simulator")
+    cache.add_argument("--cache-rules", choices=("2026", "2024"), default="2026")
+    cache.add_argument(
+        "--cache-granularity", type=int, default=64, metavar="TOKENS", help="(default 64)"
+    )
+    cache.add_argument(
+        "--cache-interval",
+        type=int,
+        default=4096,
+        metavar="TOKENS",
+        help="a unit every this many tokens in long prompts (rules 2026); 0 turns it off",
+    )
+    cache.add_argument(
+        "--cache-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="seconds before a stored unit can hit (default 0)",
+    )
+    cache.add_argument(
+        "--cache-ttl",
+        type=float,
+        default=6 * 3600.0,
+        metavar="SECONDS",
+        help="idle seconds before a unit is forgotten; 0: never (default 21600)",
+    )
+    limits = parser.add_argument_group("connection limits")
+    limits.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="concurrent connections; more get 503 (default 512, less under a low file limit)",
+    )
+    limits.add_argument(
+        "--head-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="time to send a request head, then 408 (default 10)",
+    )
+    limits.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="time to send a request body, then 408 (default 30)",
+    )
+    limits.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=75.0,
+        metavar="SECONDS",
+        help="time a kept-alive connection may wait for its next request (default 75)",
+    )
+
+
+def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Record any agent's live traffic: forward every request to --upstream, stream answers "
+        "back unbuffered, append each exchange to --out (a dsh-trace file for cache-report). "
+        "The first line on stdout says where it listens; GET /_dsh/report answers the cache "
+        "report so far; Ctrl-C prints it and exits. Credentials are never written."
+    )
+    parser.add_argument(
+        "--upstream",
+        required=True,
+        metavar="URL",
+        help="where requests go, e.g. https://api.deepseek.com or a `dsh-testkit serve` URL",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=0, help="port to bind; 0 picks a free one (default 0)"
+    )
+    parser.add_argument("--out", metavar="FILE", help="the trace file to write (default: none)")
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    """Run the recording proxy until SIGINT/SIGTERM, then print the cache report."""
+    from ._secrets import scrub_url
+    from .proxy import ProxyError, Recorder, report_text, serve_proxy
+
+    try:
+        recorder = Recorder(args.out)
+    except OSError as exc:
+        print(f"dsh-testkit proxy: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+
+    def ready(base_url: str) -> None:
+        print(
+            f"dsh-testkit proxy listening on {base_url} → {scrub_url(args.upstream)}; "
+            f"trace: {args.out or '(not written)'}; report: {base_url}/_dsh/report",
+            flush=True,
+        )
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
+                loop.add_signal_handler(signum, stop.set)
+        await serve_proxy(
+            args.upstream, host=args.host, port=args.port, stop=stop, ready=ready, recorder=recorder
+        )
+
+    try:
+        asyncio.run(run())
+    except ProxyError as exc:
+        print(f"dsh-testkit proxy: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # where signal handlers cannot be installed
+        pass
+    finally:
+        recorder.close()
+    sys.stdout.write(report_text(recorder.trace()))
+    sys.stdout.flush()
+    return 0
 
 
 _SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
@@ -110,6 +322,10 @@ _SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] =
     "serve": (
         "serve the mock DeepSeek over HTTP on loopback (prints its base URL)",
         _serve_arguments,
+    ),
+    "proxy": (
+        "record any agent's live traffic to a trace (a reverse proxy in front of the API)",
+        _proxy_arguments,
     ),
     "audit": ("rebuild every request of a session log and check its invariants", _audit_arguments),
     "cache-report": (
@@ -161,19 +377,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_demo(args)
     if args.command == "audit":
-        from .reports import run_audit
+        from .reports import run_audit, run_trace_audit
 
-        return run_audit(args)
+        return run_audit(args) if _is_session_log(args.log) else run_trace_audit(args)
     if args.command == "cache-report":
-        from .reports import run_cache_report
+        from .reports import run_cache_report, run_trace_cache_report
 
-        return run_cache_report(args)
+        if _is_session_log(args.log) and not (args.simulate or args.conversation):
+            return run_cache_report(args)
+        return run_trace_cache_report(args)
     if args.command == "rebuild":
         from .reports import run_rebuild
 
         return run_rebuild(args)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "proxy":
+        return _proxy(args)
     return 2
 
 

@@ -249,7 +249,7 @@ def _module_dir(request: pytest.FixtureRequest) -> Path:
 def dsh_mock() -> MockFixture:
     """The mock DeepSeek, in process: no sockets, no key, no network.
 
-    ``dsh_mock.push(Reply(text="hi"), HttpError(status=429))`` scripts answers (from
+    ``dsh_mock.push(Reply(text="hi"), ErrorReply(status=429))`` scripts answers (from
     ``dsh_testkit.mock``); unscripted requests get a deterministic default reply.
     ``dsh_mock.provider`` is a ``DeepSeekProvider`` answered by it;
     ``dsh_mock.transport("httpx2")`` is a ``MockTransport`` for any other client (the openai

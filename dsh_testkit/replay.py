@@ -44,6 +44,7 @@ from dsh_core import (
     chunk_from_json,
     diff_requests,
     reconstruct_requests,
+    turn_step,
 )
 
 from ._errors import (
@@ -87,10 +88,9 @@ class ReplayEntry:
     """Seq of the call's first ``assistant/chunk`` (or of its compaction summary event)."""
 
 
-def _turn_step(data: Any) -> tuple[int, int]:
-    if not isinstance(data, Mapping):
-        return 0, 0
-    return int(data.get("turn", 0) or 0), int(data.get("step", 0) or 0)
+def _turn_step(event: Event) -> tuple[int, int]:
+    named = turn_step(event)
+    return named.turn or 0, named.step or 0
 
 
 def _summary_entry(event: Event) -> ReplayEntry | None:
@@ -134,11 +134,10 @@ def _summary_entry(event: Event) -> ReplayEntry | None:
             f"{event.type} at seq {event.seq} cannot be replayed: {exc}", seq=event.seq
         ) from None
     chunks.append(Finish(reason=FinishReason(kind="stop")))
-    turn = data.get("turn")
     return ReplayEntry(
         chunks=tuple(chunks),
         kind="compaction",
-        turn=turn if isinstance(turn, int) else None,
+        turn=turn_step(event).turn,
         first_seq=event.seq,
     )
 
@@ -185,7 +184,7 @@ def derive_replay_script(events: Sequence[Event]) -> tuple[ReplayEntry, ...]:
         if event.type != "assistant/chunk":
             continue
         data = event.data if isinstance(event.data, Mapping) else {}
-        this_key = _turn_step(data)
+        this_key = _turn_step(event)
         if current and this_key != key:
             close()
         try:
@@ -259,32 +258,6 @@ def _recorded(source: LogSource, *, child: bool, ordinal: int) -> RecordedSessio
         seed_length=seed,
         script=derive_replay_script(events[seed:]),
     )
-
-
-def _diff_requests(expected: GenerateOptions, actual: GenerateOptions) -> tuple[str, ...]:
-    """:func:`dsh_core.diff_requests`, naming tools itself when only one side has any.
-
-    (The core's rendering of that case tries to JSON-encode the schemas and fails.)
-    """
-    exp_tools, act_tools = expected.tools or (), actual.tools or ()
-    if (
-        bool(exp_tools) == bool(act_tools)
-        or isinstance(exp_tools, ToolsPlaceholder)
-        or isinstance(act_tools, ToolsPlaceholder)
-    ):
-        return diff_requests(expected, actual, model_visible_only=True)
-    rest = diff_requests(
-        replace(expected, tools=None), replace(actual, tools=None), model_visible_only=True
-    )
-    if exp_tools:
-        names = ", ".join(repr(t.name) for t in exp_tools)
-        line = f"header.tools: {names} in the log but missing from the request"
-    else:
-        names = ", ".join(repr(t.name) for t in act_tools)
-        line = f"header.tools: {names} present in the request but not in the log"
-    config_lines = [d for d in rest if d.startswith(("config.", "system"))]
-    others = [d for d in rest if not d.startswith(("config.", "system"))]
-    return (*config_lines, line, *others)
 
 
 class _Anonymous:
@@ -418,7 +391,7 @@ class ReplayProvider:
             system=actual.system if _opaque(expected.system) else expected.system,
             tools=actual.tools if _opaque(expected.tools) else expected.tools,
         )
-        diff = _diff_requests(expected, actual)
+        diff = diff_requests(expected, actual, model_visible_only=True, names=("recorded", "live"))
         if diff:
             raise ReplayMismatch(
                 f"strict replay: the live request for {where} differs from the request the "

@@ -31,5 +31,7 @@ def test_every_benchmark_section_runs_in_quick_mode() -> None:
         "5. Mock server",
         "6. Header codec",
         "7. Cache efficiency",
+        "8. Recording proxy",
+        "9. Trace analysis",
     ):
         assert title in result.stdout, title

@@ -195,9 +195,9 @@ def _parallel_script() -> Sequence[Any]:
 
 
 def _rate_limit_script() -> Sequence[Any]:
-    from dsh_testkit.mock import HttpError, Reply
+    from dsh_testkit.mock import ErrorReply, Reply
 
-    return [HttpError(status=429, retry_after="1"), Reply(text="Hello after the retry.")]
+    return [ErrorReply(status=429, retry_after="1"), Reply(text="Hello after the retry.")]
 
 
 def _eof_script() -> Sequence[Any]:

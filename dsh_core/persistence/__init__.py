@@ -2,8 +2,9 @@
 
 ``load_session`` reads a log (never modifying it), ``open_session`` resumes one and keeps
 writing, ``write_session`` stores a new one; :class:`JsonlWriter` is the append-only writer they
-share. The file format is the reference harness's ``session.jsonl`` (header record, one event or
-packed chunk row per line), so logs interchange both ways.
+share, and each holds the file's exclusive lock while it is open (one writer per log:
+:class:`LogLockedError`). The file format is the reference harness's ``session.jsonl`` (header
+record, one event or packed chunk row per line), so logs interchange both ways.
 """
 
 from ._chunk_rows import ChunkRow, expand_chunk_rows, pack_chunk_rows
@@ -14,6 +15,7 @@ from .jsonl import (
     FsyncPolicy,
     JsonlWriter,
     LoadedLog,
+    LogLockedError,
     dumps_session,
     load_session,
     loads_session,
@@ -30,6 +32,7 @@ __all__ = [
     "FsyncPolicy",
     "JsonlWriter",
     "LoadedLog",
+    "LogLockedError",
     "dumps_session",
     "expand_chunk_rows",
     "header_line",

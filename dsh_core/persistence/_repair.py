@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from .._events import Event
+from .._events import Event, open_turn
 from .._json import freeze_json
 from .._messages import tool_result_message
 
@@ -68,25 +68,22 @@ def interrupted_turn_closers(events: Sequence[Event]) -> tuple[Event, ...]:
     pending calls; each ``tool-call`` block of an ``assistant/message`` becomes a pending call (in
     content order), a ``tool/call`` records its seq on the pending entry, a ``tool/result``
     answers it. Unanswered calls get an error result: ``TOOL_OUTCOME_UNKNOWN`` citing the
-    ``tool/call`` when one was logged, else ``TOOL_NOT_STARTED``.
+    ``tool/call`` when one was logged, else ``TOOL_NOT_STARTED``. Only the open turn is scanned
+    (found by :func:`dsh_core.open_turn`): its ``turn/start`` clears everything before it.
     """
-    open_turn: Any = None
-    turn_open = False
+    inside = open_turn(events)
+    if inside is None:
+        return ()
+    turn: Any = None
     open_step: Any = None
     step_open = False
     # call id -> (step of the assistant message, seq of its tool/call or None); dicts keep
     # first-registration order even when an entry is overwritten, like the reference's Map.
     pending: dict[str, tuple[Any, int | None]] = {}
-    for event in events:
+    for event in events[inside.seq - events[0].seq :]:
         kind, data = event.type, event.data
-        if kind == "turn/start":
-            open_turn, turn_open = _get(data, "turn"), True
-            open_step, step_open = None, False
-            pending.clear()
-        elif kind == "turn/end":
-            turn_open = step_open = False
-            open_turn = open_step = None
-            pending.clear()
+        if kind == "turn/start":  # the open turn's own start: the scan begins there
+            turn = _get(data, "turn")
         elif kind == "step/start":
             open_step, step_open = _get(data, "step"), True
         elif kind == "step/end":
@@ -104,8 +101,6 @@ def interrupted_turn_closers(events: Sequence[Event]) -> tuple[Event, ...]:
             if isinstance(call_id, str):
                 pending.pop(call_id, None)
 
-    if not turn_open or not events:
-        return ()
     seq = events[-1].seq + 1
     time = events[-1].time
     closers: list[Event] = []
@@ -128,7 +123,7 @@ def interrupted_turn_closers(events: Sequence[Event]) -> tuple[Event, ...]:
                 seq=seq,
                 time=time,
                 data=freeze_json(
-                    {"turn": open_turn, "step": step, "message": message.to_json(), "error": error}
+                    {"turn": turn, "step": step, "message": message.to_json(), "error": error}
                 ),
                 surface_op="append",
                 source_event_seqs=(call_seq,) if call_seq is not None else None,
@@ -141,7 +136,7 @@ def interrupted_turn_closers(events: Sequence[Event]) -> tuple[Event, ...]:
                 type="step/end",
                 seq=seq,
                 time=time,
-                data=freeze_json({"turn": open_turn, "step": open_step}),
+                data=freeze_json({"turn": turn, "step": open_step}),
             )
         )
         seq += 1
@@ -150,7 +145,7 @@ def interrupted_turn_closers(events: Sequence[Event]) -> tuple[Event, ...]:
             type="turn/end",
             seq=seq,
             time=time,
-            data=freeze_json({"turn": open_turn, "reason": {"kind": "interrupted"}}),
+            data=freeze_json({"turn": turn, "reason": {"kind": "interrupted"}}),
         )
     )
     return tuple(closers)

@@ -9,16 +9,28 @@ packs, a chunk row (:class:`ChunkRow`). The same events always encode to the sam
 Reading (:func:`load_session`) never modifies the file. It is strict about everything a crash
 cannot produce and lenient about the one thing a crash does produce:
 
-* the LAST non-blank line, when it is not valid JSON, is a write the process did not finish: it
-  is dropped and reported (:class:`DroppedTail`), every complete event is kept;
-* anything else that does not read (invalid JSON before the end, a malformed event or chunk row,
-  a seq gap, a surface rule, an unknown event type) raises :class:`CorruptLogError` with
-  ``.line``, ``.path`` and ``.seq`` where known;
+* an UNTERMINATED last line (no ``\n`` after it) that is the unfinished start of a record is a
+  write the process did not finish: it is dropped and reported (:class:`DroppedTail`), every
+  complete event is kept. A crash only ever cuts a line short, so an unterminated line that
+  holds a complete record followed by more bytes (two lines merged by a lost newline) or
+  bytes that are not UTF-8 is corruption, not a crash tail;
+* anything else that does not read (a newline-terminated line that is not valid JSON, even the
+  last one, a malformed envelope, event or chunk row, a payload field of the wrong type, a seq
+  gap, a surface rule, an unknown event type, nesting deeper than
+  :data:`~dsh_core.MAX_JSON_DEPTH`) raises :class:`CorruptLogError` with ``.line``, ``.path``
+  and ``.seq`` where known, and nothing is dropped or changed;
 * another format ``version`` raises :class:`UnsupportedVersionError` (logs are never migrated);
 * an event type this build does not model is refused unless it is ``ignorable`` or the reader
   is in audit mode (reading other harnesses' logs), where it is carried as an opaque event;
 * a log that ends inside an open turn is closed in memory with
   :func:`interrupted_turn_closers`; the file is not touched.
+
+A log has ONE writer. Every writer (:func:`write_session`, :func:`open_session`,
+:meth:`JsonlWriter.create`, :meth:`JsonlWriter.append_to`) holds an exclusive advisory lock on
+the file (``fcntl.flock``) from open to :meth:`JsonlWriter.close`; a second writer, in this
+process or another, gets :class:`LogLockedError` naming the path instead of interleaving or
+overwriting lines. Readers take no lock. (On Windows, which has no ``flock``, the lock is not
+taken and one writer per log is the caller's duty.)
 
 Writing (:class:`JsonlWriter`) attaches to a live :class:`Session` as a listener, so every
 committed append lands on disk as one ``write`` of one line before ``append`` returns (plus an
@@ -33,8 +45,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -48,7 +62,7 @@ from .._errors import (
     UnsupportedVersionError,
 )
 from .._events import CORE_EVENT_TYPES, Event
-from .._json import dumps_canonical, freeze_json, loads_json
+from .._json import MAX_JSON_DEPTH, dumps_canonical, freeze_json, loads_json
 from .._session import SESSION_FORMAT_VERSION, Session, SessionInfo
 from .._sidecars import Sidecars
 from ._chunk_rows import CHUNK_ROW_TYPES, ChunkRow, RunPacker, pack_chunk_rows
@@ -60,6 +74,7 @@ __all__ = [
     "FsyncPolicy",
     "JsonlWriter",
     "LoadedLog",
+    "LogLockedError",
     "dumps_session",
     "load_session",
     "loads_session",
@@ -74,6 +89,50 @@ FsyncPolicy: TypeAlias = Literal["never", "always"]
 _FSYNC_POLICIES: Final = ("never", "always")
 
 StrPath: TypeAlias = "str | os.PathLike[str]"
+
+_RECORD_NESTING: Final = 1
+"""The levels a record adds around its ``data`` (the envelope object); ``data`` itself may nest
+:data:`MAX_JSON_DEPTH` levels, so a line may nest one more."""
+
+
+class LogLockedError(DshError):
+    """Another writer holds the session file (``.path``): a log has one writer at a time."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+if sys.platform == "win32":  # pragma: no cover - no flock on Windows: the lock is the caller's duty
+
+    def _try_lock(fd: int) -> bool:
+        return True
+
+else:
+    import fcntl
+
+    def _try_lock(fd: int) -> bool:
+        """Take the exclusive advisory lock on an open file; False when another holder has it.
+
+        ``flock`` locks belong to the open file description, so a second ``open`` of the same
+        path conflicts even within one process, and closing the file releases the lock.
+        """
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+
+def _lock_for_writing(file: io.FileIO, name: str) -> None:
+    if not _try_lock(file.fileno()):
+        raise LogLockedError(
+            f"{name} is already open for writing by another writer (in this process or "
+            "another): a session log has one writer at a time. Close the other writer "
+            "(JsonlWriter.close) before opening it again",
+            path=name,
+        )
+
 
 # ---------------------------------------------------------------------------------------------
 # Encoding
@@ -182,6 +241,43 @@ def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _describe(value: object) -> str:
+    """A wrong value in an error message: its JSON kind, and the value when it is short."""
+    kind = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(value), "a number" if isinstance(value, (int, float)) else "null"
+    )
+    if isinstance(value, (dict, list)):
+        return kind
+    text = repr(value)
+    return f"{kind} {text}" if len(text) <= 40 else kind
+
+
+def _is_cut_short(body: bytes) -> bool:
+    """Whether an unparsable unterminated last line can be a write a crash cut off.
+
+    A cut leaves a prefix of one record: UTF-8 except perhaps a last, incomplete character, and
+    text that ends before the record does. A complete value followed by more bytes ("Extra
+    data": a lost newline merged two records) or bytes that are not UTF-8 inside the line are
+    not something a crash writes, so dropping them could delete a complete event.
+    """
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.end != len(body) or exc.reason != "unexpected end of data":
+            return False
+        try:
+            text = body[: exc.start].decode("utf-8")
+        except UnicodeDecodeError:  # pragma: no cover - the first error was at exc.start
+            return False
+    try:
+        loads_json(text, max_depth=MAX_JSON_DEPTH + _RECORD_NESTING)
+    except json.JSONDecodeError as exc:
+        return exc.msg != "Extra data"
+    except ValueError:  # too deep: no crash cuts a record deeper than a writer writes
+        return False
+    return False  # a whole record, then a stray incomplete character: not a cut
+
+
 def _parse_header(value: object, *, line: int, path: str | None) -> SessionInfo:
     def corrupt(message: str) -> CorruptLogError:
         return CorruptLogError(message, line=line, path=path)
@@ -272,16 +368,31 @@ def loads_session(data: bytes | str, *, audit: bool = False, path: str | None = 
 
     for i, (line, start, body) in enumerate(records):
         try:
-            value = loads_json(body.decode("utf-8"))
+            value = loads_json(body.decode("utf-8"), max_depth=MAX_JSON_DEPTH + _RECORD_NESTING)
+        except JsonValueError as exc:  # nested past the limit: no write ever produced it
+            raise CorruptLogError(
+                f"the record nests deeper than the {MAX_JSON_DEPTH}-level limit: {exc}",
+                line=line,
+                path=path,
+            ) from exc
         except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both are ValueErrors
-            if i == last and i > 0:
+            unterminated = start + len(body) == len(raw)
+            if i == last and i > 0 and unterminated and _is_cut_short(body):
                 dropped = DroppedTail(line=line, offset=start, data=raw[start:], reason=str(exc))
                 break
-            what = "the session header" if i == 0 else "a record before the last line"
+            if i == 0:
+                what = "the session header"
+            elif unterminated:
+                what = "the unterminated last line is not the start of a record cut short: it"
+            elif i == last:
+                what = "the last line, although complete (newline-terminated),"
+            else:
+                what = "a record before the last line"
             after = f" (after seq {len(events) - 1})" if events else ""
             raise CorruptLogError(
                 f"{what} is not valid JSON{after}: {exc}. Only an unfinished last line can be "
-                "dropped; a damaged line inside the log means the file is corrupt",
+                "dropped (a write a crash cut short, with no newline after it); a damaged line "
+                "inside the log means the file is corrupt",
                 line=line,
                 path=path,
             ) from exc
@@ -294,8 +405,17 @@ def loads_session(data: bytes | str, *, audit: bool = False, path: str | None = 
                 line=line,
                 path=path,
             )
+        tag = value.get("type")
+        if not isinstance(tag, str):
+            raise CorruptLogError(
+                f"a record's type must be a string (an event type or a chunk-row tag), got "
+                f"{_describe(tag)}",
+                seq=value["seq"] if _is_int(value.get("seq")) else None,
+                line=line,
+                path=path,
+            )
         try:
-            if value.get("type") in CHUNK_ROW_TYPES:
+            if tag in CHUNK_ROW_TYPES:
                 decoded = ChunkRow.from_json(value).expand()
             else:
                 decoded = [Event.from_json(value)]
@@ -481,7 +601,13 @@ class JsonlWriter:
         unless ``overwrite``)."""
         _check_fsync(fsync)
         name = os.fspath(path)
-        file = open(name, "wb" if overwrite else "xb", buffering=0)  # noqa: SIM115 (owned by the writer)
+        file = _open_new(name, overwrite=overwrite)
+        try:
+            _lock_for_writing(file, name)
+            file.truncate(0)
+        except BaseException:
+            file.close()
+            raise
         writer = cls(
             file=file,
             path=name,
@@ -705,6 +831,20 @@ class JsonlWriter:
         self.close()
 
 
+def _open_new(name: str, *, overwrite: bool) -> io.FileIO:
+    """Open a file to write a new log into, without truncating it yet: an existing file is
+    truncated only once its lock is held, so overwriting never pulls a log from under its
+    writer."""
+    if not overwrite:
+        return open(name, "xb", buffering=0)
+    while True:
+        try:
+            return open(name, "r+b", buffering=0)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):  # created meanwhile: open that one
+                return open(name, "xb", buffering=0)
+
+
 def _check_fsync(fsync: str) -> None:
     if fsync not in _FSYNC_POLICIES:
         raise ValueError(f"fsync must be one of {_FSYNC_POLICIES}, got {fsync!r}")
@@ -717,6 +857,7 @@ def _read_for_append(
     name = os.fspath(path)
     file = open(name, "r+b", buffering=0)  # noqa: SIM115 (handed to the writer)
     try:
+        _lock_for_writing(file, name)
         raw = file.readall()
         return file, loads_session(raw, audit=audit, path=name), raw
     except BaseException:

@@ -3,19 +3,20 @@
 - :mod:`dsh_core.providers.deepseek`: Chat Completions (OpenAI-compatible), the default.
 - :mod:`dsh_core.providers.anthropic`: DeepSeek's Anthropic-format endpoint (Messages API).
 
-Each module holds its wire codec as pure public functions (``serialize_request``,
-``encode_request``, ``parse_request``, the stream translator, ``map_usage``,
-``classify_http_error``) that the mock DeepSeek reuses, and a provider class implementing
-:class:`dsh_core.Provider`. :class:`SseParser` frames both formats' event streams.
+Each is a package along the same seams: request serialization (``serialize_request``,
+``encode_request``), request parsing (``parse_request``), response translation (the stream
+translator, ``map_usage``, ``classify_http_error``) and the provider class implementing
+:class:`dsh_core.Provider`. The codecs are pure public functions the mock DeepSeek reuses.
 
-The model table (:data:`MODELS`, :func:`resolve_model`) and the one thinking-mode rule
-(:func:`thinking_enabled`) are shared by both formats and the mock. Request-shape failures are
-:class:`WireFormatError` with a stable ``code`` (:data:`WireErrorCode`).
+Shared by both formats and the mock: the model table (:data:`MODELS`, :func:`resolve_model`) and
+the one thinking-mode rule (:func:`thinking_enabled`); :class:`WireFormatError` with a stable
+``code`` (:data:`WireErrorCode`) for request shapes; SSE framing (:class:`SseParser`) and encoding
+(:meth:`SseEvent.encode`, :meth:`SseEvent.of_json`, :data:`SSE_DONE`).
 """
 
 from ._failures import RETRYABLE_CODES
 from ._models import Endpoint, resolve_model, thinking_enabled
-from ._sse import SseEvent, SseParser, SseTruncatedError
+from ._sse import SSE_DONE, SseEvent, SseParser, SseTruncatedError
 from ._wire import TOOL_NAME_PATTERN, WireErrorCode, WireFormatError
 from .anthropic import AnthropicMessage, AnthropicProvider, AnthropicRequest, EventTranslator
 from .deepseek import (
@@ -32,6 +33,7 @@ from .deepseek import (
 __all__ = [
     "MODELS",
     "RETRYABLE_CODES",
+    "SSE_DONE",
     "TOOL_NAME_PATTERN",
     "AnthropicMessage",
     "AnthropicProvider",

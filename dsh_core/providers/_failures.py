@@ -1,6 +1,6 @@
 """Failure codes, and the HTTP error → :class:`LlmFailure` mapping both adapters share.
 
-Codes follow the reference harness (dsh-testing-spec §3.6) so logged failures interchange:
+Codes follow the reference harness (docs/design.md) so logged failures interchange:
 ``AUTH``, ``QUOTA``, ``RATE_LIMIT``, ``INVALID_REQUEST``, ``CONTEXT_WINDOW_EXCEEDED``, ``SERVER``,
 ``HTTP_<status>``, ``TRANSPORT``, ``TIMEOUT``, ``STREAM_CLOSED``, ``EMPTY_RESPONSE``,
 ``MALFORMED_RESPONSE``, ``ABORTED``, ``MISSING_CREDENTIAL``, ``INVALID_CREDENTIAL``,
@@ -34,7 +34,7 @@ RETRYABLE_CODES = frozenset(
     }
 )
 """Codes a retry of the same request may cure. ``STREAM_CLOSED`` (a clean cut mid-answer) is
-deliberately absent, as in the reference harness (dsh-testing-spec §9 item 12)."""
+deliberately absent, as in the reference harness."""
 
 _QUOTA = re.compile(
     r"insufficient[ _-]?(quota|balance|credits?|funds)|(quota|usage|spend)[ _-]?limit"

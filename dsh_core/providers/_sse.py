@@ -8,7 +8,7 @@ split into reads never changes the result.
 
 Why not httpx-sse: it reads lines from an ``httpx.Response``, drops comments silently (a keep-alive
 must re-arm the caller's idle watchdog) and, at end of stream, cannot tell a clean end from a cut
-inside an event. The reference harness learned the hard way (dsh-testing-spec §9 item 11) that a
+inside an event. The reference harness learned the hard way that a
 final ``data: [DONE]`` without its blank line is truncation, not success: here it is never
 dispatched, and :meth:`SseParser.close` raises :class:`SseTruncatedError`.
 """
@@ -19,10 +19,12 @@ import codecs
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from .._errors import DshError
+from .._json import dumps_canonical
 
-__all__ = ["SseEvent", "SseParser", "SseTruncatedError"]
+__all__ = ["SSE_DONE", "SseEvent", "SseParser", "SseTruncatedError"]
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
@@ -53,6 +55,24 @@ class SseEvent:
             lines.append(f"retry: {self.retry}")
         lines.extend(f"data: {line}" for line in self.data.split("\n"))
         return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+    @classmethod
+    def of_json(cls, payload: object, *, event: str = "message") -> SseEvent:
+        """An event whose data is ``payload`` as compact JSON (UTF-8, no ASCII escaping, key
+        order kept), as both DeepSeek formats send it; ``event`` names it (the Anthropic format's
+        ``message_start`` …), ``message`` sends no ``event:`` line."""
+        return cls(event=event, data=dumps_canonical(payload))
+
+    @staticmethod
+    def comment(text: str = "") -> bytes:
+        """An SSE comment line (``: keep-alive``), which parsers pass over; no event."""
+        if "\r" in text or "\n" in text:
+            raise ValueError("an SSE comment is one line")
+        return f": {text}\n\n".encode() if text else b":\n\n"
+
+
+SSE_DONE: Final = SseEvent(data="[DONE]")
+"""Chat Completions' end-of-stream event: ``data: [DONE]``."""
 
 
 class SseTruncatedError(DshError, ValueError):

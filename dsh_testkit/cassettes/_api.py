@@ -39,9 +39,9 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
 
-from dsh_core import dumps_canonical
+from dsh_core import dumps_canonical, preview_value, text_difference
 
-from .._diff import chat_view, common_message_prefix, diff_chat, short
+from .._diff import chat_view, common_message_prefix, diff_chat
 from .._errors import (
     CassetteMismatch,
     CassetteNotFound,
@@ -104,7 +104,7 @@ class _Body:
     def preview(self) -> str:
         """The body cut short for a message (computed on the first mismatch only)."""
         if self._preview is None:
-            self._preview = short(_text(self.canonical))
+            self._preview = preview_value(_text(self.canonical))
         return self._preview
 
 
@@ -380,11 +380,9 @@ class Cassette:
         a, b = chat_view(recorded.body), chat_view(live.body)
         if a is not None and b is not None:
             out.extend(diff_chat(a, b))
-        elif _body_of(recorded).canonical != _body_of(live).canonical:
-            out.append(
-                f"body differs: recorded: {short(_text(recorded.body))}, "
-                f"request: {short(_text(live.body))}"
-            )
+        elif (old := _body_of(recorded).canonical) != (new := _body_of(live).canonical):
+            body = text_difference("body", _text(old), _text(new), ("recorded", "request"))
+            out.append(body or "body differs")
         return tuple(out)
 
     @staticmethod

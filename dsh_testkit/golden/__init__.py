@@ -18,6 +18,7 @@ from ._extensions import (
     TranscriptExtension,
     WireRequestsExtension,
     cwd_spellings,
+    render_trace_requests,
     render_transcript,
     render_wire_requests,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "TranscriptExtension",
     "WireRequestsExtension",
     "cwd_spellings",
+    "render_trace_requests",
     "render_transcript",
     "render_wire_requests",
 ]

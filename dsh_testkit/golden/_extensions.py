@@ -15,6 +15,9 @@
   results (:func:`render_transcript`).
 - :class:`WireRequestsExtension` writes ``<test>.requests.jsonc``: the exact DeepSeek JSON body
   of every request, pretty-printed, for reviewing prompt changes (:func:`render_wire_requests`).
+  It also takes any agent's traffic — a ``RequestCapture``, a cassette or trace file path
+  (``pathlib.Path``), a :class:`~dsh_testkit.traces.Trace`, a ``MockDeepSeek`` — rendered by
+  :func:`render_trace_requests`: each request's body as sent, grouped by conversation.
   (``.jsonc``, not ``.json``: syrupy's own JSON extension claims every ``*.json`` in a
   ``__snapshots__`` directory and would report ours as unused. The content is plain JSON.)
 
@@ -29,10 +32,13 @@ renderer returned (``render_transcript(logs, cwd=...)``) when the defaults need 
 
 from __future__ import annotations
 
+import copy
+import json
+import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import ClassVar, Final
+from typing import Any, ClassVar, Final
 
 from syrupy.data import SnapshotCollection
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
@@ -63,12 +69,72 @@ __all__ = [
     "TranscriptExtension",
     "WireRequestsExtension",
     "cwd_spellings",
+    "render_trace_requests",
     "render_transcript",
     "render_wire_requests",
 ]
 
 _WIRE_VERSION: Final = re.compile(r'^\{\s*"format": "([^"]*)",\s*"version": (\d+),')
 _TRANSCRIPT_VERSION: Final = re.compile(r"^# (.*) · format (\d+)$", re.MULTILINE)
+
+
+def _is_traffic(data: Any) -> bool:
+    """Whether ``data`` is an agent's traffic (a trace's input) rather than a session."""
+    from ..capture import CapturedRequest, RequestCapture
+    from ..traces import Trace
+
+    if isinstance(data, (Trace, RequestCapture, os.PathLike)):
+        return True
+    if type(data).__name__ == "MockDeepSeek":
+        return True
+    if isinstance(data, (list, tuple)) and data:
+        first = data[0]
+        return (
+            isinstance(first, CapturedRequest)
+            or (hasattr(first, "endpoint") and hasattr(first, "to_json"))
+            or (isinstance(first, Mapping) and isinstance(first.get("messages"), list))
+        )
+    return False
+
+
+def render_trace_requests(data: Any) -> str:
+    """The wire-requests golden of any agent's traffic (what :func:`~dsh_testkit.traces.trace_of`
+    takes): each request's body exactly as sent, in conversation order, normalized like the
+    session goldens (tool-call ids in first-seen order, the working directory, stray UUIDs).
+
+    Raises :class:`SnapshotInputError` when ``data`` cannot be read as a trace.
+    """
+    from ..traces import TraceError, trace_of
+
+    try:
+        trace = trace_of(data)
+    except (TraceError, OSError) as exc:
+        raise SnapshotInputError(
+            f"cannot read the traffic to render: {exc}", value_type=type(data).__name__
+        ) from exc
+    normalizer = Normalizer()
+    entries: list[dict[str, Any]] = []
+    for conversation in trace.conversations():
+        for exchange in conversation:
+            body = copy.deepcopy(dict(exchange.body))
+            for message in body.get("messages") or ():
+                if not isinstance(message, dict):
+                    continue
+                if isinstance(message.get("tool_call_id"), str):
+                    message["tool_call_id"] = normalizer.token("call", message["tool_call_id"])
+                for call in message.get("tool_calls") or ():
+                    if isinstance(call, dict) and isinstance(call.get("id"), str):
+                        call["id"] = normalizer.token("call", call["id"])
+            entries.append(
+                {
+                    "conversation": conversation.key,
+                    "request": exchange.index + 1,
+                    "endpoint": exchange.endpoint,
+                    "body": normalizer.json(body, zero_times=False),
+                }
+            )
+    document = {"format": WIRE_FORMAT, "version": WIRE_FORMAT_VERSION, "requests": entries}
+    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
 
 
 class _TextGolden(SingleFileSnapshotExtension):
@@ -177,6 +243,8 @@ class WireRequestsExtension(_TextGolden):
     format_version = WIRE_FORMAT_VERSION
 
     def render(self, data: LogInput) -> str:
+        if _is_traffic(data):
+            return render_trace_requests(data)
         return render_wire_requests(data)
 
     def version_of(self, text: str) -> tuple[str, int] | None:

@@ -12,9 +12,10 @@ in log order — each request header (the first in full, every later one as a di
 one before: config fields, a unified diff of the system prompt, tools added at an index,
 removed, changed or reordered), each request the model saw (its header, tool names, how many
 messages it carried and which are new since the previous request, or where that request's
-prefix broke), each response (chunk count, finish reason, failure, usage with cache hit and
-miss), assistant messages (text, reasoning, tool calls, dropped calls), tool calls and results,
-retries, compaction and turn ends. Text is a JSON string when short or when it has anything
+prefix broke, worded like every other difference by :func:`dsh_core.first_json_difference`),
+each response (chunk count, finish reason, failure, usage with cache hit and miss), assistant
+messages (text, reasoning, tool calls, dropped calls), tool calls and results, retries,
+compaction and turn ends. Text is a JSON string when short or when it has anything
 invisible (trailing whitespace, control characters), otherwise a literal block (``|`` keeps
 one final newline, ``|-`` none). No line ends in whitespace.
 
@@ -54,7 +55,9 @@ from dsh_core import (
     ToolSchema,
     ToolsPlaceholder,
     chunk_from_json,
+    count_difference,
     derive_event_message,
+    first_json_difference,
     fold_request_header,
     reconstruct_requests,
 )
@@ -76,7 +79,7 @@ __all__ = [
 ]
 
 TRANSCRIPT_FORMAT: Final = "dsh-testkit transcript"
-TRANSCRIPT_FORMAT_VERSION: Final = 1
+TRANSCRIPT_FORMAT_VERSION: Final = 2
 """Bumped whenever the transcript rendering changes, so a stale golden says why it differs."""
 TRANSCRIPT_HEADER: Final = f"# {TRANSCRIPT_FORMAT} · format {TRANSCRIPT_FORMAT_VERSION}"
 """The first line of every transcript."""
@@ -260,6 +263,11 @@ def _snippet(text: str) -> str:
     return _quote(first[:_SNIPPET] + "…")
 
 
+def _visible(message: Message) -> dict[str, Any]:
+    """What the provider sees of a message: its role and content."""
+    return {"role": message.role, "content": [b.to_json() for b in message.content]}
+
+
 def _inline_raw(text: str) -> str:
     """Raw when it is one safe line without outer whitespace (tool arguments), else quoted."""
     if text and "\n" not in text and _block_safe(text) and text == text.strip():
@@ -305,6 +313,8 @@ class _SessionState:
         self.requests: dict[int, tuple[int, ReconstructedRequest]] = {}
         self.previous: list[str] = []
         """Canonical JSON of the previous request's messages (for the new-message count)."""
+        self.previous_messages: Sequence[Message] = ()
+        """The previous request's messages (to word where a broken prefix first differs)."""
         self.sent: dict[int, str] = {}
         """Step-start seq → canonical JSON of the step's first request (to spot resends)."""
         self.attempt: _Attempt | None = None
@@ -381,6 +391,7 @@ class _Transcript:
         found = state.requests.get(event.seq)
         if found is not None:
             state.previous = [m.canonical_json() for m in found[1].request.messages]
+            state.previous_messages = found[1].request.messages
             state.sent.setdefault(found[1].step_start_seq, found[1].request.canonical_json())
 
     # ---------------------------------------------------------------- events
@@ -606,13 +617,38 @@ class _Transcript:
             self.line(
                 depth + 1,
                 f"messages: {len(messages)} · the previous request's {len(previous)} are not a "
-                f"prefix (first difference at [{shared}])",
+                f"prefix; first difference: "
+                + self.first_difference(state.previous_messages, messages, shared),
             )
         else:
             self.line(depth + 1, f"messages: {len(messages)} · {len(messages) - shared} new")
         for index in range(shared, len(messages)):
             self.line(depth + 1, f"+ [{index}] {self.message_summary(messages[index])}")
         state.previous = texts
+        state.previous_messages = messages
+
+    def first_difference(
+        self, previous: Sequence[Message], messages: Sequence[Message], at: int
+    ) -> str:
+        """Where the messages part from the previous request's, in the core's wording
+        (normalized like everything else in a golden)."""
+        sides = ("previous", "this")
+        if at < len(messages):
+            # What the model sees first (role and content), then ids and sources.
+            for part in (_visible, self.message_json):
+                old, new = self.n.json(part(previous[at])), self.n.json(part(messages[at]))
+                found = first_json_difference(f"messages[{at}]", old, new, sides)
+                if found is not None:
+                    return found
+            return f"messages[{at}] differs"
+        item = self.n.json(self.message_json(previous[at]))
+        return count_difference(
+            "messages", len(previous), len(messages), sides, at=f"messages[{at}]", item=item
+        )
+
+    def message_json(self, message: Message) -> dict[str, Any]:
+        """A message's JSON with its id as the transcript names it (``{{msg-n}}``)."""
+        return {**message.to_json(), "id": self.id("msg", message.id)}
 
     def message_summary(self, message: Message) -> str:
         parts: list[str] = []

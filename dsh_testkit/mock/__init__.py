@@ -5,7 +5,7 @@ prefix-cache simulator for usage). Serve it in process with :class:`MockHandler`
 :func:`mock_transport` / :func:`respx_route` (httpx and httpx2 clients, sync and async), or on a
 real socket with :class:`MockServer` (tests) and ``dsh-testkit serve`` (any language)::
 
-    mock = MockDeepSeek([Reply(text="hi"), HttpError(status=429, retry_after="2")])
+    mock = MockDeepSeek([Reply(text="hi"), ErrorReply(status=429, retry_after="2")])
     client = openai.AsyncOpenAI(
         base_url="https://api.deepseek.com", api_key="sk-test",
         http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(MockHandler(mock))),
@@ -16,7 +16,7 @@ from ._api_errors import ApiError
 from ._cache import CacheKey, CacheUsage, PrefixCacheSimulator
 from ._errors import MockError, MockServerError, ScriptError
 from ._inprocess import MockHandler, mock_transport, respx_route
-from ._model import MockDeepSeek, Responder, resolve_model
+from ._model import MockDeepSeek, Responder
 from ._plan import Emit, Hangup, HttpRequest, Pause, ResponsePlan, Stall
 from ._render import (
     Completion,
@@ -28,12 +28,12 @@ from ._render import (
     chat_completion,
 )
 from ._request import MockRequest, ReceivedRequest
-from ._responder import default_reply, example_arguments
+from ._responder import call_each_tool_once, default_reply, example_arguments
 from ._script import (
     BEHAVIOURS,
     SCRIPT_FORMAT_VERSION,
+    ErrorReply,
     Fault,
-    HttpError,
     Reply,
     Script,
     ScriptEntry,
@@ -55,9 +55,9 @@ __all__ = [
     "Completion",
     "CompletionToolCall",
     "Emit",
+    "ErrorReply",
     "Fault",
     "Hangup",
-    "HttpError",
     "HttpRequest",
     "MockDeepSeek",
     "MockError",
@@ -82,6 +82,7 @@ __all__ = [
     "anthropic_events",
     "anthropic_message",
     "behaviour",
+    "call_each_tool_once",
     "chat_chunks",
     "chat_completion",
     "default_reply",
@@ -89,7 +90,6 @@ __all__ = [
     "example_arguments",
     "mock_transport",
     "random_script",
-    "resolve_model",
     "respx_route",
     "serve",
 ]

@@ -9,9 +9,10 @@ behave the same over both transports.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 __all__ = [
     "BodyAction",
@@ -21,6 +22,7 @@ __all__ = [
     "Pause",
     "ResponsePlan",
     "Stall",
+    "json_plan",
 ]
 
 
@@ -125,3 +127,13 @@ class ResponsePlan:
             if key.lower() == wanted:
                 return value
         return None
+
+
+def json_plan(status: int, payload: Any, headers: tuple[tuple[str, str], ...] = ()) -> ResponsePlan:
+    """A complete JSON answer: ``payload`` as UTF-8 JSON with ``content-type`` and ``headers``."""
+    data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    return ResponsePlan(
+        status=status,
+        headers=(("content-type", "application/json"), *headers),
+        body=(Emit(data=data),),
+    )

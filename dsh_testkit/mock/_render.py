@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
+from dsh_core.providers import SseEvent
+
 from ._cache import CacheUsage, anthropic_usage, deepseek_usage
 
 __all__ = [
@@ -38,18 +40,19 @@ SSE_DONE: Final = b"data: [DONE]\n\n"
 KEEP_ALIVE: Final = b": keep-alive\n\n"
 
 
-def _dumps(payload: object) -> bytes:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+def _dumps(payload: object) -> str:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
 
 
 def sse_data(payload: object) -> bytes:
-    """One ``data:`` event (DeepSeek uses no ``event:`` names)."""
-    return b"data: " + _dumps(payload) + b"\n\n"
+    """One ``data:`` event (DeepSeek uses no ``event:`` names), encoded by the providers'
+    :class:`~dsh_core.providers.SseEvent` (compact JSON has no raw line break to split)."""
+    return SseEvent(data=_dumps(payload)).encode()
 
 
 def sse_event(name: str, payload: object) -> bytes:
     """One named event, as the Anthropic format sends them."""
-    return b"event: " + name.encode("utf-8") + b"\ndata: " + _dumps(payload) + b"\n\n"
+    return SseEvent(event=name, data=_dumps(payload)).encode()
 
 
 def split_text(text: str, size: int) -> list[str]:
@@ -246,6 +249,8 @@ def _signature(reasoning: str) -> str:
 def tool_input(arguments: str) -> dict[str, Any]:
     """The Anthropic ``tool_use.input`` of a call's raw arguments: the parsed JSON object, or
     ``{}`` when they are not one (the format's ``input`` is always an object)."""
+    if not arguments.strip():
+        return {}
     try:
         value = json.loads(arguments)
     except ValueError:

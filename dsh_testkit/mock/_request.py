@@ -9,29 +9,62 @@ valid or not — with the API key redacted wherever it appeared.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from dsh_core.providers import AnthropicRequest, ChatRequest
+
 from ._validate import ToolFacts
 
-__all__ = ["Endpoint", "MockRequest", "ReceivedRequest", "redact"]
+__all__ = ["REDACTED", "Endpoint", "MockRequest", "ReceivedRequest", "redact"]
 
 Endpoint: TypeAlias = Literal["chat", "anthropic", "models", "control", "unknown"]
 
 REDACTED = "<redacted>"
 
 
-def redact(value: Any, secret: str | None) -> Any:
-    """``value`` (JSON) with every occurrence of ``secret`` in its strings replaced."""
-    if not secret:
+def redact(value: Any, secrets: str | Iterable[str] | None) -> Any:
+    """``value`` (JSON) with every occurrence of each secret in its strings replaced.
+
+    Iterative, so a deeply nested value cannot exhaust the stack; a copy is made only when there
+    is something to redact."""
+    if secrets is None:
         return value
+    wanted = tuple(s for s in ([secrets] if isinstance(secrets, str) else secrets) if s)
+    if not wanted:
+        return value
+
+    def text(item: str) -> str:
+        for secret in wanted:
+            if secret in item:
+                item = item.replace(secret, REDACTED)
+        return item
+
     if isinstance(value, str):
-        return value.replace(secret, REDACTED)
-    if isinstance(value, list):
-        return [redact(v, secret) for v in value]
-    if isinstance(value, dict):
-        return {redact(k, secret): redact(v, secret) for k, v in value.items()}
-    return value
+        return text(value)
+    if not isinstance(value, (list, dict)):
+        return value
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
+    while stack:
+        target, key, item = stack.pop()
+        if isinstance(item, str):
+            target[key] = text(item)
+        elif isinstance(item, list):
+            copy: list[Any] = [None] * len(item)
+            target[key] = copy
+            stack.extend((copy, i, v) for i, v in enumerate(item))
+        elif isinstance(item, dict):
+            mapping: dict[str, Any] = {}
+            target[key] = mapping
+            for k, v in item.items():
+                new_key = text(k) if isinstance(k, str) else k
+                mapping[new_key] = None
+                stack.append((mapping, new_key, v))
+        else:
+            target[key] = item
+    return root[0]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,9 +77,10 @@ class MockRequest:
     path: str
     body: Any
     """The decoded JSON body (frozen)."""
-    parsed: Any
-    """The codec's parsed request (``dsh_core.providers.deepseek.parse_request`` or the
-    Anthropic one), for responders that want typed access."""
+    parsed: ChatRequest | AnthropicRequest
+    """The codec's typed request (``dsh_core.providers.deepseek.parse_request`` on the chat
+    endpoint, ``anthropic.parse_request`` on the Anthropic one): what the mock's own checks and
+    answers read, and what a responder should read too."""
     model: str
     """The model id as sent (echoed in the answer)."""
     stream: bool

@@ -12,10 +12,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from dsh_core.providers import ChatRequest
+
 from ._request import MockRequest
 from ._script import Reply, ToolCall
 
-__all__ = ["default_reply", "example_arguments"]
+__all__ = ["call_each_tool_once", "default_reply", "example_arguments"]
 
 _SNIPPET = 120
 
@@ -26,6 +28,12 @@ def _example(schema: Mapping[str, Any], depth: int = 0) -> Any:
     enum = schema.get("enum")
     if isinstance(enum, list) and enum:
         return enum[0]
+    for combinator in ("anyOf", "oneOf", "allOf"):
+        options = schema.get(combinator)
+        if isinstance(options, list) and options and isinstance(options[0], Mapping):
+            if depth > 8:
+                return None
+            return _example(options[0], depth + 1)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
@@ -38,7 +46,12 @@ def _example(schema: Mapping[str, Any], depth: int = 0) -> Any:
     if kind == "boolean":
         return True
     if kind == "array":
-        return []
+        items = schema.get("items")
+        count = schema.get("minItems")
+        if depth > 8 or not isinstance(count, int) or count < 1:
+            return []
+        item_schema = items if isinstance(items, Mapping) else {}
+        return [_example(item_schema, depth + 1) for _ in range(min(count, 8))]
     if kind == "null":
         return None
     if kind == "object" or "properties" in schema:
@@ -92,4 +105,82 @@ def default_reply(request: MockRequest) -> Reply:
         text = f"Mock DeepSeek reply to: {snippet}"
     else:
         text = "Mock DeepSeek reply."
+    return Reply(reasoning=reasoning, text=text)
+
+
+def _calls_and_results(request: MockRequest) -> tuple[list[str], dict[str, str]]:
+    """Names of the tools the conversation already called (in order), and each called tool's
+    latest result text."""
+    called: list[str] = []
+    names_by_id: dict[str, str] = {}
+    results: dict[str, str] = {}
+    parsed = request.parsed
+    if isinstance(parsed, ChatRequest):
+        for message in parsed.messages:
+            for call in message.tool_calls or ():
+                called.append(call.name)
+                names_by_id[call.id] = call.name
+            if message.role == "tool" and message.tool_call_id in names_by_id:
+                results[names_by_id[message.tool_call_id]] = message.text
+        return called, results
+    for anthropic_message in parsed.messages:
+        for block in anthropic_message.blocks:
+            if block["type"] == "tool_use":
+                called.append(str(block["name"]))
+                names_by_id[str(block["id"])] = str(block["name"])
+            elif block["type"] == "tool_result" and block["tool_use_id"] in names_by_id:
+                content = block.get("content")
+                text = (
+                    content
+                    if isinstance(content, str)
+                    else "".join(
+                        str(b.get("text", "")) for b in content or () if b.get("type") == "text"
+                    )
+                )
+                results[names_by_id[str(block["tool_use_id"])]] = text
+    return called, results
+
+
+def _tools_refused(request: MockRequest) -> bool:
+    choice = request.parsed.tool_choice
+    if isinstance(choice, str):
+        return choice == "none"
+    return choice is not None and choice.get("type") == "none"
+
+
+def call_each_tool_once(request: MockRequest) -> Reply:
+    """A tool round trip without scripting (pydantic-ai's ``TestModel``, for the DeepSeek wire).
+
+    While some offered tool has not been called in the conversation, the answer calls every
+    such tool at once (parallel calls), with arguments generated from its JSON schema
+    (:func:`example_arguments`). Once all were called, it answers with a JSON object of each
+    tool's latest result text (``{"search": "3 hits"}``). Without tools, or with
+    ``tool_choice`` none, it is :func:`default_reply`. In thinking mode each answer carries
+    reasoning, so a client that passes it back stays valid.
+
+    Use it as a responder (``MockDeepSeek(call_each_tool_once)``) or with
+    ``onExhausted: "call-tools"`` in a script / ``dsh-testkit serve --on-exhausted call-tools``.
+    """
+    offered = [name for name, _ in request.tools.schemas]
+    if not offered or _tools_refused(request):
+        return default_reply(request)
+    called, results = _calls_and_results(request)
+    schemas = dict(request.tools.schemas)
+    uncalled = [name for name in offered if name not in called]
+    reasoning = None
+    if uncalled:
+        if request.thinking:
+            reasoning = f"I will call {', '.join(uncalled)} once each."
+        return Reply(
+            reasoning=reasoning,
+            tool_calls=tuple(
+                ToolCall(name=name, arguments=example_arguments(schemas.get(name, {})))
+                for name in uncalled
+            ),
+        )
+    if request.thinking:
+        reasoning = "Every tool has answered; I will report their results."
+    text = json.dumps(
+        {name: results.get(name, "") for name in offered}, ensure_ascii=False, sort_keys=False
+    )
     return Reply(reasoning=reasoning, text=text)

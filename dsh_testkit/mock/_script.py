@@ -7,7 +7,7 @@ test written in any language. Two kinds exist:
 * :class:`Reply` — a 200 answer: text, reasoning, tool calls, a finish reason, pacing
   (``keep_alives``, ``pace_ms``) and at most one transport :data:`Fault` (a reset, a stall, a
   disconnect or EOF mid-stream, a malformed chunk, …);
-* :class:`HttpError` — an error status with the API's body (or any body), ``Retry-After`` and a
+* :class:`ErrorReply` — an error status with the API's body (or any body), ``Retry-After`` and a
   request id.
 
 :func:`behaviour` names the reference harness's wire-fault vocabulary (dsh-testing-spec §3.8:
@@ -24,16 +24,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, TypeVar, get_args
 
-from dsh_core import FrozenDict, FrozenList, JsonValueError, freeze_json
+from dsh_core import FrozenDict, FrozenList, JsonValueError, freeze_json, thaw_json
 
 from ._errors import ScriptError
 
 __all__ = [
     "BEHAVIOURS",
     "SCRIPT_FORMAT_VERSION",
+    "ErrorReply",
     "Fault",
     "FinishReasonName",
-    "HttpError",
     "OnExhausted",
     "Reply",
     "Script",
@@ -75,9 +75,12 @@ FinishReasonName: TypeAlias = Literal[
 ]
 """DeepSeek's ``finish_reason`` values (wire.md §1.6)."""
 
-OnExhausted: TypeAlias = Literal["default", "error", "repeat-last"]
-"""What an empty queue answers: the deterministic default reply, a 500
-``MOCK_SCRIPT_EXHAUSTED`` error, or the last entry again."""
+OnExhausted: TypeAlias = Literal["default", "error", "repeat-last", "call-tools"]
+"""What an empty queue answers: ``default``, the deterministic default reply; ``error``, a 410
+``MOCK_SCRIPT_EXHAUSTED`` error saying the script ran out (a status SDKs do not retry);
+``repeat-last``, the last entry again; ``call-tools``, a tool round trip without scripting
+(:func:`~dsh_testkit.mock.call_each_tool_once`: every offered tool called once with arguments
+from its schema, then an answer)."""
 
 _FAULTS: Final = frozenset(get_args(Fault))
 _FINISH_REASONS: Final = frozenset(get_args(FinishReasonName))
@@ -119,8 +122,11 @@ class ToolCall:
     """One tool call of a :class:`Reply`."""
 
     name: str
-    arguments: str = "{}"
-    """The raw JSON arguments string, sent as given (the API does not promise valid JSON)."""
+    arguments: str | Mapping[str, Any] = "{}"
+    """The arguments: a raw JSON string, sent as given (the API does not promise valid JSON),
+    or an object (a dict), stored as its compact JSON string — as the JSON script and
+    ``dsh_core.scripted.tool_call`` take it. After construction it is always the string
+    (:attr:`arguments_json`)."""
     id: str | None = None
     """``None`` → a generated V4-style id, ``call_00_<24 alphanumerics>``."""
     fragments: int = 2
@@ -130,9 +136,24 @@ class ToolCall:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ScriptError("a tool call needs a non-empty name", path="name")
+        if isinstance(self.arguments, Mapping):
+            try:
+                text = json.dumps(
+                    thaw_json(freeze_json(dict(self.arguments), path="arguments")),
+                    separators=(",", ":"),
+                    ensure_ascii=False,
+                )
+            except JsonValueError as exc:
+                raise ScriptError(str(exc), path="arguments") from exc
+            object.__setattr__(self, "arguments", text)
         _need_str(self.arguments, "arguments")
         _opt_str(self.id, "id")
         _need_int(self.fragments, "fragments", minimum=1)
+
+    @property
+    def arguments_json(self) -> str:
+        """The arguments string sent on the wire."""
+        return str(self.arguments)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "arguments": self.arguments}
@@ -147,9 +168,6 @@ class ToolCall:
         o = _need_obj(obj, path)
         _check_keys(o, ("name", "arguments", "id", "fragments"), path)
         arguments = o.get("arguments", "{}")
-        if isinstance(arguments, Mapping):
-            # A convenience for hand-written files: an object is serialized compactly.
-            arguments = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
         return _build(
             cls,
             path,
@@ -273,9 +291,10 @@ class Reply:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HttpError:
-    """An error answer. Without ``body`` the endpoint renders its own error shape from
-    ``message``/``type``/``code`` (defaults per status, see :func:`default_error`)."""
+class ErrorReply:
+    """A script entry that answers with an HTTP error (it is not an exception). Without ``body``
+    the endpoint renders its own error shape from ``message``/``type``/``code`` (defaults per
+    status, see :func:`default_error`). Its JSON ``kind`` is ``"http-error"``."""
 
     status: int
     message: str | None = None
@@ -289,7 +308,9 @@ class HttpError:
     retry_after: str | None = None
     """The ``Retry-After`` header as sent: seconds (``"2"``) or an HTTP date."""
     request_id: str | None = None
-    """Sent as ``x-request-id``."""
+    """The answer's request id, where the endpoint sends one: the ``x-ds-trace-id`` header on
+    the chat endpoint (DeepSeek sends no ``x-request-id``), the ``request-id`` header and the
+    body's ``request_id`` on the Anthropic one. ``None``: a generated one."""
     headers: tuple[tuple[str, str], ...] = ()
     """Extra response headers."""
     kind: Literal["http-error"] = "http-error"
@@ -338,7 +359,7 @@ class HttpError:
         return out
 
     @classmethod
-    def from_json(cls, obj: object, *, path: str = "entry") -> HttpError:
+    def from_json(cls, obj: object, *, path: str = "entry") -> ErrorReply:
         o = _need_obj(obj, path)
         _check_keys(
             o,
@@ -378,7 +399,7 @@ class HttpError:
         )
 
 
-ScriptEntry: TypeAlias = Reply | HttpError
+ScriptEntry: TypeAlias = Reply | ErrorReply
 """One scripted answer."""
 
 
@@ -405,7 +426,7 @@ def entry_from_json(obj: object, *, path: str = "entry") -> ScriptEntry:
     if kind == "reply":
         return Reply.from_json(o, path=path)
     if kind == "http-error":
-        return HttpError.from_json(o, path=path)
+        return ErrorReply.from_json(o, path=path)
     raise ScriptError(
         f"unknown entry kind {kind!r}; expected 'reply', 'http-error', or a 'behaviour' entry",
         path=f"{path}.kind",
@@ -512,12 +533,12 @@ BEHAVIOURS: Final[Mapping[str, ScriptEntry]] = {
     "malformed_json": Reply(text=_SUCCESS_TEXT, fault="malformed-json", fault_after=1),
     "malformed_event": Reply(text=_SUCCESS_TEXT, fault="malformed-event", fault_after=1),
     "wrong_content_type": Reply(text=_SUCCESS_TEXT, fault="wrong-content-type"),
-    "rate_limit": HttpError(status=429, retry_after="1"),
-    "server_error": HttpError(status=500),
-    "service_unavailable": HttpError(status=503),
-    "auth_error": HttpError(status=401),
-    "invalid_request": HttpError(status=400),
-    "context_overflow": HttpError(
+    "rate_limit": ErrorReply(status=429, retry_after="1"),
+    "server_error": ErrorReply(status=500),
+    "service_unavailable": ErrorReply(status=503),
+    "auth_error": ErrorReply(status=401),
+    "invalid_request": ErrorReply(status=400),
+    "context_overflow": ErrorReply(
         status=400,
         message=(
             "This model's maximum context length is 1048576 tokens. However, you requested "
@@ -525,7 +546,7 @@ BEHAVIOURS: Final[Mapping[str, ScriptEntry]] = {
         ),
         code="context_length_exceeded",
     ),
-    "quota_exceeded": HttpError(
+    "quota_exceeded": ErrorReply(
         status=429,
         message="You exceeded your current quota: insufficient quota",
         code="insufficient_quota",

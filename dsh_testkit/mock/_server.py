@@ -30,7 +30,7 @@ from collections.abc import Callable
 from email.utils import formatdate
 from http import HTTPStatus
 from types import TracebackType
-from typing import Final, Self
+from typing import Any, Final, Self
 
 from ._errors import MockServerError
 from ._model import MockDeepSeek
@@ -42,10 +42,33 @@ MAX_HEAD_BYTES: Final = 64 * 1024
 """Request line plus headers; larger → 431."""
 MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 """A request body; larger → 413 (Anthropic's Messages limit is 32 MB)."""
-HEAD_TIMEOUT: Final = 30.0
-"""Seconds a client may take to send one request's head and body once it started."""
+HEAD_TIMEOUT: Final = 10.0
+"""Default seconds a client may take to send a request head once its first byte arrived;
+slower → 408 and the connection closed."""
+BODY_TIMEOUT: Final = 30.0
+"""Default seconds a client may take to send a request body after its head; a half-sent body
+→ 408 and the connection closed (as a real front end answers)."""
 IDLE_TIMEOUT: Final = 75.0
-"""Seconds a kept-alive connection may sit idle before the server closes it."""
+"""Default seconds a kept-alive connection may sit idle before the server closes it."""
+MAX_CONNECTIONS: Final = 512
+"""Default cap on concurrent connections (lowered to fit the process's open-file limit). A
+connection over the cap gets a 503 with ``Retry-After: 1`` and is closed at once."""
+
+
+def default_max_connections() -> int:
+    """:data:`MAX_CONNECTIONS`, or less when the open-file limit would not allow it (a third of
+    the soft limit: each connection is one descriptor, and the client side may be in the same
+    process)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return MAX_CONNECTIONS
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return MAX_CONNECTIONS
+    return max(8, min(MAX_CONNECTIONS, soft // 3))
+
 
 _TOKEN: Final = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _REQUEST_LINE: Final = re.compile(rb"^([!#$%&'*+\-.^_`|~0-9A-Za-z]+) (\S+) HTTP/(\d)\.(\d)$")
@@ -190,6 +213,8 @@ class _Connections:
 
     def __init__(self) -> None:
         self.tasks: set[asyncio.Task[None]] = set()
+        self.refused = 0
+        """Connections refused over the cap."""
 
 
 async def _wait_for_close(reader: asyncio.StreamReader) -> None:
@@ -208,11 +233,39 @@ def _reset(writer: asyncio.StreamWriter) -> None:
     writer.transport.abort()
 
 
+async def _refuse_over_cap(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int
+) -> None:
+    """Answer a connection over the cap with a 503 and close it. The request is read first (a
+    moment at most) and the rest drained, so the close is a clean FIN, not a reset that could
+    discard the answer before the client reads it."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 1.0)
+    await _Protocol._refuse(
+        writer, _BadRequest(503, f"too many connections (the limit is {limit})")
+    )
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(_wait_for_close(reader), 0.5)
+    with contextlib.suppress(Exception):
+        writer.close()
+        await writer.wait_closed()
+
+
 class _Protocol:
     """Serves one connection: request after request, until either side closes."""
 
-    def __init__(self, mock: MockDeepSeek) -> None:
+    def __init__(
+        self,
+        mock: MockDeepSeek,
+        *,
+        head_timeout: float = HEAD_TIMEOUT,
+        body_timeout: float = BODY_TIMEOUT,
+        idle_timeout: float = IDLE_TIMEOUT,
+    ) -> None:
         self.mock = mock
+        self.head_timeout = head_timeout
+        self.body_timeout = body_timeout
+        self.idle_timeout = idle_timeout
 
     async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")
@@ -233,13 +286,22 @@ class _Protocol:
     async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Serve one request; ``False`` when the connection should close."""
         try:
-            raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT)
+            first = await asyncio.wait_for(reader.readexactly(1), self.idle_timeout)
+        except (asyncio.IncompleteReadError, TimeoutError):
+            return False  # closed or idle between requests: nothing to answer
+        try:
+            raw = first + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.head_timeout)
         except asyncio.IncompleteReadError as exc:
-            if exc.partial.strip():
+            if (first + exc.partial).strip():
                 await self._refuse(writer, _BadRequest(400, "incomplete request head"))
             return False
         except asyncio.LimitOverrunError:
             await self._refuse(writer, _BadRequest(431, "request head too large"))
+            return False
+        except TimeoutError:
+            await self._refuse(
+                writer, _BadRequest(408, "the request head was not received in time")
+            )
             return False
         while raw.startswith(b"\r\n"):  # empty lines before a request line are ignored
             raw = raw[2:]
@@ -247,7 +309,12 @@ class _Protocol:
             return True
         try:
             head = _parse_head(raw)
-            body = await asyncio.wait_for(_read_body(reader, writer, head), HEAD_TIMEOUT)
+            body = await asyncio.wait_for(_read_body(reader, writer, head), self.body_timeout)
+        except TimeoutError:
+            await self._refuse(
+                writer, _BadRequest(408, "the request body was not received in time")
+            )
+            return False
         except _BadRequest as bad:
             await self._refuse(writer, bad)
             return False
@@ -260,9 +327,10 @@ class _Protocol:
 
     @staticmethod
     async def _refuse(writer: asyncio.StreamWriter, bad: _BadRequest) -> None:
-        body = _error_body(f"Bad Request: {bad.reason}")
+        body = _error_body(f"{_reason(bad.status)}: {bad.reason}")
+        extra = "retry-after: 1\r\n" if bad.status == 503 else ""
         head = (
-            f"HTTP/1.1 {bad.status} {_reason(bad.status)}\r\n"
+            f"HTTP/1.1 {bad.status} {_reason(bad.status)}\r\n{extra}"
             f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
             f"connection: close\r\ndate: {formatdate(usegmt=True)}\r\nserver: {_SERVER_NAME}\r\n\r\n"
         )
@@ -331,17 +399,41 @@ async def serve(
     port: int = 0,
     stop: asyncio.Event,
     ready: Callable[[str], None] | None = None,
+    max_connections: int | None = None,
+    head_timeout: float = HEAD_TIMEOUT,
+    body_timeout: float = BODY_TIMEOUT,
+    idle_timeout: float = IDLE_TIMEOUT,
 ) -> None:
     """Serve ``mock`` on ``host:port`` until ``stop`` is set; ``ready(base_url)`` once listening.
 
-    Raises :class:`MockServerError` when the address cannot be bound.
+    ``max_connections`` caps concurrent connections (default :func:`default_max_connections`);
+    one more is answered 503 and closed. ``head_timeout`` / ``body_timeout`` bound how long a
+    client may take to send a request head / body (then 408); ``idle_timeout`` how long a
+    kept-alive connection may wait for its next request. Raises :class:`MockServerError` when
+    the address cannot be bound or an option is out of range.
     """
+    limit = default_max_connections() if max_connections is None else max_connections
+    for name, value in (
+        ("head_timeout", head_timeout),
+        ("body_timeout", body_timeout),
+        ("idle_timeout", idle_timeout),
+    ):
+        if not value > 0:
+            raise MockServerError(f"{name} must be positive, got {value!r}", host=host, port=port)
+    if limit < 1:
+        raise MockServerError(f"max_connections must be ≥ 1, got {limit}", host=host, port=port)
     connections = _Connections()
-    protocol = _Protocol(mock)
+    protocol = _Protocol(
+        mock, head_timeout=head_timeout, body_timeout=body_timeout, idle_timeout=idle_timeout
+    )
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        if len(connections.tasks) >= limit:
+            connections.refused += 1
+            await _refuse_over_cap(reader, writer, limit)
+            return
         connections.tasks.add(task)
         try:
             await protocol(reader, writer)
@@ -382,14 +474,29 @@ class MockServer:
     ``server.base_url`` (``http://127.0.0.1:<port>``) is the DeepSeek base URL (``/v1`` is
     accepted too); the Anthropic-format base is ``server.base_url + "/anthropic"``. ``port=0``
     (the default) picks a free port. ``server.mock`` is the model: push script entries and read
-    ``server.mock.requests`` from the test's own thread.
+    ``server.mock.requests`` from the test's own thread. The connection cap and timeouts are
+    :func:`serve`'s.
     """
 
     def __init__(
-        self, mock: MockDeepSeek | None = None, *, host: str = "127.0.0.1", port: int = 0
+        self,
+        mock: MockDeepSeek | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_connections: int | None = None,
+        head_timeout: float = HEAD_TIMEOUT,
+        body_timeout: float = BODY_TIMEOUT,
+        idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
         self.mock = mock if mock is not None else MockDeepSeek()
         self.host = host
+        self._options: dict[str, Any] = {
+            "max_connections": max_connections,
+            "head_timeout": head_timeout,
+            "body_timeout": body_timeout,
+            "idle_timeout": idle_timeout,
+        }
         self._requested_port = port
         self._base_url: str | None = None
         self._thread: threading.Thread | None = None
@@ -452,6 +559,7 @@ class MockServer:
                     port=self._requested_port,
                     stop=self._stop,
                     ready=ready,
+                    **self._options,
                 )
             )
         except BaseException as exc:

@@ -4,9 +4,9 @@ The codec (``dsh_core.providers.deepseek.parse_request`` / ``anthropic.parse_req
 every field's type and shape, as the server's deserializer does. This module checks what a
 deserializer cannot: the conversation's meaning — tool messages answer the preceding calls, every
 call is answered, tool schemas are well formed, ``tool_choice`` fits the tools and the mode, and
-the thinking-mode rule that reasoning must be passed back (wire.md §1.4). It reads the decoded body
-only after the codec accepted it, and relies on that shape (a non-empty list of message objects,
-object schemas, …).
+the thinking-mode rule that reasoning must be passed back (wire.md §1.4). It reads the codec's
+typed request (:class:`~dsh_core.providers.ChatRequest` /
+:class:`~dsh_core.providers.AnthropicRequest`), so it relies on the shapes the codec checked.
 
 Messages quoted from real DeepSeek answers are marked [observed] (wire.md §1.3–§1.9 and public
 issue threads); the rest are ours, in the API's style.
@@ -14,19 +14,17 @@ issue threads); the rest are ours, in the API's style.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
+
+from dsh_core.providers import AnthropicMessage, AnthropicRequest, ChatMessage, ChatRequest
 
 from ._api_errors import ApiError
 
 __all__ = [
     "PassbackRule",
     "ToolFacts",
-    "anthropic_thinking",
-    "chat_thinking",
-    "check_tool_names",
     "validate_anthropic",
     "validate_chat",
 ]
@@ -38,9 +36,6 @@ PassbackRule: TypeAlias = Literal["strict", "tool-calls", "off"]
 wording) or when the request carries tools (V4.1 wording). ``tool-calls``: only assistant messages
 that made tool calls. ``off``: never checked."""
 
-_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]+$")
-_MAX_TOOLS: Final = 128
-_MAX_NAME: Final = 128
 
 _TOOL_ORDER_MISSING: Final = (
     "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
@@ -66,36 +61,6 @@ class ToolFacts:
     """The tool ``tool_choice`` demands (``required``/``any`` → the first), else ``None``."""
 
 
-def chat_thinking(body: Mapping[str, Any], *, default: bool) -> bool:
-    """Whether a Chat Completions request runs in thinking mode.
-
-    ``thinking.type`` decides when given; otherwise ``reasoning_effort: "none"`` turns it off
-    (V4.1); otherwise the model's default.
-    """
-    thinking = body.get("thinking")
-    if isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "disabled"):
-        return bool(thinking["type"] == "enabled")
-    if body.get("reasoning_effort") == "none":
-        return False
-    return default
-
-
-def anthropic_thinking(body: Mapping[str, Any], *, default: bool) -> bool:
-    """Whether an Anthropic-format request runs in thinking mode (``thinking.type``, or the
-    ``reasoning.effort: "none"`` spelling one docs copy shows; wire.md §3 says accept both)."""
-    thinking = body.get("thinking")
-    if isinstance(thinking, Mapping) and thinking.get("type") in (
-        "enabled",
-        "disabled",
-        "adaptive",
-    ):
-        return bool(thinking["type"] != "disabled")
-    reasoning = body.get("reasoning")
-    if isinstance(reasoning, Mapping) and reasoning.get("effort") == "none":
-        return False
-    return default
-
-
 def _check_schema(name: str, schema: object) -> ApiError | None:
     if not isinstance(schema, Mapping):
         return None  # an omitted schema declares a function without arguments
@@ -116,96 +81,34 @@ def _check_schema(name: str, schema: object) -> ApiError | None:
     return None
 
 
-def _check_tool_names(names: Sequence[str], where: str) -> ApiError | None:
-    if len(names) > _MAX_TOOLS:
-        return _bad(
-            f"Invalid '{where}': array too long. Expected an array with maximum length "
-            f"{_MAX_TOOLS}, but got an array with length {len(names)} instead.",
-            where,
-        )
-    seen: set[str] = set()
-    for i, name in enumerate(names):
-        param = f"{where}[{i}].function.name" if where == "tools" else f"{where}[{i}].name"
-        if not _NAME.match(name):
-            return _bad(  # [observed]
-                f"Invalid '{param}': string does not match pattern. Expected a string that "
-                "matches the pattern '^[a-zA-Z0-9_-]+$'.",
-                param,
-            )
-        if len(name) > _MAX_NAME:
-            return _bad(
-                f"Invalid '{param}': string too long. Expected a string with maximum length "
-                f"{_MAX_NAME}, but got a string with length {len(name)} instead.",
-                param,
-            )
-        if name in seen:
-            return _bad(f"Invalid '{where}': duplicate function name '{name}'.", where)
-        seen.add(name)
-    return None
-
-
-def _check_max_tokens(value: object, limit: int) -> ApiError | None:
-    if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= limit:
+def _check_max_tokens(value: int | None, limit: int) -> ApiError | None:
+    if value is not None and not 1 <= value <= limit:
         return _bad(  # [observed]
             f"Invalid max_tokens value, the valid range of max_tokens is [1, {limit}]"
         )
     return None
 
 
-def _chat_tools(body: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = []
-    tools = body.get("tools") or []
-    for tool in tools if isinstance(tools, list) else []:
-        function = tool.get("function") if isinstance(tool, Mapping) else None
-        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-            out.append((function["name"], function.get("parameters")))
-    return out
-
-
-def _anthropic_tools(body: Mapping[str, Any]) -> list[tuple[str, Any, bool]]:
-    """``(name, input_schema, custom)``; server tools (``web_search_…``) are not custom."""
-    out: list[tuple[str, Any, bool]] = []
-    tools = body.get("tools") or []
-    for tool in tools if isinstance(tools, list) else []:
-        if isinstance(tool, Mapping) and isinstance(tool.get("name"), str):
-            custom = tool.get("type") in (None, "custom")
-            out.append((tool["name"], tool.get("input_schema"), custom))
-    return out
-
-
-def check_tool_names(
-    body: Mapping[str, Any], *, endpoint: Literal["chat", "anthropic"]
-) -> ApiError | None:
-    """The API's own answers for bad tool names and counts. Run before the codec, whose
-    structural message for the same fault is not the one the API gives."""
-    if endpoint == "chat":
-        names = [name for name, _ in _chat_tools(body)]
-    else:
-        names = [name for name, _, custom in _anthropic_tools(body) if custom]
-    return _check_tool_names(names, "tools")
-
-
 def _chat_tool_choice(
-    body: Mapping[str, Any], names: Sequence[str], thinking: bool
+    request: ChatRequest, names: Sequence[str], thinking: bool
 ) -> tuple[str | None, ApiError | None]:
-    choice = body.get("tool_choice")
+    choice = request.tool_choice
     if choice is None:
         return None, None
     named: str | None = None
     if isinstance(choice, Mapping):
-        function = choice.get("function")
-        named = function.get("name") if isinstance(function, Mapping) else None
+        named = str(choice["function"]["name"])  # the codec checked the shape
     if not names and choice != "none":
         return None, _bad(
             "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are "
             "specified.",
             "tool_choice",
         )
-    if thinking and (choice == "required" or isinstance(choice, Mapping)):
+    if thinking and (choice == "required" or named is not None):
         return None, _bad(_THINKING_TOOL_CHOICE, "tool_choice")
     if choice == "required":
         return names[0], None
-    if isinstance(choice, Mapping):
+    if named is not None:
         if named not in names:
             return None, _bad(
                 f"Invalid 'tool_choice': function '{named}' is not in 'tools'.", "tool_choice"
@@ -214,13 +117,12 @@ def _chat_tool_choice(
     return None, None
 
 
-def _chat_order(messages: Sequence[Any]) -> ApiError | None:
+def _chat_order(messages: Sequence[ChatMessage]) -> ApiError | None:
     pending: set[str] = set()
     answerable: set[str] | None = None  # ids of the assistant message a tool message may answer
     for message in messages:
-        role = message.get("role")
-        if role == "tool":
-            call_id = message.get("tool_call_id")
+        if message.role == "tool":
+            call_id = message.tool_call_id
             if answerable is None:
                 return _bad(_TOOL_ORDER_ORPHAN)
             if call_id not in answerable:
@@ -233,10 +135,8 @@ def _chat_order(messages: Sequence[Any]) -> ApiError | None:
         if pending:
             return _bad(_TOOL_ORDER_MISSING)
         answerable = None
-        calls = message.get("tool_calls") if role == "assistant" else None
-        if calls:
-            ids = {c.get("id") for c in calls if isinstance(c, Mapping)}
-            answerable = {i for i in ids if isinstance(i, str)}
+        if message.role == "assistant" and message.tool_calls:
+            answerable = {c.id for c in message.tool_calls}
             pending = set(answerable)
     if pending:
         return _bad(_TOOL_ORDER_MISSING)
@@ -244,30 +144,29 @@ def _chat_order(messages: Sequence[Any]) -> ApiError | None:
 
 
 def _chat_passback(
-    messages: Sequence[Any], *, has_tools: bool, rule: PassbackRule
+    messages: Sequence[ChatMessage], *, has_tools: bool, rule: PassbackRule
 ) -> ApiError | None:
     if rule == "off":
         return None
     for message in messages:
-        if message.get("role") != "assistant":
+        if message.role != "assistant":
             continue
-        needs = bool(message.get("tool_calls")) or (rule == "strict" and has_tools)
+        needs = bool(message.tool_calls) or (rule == "strict" and has_tools)
         # An empty string is accepted; only an absent (or null) value is refused [observed].
-        if needs and not isinstance(message.get("reasoning_content"), str):
+        if needs and message.reasoning_content is None:
             return _bad(_PASSBACK)
     return None
 
 
 def validate_chat(
-    body: Mapping[str, Any],
+    request: ChatRequest,
     *,
     thinking: bool,
     max_output_tokens: int,
     passback: PassbackRule = "strict",
 ) -> tuple[ToolFacts, ApiError | None]:
-    """Check a shape-valid Chat Completions body; returns the tool facts and the first error."""
-    messages: list[Any] = body["messages"]
-    tools = _chat_tools(body)
+    """Check a parsed Chat Completions request; returns the tool facts and the first error."""
+    tools = [(t.name, t.parameters) for t in request.tools or ()]
     names = [name for name, _ in tools]
     error: ApiError | None = None
     for name, schema in tools:
@@ -276,50 +175,39 @@ def validate_chat(
             break
     forced: str | None = None
     if error is None:
-        forced, error = _chat_tool_choice(body, names, thinking)
+        forced, error = _chat_tool_choice(request, names, thinking)
     facts = ToolFacts(
         schemas=tuple((n, s if isinstance(s, Mapping) else {}) for n, s in tools), forced=forced
     )
     if error is not None:
         return facts, error
-    response_format = body.get("response_format")
-    if isinstance(response_format, Mapping) and response_format.get("type") not in (
-        None,
-        "text",
-        "json_object",
-    ):
+    response_format = request.response_format
+    if response_format is not None and response_format.get("type") not in ("text", "json_object"):
         return facts, _bad("This response_format type is unavailable now")  # [observed]
-    if body.get("stream_options") is not None and not body.get("stream"):
+    if request.stream_options is not None and not request.stream:
         return facts, _bad(
             "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
             "stream_options",
         )
-    error = _check_max_tokens(body.get("max_tokens"), max_output_tokens)
+    error = _check_max_tokens(request.max_tokens, max_output_tokens)
     if error is not None:
         return facts, error
-    error = _chat_order(messages)
+    error = _chat_order(request.messages)
     if error is None and thinking:
-        error = _chat_passback(messages, has_tools=bool(names), rule=passback)
+        error = _chat_passback(request.messages, has_tools=bool(names), rule=passback)
     return facts, error
 
 
-def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    content = message.get("content")
-    if isinstance(content, list):
-        return [b for b in content if isinstance(b, Mapping)]
-    return []
-
-
-def _anthropic_order(messages: Sequence[Any]) -> ApiError | None:
+def _anthropic_order(messages: Sequence[AnthropicMessage]) -> ApiError | None:
     previous_uses: list[str] = []
     for i, message in enumerate(messages):
-        blocks = _blocks(message)
-        if message.get("role") == "user":
+        blocks = message.blocks
+        if message.role == "user":
             answered: set[str] = set()
             for j, block in enumerate(blocks):
-                if block.get("type") != "tool_result":
+                if block["type"] != "tool_result":
                     continue
-                use_id = block.get("tool_use_id")
+                use_id = block["tool_use_id"]
                 if use_id not in previous_uses:
                     return _bad(
                         f"messages.{i}.content.{j}: unexpected `tool_use_id` found in "
@@ -334,11 +222,7 @@ def _anthropic_order(messages: Sequence[Any]) -> ApiError | None:
         else:
             if previous_uses:
                 return _missing_results(i - 1, previous_uses)
-            previous_uses = [
-                b["id"]
-                for b in blocks
-                if b.get("type") == "tool_use" and isinstance(b.get("id"), str)
-            ]
+            previous_uses = [str(b["id"]) for b in blocks if b["type"] == "tool_use"]
     if previous_uses:
         return _missing_results(len(messages) - 1, previous_uses)
     return None
@@ -352,33 +236,33 @@ def _missing_results(index: int, ids: Sequence[str]) -> ApiError:
     )
 
 
-def _anthropic_passback(messages: Sequence[Any]) -> ApiError | None:
+def _anthropic_passback(messages: Sequence[AnthropicMessage]) -> ApiError | None:
     for message in messages:
-        if message.get("role") != "assistant":
+        if message.role != "assistant":
             continue
-        blocks = _blocks(message)
-        if any(b.get("type") == "tool_use" for b in blocks) and not any(
-            b.get("type") == "thinking" for b in blocks
-        ):
+        kinds = {b["type"] for b in message.blocks}
+        if "tool_use" in kinds and "thinking" not in kinds:
             return _bad(_PASSBACK_ANTHROPIC)
     return None
 
 
 def validate_anthropic(
-    body: Mapping[str, Any], *, thinking: bool, max_output_tokens: int
+    request: AnthropicRequest, *, thinking: bool, max_output_tokens: int
 ) -> tuple[ToolFacts, ApiError | None]:
-    """Check a shape-valid Anthropic-format body; returns the tool facts and the first error."""
-    messages: list[Any] = body["messages"]
-    tools = _anthropic_tools(body)
+    """Check a parsed Anthropic-format request; returns the tool facts and the first error."""
+    tools = [
+        (str(t["name"]), t.get("input_schema"), t.get("type") in (None, "custom"))
+        for t in request.tools or ()
+    ]
     names = [name for name, _, _ in tools]
     error: ApiError | None = None
     for name, schema, custom in tools:
         if error is None and custom:
             error = _check_schema(name, schema)
     forced: str | None = None
-    choice = body.get("tool_choice")
-    if error is None and isinstance(choice, Mapping):
-        kind = choice.get("type")
+    choice = request.tool_choice
+    if error is None and choice is not None:
+        kind = choice["type"]
         if kind in ("any", "tool"):
             if not names:
                 error = _bad("tool_choice: requires `tools` to be specified", "tool_choice")
@@ -387,7 +271,7 @@ def validate_anthropic(
             elif kind == "any":
                 forced = names[0]
             elif choice.get("name") in names:
-                forced = choice["name"]
+                forced = str(choice["name"])
             else:
                 error = _bad(
                     f"tool_choice: tool '{choice.get('name')}' is not in `tools`", "tool_choice"
@@ -397,9 +281,9 @@ def validate_anthropic(
         forced=forced,
     )
     if error is None:
-        error = _check_max_tokens(body.get("max_tokens"), max_output_tokens)
+        error = _check_max_tokens(request.max_tokens, max_output_tokens)
     if error is None:
-        error = _anthropic_order(messages)
+        error = _anthropic_order(request.messages)
     if error is None and thinking:
-        error = _anthropic_passback(messages)
+        error = _anthropic_passback(request.messages)
     return facts, error

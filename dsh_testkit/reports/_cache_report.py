@@ -15,9 +15,13 @@ Per request (one per attempt, rebuilt with :func:`dsh_core.reconstruct_requests`
   (without usage on the previous request, this request's figures anchor the scale; with none,
   the raw estimate is used). A different provider or model shares nothing. The result is capped at this request's prompt
   and rounded down to the provider's cache unit (``block_tokens``, DeepSeek: 64).
-- **potential**: what a pure extension would have reused (the whole previous request, same
-  rounding), and **lost** = potential − hit when positive; a loss above the tolerance (default
-  one block: DeepSeek does not always reuse a prefix's last block) is a *drop*.
+- **potential** (shown as *reusable*): what a pure extension would have reused (the whole
+  previous request, same rounding); **counted hit** = min(hit, best possible); **lost** =
+  potential − counted hit = *lost to changes* (potential − best possible) + *lost by the
+  provider* (best possible − counted hit); **bonus** = hit − counted hit. So potential = counted
+  hit + lost and hit = counted hit + bonus, on every row and in the totals. A loss above the
+  tolerance (default one block: DeepSeek does not always reuse a prefix's last block) is a
+  *drop*. The terminal table and the HTML page print these definitions as a legend.
 
 Every drop is attributed to its cause in the log, in this order: header events between the two
 requests (a ``request/header-delta``, a ``fallback``, ``resume`` or ``change`` snapshot, named
@@ -41,12 +45,15 @@ JSON document (``--json``; keys sorted)::
       "estimator": "chars/4", "blockTokens": 64, "toleranceTokens": 64,
       "totals": {"requests": 3, "withUsage": 2, "promptTokens": …, "hitTokens": …,
                  "missTokens": …, "bestPossibleTokens": …, "countedHitTokens": …,
-                 "bonusTokens": …, "lostTokens": …, "drops": 1, "efficiency": 0.93 | null},
+                 "bonusTokens": …, "potentialTokens": …, "lostTokens": …,
+                 "lostToChangesTokens": …, "lostByProviderTokens": …, "drops": 1,
+                 "efficiency": 0.93 | null},
       "requests": [
         {"index": 2, "turn": 1, "step": 2, "attempt": 0, "boundarySeq": 290, "usageSeq": 340,
          "usage": "reported" | "none" | "no-cache-figure",
          "promptTokens": 5049, "hitTokens": 4608, "missTokens": 441, "hitRatio": 0.9127,
-         "bestPossibleTokens": 4992, "potentialTokens": 4992, "lostTokens": 384,
+         "bestPossibleTokens": 4992, "potentialTokens": 4992, "countedHitTokens": 4608,
+         "lostTokens": 384, "lostToChangesTokens": 0, "lostByProviderTokens": 384,
          "bonusTokens": 0, "drop": true, "extendsPrevious": true,
          "causes": [{"kind": "header", "seq": 291, "detail": "…"}]}],
       "notes": ["…"]
@@ -240,15 +247,40 @@ class RequestCache:
         return self.hit_tokens / self.prompt_tokens
 
     @property
-    def lost_tokens(self) -> int | None:
-        """Tokens a pure extension would have reused and this request did not."""
+    def counted_hit_tokens(self) -> int | None:
+        """min(hit, best possible): the hit the efficiency counts."""
         if self.hit_tokens is None:
             return None
-        return max(0, self.potential_tokens - self.hit_tokens)
+        return min(self.hit_tokens, self.best_possible_tokens)
+
+    @property
+    def lost_tokens(self) -> int | None:
+        """Reusable (potential) − counted hit: what a pure extension would have reused and this
+        request did not; always lost to changes + lost by the provider."""
+        counted = self.counted_hit_tokens
+        if counted is None:
+            return None
+        return max(0, self.potential_tokens - counted)
+
+    @property
+    def lost_to_changes(self) -> int | None:
+        """Reusable − best possible: lost because the request no longer extends the previous one."""
+        if self.hit_tokens is None:
+            return None
+        return max(0, self.potential_tokens - self.best_possible_tokens)
+
+    @property
+    def lost_by_provider(self) -> int | None:
+        """Best possible − counted hit: shared with the previous request, yet not served."""
+        counted = self.counted_hit_tokens
+        if counted is None:
+            return None
+        return self.best_possible_tokens - counted
 
     @property
     def bonus_tokens(self) -> int | None:
-        """Hits beyond the best possible (not counted in the efficiency)."""
+        """Hit − counted hit: hits beyond the best possible (the provider also reused the
+        previous answer's tokens, or a prefix cached earlier); not counted in the efficiency."""
         if self.hit_tokens is None:
             return None
         return max(0, self.hit_tokens - self.best_possible_tokens)
@@ -274,7 +306,10 @@ class RequestCache:
             "hitRatio": round(ratio, 4) if ratio is not None else None,
             "bestPossibleTokens": self.best_possible_tokens,
             "potentialTokens": self.potential_tokens,
+            "countedHitTokens": self.counted_hit_tokens,
             "lostTokens": self.lost_tokens,
+            "lostToChangesTokens": self.lost_to_changes,
+            "lostByProviderTokens": self.lost_by_provider,
             "bonusTokens": self.bonus_tokens,
             "drop": self.drop,
             "extendsPrevious": self.extends_previous,
@@ -298,6 +333,10 @@ class CacheTotals:
     bonus_tokens: int
     lost_tokens: int
     drops: int
+    potential_tokens: int = 0
+    """Σ reusable (potential): what pure extensions would have reused."""
+    lost_to_changes: int = 0
+    lost_by_provider: int = 0
 
     @property
     def efficiency(self) -> float | None:
@@ -317,7 +356,10 @@ class CacheTotals:
             "bestPossibleTokens": self.best_possible_tokens,
             "countedHitTokens": self.counted_hit_tokens,
             "bonusTokens": self.bonus_tokens,
+            "potentialTokens": self.potential_tokens,
             "lostTokens": self.lost_tokens,
+            "lostToChangesTokens": self.lost_to_changes,
+            "lostByProviderTokens": self.lost_by_provider,
             "drops": self.drops,
             "efficiency": round(efficiency, 4) if efficiency is not None else None,
         }
@@ -350,6 +392,9 @@ class CacheReport:
             bonus_tokens=sum(r.bonus_tokens or 0 for r in measured),
             lost_tokens=sum(r.lost_tokens or 0 for r in measured),
             drops=sum(1 for r in measured if r.drop),
+            potential_tokens=sum(r.potential_tokens for r in measured),
+            lost_to_changes=sum(r.lost_to_changes or 0 for r in measured),
+            lost_by_provider=sum(r.lost_by_provider or 0 for r in measured),
         )
         object.__setattr__(self, "totals", totals)
 
@@ -677,8 +722,9 @@ def _percent(value: float | None) -> str:
 def render_cache_report(report: CacheReport) -> list[Text | Table]:
     """The report as rich renderables: one row per request, then the session totals."""
     table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
-    for name in ("#", "turn.step", "prompt", "hit", "miss", "ratio", "best", "lost"):
+    for name in ("#", "turn.step", "prompt", "hit", "miss", "ratio", "reusable", "best", "lost"):
         table.add_column(name, justify="right")
+    table.add_column("bonus", justify="right")
     table.add_column("attribution", overflow="fold")
     for r in report.requests:
         if r.usage_status == "none":
@@ -691,7 +737,7 @@ def render_cache_report(report: CacheReport) -> list[Text | Table]:
                 _n(r.hit_tokens),
                 _n(r.miss_tokens),
                 _percent(r.hit_ratio),
-                _n(r.lost_tokens) if r.drop else "",
+                _n(r.lost_tokens) if r.lost_tokens else "",
             ]
         attribution = Text()
         for i, cause in enumerate(r.causes):
@@ -706,7 +752,7 @@ def render_cache_report(report: CacheReport) -> list[Text | Table]:
             attribution.append(
                 "first request" if r.index == 1 else "extends the previous request", style="dim"
             )
-        lost = Text(cells[4], style="red" if r.drop else "")
+        lost = Text(cells[4], style="red" if r.drop else "dim")
         table.add_row(
             str(r.index),
             f"{r.turn}.{r.step}" + (f"/{r.attempt}" if r.attempt else ""),
@@ -714,8 +760,10 @@ def render_cache_report(report: CacheReport) -> list[Text | Table]:
             Text(cells[1], style="green" if r.hit_tokens else ""),
             cells[2],
             cells[3],
+            _n(r.potential_tokens) if r.index > 1 else "",
             _n(r.best_possible_tokens) if r.index > 1 else "",
             lost,
+            Text(_n(r.bonus_tokens) if r.bonus_tokens else "", style="dim"),
             attribution,
         )
     t = report.totals
@@ -723,18 +771,57 @@ def render_cache_report(report: CacheReport) -> list[Text | Table]:
     summary.append("Session efficiency ", style="bold")
     if t.efficiency is None:
         summary.append("– (no request could reuse a cached prefix)", style="dim")
-        return [_head(report), table, summary, *_notes(report)]
+        return [_head(report), table, summary, *_legend(report), *_notes(report)]
     summary.append(
         _percent(t.efficiency), style="bold green" if t.efficiency >= 0.9 else "bold yellow"
     )
     summary.append(
         f" · hits {_n(t.counted_hit_tokens)} of {_n(t.best_possible_tokens)} best possible"
-        f" · {_n(t.hit_tokens)} hit / {_n(t.prompt_tokens)} prompt tokens"
-        f" · {t.drops} drop{'s' if t.drops != 1 else ''} · {_n(t.lost_tokens)} tokens lost"
+        f" (Σ min(hit, best) / Σ best)"
+        f" · {_n(t.hit_tokens)} hit = {_n(t.counted_hit_tokens)} counted + {_n(t.bonus_tokens)} bonus"
+        f" · {_n(t.lost_tokens)} lost of {_n(t.potential_tokens)} reusable"
+        f" ({_n(t.lost_to_changes)} to changes, {_n(t.lost_by_provider)} by the provider)"
+        f" · {t.drops} drop{'s' if t.drops != 1 else ''} · {_n(t.prompt_tokens)} prompt tokens"
     )
-    if t.bonus_tokens:
-        summary.append(f" · bonus {_n(t.bonus_tokens)}", style="dim")
-    return [_head(report), table, summary, *_notes(report)]
+    return [_head(report), table, summary, *_legend(report), *_notes(report)]
+
+
+_LEGEND: Final = (
+    (
+        "prompt, hit, miss",
+        "the request's prompt tokens as the provider reported them; hit = "
+        "served from its prefix cache, miss = the rest",
+    ),
+    (
+        "reusable",
+        "the previous request's prompt (rounded down to the cache unit, capped at this "
+        "prompt): what a pure extension of it would reuse",
+    ),
+    (
+        "best",
+        "best possible hit: the part of the previous request this one still shares as a "
+        "prefix (≤ reusable)",
+    ),
+    (
+        "lost",
+        "reusable − min(hit, best) = lost to changes (reusable − best, the attribution "
+        "says why) + lost by the provider (best − min(hit, best)); a drop when above the tolerance",
+    ),
+    (
+        "bonus",
+        "hit − min(hit, best): hit beyond the best possible (the provider also reused "
+        "the previous answer's tokens, or a prefix cached earlier); not counted",
+    ),
+    ("session efficiency", "Σ min(hit, best) / Σ best over the requests with a cache figure"),
+)
+"""Every figure of the cache report, defined once: under the terminal table and in the HTML."""
+
+
+def _legend(report: CacheReport) -> list[Text]:
+    del report
+    out = [Text("legend", style="bold")]
+    out += [Text(f"  {name}: {meaning}", style="dim") for name, meaning in _LEGEND]
+    return out
 
 
 def _head(report: CacheReport) -> Text:

@@ -1,15 +1,17 @@
 """What changed between two headers or two requests, in words (shared by audit and cache-report).
 
-The wording follows :func:`dsh_core.diff_requests`: header changes name the field
-(``config.model: 'a' → 'b'``, ``system line 12 changed``, ``tool 'grep' added``), message
-changes name the first differing JSON path (``messages[3].content[0].text differs``). Unlike
-``diff_requests`` (which compares a request with the log's expectation), these describe how a
-log moved from one state to the next, so they read "previous → this".
+The wording is the core's (:func:`dsh_core.first_json_difference`,
+:func:`dsh_core.system_difference`, the words :func:`dsh_core.diff_requests` uses): header changes name the field
+(``config.model differs: previous: 'a', this: 'b'``, ``system line 12 differs at column 201:
+…``, ``tool 'grep' added``), message changes name the first differing JSON path
+(``messages[3].content[0].text differs: …``). Unlike ``diff_requests`` (which compares a
+request with the log's expectation), these describe how a log moved from one state to the
+next, so the two sides are called "previous" and "this".
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -24,61 +26,30 @@ from dsh_core import (
     ToolsDelta,
     ToolsPlaceholder,
     canonical_header,
+    config_differences,
     diff_header,
     dumps_canonical,
+    first_json_difference,
     header_equals,
+    preview_value,
+    system_difference,
+    tools_differences,
 )
-
-from .._diff import short_repr
 
 __all__ = [
     "RequestComparison",
     "compare_requests",
-    "first_json_difference",
     "header_changes",
     "header_of",
     "header_summary",
     "message_history",
     "same_header",
     "shared_history",
-    "short",
 ]
 
 
-def short(value: Any, limit: int = 48) -> str:
-    """A one-line preview of a JSON value (strings quoted), cut with ``…`` past ``limit``."""
-    if isinstance(value, str):
-        return short_repr(value, limit)
-    text = dumps_canonical(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def first_json_difference(path: str, a: Any, b: Any) -> str | None:
-    """The first path at which ``b`` differs from ``a`` (depth-first, in document order)."""
-    stack: list[tuple[str, Any, Any]] = [(path, a, b)]
-    while stack:
-        where, x, y = stack.pop()
-        if isinstance(x, Mapping) and isinstance(y, Mapping):
-            removed = [k for k in x if k not in y]
-            added = [k for k in y if k not in x]
-            if removed:
-                return f"{where}.{removed[0]} removed"
-            if added:
-                return f"{where}.{added[0]} added ({short(y[added[0]])})"
-            if list(x) != list(y):
-                return f"{where}: keys reordered ({', '.join(y)})"
-            stack.extend((f"{where}.{k}", x[k], y[k]) for k in reversed(list(x)))
-        elif isinstance(x, list) and isinstance(y, list):
-            for i, (p, q) in enumerate(zip(x, y, strict=False)):
-                if dumps_canonical(p) != dumps_canonical(q):
-                    stack.append((f"{where}[{i}]", p, q))
-                    break
-            else:
-                if len(x) != len(y):
-                    return f"{where}: {len(x)} items → {len(y)}"
-        elif type(x) is not type(y) or x != y:
-            return f"{where} differs ({short(x)} → {short(y)})"
-    return None
+_SIDES = ("previous", "this")
+"""How a log's consecutive states are called in a difference."""
 
 
 def header_of(request: GenerateOptions) -> EpochHeader:
@@ -93,7 +64,9 @@ def header_summary(header: EpochHeader) -> str:
     config = header.config
     parts = [f"{config.provider}/{config.model}"]
     extras = [
-        f"{k}={short(v, 24)}" for k, v in config.to_json().items() if k not in {"provider", "model"}
+        f"{k}={preview_value(v, 24)}"
+        for k, v in config.to_json().items()
+        if k not in {"provider", "model"}
     ]
     if extras:
         parts.append(" ".join(extras))
@@ -122,7 +95,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
-def _system_change(previous: str | None, delta: SystemDelta) -> str:
+def _system_change(previous: str | None, current: str | None, delta: SystemDelta) -> str:
     old_lines = len(previous.split("\n")) if previous else 0
     first = delta.keep_start + 1
     removed = old_lines - delta.keep_start - delta.keep_end
@@ -133,9 +106,12 @@ def _system_change(previous: str | None, delta: SystemDelta) -> str:
     span = f"line {first}" if removed == 1 else f"lines {first}–{first + removed - 1}"
     if inserted == 0:
         return f"system {span} removed"
+    # What differs first, with the differing characters visible (a timestamp appended to a
+    # long line reads as "line 1 changed" otherwise).
+    detail = system_difference(previous, current, _SIDES) or f"system {span} changed"
     if removed == inserted == 1:
-        return f"system {span} changed"
-    return f"system {span} replaced by {_plural(inserted, 'line')}"
+        return detail
+    return f"system {span} replaced by {_plural(inserted, 'line')} (first difference: {detail})"
 
 
 def _tool_changes(previous: tuple[ToolSchema, ...], delta: ToolsDelta) -> list[str]:
@@ -143,18 +119,31 @@ def _tool_changes(previous: tuple[ToolSchema, ...], delta: ToolsDelta) -> list[s
     out = [f"tool {a.tool.name!r} added" for a in delta.added]
     out.extend(f"tool {name!r} removed" for name in delta.removed)
     for tool in delta.changed:
-        detail = first_json_difference("", old[tool.name].to_json(), tool.to_json())
-        out.append(f"tool {tool.name!r} changed" + (f" ({detail.lstrip('.')})" if detail else ""))
+        detail = first_json_difference(
+            f"tool {tool.name!r}", old[tool.name].to_json(), tool.to_json(), _SIDES
+        )
+        out.append(detail or f"tool {tool.name!r} changed")
     if delta.order is not None:
         out.append(f"tools reordered ({', '.join(delta.order)})")
     return out
 
 
+def _tool_pairs(
+    tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None,
+) -> list[tuple[str, Any]] | str | None:
+    if tools is None:
+        return None
+    if isinstance(tools, ToolsPlaceholder):
+        return tools.token or dumps_canonical(list(tools.names or ()))
+    return [(t.name, t.to_json()) for t in tools]
+
+
 def header_changes(previous: EpochHeader | None, header: EpochHeader) -> tuple[str, ...]:
     """Every change from ``previous`` to ``header``, one phrase each; ``()`` when equal.
 
-    Config fields first (``config.model: 'a' → 'b'``), then the system prompt by line, then
-    tools by name (added, removed, changed, reordered). With no previous header: ``()``.
+    Config fields first (``config.model differs: previous: 'a', this: 'b'``), then the system
+    prompt by line (the first differing line with its column when long), then tools by name
+    (added, removed, changed, reordered). With no previous header: ``()``.
     """
     if previous is None:
         return ()
@@ -168,23 +157,22 @@ def header_changes(previous: EpochHeader | None, header: EpochHeader) -> tuple[s
         if placeholders
         else diff_header(a, b)
     ) or HeaderDelta()
-    out: list[str] = []
-    old_config, new_config = a.config.to_json(), b.config.to_json()
-    for key in dict.fromkeys([*old_config, *new_config]):
-        if key not in new_config:
-            out.append(f"config.{key} removed (was {short(old_config[key])})")
-        elif key not in old_config:
-            out.append(f"config.{key} added ({short(new_config[key])})")
-        elif dumps_canonical(old_config[key]) != dumps_canonical(new_config[key]):
-            out.append(f"config.{key}: {short(old_config[key])} → {short(new_config[key])}")
+    out = config_differences(a.config.to_json(), b.config.to_json(), _SIDES)
     if delta.system is not None:
-        out.append(_system_change(a.system, delta.system))
+        out.append(_system_change(a.system, b.system, delta.system))
     if placeholders:
         old_names, new_names = _tool_names(a.tools), _tool_names(b.tools)
         if old_names is not None and new_names is not None:
+            # Names on both sides (schemas elided on one at least): added, removed, reordered.
             out.extend(_name_changes(old_names, new_names))
-        elif a.tools != b.tools:
-            out.append(f"tools: {_tools_short(a.tools)} → {_tools_short(b.tools)}")
+        else:
+            out.extend(
+                tools_differences(
+                    _tool_pairs(a.tools),
+                    _tool_pairs(b.tools),
+                    _SIDES,
+                )
+            )
     elif delta.tools is not None:
         out.extend(_tool_changes(a.tool_list, delta.tools))
     if delta.message_prefix is not None:
@@ -202,12 +190,6 @@ def _tool_names(tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None) -> list
     if isinstance(tools, ToolsPlaceholder):
         return list(tools.names) if tools.names is not None else None
     return [t.name for t in tools or ()]
-
-
-def _tools_short(tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None) -> str:
-    if isinstance(tools, ToolsPlaceholder):
-        return short(tools.to_json())
-    return short([t.name for t in tools or ()])
 
 
 def _name_changes(old: list[str], new: list[str]) -> list[str]:
@@ -324,7 +306,7 @@ def compare_requests(previous: GenerateOptions, request: GenerateOptions) -> Req
     if shared < len(old):
         if shared < len(new):
             detail = first_json_difference(
-                f"messages[{shared}]", _visible(old[shared]), _visible(new[shared])
+                f"messages[{shared}]", _visible(old[shared]), _visible(new[shared]), _SIDES
             )
             differences.append(detail or f"messages[{shared}] differs")
         else:

@@ -12,7 +12,7 @@ import json
 from html import escape
 from typing import Final
 
-from ._cache_report import CacheReport, RequestCache
+from ._cache_report import _LEGEND, CacheReport, RequestCache
 
 __all__ = ["render_cache_report_html"]
 
@@ -33,6 +33,7 @@ dl.totals dd { margin: 0; font-size: 1.15rem; font-variant-numeric: tabular-nums
 svg { max-width: 100%; height: auto; }
 svg text { font: 12px system-ui, sans-serif; fill: var(--fg); }
 .legend span { display: inline-block; margin-right: 1.25rem; }
+dl.legend dt { font-weight: 600; } dl.legend dd { margin: 0 0 .4rem 1rem; color: var(--muted); }
 .swatch { display: inline-block; width: .8rem; height: .8rem; border-radius: 2px;
           vertical-align: -1px; margin-right: .3rem; }
 table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
@@ -125,12 +126,21 @@ def _chart(report: CacheReport) -> str:
     )
 
 
+def _detail_without_kind(kind: str, detail: str) -> str:
+    """The detail, without a leading ``kind:`` that the kind label already shows."""
+    for prefix in (f"{kind}: ", f"{kind} "):
+        if detail.startswith(prefix):
+            return detail[len(prefix) :]
+    return detail
+
+
 def _causes(r: RequestCache) -> str:
     if not r.causes:
         text = "first request" if r.index == 1 else "extends the previous request"
         return f'<span class="note">{text}</span>'
     items = "".join(
-        f'<li><span class="kind {escape(c.kind)}">{escape(c.kind)}</span>{escape(c.detail)}</li>'
+        f'<li><span class="kind {escape(c.kind)}">{escape(c.kind)}</span>'
+        f"{escape(_detail_without_kind(c.kind, c.detail))}</li>"
         for c in r.causes
     )
     return f'<ul class="causes">{items}</ul>'
@@ -139,7 +149,8 @@ def _causes(r: RequestCache) -> str:
 def _table(report: CacheReport) -> str:
     head = (
         "<tr><th>#</th><th>turn.step</th><th>prompt</th><th>hit</th><th>miss</th>"
-        '<th>ratio</th><th>best possible</th><th>lost</th><th class="cause">attribution</th></tr>'
+        "<th>ratio</th><th>reusable</th><th>best possible</th><th>lost</th><th>bonus</th>"
+        '<th class="cause">attribution</th></tr>'
     )
     rows = []
     for r in report.requests:
@@ -159,11 +170,34 @@ def _table(report: CacheReport) -> str:
         row_class = ' class="drop"' if r.drop else ""
         rows.append(
             f"<tr{row_class}><td>{r.index}</td><td>{step}</td>{numbers}"
+            f"<td>{_n(r.potential_tokens) if r.index > 1 else '–'}</td>"
             f"<td>{_n(r.best_possible_tokens) if r.index > 1 else '–'}</td>"
-            f"<td>{_n(r.lost_tokens) if r.drop else ''}</td>"
+            f"<td>{_n(r.lost_tokens) if r.lost_tokens else ''}</td>"
+            f"<td>{_n(r.bonus_tokens) if r.bonus_tokens else ''}</td>"
             f'<td class="cause">{_causes(r)}</td></tr>'
         )
     return "<table>\n" + head + "\n" + "\n".join(rows) + "\n</table>"
+
+
+def _chart_legend(report: CacheReport) -> str:
+    """Swatches for what the chart draws, and only for that (no entry without data)."""
+    requests = report.requests
+    entries: list[str] = []
+    if any(r.usage_status == "reported" for r in requests):
+        entries.append('<span><i class="swatch" style="background:var(--hit)"></i>cache hit</span>')
+        entries.append('<span><i class="swatch" style="background:var(--miss)"></i>miss</span>')
+    if any(r.usage_status == "no-cache-figure" for r in requests):
+        entries.append(
+            '<span><i class="swatch" style="background:var(--unknown)"></i>no cache figure</span>'
+        )
+    if len(requests) > 1:
+        # The same dashed stroke as the chart's best-possible marker.
+        entries.append(
+            '<span><svg class="swatch" width="12" height="14" viewBox="0 0 12 14" '
+            'aria-hidden="true"><line x1="6" x2="6" y1="0" y2="14" stroke="#1f2a44" '
+            'stroke-width="2" stroke-dasharray="3 2"/></svg>best possible hit</span>'
+        )
+    return f'<p class="legend">{"".join(entries)}</p>' if entries else ""
 
 
 def render_cache_report_html(report: CacheReport) -> str:
@@ -178,8 +212,12 @@ def render_cache_report_html(report: CacheReport) -> str:
         ),
         ("hit / prompt tokens", f"{_n(t.hit_tokens)} / {_n(t.prompt_tokens)}"),
         ("drops", str(t.drops)),
-        ("tokens lost", _n(t.lost_tokens)),
-        ("bonus hits", _n(t.bonus_tokens)),
+        (
+            "lost of reusable",
+            f"{_n(t.lost_tokens)} / {_n(t.potential_tokens)} ({_n(t.lost_to_changes)} to "
+            f"changes, {_n(t.lost_by_provider)} by the provider)",
+        ),
+        ("bonus hits (not counted)", _n(t.bonus_tokens)),
         ("requests with a cache figure", f"{t.with_usage} of {t.requests}"),
     ]
     totals_html = "".join(f"<div><dt>{escape(k)}</dt><dd>{escape(v)}</dd></div>" for k, v in totals)
@@ -187,13 +225,9 @@ def render_cache_report_html(report: CacheReport) -> str:
     data = json.dumps(report.to_json(), sort_keys=True, ensure_ascii=True, separators=(",", ":"))
     # Inside <script> only "</" could end the block; escaping <, > and & keeps any text inert.
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    legend = (
-        '<p class="legend">'
-        '<span><i class="swatch" style="background:var(--hit)"></i>cache hit</span>'
-        '<span><i class="swatch" style="background:var(--miss)"></i>miss</span>'
-        '<span><i class="swatch" style="background:var(--unknown)"></i>no cache figure</span>'
-        '<span><i class="swatch" style="background:var(--best)"></i>best possible hit (dashed)</span>'
-        "</p>"
+    legend = _chart_legend(report)
+    definitions = "".join(
+        f"<dt>{escape(name)}</dt><dd>{escape(meaning)}</dd>" for name, meaning in _LEGEND
     )
     return (
         "<!DOCTYPE html>\n"
@@ -207,6 +241,7 @@ def render_cache_report_html(report: CacheReport) -> str:
         f'<dl class="totals">{totals_html}</dl>\n{notes}\n'
         f"<h2>Hit and miss per request</h2>\n{_chart(report)}\n{legend}\n"
         f"<h2>Requests</h2>\n{_table(report)}\n"
+        f'<h2>Legend</h2>\n<dl class="legend">{definitions}</dl>\n'
         '<script type="application/json" id="dsh-cache-report">'
         f"{data}</script>\n"
         "</body>\n</html>\n"

@@ -21,6 +21,7 @@ from dsh_core import (
     SurfaceReplace,
     TokenUsage,
     fold_request_header,
+    turn_step,
 )
 
 from ._compare import header_changes, header_summary
@@ -76,12 +77,6 @@ def compaction_checkpoint_id(event: Event) -> str | None:
     return None
 
 
-def _turn_of(event: Event) -> int | None:
-    data = event.data
-    turn = data.get("turn") if isinstance(data, Mapping) else None
-    return turn if isinstance(turn, int) and not isinstance(turn, bool) else None
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HeaderStep:
     """One header event and the header folded through it."""
@@ -114,7 +109,7 @@ def header_steps(events: Sequence[Event]) -> tuple[HeaderStep, ...]:
     turn: int | None = None
     for event in events:
         if event.type == "turn/start":
-            turn = _turn_of(event)
+            turn = turn_step(event).turn
         elif event.type == "turn/end":
             turn = None
         elif event.type in HEADER_EVENT_TYPES:

@@ -1,6 +1,7 @@
 """``diff_requests``: where a request differs from the log's, in this project's vocabulary.
 
-Every wording is pinned by an example; the law (no differences exactly when the requests send
+Every wording is pinned by an example (the phrases come from ``dsh_core._differences``, whose
+contract ``test_differences.py`` pins); the law (no differences exactly when the requests send
 the same bytes, modulo empty ≡ absent system/tools) is a property over generated requests.
 """
 
@@ -23,8 +24,7 @@ from dsh_core import (
     freeze_json,
     user_message,
 )
-from dsh_core._reconstruct import _first_json_difference
-from tests.core.providers._strategies import generate_options
+from dsh_testkit.strategies import generate_options
 
 HI = user_message("hi", id="u1")
 ANSWER = assistant_message("hello", provider="p", model="m1", id="a1")
@@ -61,13 +61,13 @@ def test_equal_requests_have_no_differences() -> None:
 
 def test_a_config_field_only_in_the_log() -> None:
     assert diff_requests(request(temperature=0.5), request()) == (
-        "config.temperature: expected 0.5, absent in the request",
+        "config.temperature: only in expected (0.5)",
     )
 
 
 def test_a_config_field_only_in_the_request() -> None:
     assert diff_requests(request(), request(max_tokens=99)) == (
-        "config.maxTokens: 99 in the request, absent in the log",
+        "config.maxTokens: only in actual (99)",
     )
 
 
@@ -75,22 +75,28 @@ def test_differing_config_fields_in_config_order() -> None:
     assert diff_requests(
         request(stop=("a",), reasoning_effort="high"), request(model="m2", stop=("b",))
     ) == (
-        "config.model: expected 'm1', actual 'm2'",
-        "config.reasoningEffort: expected 'high', absent in the request",
-        'config.stop: expected ["a"], actual ["b"]',
+        "config.model differs: expected: 'm1', actual: 'm2'",
+        "config.reasoningEffort: only in expected ('high')",
+        "config.stop[0] differs: expected: 'a', actual: 'b'",
     )
 
 
 def test_an_int_and_a_float_are_different_bytes() -> None:
     assert diff_requests(request(temperature=1), request(temperature=1.0)) == (
-        "config.temperature: expected 1, actual 1.0",
+        "config.temperature differs: expected: 1, actual: 1.0",
     )
 
 
-def test_long_values_are_shortened_to_sixty_characters() -> None:
+def test_long_values_are_shown_around_their_first_difference() -> None:
     (line,) = diff_requests(request(model="x" * 100), request(model="y"))
-    expected_part = "'" + "x" * 58 + "…"
-    assert line == f"config.model: expected {expected_part}, actual 'y'"
+    assert line == (
+        f"config.model differs at line 1, column 1: expected: '{'x' * 32}'…, actual: 'y'"
+    )
+    (line,) = diff_requests(request(model="x" * 100 + "1"), request(model="x" * 100 + "2"))
+    assert line == (
+        "config.model differs at line 1, column 101: "
+        f"expected: …'{'x' * 32}1', actual: …'{'x' * 32}2'"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -99,19 +105,19 @@ def test_long_values_are_shortened_to_sixty_characters() -> None:
 
 def test_the_first_differing_system_line_is_named() -> None:
     assert diff_requests(request(system="a\nb\nc"), request(system="a\nB\nC")) == (
-        "system line 2 differs: expected 'b', actual 'B'",
+        "system line 2 differs: expected: 'b', actual: 'B'",
     )
 
 
 def test_system_prompts_differing_in_length_count_lines() -> None:
     assert diff_requests(request(system="a\nb"), request(system="a\nb\n")) == (
-        "system line 3 added: '' (expected 2 lines, actual 3)",
+        "system line 3 only in actual: '' (expected has 2 lines, actual has 3)",
     )
     assert diff_requests(request(), request(system="new")) == (
-        "system line 1 added: 'new' (expected 0 lines, actual 1)",
+        "system line 1 only in actual: 'new' (expected has 0 lines, actual has 1)",
     )
     assert diff_requests(request(system="x\ny"), request(system="")) == (
-        "system line 1 missing: expected 'x' (expected 2 lines, actual 0)",
+        "system line 1 only in expected: 'x' (expected has 2 lines, actual has 0)",
     )
 
 
@@ -123,20 +129,20 @@ def test_a_tool_added_and_a_tool_missing() -> None:
     assert diff_requests(
         request(tools=(tool("read"), tool("write"))), request(tools=(tool("read"), tool("grep")))
     ) == (
-        "header.tools: 'grep' present in the request but not in the log",
-        "header.tools: 'write' in the log but missing from the request",
+        "tool 'grep' only in actual",
+        "tool 'write' only in expected",
     )
 
 
 def test_a_changed_tool_names_its_first_differing_schema_field() -> None:
     assert diff_requests(
         request(tools=(tool("read", "Read."),)), request(tools=(tool("read", "Read!"),))
-    ) == ("header.tools: tool 'read'.description differs: expected 'Read.', actual 'Read!'",)
+    ) == ("tool 'read'.description differs: expected: 'Read.', actual: 'Read!'",)
     before = tool("read", type="object", properties={"path": {"type": "string"}})
     after = tool("read", type="object", properties={"path": {"type": "integer"}})
     assert diff_requests(request(tools=(before,)), request(tools=(after,))) == (
-        "header.tools: tool 'read'.parameters.properties.path.type differs: "
-        "expected 'string', actual 'integer'",
+        "tool 'read'.parameters.properties.path.type differs: "
+        "expected: 'string', actual: 'integer'",
     )
 
 
@@ -144,8 +150,7 @@ def test_a_schema_key_added_or_removed() -> None:
     strict = tool("read", type="object", required=["path"])
     loose = tool("read", type="object", additionalProperties=False)
     assert diff_requests(request(tools=(strict,)), request(tools=(loose,))) == (
-        "header.tools: tool 'read'.parameters: keys ['required'] only in expected, "
-        "['additionalProperties'] only in actual",
+        """tool 'read'.parameters.required: only in expected (["path"])""",
     )
 
 
@@ -155,15 +160,15 @@ def test_a_schema_s_key_order_alone_is_a_difference() -> None:
     sent = tool("read", properties={}, type="object")
     assert logged == sent  # dict equality would miss it
     assert diff_requests(request(tools=(logged,)), request(tools=(sent,))) == (
-        "header.tools: tool 'read'.parameters: same keys in another order "
-        "(['type', 'properties'] vs ['properties', 'type'])",
+        "tool 'read'.parameters: same keys in another order "
+        "(expected: ['type', 'properties'], actual: ['properties', 'type'])",
     )
 
 
 def test_the_same_tools_in_another_order() -> None:
     assert diff_requests(
         request(tools=(tool("a"), tool("b"))), request(tools=(tool("b"), tool("a")))
-    ) == ("header.tools: order differs: expected ['a', 'b'], actual ['b', 'a']",)
+    ) == ("tools: order differs: expected: ['a', 'b'], actual: ['b', 'a']",)
 
 
 @pytest.mark.parametrize(
@@ -172,21 +177,21 @@ def test_the_same_tools_in_another_order() -> None:
         (
             "{{tools}}",
             (tool("read"),),
-            "header.tools differs: expected the placeholder '{{tools}}', actual ['read']",
+            "tools differ: expected: the placeholder '{{tools}}', actual: ['read']",
         ),
         (
             (tool("read"),),
             "{{tools}}",
-            "header.tools differs: expected ['read'], actual the placeholder '{{tools}}'",
+            "tools differ: expected: ['read'], actual: the placeholder '{{tools}}'",
         ),
         (
             "{{tools}}",
             "{{tools:v2}}",
-            "header.tools differs: expected the placeholder '{{tools}}', "
-            "actual the placeholder '{{tools:v2}}'",
+            "tools differ: expected: the placeholder '{{tools}}', "
+            "actual: the placeholder '{{tools:v2}}'",
         ),
-        (None, (tool("read"),), "header.tools differs: expected no tools, actual ['read']"),
-        ((tool("read"),), (), "header.tools differs: expected ['read'], actual no tools"),
+        (None, (tool("read"),), "tool 'read' only in actual"),
+        ((tool("read"),), (), "tool 'read' only in expected"),
     ],
 )
 def test_a_placeholder_or_no_tools_on_one_side(logged: Any, sent: Any, line: str) -> None:
@@ -209,21 +214,21 @@ def test_the_first_differing_message_field_is_named_and_only_the_first() -> None
     edited = user_message("HI", id="u1")
     other_answer = assistant_message("bye", provider="p", model="m1", id="a1")
     assert diff_requests(with_messages(HI, ANSWER), with_messages(edited, other_answer)) == (
-        "messages[0].content[0].text differs: expected 'hi', actual 'HI'",
+        "messages[0].content[0].text differs: expected: 'hi', actual: 'HI'",
     )
 
 
 def test_ids_roles_and_sources_are_compared() -> None:
     assert diff_requests(with_messages(HI), with_messages(user_message("hi", id="u2"))) == (
-        "messages[0].id differs: expected 'u1', actual 'u2'",
+        "messages[0].id differs: expected: 'u1', actual: 'u2'",
     )
     as_plugin = user_message("hi", id="u1", source={"kind": "plugin"})
     assert diff_requests(with_messages(HI), with_messages(as_plugin)) == (
-        "messages[0].source.kind differs: expected 'user', actual 'plugin'",
+        "messages[0].source.kind differs: expected: 'user', actual: 'plugin'",
     )
     system = Message(id="u1", role="system", content=HI.content, source=HI.source)
     assert diff_requests(with_messages(HI), with_messages(system)) == (
-        "messages[0].role differs: expected 'user', actual 'system'",
+        "messages[0].role differs: expected: 'user', actual: 'system'",
     )
 
 
@@ -231,19 +236,20 @@ def test_a_json_key_order_only_difference_is_named() -> None:
     a = user_message("hi", id="u1", source={"kind": "user", "via": "cli"})
     b = user_message("hi", id="u1", source={"via": "cli", "kind": "user"})
     assert diff_requests(with_messages(a), with_messages(b)) == (
-        "messages[0].source: same keys in another order (['kind', 'via'] vs ['via', 'kind'])",
+        "messages[0].source: same keys in another order "
+        "(expected: ['kind', 'via'], actual: ['via', 'kind'])",
     )
 
 
 def test_content_of_another_length() -> None:
     two = user_message([*HI.content, *HI.content], id="u1")
     assert diff_requests(with_messages(HI), with_messages(two)) == (
-        "messages[0].content: 1 items expected, 2 actual",
+        "messages[0].content: expected has 1 item, actual has 2",
     )
     # A difference inside the shared items is named before the length.
     changed = user_message([*user_message("HI").content, *HI.content], id="u1")
     assert diff_requests(with_messages(HI), with_messages(changed)) == (
-        "messages[0].content[0].text differs: expected 'hi', actual 'HI'",
+        "messages[0].content[0].text differs: expected: 'hi', actual: 'HI'",
     )
 
 
@@ -252,7 +258,7 @@ def test_a_value_of_another_type() -> None:
     for other, shown in [(1.5, "1.5"), ("1", "'1'"), ([1], "[1]"), ({"v": 1}, '{"v":1}')]:
         changed = user_message("hi", id="u1", source={"kind": "user", "n": other})
         assert diff_requests(with_messages(one), with_messages(changed)) == (
-            f"messages[0].source.n differs: expected 1, actual {shown}",
+            f"messages[0].source.n differs: expected: 1, actual: {shown}",
         )
 
 
@@ -260,20 +266,21 @@ def test_extra_messages_in_the_request_show_the_first_extra() -> None:
     sneaky = user_message("unlogged " + "x" * 80, id="sneaky")
     (line,) = diff_requests(with_messages(HI), with_messages(HI, sneaky, ANSWER))
     assert line == (
-        "messages: the log derives 1, the request has 3 (first extra: 'unlogged " + "x" * 49 + "…)"
+        "messages: expected has 1, actual has 3 "
+        "(first extra: messages[1] 'unlogged " + "x" * 49 + "…)"
     )
 
 
 def test_missing_messages_in_the_request() -> None:
     assert diff_requests(with_messages(HI, ANSWER), with_messages(HI)) == (
-        "messages: the log derives 2, the request has 1",
+        "messages: expected has 2, actual has 1 (first missing: messages[1] 'hello')",
     )
 
 
 def test_a_difference_and_a_count_difference_are_both_reported() -> None:
     assert diff_requests(with_messages(HI, ANSWER), with_messages(user_message("x", id="u1"))) == (
-        "messages[0].content[0].text differs: expected 'hi', actual 'x'",
-        "messages: the log derives 2, the request has 1",
+        "messages[0].content[0].text differs: expected: 'hi', actual: 'x'",
+        "messages: expected has 2, actual has 1 (first missing: messages[1] 'hello')",
     )
 
 
@@ -284,7 +291,7 @@ def test_known_equal_messages_are_not_compared() -> None:
     assert diff_requests(logged, sent, known_equal_messages=1) == ()
     # Never past the end of either list: a count difference is still reported.
     assert diff_requests(logged, with_messages(tampered), known_equal_messages=5) == (
-        "messages: the log derives 2, the request has 1",
+        "messages: expected has 2, actual has 1 (first missing: messages[1] 'hello')",
     )
 
 
@@ -294,18 +301,12 @@ def test_model_visible_only_compares_role_and_content() -> None:
     assert diff_requests(with_messages(HI), with_messages(replayed), model_visible_only=True) == ()
     changed = user_message("bye", id="other")
     assert diff_requests(with_messages(HI), with_messages(changed), model_visible_only=True) == (
-        "messages[0].content[0].text differs: expected 'hi', actual 'bye'",
+        "messages[0].content[0].text differs: expected: 'hi', actual: 'bye'",
     )
     system = Message(id="u1", role="system", content=HI.content, source=HI.source)
     assert diff_requests(with_messages(HI), with_messages(system), model_visible_only=True) == (
-        "messages[0].role differs: expected 'user', actual 'system'",
+        "messages[0].role differs: expected: 'user', actual: 'system'",
     )
-
-
-def test_equal_json_values_have_no_first_difference() -> None:
-    value = {"a": [1, {"b": "c"}], "d": None}
-    assert _first_json_difference("x", value, freeze_json(value)) is None
-    assert _first_json_difference("x", [1, 2], [1, 2, 3]) == "x: 2 items expected, 3 actual"
 
 
 # --------------------------------------------------------------------------------------------
@@ -314,8 +315,8 @@ def test_equal_json_values_have_no_first_difference() -> None:
 
 def test_the_envelope_names_session_id_and_purpose() -> None:
     assert diff_requests(request(), request(session_id="s2", purpose="compaction")) == (
-        "envelope: expected sessionId='s1' purpose=None, "
-        "actual sessionId='s2' purpose='compaction'",
+        "envelope differs: expected: sessionId='s1' purpose=None, "
+        "actual: sessionId='s2' purpose='compaction'",
     )
 
 
@@ -329,11 +330,11 @@ def test_differences_come_config_system_tools_messages_envelope() -> None:
         session_id=None,
     )
     assert diff_requests(logged, sent) == (
-        "config.model: expected 'm1', actual 'm2'",
-        "system line 1 differs: expected 'a', actual 'b'",
-        "header.tools differs: expected ['read'], actual no tools",
-        "messages: the log derives 2, the request has 1",
-        "envelope: expected sessionId='s1' purpose=None, actual sessionId=None purpose=None",
+        "config.model differs: expected: 'm1', actual: 'm2'",
+        "system line 1 differs: expected: 'a', actual: 'b'",
+        "tool 'read' only in expected",
+        "messages: expected has 2, actual has 1 (first missing: messages[1] 'hello')",
+        "envelope differs: expected: sessionId='s1' purpose=None, actual: sessionId=None purpose=None",
     )
 
 
@@ -366,13 +367,13 @@ def _wire(options: GenerateOptions, *, visible_only: bool = False) -> str:
 
 @st.composite
 def pairs(draw: st.DrawFn) -> tuple[GenerateOptions, GenerateOptions]:
-    a, other = draw(generate_options), draw(generate_options)
+    a, other = draw(generate_options()), draw(generate_options())
     taken = draw(st.sets(st.sampled_from(FIELDS), max_size=3))
     b = dataclasses.replace(a, **{f: getattr(other, f) for f in taken})
     return a, b
 
 
-@given(generate_options)
+@given(generate_options())
 def test_a_request_does_not_differ_from_itself(options: GenerateOptions) -> None:
     assert diff_requests(options, options) == ()
     copy = GenerateOptions(

@@ -202,3 +202,58 @@ def test_every_generated_event_round_trips_through_its_json(log: list[dict[str, 
         assert event.to_json() == raw
         assert Event.from_json(event.to_json()) == event
         check_event_shape(event)
+
+
+# --------------------------------------------------------------------------------------------
+# The typed vocabulary: the catalog as a Literal, the turn/step reader, the open-turn walker
+
+
+def test_the_event_type_literal_is_the_catalog() -> None:
+    from typing import get_args
+
+    from dsh_core import CORE_EVENT_TYPES, SURFACE_EVENT_TYPES, EventType
+
+    assert set(get_args(EventType)) == CORE_EVENT_TYPES
+    assert len(get_args(EventType)) == len(CORE_EVENT_TYPES) == 18
+    assert SURFACE_EVENT_TYPES <= CORE_EVENT_TYPES
+
+
+def _event(kind: str, data: Any, seq: int = 0) -> Event:
+    return Event(type=kind, seq=seq, time=0, data=data)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"turn": 2, "step": 3}, (2, 3)),
+        ({"turn": 2}, (2, None)),
+        ({"turn": True, "step": "1"}, (None, None)),  # a bool or a string is not a number
+        ({"turn": 1.0}, (None, None)),
+        ("not an object", (None, None)),
+        (None, (None, None)),
+    ],
+)
+def test_turn_step_reads_integers_only(data: Any, expected: tuple[Any, Any]) -> None:
+    from dsh_core import TurnStep, turn_step
+
+    assert turn_step(_event("step/start", data)) == TurnStep(turn=expected[0], step=expected[1])
+
+
+def _turns(*kinds_and_turns: tuple[str, int]) -> list[Event]:
+    return [_event(kind, {"turn": turn}, seq) for seq, (kind, turn) in enumerate(kinds_and_turns)]
+
+
+def test_the_open_turn_is_the_last_turn_start_without_its_turn_end() -> None:
+    from dsh_core import OpenTurn, last_turn_boundary, open_turn
+
+    events = _turns(
+        ("turn/start", 1), ("step/start", 1), ("turn/end", 1), ("turn/start", 2), ("step/end", 2)
+    )
+    assert open_turn(events) == OpenTurn(turn=2, seq=3)
+    assert open_turn(events, 3) is None  # after the first turn's end
+    assert open_turn(events, 2) == OpenTurn(turn=1, seq=0)
+    assert open_turn(events, 99) == OpenTurn(turn=2, seq=3)
+    assert open_turn([]) is None and open_turn(events, 0) is None
+    boundary = last_turn_boundary(events, 3)
+    assert boundary is not None and (boundary.type, boundary.seq) == ("turn/end", 2)
+    assert last_turn_boundary(events[1:2]) is None

@@ -69,6 +69,16 @@ class ExtraToolAgent(Agent):
         return dataclasses.replace(request, tools=(*(request.tools or ()), extra))
 
 
+class TimestampedSystemAgent(Agent):
+    """A broken loop: it appends a timestamp to the logged system prompt (a cache killer)."""
+
+    def _build_request(
+        self, header: EpochHeader, messages: Sequence[Message], cancel: CancelToken
+    ) -> GenerateOptions:
+        request = super()._build_request(header, messages, cancel)
+        return dataclasses.replace(request, system=f"{request.system} 2026-12-02T17:00:01Z")
+
+
 def _broken(cls: type[Agent], **overrides: Any) -> tuple[Agent, ScriptedProvider, Any]:
     session = new_session()
     provider = ScriptedProvider(text_response("never sent"))
@@ -81,7 +91,7 @@ async def test_an_unlogged_extra_message_is_caught_before_dispatch() -> None:
         await agent.run("hi")
     assert "not a pure function of the log" in str(info.value)
     assert any(
-        "messages: the log derives 1, the request has 2 (first extra: 'unlogged')" in d
+        "messages: expected has 1, actual has 2 (first extra: messages[1] 'unlogged')" in d
         for d in info.value.diff
     )
     assert provider.requests == []
@@ -94,8 +104,24 @@ async def test_an_edited_message_is_named_by_index_and_field() -> None:
     with pytest.raises(InvariantViolation) as info:
         await agent.run("hi")
     assert info.value.diff[0] == (
-        "messages[0].content[0].text differs: expected 'hi', actual 'edited'"
+        "messages[0].content[0].text differs: expected: 'hi', actual: 'edited'"
     )
+    assert provider.requests == []
+
+
+async def test_a_timestamp_appended_to_a_long_system_line_is_visible() -> None:
+    """The differing characters at the end of a 200-character line show, with line and column."""
+    line = ("Answer briefly and cite the file you read. " * 5)[:200]
+    agent, provider, _ = _broken(TimestampedSystemAgent, system=line)
+    with pytest.raises(InvariantViolation) as info:
+        await agent.run("hi")
+    (difference,) = info.value.diff
+    assert difference.startswith("system line 1 differs at column 201: ")
+    assert "2026-12-02T17:00:01Z" in difference
+    expected, actual = difference.split(": expected: ")[1].split(", actual: ")
+    assert expected != actual
+    assert expected.endswith("(end of text)")
+    assert "2026-12-02T17:00:01Z" in str(info.value)
     assert provider.requests == []
 
 
@@ -104,7 +130,7 @@ async def test_a_tool_missing_from_the_log_is_named() -> None:
     agent.register_tool(read)
     with pytest.raises(InvariantViolation) as info:
         await agent.run("hi")
-    assert "'sneaky_tool' present in the request but not in the log" in str(info.value)
+    assert "tool 'sneaky_tool' only in actual" in str(info.value)
     assert provider.requests == []
 
 

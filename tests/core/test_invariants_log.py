@@ -419,7 +419,7 @@ def test_a_tampered_earlier_message_in_a_new_list_is_caught() -> None:
         f"request of the step at seq {s2} is not a pure function of the log"
     )
     assert info.value.diff == (
-        "messages[0].content[0].text differs: expected 'hi', actual 'edited'",
+        "messages[0].content[0].text differs: expected: 'hi', actual: 'edited'",
     )
     assert invariant.checked == 2
 
@@ -433,7 +433,9 @@ def test_a_failed_check_does_not_extend_what_is_trusted(known_spy: list[int]) ->
     wrong = GenerateOptions(
         provider="p", model="other", messages=session.message_view(), session_id="s1"
     )
-    with pytest.raises(InvariantViolation, match=r"config\.model: expected 'm1', actual 'other'"):
+    with pytest.raises(
+        InvariantViolation, match=r"config\.model differs: expected: 'm1', actual: 'other'"
+    ):
         invariant.check(session, s2, wrong)
     invariant.check(session, s2, request_for(session))
     assert known_spy == [0, 1, 1]  # still what the first (passing) check verified
@@ -450,7 +452,7 @@ def test_an_unlogged_extra_message_on_the_same_backing_is_still_caught() -> None
     with pytest.raises(InvariantViolation) as info:
         invariant.check(session, s2, request_for(session))
     assert info.value.diff == (
-        "messages: the log derives 2, the request has 3 (first extra: 'late')",
+        "messages: expected has 2, actual has 3 (first extra: messages[2] 'late')",
     )
 
 

@@ -17,7 +17,7 @@ from dsh_core import (
 from dsh_core._retry import DEFAULT_RETRYABLE_CODES, DEFAULT_RETRYABLE_STATUSES
 from dsh_core.providers import AnthropicProvider, DeepSeekProvider
 from dsh_core.providers._failures import RETRYABLE_CODES, classify_http_error
-from dsh_testkit.mock import HttpError, MockDeepSeek, MockHandler, Reply, behaviour
+from dsh_testkit.mock import ErrorReply, MockDeepSeek, MockHandler, Reply, behaviour
 
 from ._loop_helpers import Sleeps, assert_balanced, new_session, of_type, options
 
@@ -42,9 +42,9 @@ def agent_over(
 
 QUOTA_ANSWERS = [
     pytest.param(behaviour("quota_exceeded"), id="429-insufficient-quota"),
-    pytest.param(HttpError(status=402, message="Insufficient Balance"), id="402"),
+    pytest.param(ErrorReply(status=402, message="Insufficient Balance"), id="402"),
     pytest.param(
-        HttpError(status=402, message="Insufficient Balance", retry_after="1"),
+        ErrorReply(status=402, message="Insufficient Balance", retry_after="1"),
         id="402-with-retry-after",
     ),
 ]
@@ -52,7 +52,7 @@ QUOTA_ANSWERS = [
 
 @pytest.mark.parametrize("anthropic", [False, True], ids=["chat", "anthropic"])
 @pytest.mark.parametrize("answer", QUOTA_ANSWERS)
-async def test_quota_is_never_retried(answer: HttpError, anthropic: bool) -> None:
+async def test_quota_is_never_retried(answer: ErrorReply, anthropic: bool) -> None:
     mock = MockDeepSeek([answer, Reply(text="never sent")])
     agent, session = agent_over(mock, anthropic=anthropic)
     with pytest.raises(ProviderError) as caught:
@@ -66,7 +66,7 @@ async def test_quota_is_never_retried(answer: HttpError, anthropic: bool) -> Non
 @pytest.mark.parametrize("anthropic", [False, True], ids=["chat", "anthropic"])
 async def test_a_429_rate_limit_is_retried_after_its_retry_after(anthropic: bool) -> None:
     sleeps = Sleeps()
-    mock = MockDeepSeek([HttpError(status=429, retry_after="2"), Reply(text="done")])
+    mock = MockDeepSeek([ErrorReply(status=429, retry_after="2"), Reply(text="done")])
     agent, session = agent_over(mock, anthropic=anthropic, sleep=sleeps, random=lambda: 0.99)
     final = await agent.run("hi")
     assert final.text == "done"

@@ -267,12 +267,12 @@ def test_a_cut_last_line_is_dropped_and_reported(tmp_path: Path) -> None:
     assert path.read_bytes() == (whole + cut).encode()  # loading never modifies the file
 
 
-def test_invalid_json_on_a_terminated_last_line_is_dropped_too() -> None:
+def test_invalid_json_on_a_terminated_last_line_is_corruption_not_a_crash_tail() -> None:
+    """A crash cuts a line short; it never writes the newline after a partial record."""
     text = HEADER + ev(0) + '{"type":"turn/e\n' + "\n  \n"
-    loaded = loads_session(text)
-    assert len(loaded.events) == 1
-    assert loaded.dropped is not None and loaded.dropped.line == 3
-    assert loaded.dropped.data == b'{"type":"turn/e\n\n  \n'  # trailing blank lines go with it
+    with pytest.raises(CorruptLogError, match="although complete") as info:
+        loads_session(text)
+    assert info.value.line == 3
 
 
 def test_a_cut_multibyte_character_on_the_last_line_is_a_truncation() -> None:

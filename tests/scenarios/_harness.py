@@ -69,7 +69,7 @@ class Scenario:
     drive: Drive
     """Runs the loop over ``provider`` and returns the sessions, primary first, then children."""
     script: Callable[[], Sequence[Any]]
-    """The mock DeepSeek's answers when recording (``dsh_testkit.mock`` ``Reply``/``HttpError``)."""
+    """The mock DeepSeek's answers when recording (``dsh_testkit.mock`` ``Reply``/``ErrorReply``)."""
     wire: bool = False
     """Replay through ``DeepSeekProvider`` and a cassette instead of ``ReplayProvider``."""
 

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dsh_testkit.golden import TRANSCRIPT_FORMAT, TRANSCRIPT_FORMAT_VERSION
+
 SUITE = Path(__file__).resolve().parent
 WIRE_CASSETTES = SUITE.parents[1] / "cassettes" / "scenarios"
 GOLDENS = SUITE / "__snapshots__"
@@ -82,7 +84,8 @@ def test_committed_goldens_exist_and_carry_their_format_version() -> None:
     requests = [name for name in goldens if name.endswith(".requests.jsonc")]
     assert len(transcripts) == len(requests) >= 16
     for name in transcripts:
-        assert goldens[name].startswith(b"# dsh-testkit transcript \xc2\xb7 format 1\n"), name
+        header = f"# {TRANSCRIPT_FORMAT} · format {TRANSCRIPT_FORMAT_VERSION}\n"
+        assert goldens[name].startswith(header.encode()), name
     for name in requests:
         assert goldens[name].startswith(
             b'{\n  "format": "dsh-testkit wire requests",\n  "version": 1,\n'

@@ -19,9 +19,9 @@ async def drive(provider: Provider, run: Run) -> Sequence[Session]:
 
 
 def script() -> list[Any]:
-    from dsh_testkit.mock import HttpError, Reply
+    from dsh_testkit.mock import ErrorReply, Reply
 
-    return [HttpError(status=429, retry_after="2"), Reply(text="Hello.")]
+    return [ErrorReply(status=429, retry_after="2"), Reply(text="Hello.")]
 
 
 SCENARIO = Scenario(

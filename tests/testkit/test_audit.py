@@ -30,7 +30,7 @@ from dsh_testkit.reports import (
     render_audit,
     run_audit,
 )
-from dsh_testkit.reports._compare import first_json_difference, header_changes, header_summary
+from dsh_testkit.reports._compare import header_changes, header_summary
 from tests.conftest import REFERENCE_LOGS
 
 from ._report_builders import (
@@ -102,10 +102,14 @@ def test_a_change_snapshot_is_summarized_in_the_timeline_and_the_request():
 
     assert report.ok
     assert report.header_timeline[1].seq == seq
-    assert report.header_timeline[1].changes == ("system line 12 changed", "tool 'ls' added")
+    line_12 = (
+        "system line 12 differs: previous: 'rule 12: answer precisely and cite the file you "
+        "read', this: 'rule 12: changed'"
+    )
+    assert report.header_timeline[1].changes == (line_12, "tool 'ls' added")
     second = report.requests[1]
     assert second.extends_previous is False
-    assert second.differences == ("header: system line 12 changed", "header: tool 'ls' added")
+    assert second.differences == (f"header: {line_12}", "header: tool 'ls' added")
     assert second.changed_by == (seq,)
 
 
@@ -126,12 +130,12 @@ def test_a_header_delta_is_folded_and_described():
     delta = report.header_timeline[1]
     assert (delta.event_type, delta.reason) == ("request/header-delta", None)
     assert delta.changes == (
-        "config.model: 'deepseek-chat' → 'deepseek-reasoner'",
+        "config.model differs: previous: 'deepseek-chat', this: 'deepseek-reasoner'",
         "tool 'ls' added",
     )
     assert (
         report.requests[1].differences[0]
-        == "header: config.model: 'deepseek-chat' → 'deepseek-reasoner'"
+        == "header: config.model differs: previous: 'deepseek-chat', this: 'deepseek-reasoner'"
     )
 
 
@@ -214,8 +218,8 @@ def test_a_compaction_is_an_explained_rewrite():
     second = report.requests[1]
     assert second.extends_previous is False
     assert second.differences == (
-        "messages[0].content[0].text differs ('a long first question' → "
-        "'<compacted-summary>summary</compacted-summary>')",
+        "messages[0].content[0].text differs: previous: 'a long first question', "
+        "this: '<compacted-summary>summary</compacted-summary>'",
     )
     assert second.changed_by == (replace,)
 
@@ -249,7 +253,8 @@ def test_a_replace_nothing_explains_is_a_history_rewrite():
         "before it: the model's history changed with nothing in the log to explain it"
     )
     assert report.requests[1].differences == (
-        "messages[0].content[0].text differs ('the original question' → 'a different question')",
+        "messages[0].content[0].text differs: "
+        "previous: 'the original question', this: 'a different question'",
     )
 
 
@@ -370,12 +375,19 @@ def test_opaque_event_types_are_counted():
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        ("a\nb\nc", "a\nB\nc", ("system line 2 changed",)),
+        ("a\nb\nc", "a\nB\nc", ("system line 2 differs: previous: 'b', this: 'B'",)),
         ("a\nb\nc", "a\nc", ("system line 2 removed",)),
         ("a\nb\nc\nd", "a\nd", ("system lines 2–3 removed",)),
         ("a\nc", "a\nb\nc", ("system: 1 line inserted after line 1",)),
         ("b", "a\nb", ("system: 1 line inserted at the start",)),
-        ("a\nb\nc", "a\nx\ny\nz\nc", ("system line 2 replaced by 3 lines",)),
+        (
+            "a\nb\nc",
+            "a\nx\ny\nz\nc",
+            (
+                "system line 2 replaced by 3 lines "
+                "(first difference: system line 2 differs: previous: 'b', this: 'x')",
+            ),
+        ),
         (None, "a\nb", ("system: 2 lines inserted at the start",)),
     ],
 )
@@ -387,7 +399,7 @@ def test_tool_and_config_changes_are_named():
     grep2 = {**GREP, "description": "search files fast"}
     assert header_changes(epoch(tools=(GREP, LS)), epoch(tools=(LS,))) == ("tool 'grep' removed",)
     assert header_changes(epoch(tools=(GREP,)), epoch(tools=(grep2,))) == (
-        "tool 'grep' changed (description differs ('search files' → 'search files fast'))",
+        "tool 'grep'.description differs: previous: 'search files', this: 'search files fast'",
     )
     assert header_changes(epoch(tools=(GREP, LS)), epoch(tools=(LS, GREP))) == (
         "tools reordered (ls, grep)",
@@ -395,8 +407,8 @@ def test_tool_and_config_changes_are_named():
     cold = EpochHeader(config=LlmCallConfig(provider="deepseek", model="m", temperature=0.5))
     warm = EpochHeader(config=LlmCallConfig(provider="deepseek", model="m", max_tokens=9))
     assert header_changes(cold, warm) == (
-        "config.temperature removed (was 0.5)",
-        "config.maxTokens added (9)",
+        "config.temperature: only in previous (0.5)",
+        "config.maxTokens: only in this (9)",
     )
     assert header_changes(None, warm) == ()
     assert header_changes(warm, warm) == ()
@@ -409,26 +421,21 @@ def test_placeholders_are_compared_as_values():
     b = EpochHeader(
         config=LlmCallConfig(provider="p", model="m"), system="{{system}}", tools="{{tools2}}"
     )
-    assert header_changes(a, b) == ("tools: '{{tools}}' → '{{tools2}}'",)
+    assert header_changes(a, b) == (
+        "tools differ: previous: the placeholder '{{tools}}', this: the placeholder '{{tools2}}'",
+    )
     assert header_summary(a) == "p/m · system {{system}} · tools {{tools}}"
     bare = EpochHeader(config=LlmCallConfig(provider="p", model="m", temperature=0.2))
     assert header_summary(bare) == "p/m · temperature=0.2 · no system · no tools"
 
 
-def test_first_json_difference_paths():
-    assert first_json_difference("m", {"a": [1, {"b": "x"}]}, {"a": [1, {"b": "y"}]}) == (
-        "m.a[1].b differs ('x' → 'y')"
+def test_a_timestamp_appended_to_a_long_system_line_shows_in_the_header_change():
+    line = ("Answer briefly and cite the file you read. " * 5)[:200]
+    stamp = " 2026-12-02T17:00:01Z"
+    assert header_changes(epoch(system=line), epoch(system=line + stamp)) == (
+        "system line 1 differs at column 201: "
+        f"previous: …{line[-32:]!r} (end of text), this: …{line[-32:] + stamp!r}",
     )
-    assert first_json_difference("m", {"a": 1}, {"a": 1, "b": 2}) == "m.b added (2)"
-    assert first_json_difference("m", {"a": 1, "b": 2}, {"b": 2}) == "m.a removed"
-    assert (
-        first_json_difference("m", {"a": 1, "b": 2}, {"b": 2, "a": 1}) == "m: keys reordered (b, a)"
-    )
-    assert first_json_difference("m", [1, 2], [1, 2, 3]) == "m: 2 items → 3"
-    assert first_json_difference("m", 1, 1.0) == "m differs (1 → 1.0)"
-    assert first_json_difference("m", {"a": [1]}, {"a": [1]}) is None
-    long = "x" * 100
-    assert first_json_difference("m", long, "y") == f"m differs ('{'x' * 46}… → 'y')"
 
 
 def test_a_request_that_lost_messages_says_so():
@@ -780,5 +787,23 @@ def test_an_id_only_difference_is_still_an_extension() -> None:
         provider="deepseek", model="m", messages=(user_message("hullo", id="a1"),)
     )
     assert compare_requests(first, changed).differences == (
-        "messages[0].content[0].text differs ('hello' → 'hullo')",
+        "messages[0].content[0].text differs: previous: 'hello', this: 'hullo'",
     )
+
+
+def test_the_audit_command_shows_a_timestamp_appended_to_a_long_system_line(tmp_path, capsys):
+    """``dsh-testkit audit`` of a log whose 200-character system line gains a timestamp."""
+    line = ("Answer briefly and cite the file you read. " * 5)[:200]
+    stamp = " 2026-12-02T17:00:01Z"
+    log = LogBuilder()
+    log.start_turn("first")
+    log.step(header_event=snapshot("initial", system=line))
+    log.step(header_event=snapshot("change", system=line + stamp))
+    log.end_turn()
+    path = log.write(tmp_path / "session.jsonl")
+
+    assert run([str(path)]) == 0
+
+    out = capsys.readouterr().out
+    assert "system line 1 differs at column 201" in out
+    assert "2026-12-02T17:00:01Z" in out

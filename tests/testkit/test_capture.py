@@ -197,11 +197,11 @@ def test_a_stable_agent_passes() -> None:
             lambda turn, messages, params: params.update(
                 tools=[TOOL, {"type": "function", "function": {"name": "grep"}}] if turn else [TOOL]
             ),
-            "tool 'grep' added in request 1",
+            "tool 'grep' only in request 1",
         ),
         (
             lambda turn, messages, params: params.update(tools=[] if turn else [TOOL]),
-            "tool 'read' removed (only in request 0)",
+            "tool 'read' only in request 0",
         ),
         (
             lambda turn, messages, params: params.update(
@@ -253,7 +253,7 @@ def test_a_truncated_history_names_the_missing_message() -> None:
     with pytest.raises(PrefixInstability) as caught:
         assert_prefix_stable([first, second])
     assert caught.value.diff == (
-        "messages: request 0 has 2, request 1 only 1 "
+        "messages: request 0 has 2, request 1 has 1 "
         '(first missing: messages[1] {"role":"assistant","content":"b"})',
     )
 
@@ -278,11 +278,33 @@ def test_message_indexes_are_those_of_the_captured_wire_body() -> None:
 
 
 def test_message_indexes_without_a_system_message_start_at_zero() -> None:
-    first = {"model": "m", "messages": [{"role": "user", "content": "a"}]}
-    second = {"model": "m", "messages": [{"role": "user", "content": "b"}]}
+    question = {"role": "user", "content": "q"}
+    first = {"model": "m", "messages": [question, {"role": "assistant", "content": "a"}]}
+    second = {"model": "m", "messages": [question, {"role": "assistant", "content": "b"}]}
     with pytest.raises(PrefixInstability) as caught:
         assert_prefix_stable([first, second])
-    assert caught.value.diff == ("messages[0].content differs: request 0: 'a', request 1: 'b'",)
+    assert caught.value.diff == ("messages[1].content differs: request 0: 'a', request 1: 'b'",)
+
+
+def test_unrelated_conversations_are_not_compared() -> None:
+    # Requests that share no cache unit, no system prompt and no first message are two
+    # conversations (two agents on one client): each is checked on its own.
+    a1 = {
+        "model": "m",
+        "messages": [{"role": "system", "content": "agent A"}, {"role": "user", "content": "a"}],
+    }
+    b1 = {
+        "model": "m",
+        "messages": [{"role": "system", "content": "agent B"}, {"role": "user", "content": "b"}],
+    }
+    a2 = {"model": "m", "messages": [*a1["messages"], {"role": "assistant", "content": "x"}]}
+    b2 = {"model": "m", "messages": [*b1["messages"], {"role": "assistant", "content": "y"}]}
+    assert_prefix_stable([a1, b1, a2, b2])
+    a3 = {"model": "m", "messages": [a1["messages"][0], {"role": "user", "content": "edited"}]}
+    with pytest.raises(PrefixInstability) as caught:
+        assert_prefix_stable([a1, b1, a2, b2, a3])
+    assert caught.value.index == 4
+    assert str(caught.value).startswith("request 4 does not extend request 2")
 
 
 def test_message_indexes_name_both_sides_when_their_system_messages_differ_in_number() -> None:
@@ -316,7 +338,7 @@ def test_message_indexes_name_both_sides_when_their_system_messages_differ_in_nu
     shorter = chat_view({"model": "m", "messages": [{"role": "system", "content": "s\nt"}]})
     assert shorter is not None
     assert diff_chat(two, shorter) == (
-        "messages: recorded has 3, request only 1 "
+        "messages: recorded has 3, request has 1 "
         '(first missing: messages[2] {"role":"user","content":"b"})',
     )
     assert diff_chat(shorter, two) == (
@@ -353,8 +375,9 @@ def test_config_changes_other_than_the_model_do_not_bust_the_prefix() -> None:
 
 
 def test_anthropic_shaped_bodies_compare_their_top_level_system() -> None:
-    first = {"model": "m", "system": [{"type": "text", "text": "one"}], "messages": []}
-    second = {"model": "m", "system": "two", "messages": []}
+    question = [{"role": "user", "content": "q"}]
+    first = {"model": "m", "system": [{"type": "text", "text": "one"}], "messages": question}
+    second = {"model": "m", "system": "two", "messages": question}
     with pytest.raises(
         PrefixInstability, match="system line 1 differs: request 0: 'one', request 1: 'two'"
     ):
@@ -387,7 +410,7 @@ def test_generate_options_are_accepted() -> None:
         tools=tools,
     )
     assert_prefix_stable([base, longer])
-    with pytest.raises(PrefixInstability, match="tool 'read' removed"):
+    with pytest.raises(PrefixInstability, match="tool 'read' only in request 0"):
         assert_prefix_stable(
             [
                 longer,
@@ -435,7 +458,7 @@ def test_diff_names_changed_tools_reordered_tools_and_config_on_either_side() ->
     assert diff_chat(before, after) == (
         'config.stop: only in recorded (["x"])',
         "config.seed: only in request (1)",
-        "tool 'grep' changed: function.parameters.type differs: recorded: 'object', request: 'array'",
+        "tool 'grep'.function.parameters.type differs: recorded: 'object', request: 'array'",
     )
     reordered = chat_view(
         {"model": "m", "stop": ["x"], "tools": [grep, TOOL], "messages": []},
@@ -443,28 +466,19 @@ def test_diff_names_changed_tools_reordered_tools_and_config_on_either_side() ->
     )
     assert reordered is not None
     assert diff_chat(before, reordered) == (
-        "tools: order changed: recorded: ['read', 'grep'], request: ['grep', 'read']",
+        "tools: order differs: recorded: ['read', 'grep'], request: ['grep', 'read']",
     )
 
 
 def test_diff_names_message_fields_on_one_side_and_shorter_systems() -> None:
-    from dsh_testkit._diff import ChatView, diff_chat, first_json_difference
+    from dsh_testkit._diff import ChatView, diff_chat
 
     a = ChatView(system="one\ntwo", messages=[{"role": "user", "content": "x", "name": "n"}])
     b = ChatView(system="one", messages=[{"role": "user", "content": "x", "extra": [1, 2]}])
     assert diff_chat(a, b) == (
-        "system: recorded has 2 line(s), request has 1",
+        "system line 2 only in recorded: 'two' (recorded has 2 lines, request has 1)",
         "messages[0].name: only in recorded ('n')",
     )
-    assert (
-        first_json_difference("x", {"k": [1]}, {"k": [1, 2]}, ("a", "b"))
-        == "x.k: a has 1 item(s), b has 2"
-    )
-    assert (
-        first_json_difference("x", {"k": 1}, {"k": 1, "j": 2}, ("a", "b")) == "x.j: only in b (2)"
-    )
-    assert first_json_difference("x", [1, "2"], [1, 2], ("a", "b")) == "x[1] differs: a: '2', b: 2"
-    assert first_json_difference("x", {"k": [1]}, {"k": [1]}, ("a", "b")) is None
     long = ChatView(messages=[{"content": "y" * 100}])
     assert diff_chat(ChatView(), long)[0].endswith("…)")
 
@@ -473,11 +487,11 @@ def test_diff_of_opaque_or_unnamed_tools() -> None:
     from dsh_testkit._diff import ChatView, diff_chat
 
     assert diff_chat(ChatView(tools="{{tools}}"), ChatView(tools=[{"x": 1}])) == (
-        "tools differ: recorded: '{{tools}}', request: [{\"x\":1}]",
+        "tools differ: recorded: the placeholder '{{tools}}', request: ['{\"x\": 1}']",
     )
     assert diff_chat(ChatView(tools=[{"name": "a"}]), ChatView(tools=[{"x": 1}])) == (
-        "tool '{\"x\": 1}' added in request",
-        "tool 'a' removed (only in recorded)",
+        "tool '{\"x\": 1}' only in request",
+        "tool 'a' only in recorded",
     )
 
 
@@ -514,3 +528,44 @@ def test_capture_over_real_http_against_the_loopback_mock() -> None:
     assert len(capture.chat_requests()) == 3
     assert_prefix_stable(capture.requests)
     assert KEY not in repr(capture.requests[0].headers)
+
+
+# ------------------------------------------------------------------------------- visible differences
+
+LONG_LINE = ("Answer briefly and cite the file you read. " * 5)[:200]
+STAMP = " 2026-12-02T17:00:01Z"
+
+
+def test_a_timestamp_appended_to_a_long_system_line_shows_in_prefix_instability() -> None:
+    """A real httpx client against the in-process mock: the failure shows the appended stamp."""
+    from dsh_testkit.mock import MockDeepSeek, mock_transport
+
+    mock = MockDeepSeek()
+    capture = RequestCapture()
+    history: list[dict[str, Any]] = [{"role": "user", "content": "question 0"}]
+    transport = capture.transport(mock_transport(mock))
+    with httpx.Client(transport=transport, base_url=BASE) as client:
+        for stamp in ("", STAMP):
+            system = {"role": "system", "content": LONG_LINE + stamp}
+            response = client.post(
+                "/chat/completions",
+                json={"model": "deepseek-v4-flash", "messages": [system, *history]},
+                headers={"Authorization": f"Bearer {KEY}"},
+            )
+            assert response.status_code == 200, response.text
+            answer = response.json()["choices"][0]["message"]["content"]
+            history += [
+                {"role": "assistant", "content": answer},
+                {"role": "user", "content": "question 1"},
+            ]
+    assert len(mock.requests) == 2
+    with pytest.raises(PrefixInstability) as caught:
+        capture.assert_prefix_stable()
+    (difference,) = caught.value.diff
+    assert difference == (
+        "system line 1 differs at column 201: "
+        f"request 0: …{LONG_LINE[-32:]!r} (end of text), "
+        f"request 1: …{LONG_LINE[-32:] + STAMP!r}"
+    )
+    assert STAMP in str(caught.value)
+    assert KEY not in str(caught.value)

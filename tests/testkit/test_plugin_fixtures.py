@@ -37,7 +37,7 @@ import pytest
 
 from dsh_core import RequestInvariant, Session
 from dsh_core.persistence import write_session
-from dsh_testkit.mock import HttpError, Reply
+from dsh_testkit.mock import ErrorReply, Reply
 
 OFF = {"thinking": {"type": "disabled"}}
 SERVERS = []
@@ -117,7 +117,7 @@ async def test_agent_options_override_the_defaults(dsh_agent, dsh_mock):
 
 
 async def test_agents_retry_without_waiting(dsh_agent, dsh_mock):
-    dsh_mock.push(HttpError(status=429, retry_after="3600"), Reply(text="after the retry"))
+    dsh_mock.push(ErrorReply(status=429, retry_after="3600"), Reply(text="after the retry"))
     agent = dsh_agent()
     assert agent.options.sleep is not asyncio.sleep
     assert (await agent.run("hi")).text == "after the retry"
@@ -276,7 +276,7 @@ def test_what_a_user_sees_when_replay_or_capture_fails(project: pytest.Pytester)
             "*_ test_replay_of_a_changed_request _*",
             "E   *ReplayMismatch: strict replay: the live request for session 'recorded' call 0 "
             "(0-based) differs from the request the recorded log rebuilds for it *",
-            "E   *  system line 2 added: * (expected 1 lines, actual 2)",
+            "E   *  system line 2 only in live: * (recorded has 1 line, live has 2)",
         ]
     )
     result.stdout.fnmatch_lines(

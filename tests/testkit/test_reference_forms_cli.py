@@ -107,13 +107,14 @@ def test_a_checkpoint_inside_its_bracket_is_explained_by_the_bracket(tmp_path: P
 
 
 @pytest.mark.parametrize(
-    ("name", "reason"),
+    ("command", "name", "reason"),
     [
-        ("no-version.jsonl", "line 1: session header version must be an integer, got None"),
-        ("not-jsonl.jsonl", "line 1: the session header is not valid JSON"),
-    ],
+        (command, "no-version.jsonl", "line 1: session header version must be an integer, got None")
+        for command in ("audit", "cache-report", "rebuild")
+    ]
+    # audit and cache-report read a file whose first line is no session record as a trace.
+    + [("rebuild", "not-jsonl.jsonl", "line 1: the session header is not valid JSON")],
 )
-@pytest.mark.parametrize("command", ["audit", "cache-report", "rebuild"])
 def test_a_file_without_a_session_header_is_not_a_session_log(
     command: str, name: str, reason: str
 ) -> None:
@@ -127,7 +128,7 @@ def test_a_file_without_a_session_header_is_not_a_session_log(
 
 def test_an_empty_file_is_not_a_session_log(tmp_path: Path) -> None:
     (tmp_path / "empty.jsonl").write_text("\n\n", encoding="utf-8")
-    run = cli("audit", tmp_path / "empty.jsonl")
+    run = cli("rebuild", tmp_path / "empty.jsonl")
     assert run.returncode == 2 and "not a session log: empty log" in run.stderr
 
 

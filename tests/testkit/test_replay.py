@@ -125,7 +125,7 @@ async def test_strict_mode_catches_a_changed_system_prompt() -> None:
         await agent.run("What is in a.txt?")
     error = caught.value
     assert error.index == 0
-    assert error.diff == ("system line 2 differs: expected 'Be kind.', actual 'Be rude.'",)
+    assert error.diff == ("system line 2 differs: recorded: 'Be kind.', live: 'Be rude.'",)
     assert (
         isinstance(error.expected, GenerateOptions)
         and error.actual.system == "You are terse.\nBe rude."
@@ -133,7 +133,7 @@ async def test_strict_mode_catches_a_changed_system_prompt() -> None:
     text = str(error)
     assert "strict replay: the live request for session 's-1' call 0 (0-based) differs" in text
     assert "(turn 1, step 1, attempt 0, first chunk at seq" in text
-    assert text.endswith("\n  system line 2 differs: expected 'Be kind.', actual 'Be rude.'")
+    assert text.endswith("\n  system line 2 differs: recorded: 'Be kind.', live: 'Be rude.'")
 
 
 async def test_strict_mode_catches_a_changed_message_and_config() -> None:
@@ -144,7 +144,7 @@ async def test_strict_mode_catches_a_changed_message_and_config() -> None:
     )
     with pytest.raises(ReplayMismatch) as caught:
         await agent.run("What is in b.txt?")
-    assert caught.value.diff[0] == "config.temperature: 0.5 in the request, absent in the log"
+    assert caught.value.diff[0] == "config.temperature: only in live (0.5)"
     assert caught.value.diff[1].startswith("messages[0].content[0].text differs")
 
 
@@ -162,7 +162,7 @@ async def test_strict_mode_catches_a_changed_tool_set_in_a_later_call() -> None:
     with pytest.raises(ReplayMismatch) as caught:
         await agent.run("Thanks!")
     assert caught.value.index == 2
-    assert caught.value.diff == ("header.tools: 'grep' present in the request but not in the log",)
+    assert caught.value.diff == ("tool 'grep' only in live",)
 
 
 async def test_lenient_mode_serves_whatever_is_asked() -> None:
@@ -637,7 +637,7 @@ async def test_reference_log_strict_mode_catches_a_changed_message() -> None:
     with pytest.raises(ReplayMismatch) as caught:
         await collect(replay.stream(replace(second, messages=tuple(messages))))
     assert caught.value.index == 1
-    assert caught.value.diff[0].startswith("messages[0].content[0].text differs: expected")
+    assert caught.value.diff[0].startswith("messages[0].content[0].text differs: recorded:")
 
 
 async def test_reference_log_strict_mode_compares_a_real_header() -> None:
@@ -648,7 +648,7 @@ async def test_reference_log_strict_mode_compares_a_real_header() -> None:
     changed = replace(rebuilt, session_id="live", model="deepseek-v4-pro")
     with pytest.raises(
         ReplayMismatch,
-        match=r"config.model: expected 'deepseek-v4-flash', actual 'deepseek-v4-pro'",
+        match=r"config.model differs: recorded: 'deepseek-v4-flash', live: 'deepseek-v4-pro'",
     ):
         await collect(replay.stream(changed))
 
@@ -679,7 +679,7 @@ async def test_strict_mode_names_tools_present_on_one_side_only() -> None:
     agent = Agent(Session.create("s-2", clock=lambda: 0), replay, options(), tools=[])
     with pytest.raises(ReplayMismatch) as caught:
         await agent.run("What is in a.txt?")
-    assert caught.value.diff == ("header.tools: 'read' in the log but missing from the request",)
+    assert caught.value.diff == ("tool 'read' only in recorded",)
 
     replay = ReplayProvider(hand_built(retry=False))
     request = next(iter(reconstruct_requests(replay.recordings[0].events))).request
@@ -687,8 +687,8 @@ async def test_strict_mode_names_tools_present_on_one_side_only() -> None:
     with pytest.raises(ReplayMismatch) as caught:
         await collect(replay.stream(with_tools))
     assert caught.value.diff == (
-        "config.temperature: 0.1 in the request, absent in the log",
-        "header.tools: 'read' present in the request but not in the log",
+        "config.temperature: only in live (0.1)",
+        "tool 'read' only in live",
     )
 
 

@@ -197,7 +197,10 @@ def test_a_change_snapshot_is_named_with_what_changed():
     assert second.drop
     (cause,) = second.causes
     assert (cause.kind, cause.seq) == ("header", seq)
-    assert cause.detail == f"request/header change at seq {seq}: system line 40 changed"
+    assert cause.detail == (
+        f"request/header change at seq {seq}: system line 40 differs: "
+        "previous: 'rule 40: answer precisely and cite the file you read', this: 'rule 40: changed'"
+    )
 
 
 def test_a_header_delta_is_named():
@@ -244,7 +247,9 @@ def test_a_model_switch_shares_nothing():
     )
     second = report.requests[1]
     assert (second.best_possible_tokens, second.potential_tokens) == (0, 960)
-    assert second.causes[0].detail.endswith("config.model: 'deepseek-chat' → 'deepseek-reasoner'")
+    assert second.causes[0].detail.endswith(
+        "config.model differs: previous: 'deepseek-chat', this: 'deepseek-reasoner'"
+    )
     assert second.drop
 
 
@@ -331,8 +336,8 @@ def test_a_history_rewrite_names_the_first_differing_field():
     (cause,) = cache_report(log.events).requests[1].causes
     assert (cause.kind, cause.seq) == ("rewrite", seq)
     assert cause.detail.endswith(
-        "; first difference: messages[0].content[0].text differs "
-        "('the original question' → 'a rewritten question')"
+        "; first difference: messages[0].content[0].text differs: "
+        "previous: 'the original question', this: 'a rewritten question'"
     )
 
 
@@ -779,7 +784,8 @@ async def test_a_log_written_by_our_own_loop_audits_and_reports(tmp_path):
     audit = audit_file(path)
     assert audit.ok
     assert [r.extends_previous for r in audit.requests] == [None, True, False]
-    assert audit.requests[2].differences == ("header: system line 2 changed",)
+    line_2 = "system line 2 differs: previous: 'Be brief.', this: 'Be very brief.'"
+    assert audit.requests[2].differences == (f"header: {line_2}",)
 
     report = cache_report_file(path)
     second, third = report.requests[1:]
@@ -787,4 +793,4 @@ async def test_a_log_written_by_our_own_loop_audits_and_reports(tmp_path):
     assert third.drop and third.best_possible_tokens < third.potential_tokens
     (cause,) = third.causes
     assert cause.kind == "header"
-    assert cause.detail.endswith(": system line 2 changed")
+    assert cause.detail.endswith(f": {line_2}")

@@ -622,6 +622,62 @@ def test_rare_shapes_render_too(tmp_path: Path) -> None:
     assert '  end · aborted {"reason":{"kind":"user"},"extra":1}\n' in text
 
 
+def _user(id: str, text: str) -> dict[str, Any]:
+    return {
+        "id": id,
+        "role": "user",
+        "content": [{"type": "text", "text": text}],
+        "source": {"kind": "user"},
+    }
+
+
+def _broken_prefix_log(*prompts: str, replacement: dict[str, Any]) -> Session:
+    """Step 1 sees ``prompts``; then one replace swaps them all for ``replacement``; step 2."""
+    log = LogBuilder()
+    log.add("turn/start", {"turn": 1})
+    seqs = [
+        log.add("user/message", _user(f"u{i}", text), surface_op="append").seq
+        for i, text in enumerate(prompts, 1)
+    ]
+    for step in (1, 2):
+        if step == 2:
+            log.add(
+                "user/message",
+                replacement,
+                surface_op={"op": "replace", "start": seqs[0], "end": seqs[-1]},
+                source_event_seqs=seqs,
+            )
+        log.add("step/start", {"turn": 1, "step": step})
+        if step == 1:
+            log.header_event(header(), first=True)
+        log.call(1, step)
+        log.add("step/end", {"turn": 1, "step": step})
+    log.add("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    return log.session
+
+
+def test_a_broken_prefix_names_its_first_difference_in_the_shared_wording() -> None:
+    line = ("Answer briefly and cite the file you read. " * 5)[:200]
+    stamp = " 2026-12-02T17:00:01Z"
+    text = render_transcript(_broken_prefix_log(line, replacement=_user("u1", line + stamp)))
+    assert (
+        "messages: 1 · the previous request's 1 are not a prefix; first difference: "
+        "messages[0].content[0].text differs at line 1, column 201: "
+        f"previous: …{line[-32:]!r} (end of text), this: …{line[-32:] + stamp!r}\n"
+    ) in text
+    # Only an id differs: named after what the model sees compared equal.
+    text = render_transcript(_broken_prefix_log("a", replacement=_user("u9", "a")))
+    assert "first difference: messages[0].id differs: previous: '{{msg-1}}', this: '{{msg-2}}'" in (
+        text
+    )
+    # The new request is the old one cut short: the first missing message is named.
+    text = render_transcript(_broken_prefix_log("a", "b", replacement=_user("u1", "a")))
+    assert (
+        "messages: 1 · the previous request's 2 are not a prefix; first difference: "
+        "messages: previous has 2, this has 1 (first missing: messages[1] {"
+    ) in text
+
+
 def test_a_placeholder_tool_list_change_is_named() -> None:
     log = LogBuilder()
     log.header_event(header(tools="{{tools}}"), first=True)
@@ -653,6 +709,7 @@ def wire_log() -> Session:
 
 FORMAT_FINGERPRINTS = {
     (1, 1): "95438955845d388623717d30eac6233eb86cc7555a1c0fb6f0b2e59e3dc367db",
+    (2, 1): "5be3ea13ae0cb63d42cf763aae085e04e21363a19ac79fb4e1e89ef27250fbb8",
 }
 """(transcript version, wire version) → sha256 of the renderings of two fixed hand-built logs."""
 

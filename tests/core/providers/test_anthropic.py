@@ -49,9 +49,9 @@ from dsh_core.providers.anthropic import (
     translate_events,
     translate_stream,
 )
+from dsh_testkit.strategies import generate_options
 
 from ._helpers import API_KEY, collect, kinds, named, options, streaming
-from ._strategies import generate_options
 
 
 def tool_turn() -> GenerateOptions:
@@ -107,7 +107,7 @@ def test_exact_bytes_of_a_tool_turn() -> None:
     assert parse_request(GOLDEN).encode() == GOLDEN
 
 
-@given(generate_options)
+@given(generate_options())
 def test_parse_inverts_serialize(options: GenerateOptions) -> None:
     for stream in (True, False):
         body = serialize_request(options, stream=stream)

@@ -18,12 +18,12 @@ from dsh_core.providers.deepseek import (
     parse_request,
     serialize_request,
 )
+from dsh_testkit.strategies import generate_options
 
-from ._strategies import generate_options
 from .test_deepseek_serialize import GOLDEN
 
 
-@given(generate_options)
+@given(generate_options())
 def test_parse_inverts_serialize(options: GenerateOptions) -> None:
     body = serialize_request(options)
     parsed = parse_request(body)
@@ -35,7 +35,7 @@ def test_parse_inverts_serialize(options: GenerateOptions) -> None:
     assert len(parsed.tools or ()) == len(options.tools or ())
 
 
-@given(generate_options)
+@given(generate_options())
 def test_non_streaming_round_trip(options: GenerateOptions) -> None:
     body = serialize_request(options, stream=False)
     parsed = parse_request(body)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_core.providers import SseEvent, SseParser, SseTruncatedError
+from dsh_core.providers import SSE_DONE, SseEvent, SseParser, SseTruncatedError
 
 from ._helpers import split_at
 
@@ -215,3 +215,23 @@ def test_encode_exact_bytes() -> None:
         SseEvent(event="ping", data='{"type":"ping"}').encode()
         == b'event: ping\ndata: {"type":"ping"}\n\n'
     )
+
+
+def test_of_json_is_compact_utf8_and_keeps_key_order() -> None:
+    event = SseEvent.of_json({"z": 1, "a": "é\nx"}, event="message_start")
+    assert event.data == '{"z":1,"a":"é\\nx"}'
+    assert event.encode() == 'event: message_start\ndata: {"z":1,"a":"é\\nx"}\n\n'.encode()
+    assert SseEvent.of_json([1]).encode() == b"data: [1]\n\n"
+    assert SseParser().feed(event.encode()) == [event]
+
+
+def test_comment_is_skipped_by_the_parser_and_reported() -> None:
+    seen: list[str] = []
+    parser = SseParser(on_comment=seen.append)
+    assert SseEvent.comment("keep-alive") == b": keep-alive\n\n"
+    assert parser.feed(SseEvent.comment("keep-alive") + SseEvent.comment() + SSE_DONE.encode()) == [
+        SseEvent(data="[DONE]")
+    ]
+    assert seen == ["keep-alive", ""]
+    with pytest.raises(ValueError, match="one line"):
+        SseEvent.comment("a\nb")

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from dsh_testkit.cli import main
-from dsh_testkit.mock import HttpError, Reply, Script
+from dsh_testkit.mock import ErrorReply, Reply, Script
 
 from ._helpers import API_KEY, chat_body
 
@@ -69,7 +69,7 @@ def test_serve_prints_its_url_serves_and_stops_cleanly(signum: signal.Signals) -
 def test_serve_loads_a_script_file_at_start(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(
-        Script(entries=(HttpError(status=429, retry_after="4"), Reply(text="scripted"))).dumps(),
+        Script(entries=(ErrorReply(status=429, retry_after="4"), Reply(text="scripted"))).dumps(),
         encoding="utf-8",
     )
     with serving("--script", str(script), "--seed", "3") as (process, url):

@@ -12,8 +12,8 @@ import pytest
 from dsh_testkit.mock import (
     BEHAVIOURS,
     Emit,
+    ErrorReply,
     Hangup,
-    HttpError,
     MockDeepSeek,
     MockRequest,
     Pause,
@@ -188,7 +188,7 @@ def test_an_internal_failure_is_a_500_not_a_crash(
 
 
 def test_entries_answer_in_order_then_the_default(mock: MockDeepSeek) -> None:
-    mock.push(Reply(text="one"), HttpError(status=503), Reply(text="three"))
+    mock.push(Reply(text="one"), ErrorReply(status=503), Reply(text="three"))
     assert payload(call(mock, CHAT, chat_body()))["choices"][0]["message"]["content"] == "one"
     assert call(mock, CHAT, chat_body()).status == 503
     assert payload(call(mock, CHAT, chat_body()))["choices"][0]["message"]["content"] == "three"
@@ -208,7 +208,7 @@ def test_assert_consumed_names_the_next_unused_entry(mock: MockDeepSeek) -> None
 
 
 def test_push_refuses_what_is_not_an_entry(mock: MockDeepSeek) -> None:
-    with pytest.raises(ScriptError, match="must be a Reply or HttpError"):
+    with pytest.raises(ScriptError, match="must be a Reply or ErrorReply"):
         mock.push("hello")  # type: ignore[arg-type]
 
 
@@ -247,7 +247,8 @@ def test_a_responder_returning_garbage_is_an_internal_error() -> None:
     plan = call(mock, CHAT, chat_body())
     assert plan.status == 500
     assert (
-        "a responder must return a Reply, an HttpError or None" in payload(plan)["error"]["message"]
+        "a responder must return a Reply, an ErrorReply or None"
+        in payload(plan)["error"]["message"]
     )
 
 
@@ -255,8 +256,9 @@ def test_exhaustion_modes() -> None:
     erroring = MockDeepSeek([Reply(text="only")], on_exhausted="error")
     assert call(erroring, CHAT, chat_body()).status == 200
     plan = call(erroring, CHAT, chat_body())
-    assert plan.status == 500 and payload(plan)["error"]["code"] == "MOCK_SCRIPT_EXHAUSTED"
-    repeating = MockDeepSeek(Script(entries=(HttpError(status=429),), on_exhausted="repeat-last"))
+    assert plan.status == 410 and payload(plan)["error"]["code"] == "MOCK_SCRIPT_EXHAUSTED"
+    assert "script ran out" in payload(plan)["error"]["message"]
+    repeating = MockDeepSeek(Script(entries=(ErrorReply(status=429),), on_exhausted="repeat-last"))
     assert [call(repeating, CHAT, chat_body()).status for _ in range(3)] == [429, 429, 429]
 
 
@@ -280,9 +282,8 @@ def test_the_same_seed_gives_byte_identical_answers() -> None:
 
 def test_generated_tool_call_ids_have_the_v4_shape(mock: MockDeepSeek) -> None:
     mock.push(Reply(tool_calls=(ToolCall(name="a"), ToolCall(name="b", id="mine"))))
-    calls = payload(call(mock, CHAT, chat_body(tools=[TOOL])))["choices"][0]["message"][
-        "tool_calls"
-    ]
+    tools = [{"type": "function", "function": {"name": name}} for name in ("a", "b")]
+    calls = payload(call(mock, CHAT, chat_body(tools=tools)))["choices"][0]["message"]["tool_calls"]
     assert calls[0]["id"].startswith("call_00_") and len(calls[0]["id"]) == len("call_00_") + 24
     assert calls[1]["id"] == "mine"
 
@@ -514,16 +515,21 @@ def test_keep_alives_and_pacing(mock: MockDeepSeek) -> None:
 
 
 @pytest.mark.parametrize(
-    ("fault", "after", "tail", "done"),
-    [("disconnect", 2, Hangup(), False), ("stall", 1, Stall(), False), ("eof", 3, None, False)],
+    ("fault", "after", "tail"),
+    [("disconnect", 2, Hangup()), ("stall", 1, Stall()), ("eof", 3, None)],
 )
-def test_stream_cuts(mock: MockDeepSeek, fault: str, after: int, tail: Any, done: bool) -> None:
+def test_stream_cuts(mock: MockDeepSeek, fault: str, after: int, tail: Any) -> None:
     plan = stream_plan(
         mock, Reply(text="abcdefghijklmnop", chunk_size=2, fault=fault, fault_after=after)
     )  # type: ignore[arg-type]
     emitted = [a for a in plan.body if isinstance(a, Emit)]
     assert len(emitted) == after
-    assert (plan.body[-1] if tail else None) == tail
+    if tail is None:  # eof: the body ends cleanly after the last whole chunk
+        assert plan.body[-1] == emitted[-1]
+        assert not any(isinstance(a, (Hangup, Stall)) for a in plan.body)
+        assert plan.body_bytes.endswith(b"\n\n") and plan.abort is None
+    else:
+        assert plan.body[-1] == tail
     assert b"[DONE]" not in plan.body_bytes
 
 
@@ -587,18 +593,19 @@ def test_anthropic_stream_faults_use_named_events(mock: MockDeepSeek) -> None:
 
 def test_http_error_entries(mock: MockDeepSeek) -> None:
     mock.push(
-        HttpError(status=429, retry_after="3", request_id="req-1", headers=(("x-extra", "1"),)),
-        HttpError(status=502, body="<html>bad gateway</html>"),
-        HttpError(status=400, body={"custom": True}),
+        ErrorReply(status=429, retry_after="3", request_id="req-1", headers=(("x-extra", "1"),)),
+        ErrorReply(status=502, body="<html>bad gateway</html>"),
+        ErrorReply(status=400, body={"custom": True}),
         BEHAVIOURS["context_overflow"],
     )
     limited = call(mock, CHAT, chat_body())
     assert limited.status == 429
     assert (
         limited.header("retry-after"),
-        limited.header("x-request-id"),
+        limited.header("x-ds-trace-id"),
         limited.header("x-extra"),
     ) == ("3", "req-1", "1")
+    assert limited.header("x-request-id") is None  # DeepSeek never sends one
     assert payload(limited)["error"] == {
         "message": "Rate Limit Reached",
         "type": "rate_limit_error",
@@ -613,7 +620,7 @@ def test_http_error_entries(mock: MockDeepSeek) -> None:
 
 
 def test_http_errors_on_the_anthropic_endpoint_have_its_shape(mock: MockDeepSeek) -> None:
-    mock.push(HttpError(status=529, message="Overloaded"), HttpError(status=418))
+    mock.push(ErrorReply(status=529, message="Overloaded"), ErrorReply(status=418))
     overloaded = payload(call(mock, ANTHROPIC, anthropic_body()))
     assert overloaded["error"] == {"type": "overloaded_error", "message": "Overloaded"}
     teapot = payload(call(mock, ANTHROPIC, anthropic_body()))

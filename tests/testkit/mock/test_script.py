@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from dsh_testkit.mock import (
     BEHAVIOURS,
     SCRIPT_FORMAT_VERSION,
-    HttpError,
+    ErrorReply,
     Reply,
     Script,
     ScriptError,
@@ -49,7 +49,7 @@ json_bodies = (
     st.none() | texts | st.dictionaries(st.text(max_size=5), st.integers() | texts, max_size=3)
 )
 http_errors = st.builds(
-    HttpError,
+    ErrorReply,
     status=st.integers(400, 599),
     message=st.none() | texts,
     type=st.none() | texts,
@@ -62,7 +62,7 @@ http_errors = st.builds(
 
 
 @given(replies | http_errors)
-def test_entries_round_trip_through_json(entry: Reply | HttpError) -> None:
+def test_entries_round_trip_through_json(entry: Reply | ErrorReply) -> None:
     text = json.dumps(entry.to_json())
     assert entry_from_json(json.loads(text)) == entry
 
@@ -77,7 +77,7 @@ def test_scripts_round_trip_through_their_file_text(entries: list, on_exhausted:
 
 
 def test_script_files_load_and_are_stable(tmp_path: Path) -> None:
-    script = Script(entries=(Reply(text="hi"), HttpError(status=429, retry_after="2")))
+    script = Script(entries=(Reply(text="hi"), ErrorReply(status=429, retry_after="2")))
     path = tmp_path / "script.json"
     path.write_text(script.dumps(), encoding="utf-8")
     assert Script.load(path) == script
@@ -97,8 +97,8 @@ def test_tool_call_arguments_may_be_written_as_an_object() -> None:
 
 
 def test_retry_after_seconds_become_the_header_text() -> None:
-    assert HttpError(status=429, retry_after=2).retry_after == "2"  # type: ignore[arg-type]
-    assert HttpError(status=429, retry_after=1.5).retry_after == "1.5"  # type: ignore[arg-type]
+    assert ErrorReply(status=429, retry_after=2).retry_after == "2"  # type: ignore[arg-type]
+    assert ErrorReply(status=429, retry_after=1.5).retry_after == "1.5"  # type: ignore[arg-type]
 
 
 def test_finish_reason_defaults_to_tool_calls_or_stop() -> None:
@@ -168,7 +168,7 @@ def test_entries_refuse_bad_values_when_built_in_python() -> None:
     with pytest.raises(ScriptError, match="must be a ToolCall"):
         Reply(tool_calls=({"name": "f"},))  # type: ignore[arg-type]
     with pytest.raises(ScriptError, match="not representable"):
-        HttpError(status=500, body={"x": float("nan")})
+        ErrorReply(status=500, body={"x": float("nan")})
 
 
 def test_every_reference_behaviour_has_an_entry() -> None:
@@ -180,7 +180,7 @@ def test_every_reference_behaviour_has_an_entry() -> None:
         "reasoning_success", "tool_call_success", "max_tokens",
     }  # fmt: skip
     assert set(BEHAVIOURS) == reference
-    assert behaviour("rate_limit", retry_after="9") == HttpError(status=429, retry_after="9")
+    assert behaviour("rate_limit", retry_after="9") == ErrorReply(status=429, retry_after="9")
 
 
 def test_random_scripts_are_reproducible_from_their_seed() -> None:
@@ -209,13 +209,13 @@ def test_sequences_given_in_python_become_tuples() -> None:
     reply = Reply(tool_calls=[ToolCall(name="f")])  # type: ignore[arg-type]
     assert reply.tool_calls == (ToolCall(name="f"),)
     assert Script(entries=[reply]).entries == (reply,)  # type: ignore[arg-type]
-    error = HttpError(status=500, headers=[["x-a", "1"]])  # type: ignore[arg-type]
+    error = ErrorReply(status=500, headers=[["x-a", "1"]])  # type: ignore[arg-type]
     assert error.headers == (("x-a", "1"),)
 
 
 def test_http_error_headers_may_be_an_object() -> None:
     entry = entry_from_json({"kind": "http-error", "status": 500, "headers": {"x-a": "1"}})
-    assert isinstance(entry, HttpError) and entry.headers == (("x-a", "1"),)
+    assert isinstance(entry, ErrorReply) and entry.headers == (("x-a", "1"),)
 
 
 def test_a_header_that_is_not_a_pair_is_a_script_error() -> None:

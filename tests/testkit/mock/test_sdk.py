@@ -13,7 +13,7 @@ import httpx2
 import openai
 import pytest
 
-from dsh_testkit.mock import HttpError, MockDeepSeek, MockHandler, MockServer, Reply, ToolCall
+from dsh_testkit.mock import ErrorReply, MockDeepSeek, MockHandler, MockServer, Reply, ToolCall
 
 from ._helpers import API_KEY
 
@@ -174,7 +174,7 @@ def test_openai_a_second_request_extending_the_first_hits_the_cache(wire: Wire) 
 
 
 def test_openai_rate_limit_is_a_rate_limit_error_with_retry_after(wire: Wire) -> None:
-    wire.mock.push(HttpError(status=429, retry_after="2"))
+    wire.mock.push(ErrorReply(status=429, retry_after="2"))
     with wire.openai() as client, pytest.raises(openai.RateLimitError) as caught:
         client.chat.completions.create(
             model="deepseek-v4-flash", messages=[{"role": "user", "content": "x"}]
@@ -205,7 +205,7 @@ def test_openai_wrong_key_is_an_authentication_error(wire: Wire) -> None:
 
 
 def test_openai_server_errors_and_models(wire: Wire) -> None:
-    wire.mock.push(HttpError(status=503))
+    wire.mock.push(ErrorReply(status=503))
     with wire.openai() as client:
         with pytest.raises(openai.InternalServerError) as caught:
             client.chat.completions.create(
@@ -285,12 +285,12 @@ def test_anthropic_cache_hits_are_cache_read_input_tokens(wire: Wire) -> None:
 @pytest.mark.parametrize(
     ("entry", "error", "retry_after"),
     [
-        (HttpError(status=429, retry_after="5"), anthropic.RateLimitError, "5"),
-        (HttpError(status=529), anthropic.InternalServerError, None),
+        (ErrorReply(status=429, retry_after="5"), anthropic.RateLimitError, "5"),
+        (ErrorReply(status=529), anthropic.InternalServerError, None),
     ],
 )
 def test_anthropic_errors_surface_as_sdk_exceptions(
-    wire: Wire, entry: HttpError, error: type[anthropic.APIStatusError], retry_after: str | None
+    wire: Wire, entry: ErrorReply, error: type[anthropic.APIStatusError], retry_after: str | None
 ) -> None:
     wire.mock.push(entry)
     with wire.anthropic() as client, pytest.raises(error) as caught:

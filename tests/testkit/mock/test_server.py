@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from dsh_testkit.mock import (
     Emit,
-    HttpError,
+    ErrorReply,
     HttpRequest,
     MockDeepSeek,
     MockServer,
@@ -249,7 +249,8 @@ def test_the_control_api_over_http(server: MockServer) -> None:
         assert [r["status"] for r in log] == [429, 200]
         assert API_KEY not in json.dumps(log)
         assert client.post("/_dsh/reset").json() == {"reset": True}
-        assert client.get("/_dsh/requests").json() == {"requests": []}
+        after = client.get("/_dsh/requests").json()
+        assert (after["requests"], after["dropped"], after["pending"]) == ([], 0, 0)
 
 
 async def test_fifty_concurrent_streaming_clients_finish_without_errors(server: MockServer) -> None:
@@ -316,12 +317,12 @@ def test_server_life_cycle_errors(mock: MockDeepSeek) -> None:
 
 
 def test_error_entries_over_http_keep_their_headers(server: MockServer) -> None:
-    server.mock.push(HttpError(status=503, retry_after="7", request_id="r-1"))
+    server.mock.push(ErrorReply(status=503, retry_after="7", request_id="r-1"))
     response = httpx.post(server.base_url + "/chat/completions", json=chat_body(), headers=AUTH)
     assert (
         response.status_code,
         response.headers["retry-after"],
-        response.headers["x-request-id"],
+        response.headers["x-ds-trace-id"],
     ) == (503, "7", "r-1")
 
 

@@ -1,26 +1,5 @@
-"""Hypothesis strategies for the values of :mod:`dsh_core`: JSON, headers, tools, deltas, messages
-and session logs.
-
-They generate the hard cases on purpose instead of hoping to hit them: header edits insert a
-tool mid-list, reorder tools, change a tool's schema *and* move it, duplicate system-prompt lines,
-use CRLF line ends and non-ASCII text, and flip the system prompt and the tool list between empty,
-absent and populated. Session logs mix surface appends with replaces (compaction-style ranges and
-single tool-result rewrites) and with log-only noise, and are valid seeds by construction.
-
-Use them in your own property tests::
-
-    from hypothesis import given
-    from dsh_core import apply_header_delta, diff_header, header_equals
-    from .strategies import header_pairs
-
-    @given(header_pairs())
-    def test_codec_round_trips(pair):
-        before, after = pair
-        delta = diff_header(before, after)
-        assert delta is None or header_equals(apply_header_delta(before, delta), after)
-
-Only ``hypothesis`` and ``dsh_core`` are imported, so importing this module is cheap.
-"""
+"""Strategies for the core's values: JSON, system prompts, tools, headers and deltas, messages,
+events and session logs (see the package docstring)."""
 
 from __future__ import annotations
 
@@ -131,12 +110,22 @@ def system_lines() -> st.SearchStrategy[str]:
 
 
 @_cached
-def system_prompts() -> st.SearchStrategy[str | None]:
-    """``None``, ``''`` or a prompt of 1–12 lines, some CRLF-terminated, some repeated."""
+def system_prompts(*, empty: bool = True) -> st.SearchStrategy[str | None]:
+    """System prompts of 1–12 lines, some CRLF-terminated, some repeated — and, unless ``empty``
+    is false, also ``None`` and ``""``.
+
+    ``None`` (no system prompt) and ``""`` (an empty one) are yielded on purpose: a header keeps
+    them apart (``EpochHeader.system``), and the header codec and the request builders must not
+    confuse them. Pass ``empty=False`` where a test needs a prompt with text (a lines-of-text
+    property, a prompt that must reach the wire: serializers send no system message for ``""``).
+    """
     text = st.lists(system_lines(), min_size=1, max_size=12).map("\n".join)
     crlf = st.lists(system_lines(), min_size=1, max_size=6).map(
         lambda lines: "\r\n".join(lines) + "\r\n"
     )
+    if not empty:
+        # A prompt of only empty lines joined by "\n" can still be "": keep the text ones.
+        return st.one_of(text, crlf).filter(bool)
     return st.one_of(text, crlf, st.none(), st.just(""))
 
 

@@ -1,0 +1,159 @@
+"""9. Trace analysis: ``cache-report`` over a 10,000-request trace is linear in the trace.
+
+A synthetic proxy trace (the ``dsh-trace`` file ``dsh-testkit proxy`` writes) of N requests:
+conversations of 20 requests each, ten at a time interleaved (as concurrent agents behind one
+proxy), every request carrying its answer and reported usage, one conversation in ten busting its
+cache with a timestamp in its system prompt. The measured work is what ``dsh-testkit
+cache-report TRACE --json`` does: read and detect the file, split the conversations, attribute
+every request, render the JSON document — with the reported usage, and with ``--simulate`` (the
+mock's prefix-cache simulator over the whole trace). Linear means t(10k) / t(5k) ≤ 2.2.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ._common import Figure, Section, median
+
+__all__ = ["run"]
+
+REQUESTS = 10_000
+QUICK_REQUESTS = 200
+PER_CONVERSATION = 20
+INTERLEAVED = 10
+ROUNDS = 3
+QUICK_ROUNDS = 1
+GOAL_RATIO = 2.2
+
+
+def _system(conversation: int, request: int) -> str:
+    rules = "\n".join(f"Rule {i}: answer precisely and cite the file you read." for i in range(24))
+    head = f"Agent {conversation}: you review repository {conversation % 7}.\n{rules}"
+    if conversation % 10 == 9:
+        return f"{head}\nCurrent time: 2026-12-02T17:{request:02d}:00Z"
+    return head
+
+
+def _records(total: int) -> list[dict[str, Any]]:
+    """Exchange records in proxy order: groups of conversations interleaved request by request."""
+    records: list[dict[str, Any]] = []
+    conversations = max(1, total // PER_CONVERSATION)
+    for group in range(0, conversations, INTERLEAVED):
+        members = range(group, min(group + INTERLEAVED, conversations))
+        histories: dict[int, list[dict[str, Any]]] = {c: [] for c in members}
+        for step in range(PER_CONVERSATION):
+            for c in members:
+                history = histories[c]
+                history.append(
+                    {"role": "user", "content": f"Question {step} about module {c}.{step}?"}
+                )
+                answer = {
+                    "role": "assistant",
+                    "content": f"Module {c}.{step} adds a constant to its input; see src/m{step}.py.",
+                }
+                prompt = 400 + 30 * len(history)
+                records.append(
+                    {
+                        "index": len(records),
+                        "endpoint": "chat",
+                        "url": "https://api.deepseek.com/chat/completions",
+                        "conversation": None,
+                        "started": 1_780_000_000.0 + len(records),
+                        "firstByte": 1_780_000_000.2 + len(records),
+                        "finished": 1_780_000_000.5 + len(records),
+                        "status": 200,
+                        "request": {
+                            "model": "deepseek-v4-flash",
+                            "messages": [
+                                {"role": "system", "content": _system(c, step)},
+                                *history,
+                            ],
+                            "stream": True,
+                        },
+                        "response": answer,
+                        "usage": {
+                            "promptTokens": prompt,
+                            "hitTokens": 0
+                            if step == 0 or c % 10 == 9
+                            else (prompt - 40) // 64 * 64,
+                            "completionTokens": 20,
+                        },
+                    }
+                )
+                history.append(answer)
+                if len(records) >= total:
+                    return records
+    return records
+
+
+def _write(path: Path, total: int) -> None:
+    with path.open("w", encoding="utf-8", newline="\n") as file:
+        file.write('{"format":"dsh-trace","version":1,"source":"proxy"}\n')
+        for record in _records(total):
+            file.write(json.dumps(record, separators=(",", ":")) + "\n")
+
+
+def _report_once(path: Path, simulate: bool) -> tuple[float, Any]:
+    from dsh_testkit.reports import diagnose
+    from dsh_testkit.reports._console import dumps_report_json
+    from dsh_testkit.traces import load_trace
+
+    start = time.perf_counter()
+    report = diagnose(load_trace(path), simulate=simulate)
+    dumps_report_json(report.to_json())
+    return time.perf_counter() - start, report
+
+
+def run(quick: bool) -> Section:
+    total = QUICK_REQUESTS if quick else REQUESTS
+    rounds = QUICK_ROUNDS if quick else ROUNDS
+    section = Section(
+        key="traces",
+        title="Trace analysis",
+        method=(
+            f"A synthetic proxy trace of {total:,} (and {total // 2:,}) chat requests: "
+            f"conversations of {PER_CONVERSATION} requests, {INTERLEAVED} interleaved at a time, "
+            "each request with its answer and reported usage, one conversation in ten with a "
+            "timestamp in its system prompt. Timed: `load_trace` + `diagnose` + the JSON "
+            "document (what `dsh-testkit cache-report TRACE --json` does), reported usage and "
+            f"`--simulate`, the two sizes interleaved, median of {rounds} round(s)."
+        ),
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        big, half = Path(tmp) / "big.trace", Path(tmp) / "half.trace"
+        _write(big, total)
+        _write(half, total // 2)
+        for simulate in (False, True):
+            times: dict[Path, list[float]] = {big: [], half: []}
+            report: Any = None
+            for _ in range(rounds):
+                for path in (half, big):
+                    seconds, result = _report_once(path, simulate)
+                    times[path].append(seconds)
+                    if path is big:
+                        report = result
+            t_big, t_half = median(times[big]), median(times[half])
+            ratio = t_big / t_half if t_half else None
+            mode = "--simulate" if simulate else "reported usage"
+            section.figures.append(
+                Figure(label=f"cache-report, {total:,} requests ({mode})", value=t_big, unit="s")
+            )
+            section.figures.append(
+                Figure(
+                    label=f"t({total:,}) / t({total // 2:,}) ({mode})",
+                    value=ratio,
+                    unit="×",
+                    goal=f"≤ {GOAL_RATIO}",
+                    ok=None if ratio is None else ratio <= GOAL_RATIO,
+                )
+            )
+            if report is not None:
+                section.notes.append(
+                    f"{mode}: {len(report.conversations)} conversations found, causes "
+                    f"{report.counts()}."
+                )
+    return section

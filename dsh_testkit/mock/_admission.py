@@ -1,0 +1,332 @@
+"""Request admission: who is calling, what they sent, and whether the API would take it.
+
+A model request passes four gates, in the API's order: the credential (:func:`caller_key`), the
+body as JSON (:func:`decode_json_body`), the codec's structural check
+(``dsh_core.providers.deepseek.parse_request`` / ``anthropic.parse_request``: one wire format,
+one parser) and the meaning checks of :mod:`._validate`. What passes becomes a
+:class:`~._request.MockRequest` built from the codec's typed request; what fails raises
+:class:`Rejection` with the API's own error. Nothing here has state: the facade
+(:class:`~dsh_testkit.mock.MockDeepSeek`) owns the queue, the log and the locks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Collection, Mapping
+from typing import Any, Final, Literal
+
+from dsh_core import JsonValueError, freeze_json
+from dsh_core.providers import (
+    TOOL_NAME_PATTERN,
+    AnthropicRequest,
+    ChatRequest,
+    WireFormatError,
+    resolve_model,
+)
+from dsh_core.providers import anthropic as anthropic_codec
+from dsh_core.providers import deepseek as deepseek_codec
+
+from ._api_errors import ApiError
+from ._plan import HttpRequest
+from ._request import MockRequest
+from ._validate import (
+    PassbackRule,
+    ToolFacts,
+    validate_anthropic,
+    validate_chat,
+)
+
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "Rejection",
+    "admit",
+    "caller_key",
+    "credentials",
+    "decode_json_body",
+]
+
+MAX_JSON_DEPTH: Final = 128
+"""The deepest nesting of arrays and objects a request body may have. A deeper body is refused
+with a 400 before anything parses it recursively (a real chat body nests about 8 deep; a tool
+schema a few more)."""
+
+_AUTH_FORMAT: Final = (
+    "Authentication Fails (auth header format should be Bearer sk-...)"  # [observed]
+)
+_AUTH_INVALID: Final = "Authentication Fails, Your api key is invalid"  # [observed], key not echoed
+_MODEL_NOT_EXIST: Final = "Model Not Exist"  # [observed] wire.md §1.9
+
+_CREDENTIAL_HEADERS: Final = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "x-goog-api-key",
+        "x-auth-token",
+        "x-access-token",
+        "cookie",
+    }
+)
+"""Header names whose whole value is a credential, whatever the scheme (never logged)."""
+
+
+_CREDENTIAL_PIECES: Final = re.compile(r"[\s;,=]+")
+_MIN_SECRET: Final = 8
+"""Pieces of a credential header shorter than this are scheme words or names, not secrets."""
+
+
+class Rejection(Exception):
+    """Stop admitting a request: answer it with ``error``."""
+
+    def __init__(self, error: ApiError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def is_credential_header(name: str) -> bool:
+    """Whether a header carries a credential: a known name, or one that says key/token/secret."""
+    lowered = name.lower()
+    return lowered in _CREDENTIAL_HEADERS or any(
+        word in lowered for word in ("key", "token", "secret", "password", "auth")
+    )
+
+
+def credentials(request: HttpRequest) -> tuple[str, ...]:
+    """Every credential the request presents, longest first, for redaction: the value of each
+    credential header (whole, and without its scheme word, e.g. ``Token sk-…`` → ``sk-…``)."""
+    found: set[str] = set()
+    for name, value in request.headers:
+        if not is_credential_header(name):
+            continue
+        value = value.strip()
+        if value:
+            found.add(value)
+        _, _, rest = value.partition(" ")
+        if rest.strip():
+            found.add(rest.strip())
+        # the pieces of ``session=…; other=…`` and ``Scheme a, b``: each may be the secret
+        found.update(p for p in _CREDENTIAL_PIECES.split(value) if len(p) >= _MIN_SECRET)
+    return tuple(sorted(found, key=lambda s: (-len(s), s)))
+
+
+def presented_key(request: HttpRequest, endpoint: str) -> str | None:
+    """The API key the way the API reads it: ``Authorization: Bearer <key>``, and on the
+    Anthropic-format endpoint also ``x-api-key``. Parsed once per request."""
+    auth = request.header("authorization")
+    if auth is not None:
+        scheme, _, value = auth.strip().partition(" ")
+        if scheme.lower() == "bearer" and value.strip():
+            return value.strip()
+    if endpoint == "anthropic":
+        header = request.header("x-api-key")
+        if header is not None and header.strip():
+            return header.strip()
+    return None
+
+
+def caller_key(
+    request: HttpRequest, endpoint: str, *, accepted: Collection[str] | None = None
+) -> str:
+    """The caller's API key, or :class:`Rejection` with the API's 401."""
+    key = presented_key(request, endpoint)
+    if key is None:
+        raise Rejection(ApiError(status=401, message=_AUTH_FORMAT, type="authentication_error"))
+    if accepted is not None and key not in accepted:
+        raise Rejection(ApiError(status=401, message=_AUTH_INVALID, type="authentication_error"))
+    return key
+
+
+def json_depth_exceeds(text: str, limit: int) -> bool:
+    """Whether the JSON text nests arrays/objects deeper than ``limit`` (an iterative scan that
+    skips strings; it does not validate, so it is safe on any input)."""
+    depth = 0
+    in_string = False
+    escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif char in "]}":
+            depth -= 1
+    return False
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a valid JSON number")
+
+
+def _bad_body(detail: str) -> Rejection:
+    # axum's wording for a body that is not JSON
+    return Rejection(
+        ApiError(status=400, message=f"Failed to parse the request body as JSON: {detail}")
+    )
+
+
+def decode_json_body(request: HttpRequest) -> Any:
+    """The body as JSON, or the API's 400: not UTF-8, not JSON, ``NaN``/``Infinity`` (not JSON),
+    or nested deeper than :data:`MAX_JSON_DEPTH`."""
+    try:
+        text = request.body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _bad_body(f"invalid UTF-8 at byte {exc.start}") from None
+    if json_depth_exceeds(text, MAX_JSON_DEPTH):
+        raise _bad_body(f"nesting deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        raise _bad_body(str(exc)) from None
+    return value
+
+
+def _normalize_numbers(value: Any) -> Any:
+    """``-0.0`` as ``0.0`` and floats checked finite, iteratively (depth is bounded already):
+    every number the codec sees survives a JSON round trip."""
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        item = container[key]
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise _bad_body("a number is out of range")
+            if item == 0.0:
+                container[key] = 0.0
+        elif isinstance(item, dict):
+            stack.extend((item, k) for k in item)
+        elif isinstance(item, list):
+            stack.extend((item, i) for i in range(len(item)))
+    return root[0]
+
+
+def _wire_error(exc: WireFormatError) -> ApiError:
+    """The API's answer to a codec refusal. The tool rules have the API's own wording (quoted
+    from real answers where observed); everything else is the deserializer's sentence."""
+    param = exc.param
+    if exc.code == "pattern_mismatch" and _is_tool_name(param):
+        return _bad_param(  # [observed]
+            f"Invalid '{param}': string does not match pattern. Expected a string that "
+            f"matches the pattern '{TOOL_NAME_PATTERN}'.",
+            param,
+        )
+    if exc.code == "too_long" and _is_tool_name(param):
+        return _bad_param(
+            f"Invalid '{param}': string too long. Expected a string with maximum length "
+            f"{exc.limit}, but got a string with length {len(str(exc.value))} instead.",
+            param,
+        )
+    if exc.code == "too_many" and param == "tools":
+        return _bad_param(
+            f"Invalid 'tools': array too long. Expected an array with maximum length "
+            f"{exc.limit}, but got an array with length {exc.value} instead.",
+            "tools",
+        )
+    if exc.code == "duplicate_name" and _is_tool_name(param):
+        return _bad_param(f"Invalid 'tools': duplicate function name '{exc.value}'.", "tools")
+    return ApiError(
+        status=400,
+        message=f"Failed to deserialize the JSON body into the target type: {exc}",
+        param=exc.param or None,
+    )
+
+
+def _is_tool_name(param: str) -> bool:
+    return param.startswith("tools[") and param.endswith(("].function.name", "].name"))
+
+
+def _bad_param(message: str, param: str) -> ApiError:
+    return ApiError(status=400, message=message, param=param)
+
+
+def _last_user(parsed: ChatRequest | AnthropicRequest) -> tuple[str, bool]:
+    """``(text of the last user message, whether the conversation ends with tool results)``."""
+    if isinstance(parsed, ChatRequest):
+        after_tool = parsed.messages[-1].role == "tool"
+        for message in reversed(parsed.messages):
+            if message.role == "user":
+                return message.text, after_tool
+        return "", after_tool
+    last = parsed.messages[-1]
+    after_tool = last.role == "user" and any(b["type"] == "tool_result" for b in last.blocks)
+    for anthropic_message in reversed(parsed.messages):
+        if anthropic_message.role == "user":
+            text = "".join(str(b["text"]) for b in anthropic_message.blocks if b["type"] == "text")
+            return text, after_tool
+    return "", after_tool
+
+
+def admit(
+    request: HttpRequest,
+    endpoint: Literal["chat", "anthropic"],
+    *,
+    seq: int,
+    passback: PassbackRule,
+) -> MockRequest:
+    """Decode, parse and validate a model request (after :func:`caller_key`)."""
+    raw = decode_json_body(request)
+    if not isinstance(raw, Mapping):
+        # The codec words the refusal of a non-object body.
+        try:
+            (deepseek_codec if endpoint == "chat" else anthropic_codec).parse_request(request.body)
+        except WireFormatError as exc:
+            raise Rejection(_wire_error(exc)) from None
+        raise Rejection(_wire_error(WireFormatError("expected a JSON object", param="")))
+    try:
+        body: Mapping[str, Any] = freeze_json(_normalize_numbers(raw), path="body")
+    except JsonValueError as exc:
+        raise _bad_body(str(exc)) from None
+    parsed: ChatRequest | AnthropicRequest
+    try:
+        if endpoint == "chat":
+            parsed = deepseek_codec.parse_request(body)
+        else:
+            parsed = anthropic_codec.parse_request(body)
+    except WireFormatError as exc:
+        raise Rejection(_wire_error(exc)) from None
+    info = resolve_model(parsed.model, endpoint=endpoint)
+    if info is None:
+        raise Rejection(ApiError(status=400, message=_MODEL_NOT_EXIST))
+    facts: ToolFacts
+    user_id: str | None
+    if isinstance(parsed, ChatRequest):
+        thinking = parsed.thinking_on
+        facts, error = validate_chat(
+            parsed, thinking=thinking, max_output_tokens=info.max_output_tokens, passback=passback
+        )
+        user_id = parsed.user_id
+    else:
+        thinking = parsed.thinking_on
+        facts, error = validate_anthropic(
+            parsed, thinking=thinking, max_output_tokens=info.max_output_tokens
+        )
+        metadata_user = None if parsed.metadata is None else parsed.metadata.get("user_id")
+        user_id = metadata_user if isinstance(metadata_user, str) else None
+    if error is not None:
+        raise Rejection(error)
+    last_text, after_tool = _last_user(parsed)
+    return MockRequest(
+        seq=seq,
+        endpoint=endpoint,
+        path=request.path,
+        body=body,
+        parsed=parsed,
+        model=parsed.model,
+        stream=bool(parsed.stream),
+        thinking=thinking,
+        tools=facts,
+        user_id=user_id,
+        last_user_text=last_text,
+        after_tool_result=after_tool,
+    )

@@ -1,0 +1,121 @@
+"""The control API under ``/_dsh/``: script the mock and read what it received, from any language.
+
+=====================  ===========  ==========================================================
+path                   methods      what it does
+=====================  ===========  ==========================================================
+``/_dsh/``             GET          this index (endpoints and their methods)
+``/_dsh/script``       GET, POST    the queued entries; queue more (an entry, a list, or a
+                                    script document whose ``onExhausted`` also applies)
+``/_dsh/requests``     GET          the request log: ``{"requests": [...], "dropped": n,
+                                    "limit": n}`` (fields: :class:`ReceivedRequest`)
+``/_dsh/reset``        POST         back to the initial state: the initial script (``serve
+                                    --script FILE`` re-reads FILE), its ``onExhausted``, an
+                                    empty request log and cache, the PRNG re-seeded
+``/_dsh/schema``       GET          the JSON Schema of a script document
+=====================  ===========  ==========================================================
+
+Errors answer in the chat-completions error shape.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from ._api_errors import ApiError
+from ._errors import ScriptError
+from ._plan import HttpRequest, ResponsePlan, json_plan
+from ._schema import script_schema
+from ._script import Script, ScriptEntry, entry_from_json
+
+if TYPE_CHECKING:
+    from ._model import MockDeepSeek
+
+__all__ = ["CONTROL_ENDPOINTS", "control_plan"]
+
+CONTROL_ENDPOINTS: Final[Mapping[str, tuple[str, str]]] = {
+    "/_dsh": ("GET", "this index of the control endpoints"),
+    "/_dsh/script": ("GET, POST", "read the queued entries; POST queues more"),
+    "/_dsh/requests": ("GET", "the request log (capped; 'dropped' counts what it dropped)"),
+    "/_dsh/reset": (
+        "POST",
+        "restore the initial script and onExhausted (serve --script re-reads its file), "
+        "empty the request log and the cache, re-seed",
+    ),
+    "/_dsh/schema": ("GET", "the JSON Schema of a script document"),
+}
+"""Path → (methods, what it does): the index ``GET /_dsh/`` answers."""
+
+
+def _parse_pushed(raw: bytes) -> tuple[tuple[ScriptEntry, ...], Script | None]:
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ScriptError(f"not valid JSON: {exc}", path="body") from None
+    if isinstance(obj, list):
+        return tuple(entry_from_json(e, path=f"body[{i}]") for i, e in enumerate(obj)), None
+    if isinstance(obj, Mapping) and "entries" in obj:
+        script = Script.from_json(obj, path="body")
+        return script.entries, script
+    return (entry_from_json(obj, path="body"),), None
+
+
+def _requests_json(mock: MockDeepSeek) -> dict[str, Any]:
+    return {
+        "requests": [r.to_json() for r in mock.requests],
+        "dropped": mock.dropped_requests,
+        "limit": mock.request_log_limit,
+        "pending": len(mock.pending),
+        "unscripted": [r.seq for r in mock.unscripted_requests],
+    }
+
+
+def control_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> ResponsePlan:
+    """Answer one control request (``path`` without a trailing slash)."""
+    route = (request.method, path)
+    if route == ("GET", "/_dsh"):
+        return json_plan(
+            200,
+            {
+                "endpoints": [
+                    {"path": p, "methods": m, "description": d}
+                    for p, (m, d) in CONTROL_ENDPOINTS.items()
+                ]
+            },
+        )
+    if route == ("POST", "/_dsh/script"):
+        try:
+            pushed, script = _parse_pushed(request.body)
+        except ScriptError as exc:
+            error = ApiError(status=400, message=str(exc), code="invalid_script")
+            return json_plan(400, error.deepseek_body())
+        if script is not None:
+            mock.on_exhausted = script.on_exhausted
+        mock.push(*pushed)
+        return json_plan(200, {"queued": len(mock.pending), "added": len(pushed)})
+    if route == ("GET", "/_dsh/script"):
+        return json_plan(
+            200,
+            {"onExhausted": mock.on_exhausted, "entries": [e.to_json() for e in mock.pending]},
+        )
+    if route == ("GET", "/_dsh/requests"):
+        return json_plan(200, _requests_json(mock))
+    if route == ("POST", "/_dsh/reset"):
+        try:
+            mock.reset()
+        except ScriptError as exc:
+            error = ApiError(
+                status=400,
+                message=f"the script file no longer parses: {exc}",
+                code="invalid_script",
+            )
+            return json_plan(400, error.deepseek_body())
+        return json_plan(200, {"reset": True})
+    if route == ("GET", "/_dsh/schema"):
+        return json_plan(200, script_schema())
+    if path in CONTROL_ENDPOINTS:
+        error = ApiError(status=405, message="Method Not Allowed")
+        return json_plan(405, error.deepseek_body(), (("allow", CONTROL_ENDPOINTS[path][0]),))
+    error = ApiError(status=404, message=f"Not Found: no control endpoint at {path}")
+    return json_plan(404, error.deepseek_body())

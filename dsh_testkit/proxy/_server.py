@@ -1,0 +1,439 @@
+"""``dsh-testkit proxy``: a recording reverse proxy between any agent and a chat API.
+
+Any client in any language points its base URL at the proxy; every request is forwarded to the
+upstream (the real API with the client's own key, or the mock) and the answer relayed back as
+it arrives — a streamed answer one network read at a time, never buffered. When an exchange
+completes it is appended to the trace file (one flushed line, see
+:class:`~dsh_testkit.traces.TraceWriter`), so a crash loses at most the exchanges in flight.
+Credentials never reach the trace or stdout: headers are not recorded, and the writer scrubs
+every key-shaped string, the client's own credential included. ``GET /_dsh/report`` answers the
+cache doctor's report of the exchanges so far (``?format=json`` for JSON).
+
+The HTTP side reuses the mock server's request reader (HTTP/1.1, keep-alive, chunked bodies);
+the upstream side is a small keep-alive HTTP/1.1 client (``_upstream.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Final, Self
+from urllib.parse import parse_qs, urlsplit
+
+from .._errors import TestkitError
+from ..mock._server import (
+    HEAD_TIMEOUT,
+    IDLE_TIMEOUT,
+    MAX_HEAD_BYTES,
+    _BadRequest,
+    _Head,
+    _parse_head,
+    _read_body,
+    _reason,
+)
+from ..traces import Exchange, Trace, TraceUsage, TraceWriter
+from ..traces._readers import SESSION_HEADERS
+from ..traces._wire import answer_of_events, answer_of_json, endpoint_of
+from ._upstream import Upstream, UpstreamError, UpstreamResponse
+
+__all__ = ["ProxyError", "ProxyServer", "serve_proxy"]
+
+_HOP_BY_HOP: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "accept-encoding",
+    }
+)
+_CREDENTIAL_HEADERS: Final = ("authorization", "x-api-key", "api-key")
+
+
+class ProxyError(TestkitError):
+    """The proxy could not start: a bad upstream URL, or the address cannot be bound
+    (``.host``, ``.port``)."""
+
+    def __init__(self, message: str, *, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        super().__init__(f"{message} ({host}:{port})")
+
+
+def _credentials(head: _Head) -> list[str]:
+    out = []
+    for name in _CREDENTIAL_HEADERS:
+        for value in head.values(name):
+            token = value.split(" ", 1)[1] if " " in value else value
+            if len(token) >= 8:
+                out.append(token)
+    return out
+
+
+def _redacted(value: Any, secrets: list[str]) -> Any:
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, "<redacted>")
+        return value
+    if isinstance(value, list):
+        return [_redacted(v, secrets) for v in value]
+    if isinstance(value, dict):
+        return {k: _redacted(v, secrets) for k, v in value.items()}
+    return value
+
+
+class Recorder:
+    """The exchanges seen so far, in memory and (optionally) in the trace file."""
+
+    def __init__(self, out: str | None) -> None:
+        self.exchanges: list[Exchange] = []
+        self.writer = TraceWriter(out, source="proxy") if out else None
+        self._lock = threading.Lock()
+
+    def record(self, record: dict[str, Any], secrets: list[str]) -> None:
+        record = _redacted(record, secrets)
+        with self._lock:
+            record["index"] = len(self.exchanges)
+            usage = record.get("usage")
+            self.exchanges.append(
+                Exchange(
+                    index=record["index"],
+                    endpoint=record["endpoint"],
+                    body=record["request"],
+                    url=record["url"],
+                    status=record["status"],
+                    response=record["response"],
+                    usage=TraceUsage.from_json(usage) if usage else None,
+                    started=record["started"],
+                    first_byte=record["firstByte"],
+                    finished=record["finished"],
+                    conversation=record["conversation"],
+                )
+            )
+            if self.writer is not None:
+                self.writer.append(record)
+
+    def trace(self) -> Trace:
+        with self._lock:
+            return Trace(exchanges=tuple(self.exchanges), source="proxy")
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def report_text(trace: Trace, *, as_json: bool = False) -> str:
+    """The cache doctor's report of ``trace`` as plain text (or JSON)."""
+    from ..reports import diagnose, render_doctor_report
+    from ..reports._console import dumps_report_json, emit, make_console
+
+    report = diagnose(trace)
+    if as_json:
+        return dumps_report_json(report.to_json())
+    buffer = io.StringIO()
+    emit(make_console(buffer), *render_doctor_report(report))
+    return buffer.getvalue()
+
+
+class _Proxy:
+    def __init__(self, upstream: str, recorder: Recorder, client: Upstream) -> None:
+        parts = urlsplit(upstream)
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        self.base_path = parts.path.rstrip("/")
+        self.recorder = recorder
+        self.client = client
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while await self._one(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, OSError):
+            pass
+        finally:
+            if not writer.is_closing():
+                writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _plain(
+        self, writer: asyncio.StreamWriter, status: int, body: bytes, content_type: str
+    ) -> None:
+        writer.write(
+            f"HTTP/1.1 {status} {_reason(status)}\r\ncontent-type: {content_type}\r\n"
+            f"content-length: {len(body)}\r\n\r\n".encode("latin-1")
+            + body
+        )
+        await writer.drain()
+
+    async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        try:
+            raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            return False
+        try:
+            head = _parse_head(raw)
+            body = await asyncio.wait_for(_read_body(reader, writer, head), HEAD_TIMEOUT)
+        except _BadRequest as bad:
+            await self._plain(writer, bad.status, str(bad).encode(), "text/plain")
+            return False
+        target = urlsplit(head.target)
+        if target.path == "/_dsh/report":
+            as_json = parse_qs(target.query).get("format") == ["json"]
+            text = report_text(self.recorder.trace(), as_json=as_json)
+            await self._plain(
+                writer,
+                200,
+                text.encode("utf-8"),
+                "application/json" if as_json else "text/plain; charset=utf-8",
+            )
+            return head.keep_alive
+        await self._forward(head, body, writer)
+        return head.keep_alive
+
+    async def _forward(self, head: _Head, body: bytes, writer: asyncio.StreamWriter) -> None:
+        started = time.time()
+        target = self.base_path + head.target
+        headers = [(k, v) for k, v in head.headers if k.lower() not in _HOP_BY_HOP]
+        headers.append(("accept-encoding", "identity"))
+        try:
+            response = await self.client.request(head.method, target, headers, body)
+        except UpstreamError as exc:
+            message = json.dumps(
+                {"error": {"message": f"dsh-testkit proxy: {exc}", "type": "proxy_error"}}
+            )
+            await self._plain(writer, 502, message.encode(), "application/json")
+            return
+        first_byte: float | None = None
+        received = bytearray()
+        try:
+            lines = [f"HTTP/1.1 {response.status} {response.reason or _reason(response.status)}"]
+            lines += [f"{k}: {v}" for k, v in response.headers if k.lower() not in _HOP_BY_HOP]
+            lines.append("transfer-encoding: chunked")
+            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            async for piece in response.body():
+                if first_byte is None:
+                    first_byte = time.time()
+                received += piece
+                writer.write(b"%x\r\n%b\r\n" % (len(piece), piece))
+                await writer.drain()
+            finished = time.time()
+            writer.write(b"0\r\n\r\n")
+            # Recorded at once, before this task yields again: the client has the whole answer,
+            # and nothing else (a report request) runs on this loop before the exchange is in.
+            self._record(
+                head,
+                body,
+                self.origin + target,
+                response,
+                bytes(received),
+                started,
+                first_byte,
+                finished,
+            )
+            await writer.drain()
+        finally:
+            response.close()
+
+    def _record(
+        self,
+        head: _Head,
+        body: bytes,
+        url: str,
+        response: UpstreamResponse,
+        received: bytes,
+        started: float,
+        first_byte: float | None,
+        finished: float,
+    ) -> None:
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            return
+        endpoint = endpoint_of(head.target, parsed)
+        if endpoint is None:
+            return
+        text = received.decode("utf-8", "replace")
+        if "event-stream" in (response.header("content-type") or ""):
+            from ..traces._wire import _EVENT_END
+
+            answer, usage = answer_of_events(_EVENT_END.split(text), endpoint)
+        else:
+            try:
+                answer, usage = answer_of_json(json.loads(text), endpoint)
+            except ValueError:
+                answer, usage = None, None
+        conversation = next((v for name in SESSION_HEADERS for v in head.values(name)), None)
+        self.recorder.record(
+            {
+                "index": 0,
+                "endpoint": endpoint,
+                "url": url,
+                "conversation": conversation,
+                "started": round(started, 6),
+                "firstByte": None if first_byte is None else round(first_byte, 6),
+                "finished": round(finished, 6),
+                "status": response.status,
+                "request": parsed,
+                "response": answer,
+                "usage": usage.to_json() if usage is not None else None,
+            },
+            _credentials(head),
+        )
+
+
+async def serve_proxy(
+    upstream: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    out: str | None = None,
+    stop: asyncio.Event,
+    ready: Callable[[str], None] | None = None,
+    recorder: Recorder | None = None,
+) -> Recorder:
+    """Proxy to ``upstream`` on ``host:port`` until ``stop`` is set; ``ready(base_url)`` once
+    listening. Returns the recorder (its exchanges make the trace of the session).
+    """
+    parts = urlsplit(upstream)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ProxyError(
+            f"--upstream must be an http(s) URL, got {upstream!r}", host=host, port=port
+        )
+    recorder = recorder if recorder is not None else Recorder(out)
+    tasks: set[asyncio.Task[None]] = set()
+    try:
+        client = Upstream(upstream)
+    except ValueError as exc:
+        raise ProxyError(str(exc), host=host, port=port) from None
+    try:
+        proxy = _Proxy(upstream, recorder, client)
+
+        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            tasks.add(task)
+            try:
+                await proxy(reader, writer)
+            except asyncio.CancelledError:
+                pass
+            finally:
+                tasks.discard(task)
+
+        try:
+            server = await asyncio.start_server(on_connect, host, port, limit=MAX_HEAD_BYTES)
+        except OSError as exc:
+            raise ProxyError(f"cannot listen: {exc.strerror or exc}", host=host, port=port) from exc
+        bound = server.sockets[0].getsockname()
+        display = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+        try:
+            if ready is not None:
+                ready(f"http://{display}:{bound[1]}")
+            await stop.wait()
+        finally:
+            server.close()
+            for task in list(tasks):
+                task.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            await server.wait_closed()
+    finally:
+        client.close()
+    return recorder
+
+
+class ProxyServer:
+    """The proxy on a background thread, for tests: ``with ProxyServer(upstream) as proxy: …``.
+
+    ``proxy.base_url`` is what a client takes as its base URL; :meth:`trace` is what it saw.
+    """
+
+    def __init__(
+        self, upstream: str, *, host: str = "127.0.0.1", port: int = 0, out: str | None = None
+    ) -> None:
+        self.upstream = upstream
+        self.host = host
+        self.port = port
+        self.recorder = Recorder(out)
+        self.base_url = ""
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+
+    def trace(self) -> Trace:
+        """The exchanges completed so far."""
+        return self.recorder.trace()
+
+    def start(self) -> Self:
+        self._thread = threading.Thread(target=self._run, name="dsh-proxy", daemon=True)
+        self._thread.start()
+        self._started.wait()
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._stop = asyncio.Event()
+
+        def ready(base_url: str) -> None:
+            self.base_url = base_url
+            self._started.set()
+
+        try:
+            loop.run_until_complete(
+                serve_proxy(
+                    self.upstream,
+                    host=self.host,
+                    port=self.port,
+                    stop=self._stop,
+                    ready=ready,
+                    recorder=self.recorder,
+                )
+            )
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            self._started.set()
+            loop.close()
+
+    def stop(self) -> None:
+        if self._thread is None or self._loop is None or self._stop is None:
+            return
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join()
+        self._thread = None
+        self.recorder.close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,237 @@
+"""Answers as the readers find them, brought to one shape: the assembled message and the usage.
+
+Recordings hold an answer either as one JSON body or as the server-sent events of a stream.
+Both are folded here into the assistant message a client would assemble (so the doctor can
+compare it with what the client sent back next time) and the provider's usage figures.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from ._model import Endpoint, TraceUsage
+
+_EVENT_END = re.compile(r"\r\n\r\n|\n\n|\r\r")
+
+__all__ = ["answer_of_events", "answer_of_json", "answer_of_text", "endpoint_of", "usage_of"]
+
+
+def endpoint_of(url: str | None, body: Any) -> Endpoint | None:
+    """``chat`` or ``anthropic`` for a model request, ``None`` for anything else.
+
+    The path decides when it is telling (``/chat/completions``, ``/messages``); otherwise the
+    body's shape does (a ``messages`` list; a top-level ``system`` or ``max_tokens`` with
+    content blocks reads as Anthropic).
+    """
+    if not isinstance(body, Mapping) or not isinstance(body.get("messages"), list):
+        return None
+    path = urlsplit(url).path if url else ""
+    if path.endswith("/chat/completions"):
+        return "chat"
+    if path.endswith("/messages"):
+        return "anthropic"
+    if "system" in body and not any(
+        isinstance(m, Mapping) and m.get("role") == "system" for m in body["messages"]
+    ):
+        return "anthropic"
+    return "chat"
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def usage_of(usage: Any, endpoint: Endpoint) -> TraceUsage | None:
+    """The provider's usage object as :class:`TraceUsage` (``None`` if it is not one)."""
+    if not isinstance(usage, Mapping):
+        return None
+    if endpoint == "anthropic" or "input_tokens" in usage:
+        read = _int(usage.get("cache_read_input_tokens"))
+        written = _int(usage.get("cache_creation_input_tokens")) or 0
+        uncached = _int(usage.get("input_tokens"))
+        if uncached is None:
+            return None
+        return TraceUsage(
+            prompt_tokens=uncached + (read or 0) + written,
+            hit_tokens=read,
+            completion_tokens=_int(usage.get("output_tokens")),
+        )
+    prompt = _int(usage.get("prompt_tokens"))
+    if prompt is None:
+        return None
+    hit = _int(usage.get("prompt_cache_hit_tokens"))
+    if hit is None:
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, Mapping):
+            hit = _int(details.get("cached_tokens"))
+    return TraceUsage(
+        prompt_tokens=prompt, hit_tokens=hit, completion_tokens=_int(usage.get("completion_tokens"))
+    )
+
+
+def answer_of_json(
+    body: Any, endpoint: Endpoint
+) -> tuple[Mapping[str, Any] | None, TraceUsage | None]:
+    """The assistant message and usage of a non-streamed answer body."""
+    if not isinstance(body, Mapping):
+        return None, None
+    usage = usage_of(body.get("usage"), endpoint)
+    if endpoint == "anthropic":
+        content = body.get("content")
+        if not isinstance(content, list):
+            return None, usage
+        return {"role": "assistant", "content": content}, usage
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        return None, usage
+    message = choices[0].get("message")
+    return (dict(message) if isinstance(message, Mapping) else None), usage
+
+
+class _ChatAssembler:
+    """Folds chat-completion chunks into the message a client assembles."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.reasoning: list[str] | None = None
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.usage: TraceUsage | None = None
+        self.seen = False
+
+    def add(self, chunk: Mapping[str, Any]) -> None:
+        usage = usage_of(chunk.get("usage"), "chat")
+        if usage is not None:
+            self.usage = usage
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            return
+        for choice in choices:
+            delta = choice.get("delta") if isinstance(choice, Mapping) else None
+            if not isinstance(delta, Mapping):
+                continue
+            self.seen = True
+            if isinstance(delta.get("content"), str):
+                self.content.append(delta["content"])
+            if isinstance(delta.get("reasoning_content"), str):
+                self.reasoning = [*(self.reasoning or []), delta["reasoning_content"]]
+            for call in delta.get("tool_calls") or ():
+                if not isinstance(call, Mapping):
+                    continue
+                at = call.get("index", len(self.calls))
+                slot = self.calls.setdefault(
+                    at, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+                )
+                if call.get("id"):
+                    slot["id"] = call["id"]
+                function = call.get("function")
+                if isinstance(function, Mapping):
+                    if isinstance(function.get("name"), str):
+                        slot["function"]["name"] += function["name"]
+                    if isinstance(function.get("arguments"), str):
+                        slot["function"]["arguments"] += function["arguments"]
+
+    def message(self) -> dict[str, Any] | None:
+        if not self.seen:
+            return None
+        out: dict[str, Any] = {"role": "assistant", "content": "".join(self.content)}
+        if self.reasoning is not None:
+            out["reasoning_content"] = "".join(self.reasoning)
+        if self.calls:
+            out["tool_calls"] = [self.calls[k] for k in sorted(self.calls)]
+        return out
+
+
+class _AnthropicAssembler:
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.partial: dict[int, list[str]] = {}
+        self.input_tokens: dict[str, Any] = {}
+        self.output_tokens: int | None = None
+
+    def add(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "message_start" and isinstance(event.get("message"), Mapping):
+            usage = event["message"].get("usage")
+            if isinstance(usage, Mapping):
+                self.input_tokens = dict(usage)
+        elif kind == "content_block_start" and isinstance(event.get("content_block"), Mapping):
+            self.blocks[int(event.get("index", len(self.blocks)))] = dict(event["content_block"])
+        elif kind == "content_block_delta" and isinstance(event.get("delta"), Mapping):
+            at = int(event.get("index", 0))
+            block = self.blocks.setdefault(at, {"type": "text", "text": ""})
+            delta = event["delta"]
+            for field_name, target in (
+                ("text", "text"),
+                ("thinking", "thinking"),
+                ("signature", "signature"),
+            ):
+                if isinstance(delta.get(field_name), str):
+                    block[target] = str(block.get(target, "")) + delta[field_name]
+            if isinstance(delta.get("partial_json"), str):
+                self.partial.setdefault(at, []).append(delta["partial_json"])
+        elif kind == "message_delta" and isinstance(event.get("usage"), Mapping):
+            self.output_tokens = _int(event["usage"].get("output_tokens"))
+
+    def result(self) -> tuple[dict[str, Any] | None, TraceUsage | None]:
+        for at, pieces in self.partial.items():
+            try:
+                self.blocks[at]["input"] = json.loads("".join(pieces) or "{}")
+            except ValueError:
+                self.blocks[at]["input"] = "".join(pieces)
+        usage = None
+        if self.input_tokens:
+            usage = usage_of(
+                {**self.input_tokens, "output_tokens": self.output_tokens}, "anthropic"
+            )
+        if not self.blocks:
+            return None, usage
+        return {
+            "role": "assistant",
+            "content": [self.blocks[k] for k in sorted(self.blocks)],
+        }, usage
+
+
+def answer_of_events(
+    events: Iterable[str], endpoint: Endpoint
+) -> tuple[Mapping[str, Any] | None, TraceUsage | None]:
+    """The assistant message and usage of a streamed answer, from its SSE events' text."""
+    chat = _ChatAssembler()
+    anthropic = _AnthropicAssembler()
+    for event in events:
+        data = "\n".join(
+            line[5:].lstrip(" ") for line in event.splitlines() if line.startswith("data:")
+        )
+        if not data or data == "[DONE]":
+            continue
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            continue
+        if not isinstance(payload, Mapping):
+            continue
+        if endpoint == "anthropic":
+            anthropic.add(payload)
+        else:
+            chat.add(payload)
+    if endpoint == "anthropic":
+        return anthropic.result()
+    return chat.message(), chat.usage
+
+
+def answer_of_text(
+    text: str, endpoint: Endpoint, *, event_stream: bool | None = None
+) -> tuple[Mapping[str, Any] | None, TraceUsage | None]:
+    """An answer body given as text: SSE when it says so (or looks like it), JSON otherwise."""
+    if event_stream is None:
+        event_stream = text.lstrip().startswith(("data:", "event:", ":"))
+    if event_stream:
+        return answer_of_events(_EVENT_END.split(text), endpoint)
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None, None
+    return answer_of_json(body, endpoint)

@@ -1,0 +1,136 @@
+"""The recording proxy end to end: the official openai SDK → proxy → the mock over loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import openai
+
+from dsh_testkit.mock import MockDeepSeek, MockServer, Reply, ToolCall
+from dsh_testkit.proxy import ProxyServer
+from dsh_testkit.reports import diagnose
+from dsh_testkit.traces import load_trace
+from tests.testkit.traces._agent import KEY, RULES, TOOLS, run_agent
+
+
+def script() -> list[Reply]:
+    call = ToolCall(name="read_file", arguments='{"path": "a.txt"}')
+    return [Reply(reasoning="Let me read it.", tool_calls=(call,)), Reply(text="It says hi.")] * 2
+
+
+def test_openai_agent_through_the_proxy_is_recorded_and_diagnosed(tmp_path: Path) -> None:
+    out = tmp_path / "run.trace"
+    with (
+        MockServer(MockDeepSeek(script(), passback="off")) as upstream,
+        ProxyServer(upstream.base_url, out=str(out)) as proxy,
+    ):
+        client = openai.OpenAI(base_url=proxy.base_url, api_key=KEY)
+        run_agent(client, ["read a.txt", "again"], reserialize_args=True)
+        report = httpx.get(proxy.base_url + "/_dsh/report").text
+        as_json = httpx.get(proxy.base_url + "/_dsh/report?format=json").json()
+        models = client.models.list()  # not a model request: forwarded, not recorded
+        assert models.data
+    text = out.read_text(encoding="utf-8")
+    assert KEY not in text and KEY not in report
+    trace = load_trace(out)
+    assert trace.source == "proxy"
+    assert len(trace) == 4
+    first = trace.exchanges[0]
+    assert first.response is not None
+    assert first.response["tool_calls"][0]["function"]["arguments"] == '{"path": "a.txt"}'
+    assert first.usage is not None and first.usage.hit_tokens is not None
+    assert first.started is not None and first.first_byte is not None and first.finished is not None
+    assert first.started <= first.first_byte <= first.finished
+    assert "tool-args-reserialized" in report
+    assert as_json["figures"] == "reported"
+    assert as_json["causeCounts"] == {"tool-args-reserialized": 2}
+    doctor = diagnose(trace)
+    assert doctor.counts() == {"tool-args-reserialized": 2}
+
+
+def test_sse_is_relayed_event_by_event_before_the_upstream_finishes(tmp_path: Path) -> None:
+    slow = Reply(text="one two three four five six seven eight", chunk_size=6, pace_ms=60)
+    with MockServer(MockDeepSeek([slow])) as upstream, ProxyServer(upstream.base_url) as proxy:
+        body = {
+            "model": "deepseek-v4-flash",
+            "messages": [{"role": "system", "content": RULES}, {"role": "user", "content": "hi"}],
+            "stream": True,
+        }
+        arrivals: list[float] = []
+        with httpx.stream(
+            "POST",
+            proxy.base_url + "/chat/completions",
+            json=body,
+            headers={"authorization": f"Bearer {KEY}"},
+        ) as response:
+            for chunk in response.iter_raw():
+                if chunk:
+                    arrivals.append(time.time())
+        trace = proxy.trace()
+        for _ in range(500):  # the proxy's thread records right after relaying the end
+            if len(trace):
+                break
+            time.sleep(0.01)
+            trace = proxy.trace()
+    exchange = trace.exchanges[0]
+    assert exchange.finished is not None
+    # The client held the first bytes while the upstream was still producing the rest.
+    assert arrivals[0] < exchange.finished
+    assert len(arrivals) > 3
+    assert exchange.response is not None
+    assert exchange.response["content"] == "one two three four five six seven eight"
+
+
+def test_proxy_command_prints_where_it_listens_and_the_report_on_ctrl_c(tmp_path: Path) -> None:
+    out = tmp_path / "cli.trace"
+    with MockServer(MockDeepSeek(script(), passback="off")) as upstream:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dsh_testkit.cli",
+                "proxy",
+                "--upstream",
+                upstream.base_url,
+                "--out",
+                str(out),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        try:
+            assert process.stdout is not None
+            first = process.stdout.readline()
+            match = re.search(r"listening on (http://127\.0\.0\.1:\d+) ", first)
+            assert match, first
+            client = openai.OpenAI(base_url=match.group(1), api_key=KEY)
+            run_agent(client, ["read a.txt"], system=lambda i: RULES + f"\nnow: 17:0{i}:00")
+        finally:
+            process.send_signal(signal.SIGINT)
+            rest, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert "Cache doctor" in rest and "volatile-system-text" in rest
+    assert KEY not in first + rest + err
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["format"] == "dsh-trace"
+    assert len(lines) == 3
+    assert KEY not in "".join(lines)
+
+
+def test_tools_reach_the_upstream_unchanged() -> None:
+    mock = MockDeepSeek(script())
+    with MockServer(mock) as upstream, ProxyServer(upstream.base_url) as proxy:
+        client = openai.OpenAI(base_url=proxy.base_url, api_key=KEY)
+        run_agent(client, ["read a.txt"])
+    assert mock.requests[0].body["tools"] == TOOLS
+    assert len(proxy.trace()) == 2
