@@ -364,6 +364,37 @@ def _visible(message: Message) -> dict[str, Any]:
     return {"role": message.role, "content": [b.to_json() for b in message.content]}
 
 
+def _prefix_json(request: GenerateOptions, model_visible_only: bool) -> list[Any]:
+    return [
+        entry
+        if isinstance(entry, str)
+        else _visible(entry)
+        if model_visible_only
+        else entry.to_json()
+        for entry in request.message_prefix
+    ]
+
+
+def _prefix_difference(
+    expected: GenerateOptions, actual: GenerateOptions, names: Sides, *, model_visible_only: bool
+) -> str | None:
+    """Where two message prefixes differ (the request-only messages before the history)."""
+    a = _prefix_json(expected, model_visible_only)
+    b = _prefix_json(actual, model_visible_only)
+    if dumps_canonical(a) == dumps_canonical(b):
+        return None
+    shorter = min(len(a), len(b))
+    for i in range(shorter):
+        if dumps_canonical(a[i]) != dumps_canonical(b[i]):
+            return first_json_difference(f"messagePrefix[{i}]", a[i], b[i], names) or (
+                f"messagePrefix[{i}] differs"
+            )
+    first = (b if len(b) > len(a) else a)[shorter]
+    return count_difference(
+        "messagePrefix", len(a), len(b), names, at=f"messagePrefix[{shorter}]", item=first
+    )
+
+
 def diff_requests(
     expected: GenerateOptions,
     actual: GenerateOptions,
@@ -391,6 +422,9 @@ def diff_requests(
     # equality (dict equality) would miss it.
     if _tools_text(exp_tools) != _tools_text(act_tools):
         out.extend(tools_differences(_tool_pairs(exp_tools), _tool_pairs(act_tools), names))
+    prefix = _prefix_difference(expected, actual, names, model_visible_only=model_visible_only)
+    if prefix is not None:
+        out.append(prefix)
     exp_msgs, act_msgs = expected.messages, actual.messages
     for i in range(
         min(known_equal_messages, len(exp_msgs), len(act_msgs)), min(len(exp_msgs), len(act_msgs))

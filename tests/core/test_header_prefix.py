@@ -198,3 +198,18 @@ def test_a_request_with_tool_names_can_be_rebuilt_but_not_sent() -> None:
         config=CONFIG, tools=(ToolSchema(name="read", description="", parameters=FrozenDict()),)
     )
     assert not header_equals(header, schemas)
+
+
+def test_diff_requests_names_a_prefix_difference() -> None:
+    from dsh_core import diff_requests
+
+    history = (user_message("hi", id="u1"),)
+    opener = user_message("<skills>read</skills>", id="p1")
+    base = GenerateOptions.from_header(EpochHeader(config=CONFIG), history)
+    with_prefix = replace(base, message_prefix=(opener,))
+    assert diff_requests(base, base) == ()
+    (line,) = diff_requests(with_prefix, base)
+    assert line.startswith("messagePrefix: expected has 1, actual has 0 (first missing: messagePrefix[0]")
+    other = replace(base, message_prefix=(user_message("<skills>grep</skills>", id="p1"),))
+    (line,) = diff_requests(with_prefix, other, model_visible_only=True)
+    assert line.startswith("messagePrefix[0].content[0].text differs")

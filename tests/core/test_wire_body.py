@@ -205,3 +205,27 @@ def test_provider_errors_pass_through_unchanged() -> None:
         request_wire_body(options)
     with pytest.raises(ValueError, match="api must be"):
         request_wire_body(options, api="openai")  # type: ignore[arg-type]
+
+
+async def test_replay_with_sidecars_checks_the_real_prompt() -> None:
+    from dataclasses import replace
+
+    from dsh_testkit._errors import ReplayMismatch
+    from dsh_testkit.replay import ReplayProvider
+
+    loaded = load_session(PREFIX_LOG, audit=True, fill="auto")
+    live = [replace(r.request, session_id="live") for r in reconstruct_requests(loaded.events)]
+    replay = ReplayProvider(PREFIX_LOG, sidecars="auto")
+    for request in live:
+        async for _ in replay.stream(request):
+            pass
+    replay.assert_consumed()
+    strict = ReplayProvider(PREFIX_LOG, sidecars=Sidecars.from_dir(PREFIX_LOG.parent))
+    with pytest.raises(ReplayMismatch) as caught:
+        async for _ in strict.stream(replace(live[0], system="You are a job runner.")):
+            pass
+    assert "system" in caught.value.diff[0]
+    # Without sidecars the placeholders stay opaque: any system prompt passes.
+    opaque = ReplayProvider(PREFIX_LOG)
+    async for _ in opaque.stream(replace(live[0], system="anything", tools=())):
+        pass
