@@ -209,7 +209,9 @@ def test_diff_requests_names_a_prefix_difference() -> None:
     with_prefix = replace(base, message_prefix=(opener,))
     assert diff_requests(base, base) == ()
     (line,) = diff_requests(with_prefix, base)
-    assert line.startswith("messagePrefix: expected has 1, actual has 0 (first missing: messagePrefix[0]")
+    assert line.startswith(
+        "messagePrefix: expected has 1, actual has 0 (first missing: messagePrefix[0]"
+    )
     other = replace(base, message_prefix=(user_message("<skills>grep</skills>", id="p1"),))
     (line,) = diff_requests(with_prefix, other, model_visible_only=True)
     assert line.startswith("messagePrefix[0].content[0].text differs")
