@@ -5,10 +5,13 @@ things:
 
 - **sidecars**: a normalized log's placeholders are filled from ``--sidecars DIR`` or, by
   default, from the sidecar files found beside the log (:class:`dsh_core.Sidecars`);
-- **not a session log**: a file whose first record is not a session header the reference
-  harness's reader would accept (not JSON, not ``{"type":"session",…}``, no integer
-  ``version``, no ``id`` or ``createdAt``, or no header at all) is refused with one line
-  (:class:`NotASessionLogError`; the commands exit 2). A log of another format version is
+- **not a session log**: what the reference harness's own reader refuses is refused here with
+  one line (:class:`NotASessionLogError`; the commands exit 2): a first record that is not a
+  session header it accepts (not JSON, not ``{"type":"session",…}``, no integer ``version``,
+  no ``id`` or ``createdAt``, or no header at all), a message event without an identified
+  message (no ``id``, the wrong ``role``, no ``source.kind``, no ``content`` list: its load
+  boundary checks these), and a seq gap with a ``turn/end`` after it (its scanner keeps the
+  prefix before a gap only when no turn completes after it). A log of another format version is
   refused the same way, with the loader's "upgrade" message;
 - **the readable prefix**: a log whose body breaks at some line (a seq gap left by trimming, a
   malformed event) is still a log; :func:`readable_prefix` loads the events before that line
@@ -20,10 +23,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from typing import Literal, TypeAlias
 
-from dsh_core import CorruptLogError, SidecarError, Sidecars, UnsupportedVersionError
-from dsh_core.persistence import LoadedLog, load_session, loads_session
+from dsh_core import (
+    CorruptLogError,
+    DshError,
+    Event,
+    SidecarError,
+    Sidecars,
+    UnsupportedVersionError,
+    loads_json,
+)
+from dsh_core.persistence import ChunkRow, LoadedLog, load_session, loads_session
 
 from .._errors import TestkitError
 
@@ -59,6 +71,66 @@ def _header_line(path: str) -> int | None:
     return None
 
 
+_MESSAGE_EVENTS = ("user/message", "assistant/message", "tool/result")
+
+
+def message_shape_problem(event: Event) -> str | None:
+    """Why the reference harness's load boundary refuses this message event, or ``None``."""
+    if event.type not in _MESSAGE_EVENTS:
+        return None
+    data = event.data if isinstance(event.data, Mapping) else None
+    message = data if event.type == "user/message" else (data or {}).get("message")
+    where = f"{event.type} at seq {event.seq}"
+    if (
+        not isinstance(message, Mapping)
+        or not isinstance(message.get("id"), str)
+        or not message["id"]
+    ):
+        return f"{where} lacks an identified message (a message object with a non-empty id)"
+    role = "assistant" if event.type == "assistant/message" else "user"
+    if message.get("role") != role:
+        return f"{where}: its message must have role {role!r}, got {message.get('role')!r}"
+    source = message.get("source")
+    if (
+        not isinstance(source, Mapping)
+        or not isinstance(source.get("kind"), str)
+        or not source["kind"]
+    ):
+        return f"{where}: its message has no source kind"
+    if not isinstance(message.get("content"), (list, tuple)):
+        return f"{where}: its message content is not a list"
+    return None
+
+
+def _seq_gap(path: str) -> tuple[int, int, int, bool] | None:
+    """The first seq gap as ``(line, expected seq, found seq, a turn/end follows)``."""
+    with open(path, "rb") as file:
+        lines = file.read().split(b"\n")
+    expected = 0
+    gap: tuple[int, int, int] | None = None
+    for number, raw in enumerate(lines[1:], start=2):
+        if not raw.strip():
+            continue
+        try:
+            value = loads_json(raw.decode("utf-8"))
+            events = (
+                ChunkRow.from_json(value).expand()
+                if isinstance(value, Mapping) and "seq0" in value
+                else [Event.from_json(value)]
+            )
+        except (ValueError, DshError):
+            continue  # the loader reports unreadable lines itself
+        for event in events:
+            if gap is not None:
+                if event.type == "turn/end":
+                    return (*gap, True)
+            elif event.seq != expected:
+                gap = (number, expected, event.seq)
+            else:
+                expected += 1
+    return (*gap, False) if gap is not None else None
+
+
 def load_log(path: str | os.PathLike[str], *, sidecars: SidecarOption = "auto") -> LoadedLog:
     """Load ``path`` in audit mode, placeholders filled from ``sidecars``.
 
@@ -68,14 +140,30 @@ def load_log(path: str | os.PathLike[str], *, sidecars: SidecarOption = "auto") 
     """
     name = os.fspath(path)
     try:
-        return load_session(name, audit=True, fill=sidecars)
+        loaded = load_session(name, audit=True, fill=sidecars)
     except UnsupportedVersionError as exc:
         raise NotASessionLogError(_without_path(exc, name), path=name) from exc
     except CorruptLogError as exc:
         header = _header_line(name)
         if header is None or (exc.seq is None and exc.line in (None, header)):
             raise NotASessionLogError(_without_path(exc, name), path=name) from exc
+        gap = _seq_gap(name) if exc.seq is not None else None
+        if gap is not None and gap[3]:
+            line, expected, found, _ = gap
+            raise NotASessionLogError(
+                f"seq gap at line {line} (seq {found} where seq {expected} was expected) with a "
+                "completed turn after it: events were removed from this file (the reference "
+                "harness's reader refuses it too)",
+                path=name,
+            ) from exc
         raise
+    for event in loaded.events:
+        problem = message_shape_problem(event)
+        if problem is not None:
+            raise NotASessionLogError(
+                f"{problem} (the reference harness's reader refuses it too)", path=name
+            )
+    return loaded
 
 
 def _without_path(exc: CorruptLogError, name: str) -> str:

@@ -113,7 +113,24 @@ def test_a_checkpoint_inside_its_bracket_is_explained_by_the_bracket(tmp_path: P
         for command in ("audit", "cache-report", "rebuild")
     ]
     # audit and cache-report read a file whose first line is no session record as a trace.
-    + [("rebuild", "not-jsonl.jsonl", "line 1: the session header is not valid JSON")],
+    + [("rebuild", "not-jsonl.jsonl", "line 1: the session header is not valid JSON")]
+    # The reference reader's load boundary refuses these too.
+    + [
+        (
+            command,
+            "message-without-id.jsonl",
+            "user/message at seq 2 lacks an identified message",
+        )
+        for command in ("audit", "rebuild")
+    ]
+    + [
+        (
+            command,
+            "seq-gap.jsonl",
+            "seq gap at line 7 (seq 87 where seq 5 was expected) with a completed turn after it",
+        )
+        for command in ("audit", "cache-report")
+    ],
 )
 def test_a_file_without_a_session_header_is_not_a_session_log(
     command: str, name: str, reason: str
@@ -142,8 +159,7 @@ def test_an_empty_file_is_not_a_session_log(tmp_path: Path) -> None:
             0,
         ),
         ("request-without-header.jsonl", "reconstruct", "has no request header in the log", 0),
-        ("message-without-id.jsonl", "reconstruct", "a message needs a non-empty string id", 1),
-        ("seq-gap.jsonl", "unreadable", "seq 87 where seq 5 was expected", 1),
+        ("seq-gap-open-turn.jsonl", "unreadable", "seq 87 where seq 5 was expected", 1),
     ],
 )
 def test_a_trimmed_log_is_audited_with_the_violation_named(
@@ -159,29 +175,31 @@ def test_a_trimmed_log_is_audited_with_the_violation_named(
 
 
 def test_the_audit_goes_on_after_a_recoverable_violation(tmp_path: Path) -> None:
-    """Two bad messages and a good request after them: both violations, the request rebuilt."""
-    base = (NOT_LOGS / "message-without-id.jsonl").read_text(encoding="utf-8").splitlines()
+    """A request with no header, then a good one: the violation named, the later one rebuilt."""
+    base = (NOT_LOGS / "request-without-header.jsonl").read_text(encoding="utf-8").splitlines()
+    header = (
+        '{"type":"request/header","seq":10,"time":8,"data":{"header":{"config":{"provider":'
+        '"deepseek-official","model":"deepseek-v4-flash"}},"reason":"initial"}}'
+    )
     turn2 = [
-        '{"type":"turn/start","seq":9,"time":8,"data":{"turn":2}}',
-        '{"type":"step/start","seq":10,"time":8,"data":{"turn":2,"step":1}}',
-        '{"type":"user/message","seq":11,"time":8,"data":{"content":[{"type":"text","text":"again"}],'
-        '"source":{"kind":"user"},"role":"robot","id":"u9"},"surfaceOp":"append"}',
-        '{"type":"assistant/chunk","seq":12,"time":9,"data":{"turn":2,"step":1,"chunk":{"type":'
+        '{"type":"turn/start","seq":8,"time":8,"data":{"turn":2}}',
+        '{"type":"step/start","seq":9,"time":8,"data":{"turn":2,"step":1}}',
+        header,
+        '{"type":"assistant/chunk","seq":11,"time":9,"data":{"turn":2,"step":1,"chunk":{"type":'
         '"finish","reason":{"kind":"stop"}}}}',
-        '{"type":"step/end","seq":13,"time":9,"data":{"turn":2,"step":1}}',
-        '{"type":"turn/end","seq":14,"time":9,"data":{"turn":2,"reason":{"kind":"completed"}}}',
+        '{"type":"step/end","seq":12,"time":9,"data":{"turn":2,"step":1}}',
+        '{"type":"turn/end","seq":13,"time":9,"data":{"turn":2,"reason":{"kind":"completed"}}}',
     ]
     path = tmp_path / "session.jsonl"
     path.write_text("\n".join([*base, *turn2]) + "\n", encoding="utf-8")
     report = audit_file(path)
-    messages = [v.message for v in report.violations if v.code == "reconstruct"]
-    assert len(messages) == 2 and "non-empty string id" in messages[0] and "robot" in messages[1]
-    assert len(report.requests) == 2
-    assert report.requests[1].message_count == 1  # the good reply of turn 1 is still there
+    assert [(v.code, v.seq) for v in report.violations] == [("reconstruct", 3)]
+    (request,) = report.requests
+    assert (request.turn, request.message_count) == (2, 2)  # the first turn's prompt and reply
 
 
-def test_a_seq_gap_keeps_the_events_before_it() -> None:
-    report = audit_file(NOT_LOGS / "seq-gap.jsonl")
+def test_a_seq_gap_in_an_open_turn_keeps_the_events_before_it() -> None:
+    report = audit_file(NOT_LOGS / "seq-gap-open-turn.jsonl")
     assert report.event_count == 5
     assert any("does not read from line 7 on" in n for n in report.notes)
 
