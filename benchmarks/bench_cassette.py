@@ -68,7 +68,7 @@ async def _record(path: Path, bodies: list[dict[str, Any]]) -> None:
     from dsh_testkit.mock import MockDeepSeek, mock_transport
 
     transport = mock_transport(MockDeepSeek(seed=0))
-    with use_cassette(path, mode="all"):
+    with use_cassette(path, mode="rewrite"):
         async with httpx.AsyncClient(base_url=BASE_URL, transport=transport) as client:
             for body in bodies:
                 async with client.stream(
@@ -153,7 +153,7 @@ def run(quick: bool) -> Section:
         method=(
             f"A {count}-request streaming conversation (request k carries k user/assistant "
             "exchanges, ~0.5 KB each, after a 20-line system prompt) recorded once from the "
-            "in-process mock through `use_cassette(mode='all')`; the same interactions are then "
+            "in-process mock through `use_cassette(mode='rewrite')`; the same interactions are then "
             "written with vcrpy's default YAML serializer (`vcr.VCR().use_cassette` defaults: "
             "match on method, scheme, host, port, path, query). One `httpx.AsyncClient` replays "
             "all requests, reading each SSE body with `aiter_lines()`. Replay = the requests "

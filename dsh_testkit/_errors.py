@@ -13,6 +13,10 @@ pytest reports them as failures, not as crashes. Each carries its facts as attri
         │   │                          ``.closest``, ``.closest_index``, ``.diff``)   [AssertionError]
         │   └── CassetteNotFullyPlayed recordings left unplayed (``.unplayed``)   [AssertionError]
         ├── RecordingRefused           ``record-live`` without a key, or an unknown scenario
+        │   └── UnscrubbableBody       a body that cannot be checked for secrets (``.part``,
+        │                              ``.reason``): refused, never stored
+        ├── ScrubRuleError             a user scrub rule is invalid (``.rule``, ``.value``)
+        ├── NetworkBlocked             a test reached for a refused host (``.host``, ``.port``)
         ├── ReplayError                the replay provider could not serve a call
         │   ├── ReplayScriptError      a log cannot be turned into a script (``.turn``, ``.step``, ``.seq``)
         │   ├── UnrecordedSession      more live sessions than recorded ones (``.session_id``)
@@ -44,6 +48,7 @@ __all__ = [
     "CassetteMismatch",
     "CassetteNotFound",
     "CassetteNotFullyPlayed",
+    "NetworkBlocked",
     "PrefixInstability",
     "RecordingRefused",
     "ReplayError",
@@ -51,8 +56,10 @@ __all__ = [
     "ReplayMismatch",
     "ReplayNotConsumed",
     "ReplayScriptError",
+    "ScrubRuleError",
     "TestkitError",
     "UnrecordedSession",
+    "UnscrubbableBody",
 ]
 
 
@@ -120,6 +127,39 @@ class CassetteNotFullyPlayed(CassetteError, AssertionError):
 
 class RecordingRefused(TestkitError):
     """A live recording was refused (no key in the environment, an unknown scenario, …)."""
+
+
+class UnscrubbableBody(RecordingRefused):
+    """A body could not be checked for secrets (an unknown compression, a gzip stream holding
+    one), so it is not stored. ``part`` is ``"request body"`` or ``"response body"``;
+    ``reason`` says why in a few words."""
+
+    def __init__(self, message: str, *, part: str, reason: str) -> None:
+        super().__init__(message)
+        self.part = part
+        self.reason = reason
+
+
+class ScrubRuleError(TestkitError, ValueError):
+    """A scrub rule of the user's is invalid. ``rule`` names the kind (``patterns``,
+    ``json_paths``, …) and ``value`` is what was given."""
+
+    def __init__(self, message: str, *, rule: str, value: Any) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.value = value
+
+
+class NetworkBlocked(TestkitError):
+    """A test tried to reach a host the run refuses: the live DeepSeek API without
+    ``--dsh-live``, or any host but loopback under ``--dsh-block-network``. ``host`` is the
+    name (or IP) it tried; ``port`` the port, when known. Not an ``OSError``, so clients do not
+    mistake it for a network fault to retry."""
+
+    def __init__(self, message: str, *, host: str, port: int | None) -> None:
+        super().__init__(message)
+        self.host = host
+        self.port = port
 
 
 class ReplayError(TestkitError):

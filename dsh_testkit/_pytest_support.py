@@ -28,7 +28,11 @@ from unittest import mock as _patch
 
 from dsh_core import Agent, AgentOptions, Provider, Session, Tool
 from dsh_core.providers import DeepSeekProvider
+from dsh_core.providers.deepseek import API_KEY_ENV, BASE_URL_ENV
 
+from ._network import is_loopback
+from ._scrub_rules import ScrubRules
+from ._secrets import scrub_url
 from .cassettes import Cassette, CassetteMismatch, RecordMode, use_cassette
 from .mock import MockDeepSeek, MockHandler, ReceivedRequest, ScriptEntry
 from .replay import LogSource, ReplayProvider
@@ -47,15 +51,12 @@ __all__ = [
     "route_network_to_mock",
 ]
 
-API_KEY_ENV: Final = "DEEPSEEK_API_KEY"
-BASE_URL_ENV: Final = "DEEPSEEK_BASE_URL"
 LIVE_ORIGIN: Final = "https://api.deepseek.com"
 """Where cassettes file their requests, whatever they were recorded against."""
 MOCK_API_KEY: Final = "dsh-testkit-mock-key"
 """The key sent to the mock and in replay: any non-empty key will do, and this one is not
 shaped like a real key, so nothing mistakes it for a secret."""
 
-_LOOPBACK_HOSTS: Final = frozenset({"localhost", "::1", "[::1]"})
 _UNSAFE_NAME: Final = re.compile(r"[^A-Za-z0-9_.\-\[\]=+,]")
 
 # ------------------------------------------------------------------------------ dsh_mock
@@ -80,6 +81,11 @@ class MockFixture:
         """The model of the API: script, requests received, the prefix-cache simulator."""
         self.handler = MockHandler(self.mock)
         """The ``request → response`` callable behind every transport."""
+        self.replaying = False
+        """``True`` while the test's cassette replays only: the cassette answers, so nothing
+        pushed now is used (script the mock only ``if not dsh_mock.replaying``)."""
+        self.pushed = 0
+        """Entries pushed so far (the plugin reports the ones pushed while replaying)."""
         self._provider: DeepSeekProvider | None = None
 
     def __repr__(self) -> str:
@@ -104,8 +110,18 @@ class MockFixture:
         mod = importlib.import_module(module) if isinstance(module, str) else module
         return mod.MockTransport(self.handler)
 
+    @property
+    def recording(self) -> bool:
+        """Whether the mock's answers are used: not while the test's cassette replays only."""
+        return not self.replaying
+
     def push(self, *entries: ScriptEntry) -> None:
-        """Queue scripted answers; each answers one valid model request, in order."""
+        """Queue scripted answers; each answers one valid model request, in order.
+
+        While the test's cassette replays (:attr:`replaying`), the entries are kept but never
+        asked for; the run's summary lists the test so the script's intent stays visible.
+        """
+        self.pushed += len(entries)
         self.mock.push(*entries)
 
     @property
@@ -119,10 +135,6 @@ class MockFixture:
 
 
 # ------------------------------------------------------------------------- the live guard
-
-
-def _is_loopback(host: str) -> bool:
-    return host in _LOOPBACK_HOSTS or host.startswith("127.")
 
 
 @contextmanager
@@ -157,7 +169,7 @@ def _sync_route(mod: ModuleType, handler: Callable[[Any], Any]) -> Callable[...,
     original = mod.HTTPTransport.handle_request
 
     def handle_request(transport: Any, request: Any) -> Any:
-        if _is_loopback(request.url.host):
+        if is_loopback(request.url.host):
             return original(transport, request)
         request.read()
         return handler(request)
@@ -169,7 +181,7 @@ def _async_route(mod: ModuleType, handler: Callable[[Any], Any]) -> Callable[...
     original = mod.AsyncHTTPTransport.handle_async_request
 
     async def handle_async_request(transport: Any, request: Any) -> Any:
-        if _is_loopback(request.url.host):
+        if is_loopback(request.url.host):
             return await original(transport, request)
         await request.aread()
         return handler(request)
@@ -218,9 +230,11 @@ class CassetteSettings:
     """What the command line and ini file decided for this run's cassettes."""
 
     mode: RecordMode
-    """``none`` (replay only), ``missing`` or ``all``."""
+    """One of ``dsh_testkit.cassettes.RECORD_MODES`` (``none``: replay only)."""
     live: bool
     """``--dsh-live`` was given and a key is in the environment: recordings reach the API."""
+    scrub: ScrubRules | None = None
+    """The user's scrub rules, on top of the built-in ones."""
 
 
 class CassetteFixture:
@@ -251,8 +265,17 @@ class CassetteFixture:
 
     @property
     def recorded_against(self) -> str:
+        """What the recordings come from, in words that are true for the base URL in use."""
         if self.settings.live:
-            return f"the live DeepSeek API at {self.live_base_url}"
+            base = scrub_url(self.live_base_url)
+            if base == LIVE_ORIGIN:
+                return f"the live DeepSeek API at {base}"
+            host = httpx_host(base)
+            where = "a local server" if is_loopback(host) else "a server"
+            return (
+                f"{where} at {base} (${BASE_URL_ENV}), not the default DeepSeek API "
+                f"{LIVE_ORIGIN}; recorded with --dsh-live"
+            )
         return (
             "the in-process mock DeepSeek (dsh_testkit.mock, seed 0) through the dsh_mock "
             "fixture, not the live API; record live with --dsh-live and DEEPSEEK_API_KEY"
@@ -272,12 +295,14 @@ class CassetteFixture:
             metadata={"recordedAgainst": self.recorded_against, "test": self.test_id},
             rewrite_origin=(origin, LIVE_ORIGIN) if origin != LIVE_ORIGIN else None,
             assert_all_played=False,
+            scrub=self.settings.scrub,
         )
         try:
             self.cassette = self._use.__enter__()
         except BaseException:
             self._stack.close()
             raise
+        self.mock.replaying = not self.cassette.recording
         return self.cassette
 
     def after_call(self, error: BaseException | None) -> None:
@@ -334,6 +359,13 @@ class CassetteFixture:
             transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
             return DeepSeekProvider(base_url=self.live_base_url, transport=transport)
         return DeepSeekProvider(api_key=MOCK_API_KEY, base_url=LIVE_ORIGIN)
+
+
+def httpx_host(url: str) -> str:
+    """The host of ``url`` (``""`` when it has none)."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).hostname or ""
 
 
 def _caused_by(error: BaseException, cause: BaseException) -> bool:

@@ -2,35 +2,78 @@
 
 vcrpy runs the record hooks on every live request before matching and again on every
 interaction it loads, so each function here is idempotent: scrubbing twice equals scrubbing
-once. Text is scrubbed to a fixpoint (a replacement is shorter than what it replaces, so the
-loop ends), which makes idempotence hold by construction rather than by care.
+once. Text is scrubbed to a fixpoint (a replacement ends every pattern's character run), which
+makes idempotence hold by construction rather than by care.
+
+Exactly what is removed (a denylist with rules you can extend, not an allowlist):
+
+- **Headers**: the whole value of a credential header: ``Authorization``,
+  ``Proxy-Authorization``, ``Cookie``, ``Set-Cookie``, and any header whose name has one of the
+  words of :data:`SECRET_HEADER_WORDS` (``x-api-key``, ``api-key``, ``x-team-token``,
+  ``x-amz-security-token``, …; words are split on ``-`` and ``_``). Any other
+  header keeps its value with key-shaped strings replaced.
+- **URLs**: the value of a credential query parameter (:data:`SECRET_QUERY_NAMES`, or any name
+  with a word of :data:`SECRET_HEADER_WORDS`), a userinfo password (or a bare userinfo), and
+  key-shaped strings anywhere (the path included).
+- **JSON bodies**: the value under a credential key (:data:`SECRET_JSON_NAMES`), whatever its
+  shape (a string, number, list or object: the whole value becomes ``"<REDACTED>"``), and
+  key-shaped strings in any key or value. Form bodies lose credential parameters as URLs do.
+- **Any text**: key-shaped strings: ``sk-…`` API keys, ``Bearer`` tokens of 20+ characters,
+  AWS, Google, GitHub and Slack keys, JWTs.
+- **Encoded bodies** are scrubbed as what they decode to: a compressed request body
+  (``Content-Encoding: gzip``/``deflate``) is stored decompressed; a body that is not UTF-8 is
+  scrubbed in the charset its ``Content-Type`` names (else as Latin-1, which keeps every byte)
+  and stored as those bytes; a gzip stream without a header is refused when it holds a secret.
+  A body in an encoding this module cannot read (``br``, ``zstd`` without a decoder) is refused
+  (:class:`~dsh_testkit.cassettes.UnscrubbableBody`), never stored unscrubbed.
+- **Streams** (``text/event-stream``): each event, and also the concatenated text of each field
+  across events, so a key streamed a few characters per delta is removed from the pieces
+  (the first piece keeps ``<REDACTED>``, the others lose their part of the key).
+
+:class:`ScrubRules` adds your own: header names, query names, JSON keys (anywhere), JSON paths
+(``metadata.team_token``, ``messages[*].name``) and regular expressions. The pytest plugin reads
+them from ``[tool.dsh_testkit.scrub]`` in ``pyproject.toml`` and the ``dsh_scrub`` fixture.
 
 Scrubbing is a regular-expression pass over every body, and most bodies hold nothing to
-scrub: a cheap pre-check (plain substring searches for what every key pattern starts with)
-lets clean text through untouched, and :func:`request_is_clean` / :func:`response_is_clean`
-tell the cassette which loaded interactions need the hooks at all (a cassette written by
-these hooks needs none; a hand-edited one with a key in it still gets scrubbed).
-
-What counts as a secret:
-
-- the values of credential headers (``Authorization``, ``x-api-key``, ``api-key``, cookies), and
-  of credential-named query parameters and JSON keys, whatever their shape;
-- key-shaped strings anywhere (``sk-…`` API keys, long bearer tokens, AWS/Google/GitHub/Slack
-  keys, JWTs), in any URL, header value or body.
+scrub: a cheap pre-check (substring searches for what every key pattern starts with) lets clean
+text through untouched, and :meth:`Scrubber.request_is_clean` /
+:meth:`Scrubber.response_is_clean` tell the cassette which loaded interactions need the hooks
+at all.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
-from collections.abc import Iterable
+import zlib
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ._errors import ScrubRuleError, UnscrubbableBody
+from ._scrub_bodies import (
+    Piece,
+    content_type,
+    data_line,
+    decompress,
+    gunzip,
+    rewrite_event,
+    split_events,
+    stream_fields,
+    text_encoding,
+)
+from ._scrub_rules import REDACTED, ScrubRules, path_matches
 
 __all__ = [
     "REDACTED",
     "SECRET_HEADERS",
+    "SECRET_HEADER_WORDS",
+    "SECRET_JSON_NAMES",
+    "SECRET_QUERY_NAMES",
+    "ScrubRules",
+    "Scrubber",
     "find_secrets",
     "request_is_clean",
     "response_is_clean",
@@ -42,9 +85,6 @@ __all__ = [
     "scrub_vcr_response",
 ]
 
-REDACTED: Final = "<REDACTED>"
-"""What a secret is replaced with: not key-shaped, and ends every key pattern's character run."""
-
 _URL_REDACTED: Final = "REDACTED"
 """The replacement inside URLs, where ``<`` and ``>`` would need escaping."""
 
@@ -53,25 +93,53 @@ SECRET_HEADERS: Final = frozenset(
 )
 """Headers whose values are always replaced, whatever they look like (compared lowercased)."""
 
-_SECRET_NAMES: Final = frozenset(
+SECRET_HEADER_WORDS: Final = frozenset(
+    {
+        "apikey",
+        "auth",
+        "authorization",
+        "cookie",
+        "credential",
+        "credentials",
+        "key",
+        "passwd",
+        "password",
+        "secret",
+        "signature",
+        "token",
+    }
+)
+"""A header (or query parameter) whose name has one of these words (split on ``-``/``_``,
+lowercased) is a credential: ``x-team-token``, ``x-goog-api-key``. Plurals are not words here,
+so ``x-ratelimit-remaining-tokens`` keeps its value."""
+
+SECRET_JSON_NAMES: Final = frozenset(
     {
         "access_token",
         "accesstoken",
         "api-key",
         "api_key",
         "apikey",
+        "auth_token",
         "authorization",
         "client_secret",
         "clientsecret",
+        "id_token",
+        "passwd",
         "password",
+        "private_key",
         "refresh_token",
         "refreshtoken",
+        "secret",
+        "secret_key",
+        "session_token",
         "x-api-key",
     }
 )
-"""JSON keys and query parameters whose string values are always replaced (compared lowercased)."""
+"""JSON keys whose values are always replaced, whatever their shape (compared lowercased).
+Not ``token`` or ``key``: the API's own fields use them (``logprobs[].token``)."""
 
-_SECRET_QUERY_NAMES: Final = _SECRET_NAMES | {"key", "secret", "token", "sig", "signature"}
+SECRET_QUERY_NAMES: Final = SECRET_JSON_NAMES | {"key", "sig", "signature", "token"}
 """Query parameters are credentials more often than JSON keys are (``?key=…`` for Google APIs)."""
 
 # Each alternative is a secret on its own; a bearer scheme keeps its word and loses its token.
@@ -85,9 +153,15 @@ _KEY_PATTERN: Final = re.compile(
     r"|(?<![A-Za-z0-9])eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"
 )
 
-
 _KEY_STARTS: Final = ("sk-", "AKIA", "AIza", "eyJ", "xox", "ghp_", "gho_", "ghu_", "ghs_", "ghr_")
 """What every case-sensitive alternative of the key pattern starts with (``bearer`` aside)."""
+
+_URL_HEADERS: Final = frozenset({"location", "content-location", "referer", "origin"})
+"""Headers whose value is a URL: scrubbed as one (credential query parameters included)."""
+
+_WORD_SPLIT: Final = re.compile(r"[-_.\s]+")
+_MAX_PASSES: Final = 16
+"""A user pattern whose replacement feeds a new match stops here (see :class:`ScrubRuleError`)."""
 
 
 def _replace(match: re.Match[str]) -> str:
@@ -106,190 +180,517 @@ def _may_hold_key(text: str) -> bool:
     return any(start in text for start in _KEY_STARTS) or "bearer" in text.lower()
 
 
+def _name_words(name: str) -> set[str]:
+    return set(_WORD_SPLIT.split(name.lower()))
+
+
+# ------------------------------------------------------------------------------ the scrubber
+
+
+class Scrubber:
+    """The built-in rules plus a :class:`ScrubRules`; every method is idempotent.
+
+    ``Scrubber.for_rules(rules)`` returns a shared instance per rule set.
+    """
+
+    def __init__(self, rules: ScrubRules | None = None) -> None:
+        self.rules = rules if rules is not None else ScrubRules()
+        self._patterns = self.rules.compiled_patterns
+        self._paths = self.rules.parsed_paths
+        self._json_names = SECRET_JSON_NAMES | self.rules.json_keys
+        quoted = {f'"{name}"' for name in self._json_names}
+        quoted |= {f'"{p[-1]}"' for p in self._paths if isinstance(p[-1], str) and p[-1] != "*"}
+        self._quoted_names = tuple(sorted(quoted))
+        self._any_path_ends_wild = any(
+            not isinstance(p[-1], str) or p[-1] == "*" for p in self._paths
+        )
+
+    @staticmethod
+    @functools.cache
+    def for_rules(rules: ScrubRules | None) -> Scrubber:
+        return Scrubber(rules)
+
+    # -------------------------------------------------------------------------- names
+
+    def is_secret_header(self, name: str) -> bool:
+        lowered = name.lower()
+        return (
+            lowered in SECRET_HEADERS
+            or lowered in self.rules.headers
+            or not SECRET_HEADER_WORDS.isdisjoint(_name_words(lowered))
+        )
+
+    def is_secret_query_name(self, name: str) -> bool:
+        lowered = name.lower()
+        return (
+            lowered in SECRET_QUERY_NAMES
+            or lowered in self.rules.query
+            or not SECRET_HEADER_WORDS.isdisjoint(_name_words(lowered))
+        )
+
+    def _is_secret_json_key(self, name: str, path: tuple[str | int, ...]) -> bool:
+        if name.lower() in self._json_names:
+            return True
+        return any(path_matches(p, path) for p in self._paths)
+
+    # --------------------------------------------------------------------------- text
+
+    def _may_hold_secret(self, text: str) -> bool:
+        return _may_hold_key(text) or any(p.search(text) for p in self._patterns)
+
+    def find(self, text: str) -> list[str]:
+        """The key-shaped (and user-pattern) substrings of ``text`` (empty when it is clean)."""
+        found = [m.group(0) for m in _KEY_PATTERN.finditer(text)] if _may_hold_key(text) else []
+        for pattern in self._patterns:
+            found.extend(m.group(0) for m in pattern.finditer(text))
+        return found
+
+    def text(self, text: str) -> str:
+        """``text`` with every secret-shaped substring replaced, to a fixpoint (idempotent)."""
+        if not self._may_hold_secret(text):
+            return text
+        for _ in range(_MAX_PASSES):
+            scrubbed = _KEY_PATTERN.sub(_replace, text) if _may_hold_key(text) else text
+            for pattern in self._patterns:
+                scrubbed = pattern.sub(REDACTED, scrubbed)
+            if scrubbed == text:
+                return text
+            text = scrubbed
+        raise ScrubRuleError(
+            f"scrubbing did not settle after {_MAX_PASSES} passes: a scrub pattern matches "
+            f"what its own replacement {REDACTED!r} leaves around it; make it narrower",
+            rule="patterns",
+            value=self.rules.patterns,
+        )
+
+    # --------------------------------------------------------------------------- JSON
+
+    def json(self, value: Any, path: tuple[str | int, ...] = ()) -> Any:
+        """A copy of a parsed JSON value with secrets replaced (credential keys, paths, shapes).
+
+        A value under a credential key is replaced whole, whatever its shape (``null`` aside:
+        it holds nothing)."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.json(item, (*path, i)) for i, item in enumerate(value)]
+        if isinstance(value, dict):
+            out: dict[Any, Any] = {}
+            for key, item in value.items():
+                where = (*path, key)
+                name = self.text(key) if isinstance(key, str) else key
+                if (
+                    item is not None
+                    and isinstance(key, str)
+                    and self._is_secret_json_key(key, where)
+                ):
+                    out[name] = REDACTED
+                else:
+                    out[name] = self.json(item, where)
+            return out
+        return value
+
+    # --------------------------------------------------------------------------- URLs
+
+    def _pairs(self, pairs: list[tuple[str, str]], replacement: str) -> list[tuple[str, str]]:
+        return [(k, replacement if self.is_secret_query_name(k) else v) for k, v in pairs]
+
+    def url(self, url: str) -> str:
+        """``url`` with credential query parameters, userinfo and secret shapes replaced."""
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, host = netloc.rsplit("@", 1)
+            if ":" in userinfo:
+                netloc = f"{userinfo.split(':', 1)[0]}:{_URL_REDACTED}@{host}"
+        query = parts.query
+        if query:
+            pairs = parse_qsl(query, keep_blank_values=True)
+            if any(self.is_secret_query_name(name) for name, _ in pairs):
+                query = urlencode(self._pairs(pairs, _URL_REDACTED))
+        rebuilt = urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        return self.text(rebuilt).replace(REDACTED, _URL_REDACTED)
+
+    # ------------------------------------------------------------------------ headers
+
+    def header_value(self, name: str, value: str) -> str:
+        """A header's value as stored: replaced whole for a credential header, read as a URL
+        for a URL-valued header (``Location``), else with secret shapes replaced."""
+        if self.is_secret_header(name):
+            return REDACTED
+        if name.lower() in _URL_HEADERS:
+            return self.url(value)
+        return self.text(value)
+
+    def headers(self, items: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Header pairs with credential headers replaced and secret shapes removed from the rest."""
+        return [(name, self.header_value(name, value)) for name, value in items]
+
+    def _header_is_clean(self, name: str, value: str) -> bool:
+        if self.is_secret_header(name):
+            return value == REDACTED
+        if name.lower() in _URL_HEADERS:
+            return self.url(value) == value
+        return not self._may_hold_secret(value)
+
+    # ------------------------------------------------------------------------- bodies
+
+    def body(
+        self, body: bytes | str | None, headers: Mapping[str, Any], *, part: str
+    ) -> bytes | str | None:
+        """A body with secrets replaced, read as its headers say; the same object when clean.
+
+        Compressed bodies must be decompressed by the caller (see :func:`scrub_vcr_request`);
+        a gzip stream without a ``Content-Encoding`` is scanned and refused if it holds a
+        secret. ``part`` names the body in errors (``request body``).
+        """
+        if body is None or body == b"" or body == "":
+            return body
+        if isinstance(body, str):
+            return self._text_body(body, headers)
+        if body[:2] == b"\x1f\x8b":
+            self._refuse_secret_in_gzip(body, part)
+            return body
+        encoding = text_encoding(body, headers)
+        text = body.decode(encoding)
+        scrubbed = self._text_body(text, headers, ascii_json=encoding != "utf-8")
+        if scrubbed is text:
+            return body
+        try:
+            return scrubbed.encode(encoding)
+        except UnicodeEncodeError:  # pragma: no cover - replacements are ASCII
+            raise UnscrubbableBody(
+                f"the {part} cannot be written back in {encoding} after scrubbing",
+                part=part,
+                reason=f"not encodable in {encoding}",
+            ) from None
+
+    def _refuse_secret_in_gzip(self, body: bytes, part: str) -> None:
+        try:
+            inner = gunzip(body)
+        except (OSError, EOFError, zlib.error, ValueError) as exc:
+            raise UnscrubbableBody(
+                f"the {part} starts like gzip but does not decompress ({exc}); it cannot be "
+                "checked for secrets, so it is not stored",
+                part=part,
+                reason="undecodable gzip",
+            ) from None
+        text = inner.decode("latin-1")
+        if self._may_hold_secret(text) and self.find(text):
+            raise UnscrubbableBody(
+                f"the {part} is a gzip stream (no Content-Encoding) holding a secret; it is not "
+                "stored. Send it with 'Content-Encoding: gzip' (then it is stored decompressed "
+                "and scrubbed) or keep the secret out of it",
+                part=part,
+                reason="secret inside gzip data",
+            )
+
+    def _text_body(self, text: str, headers: Mapping[str, Any], *, ascii_json: bool = False) -> str:
+        """Scrubbed text; the same object when nothing changed."""
+        media = content_type(headers)
+        if media.startswith("text/event-stream"):
+            return self.stream_text(text)
+        if not self._text_is_clean(text, media):
+            scrubbed = self.text(text)
+            stripped = scrubbed.lstrip()[:1]
+            if stripped in ("{", "["):
+                try:
+                    parsed = json.loads(scrubbed)
+                except ValueError:
+                    parsed = None
+                if isinstance(parsed, (dict, list)):
+                    cleaned = self.json(parsed)
+                    if cleaned != parsed:
+                        scrubbed = json.dumps(
+                            cleaned, ensure_ascii=ascii_json, separators=(",", ":")
+                        )
+            elif media.startswith("application/x-www-form-urlencoded"):
+                pairs = parse_qsl(scrubbed, keep_blank_values=True)
+                if any(self.is_secret_query_name(name) for name, _ in pairs):
+                    scrubbed = urlencode(self._pairs(pairs, _URL_REDACTED))
+            if scrubbed != text:
+                return scrubbed
+        return text
+
+    def _text_is_clean(self, text: str, media: str = "") -> bool:
+        """``False`` unless scrubbing ``text`` as a body certainly changes nothing.
+
+        Conservative: a JSON-looking body is unclean when a credential name appears quoted
+        anywhere in it (lowercased, as the scrubber compares names), or when it holds a ``\\u``
+        escape, the one way JSON can spell a letter of a key or a name the text does not show.
+        """
+        if self._may_hold_secret(text):
+            return False
+        if media.startswith("application/x-www-form-urlencoded"):
+            return False
+        if text.lstrip()[:1] not in ("{", "["):
+            return True  # json.loads cannot give an object or an array: only the text pass
+        if "\\u" in text or self._any_path_ends_wild:
+            return False
+        lowered = text.lower()
+        return not any(name in lowered for name in self._quoted_names)
+
+    def body_is_clean(self, body: bytes | str | None, headers: Mapping[str, Any]) -> bool:
+        """``False`` unless :meth:`body` certainly returns ``body`` unchanged."""
+        if body is None or body == b"" or body == "":
+            return True
+        if isinstance(body, bytes):
+            if body[:2] == b"\x1f\x8b":
+                return False
+            text = body.decode(text_encoding(body, headers))
+        else:
+            text = body
+        media = content_type(headers)
+        if media.startswith("text/event-stream"):
+            return self._stream_is_clean(split_events(text))
+        return self._text_is_clean(text, media)
+
+    # ------------------------------------------------------------------------ streams
+
+    def stream_text(self, text: str) -> str:
+        """An SSE body scrubbed per event and across events; the same object when clean."""
+        events = split_events(text)
+        scrubbed = self.stream(events)
+        if scrubbed is events:
+            return text
+        return "".join(scrubbed)
+
+    def stream(self, events: list[str]) -> list[str]:
+        """SSE events (each with its blank line) scrubbed one by one and then as a stream:
+        the text of each field, concatenated across events, holds no secret afterwards.
+        The same list object when nothing changed."""
+        if self._stream_is_clean(events):
+            return events
+        out = [self._event(event) for event in events]
+        for _ in range(_MAX_PASSES):
+            spanned = self._scrub_across(out)
+            if spanned is None:
+                return out
+            out = spanned
+        raise ScrubRuleError(  # pragma: no cover - each pass removes a whole match
+            f"scrubbing a stream did not settle after {_MAX_PASSES} passes",
+            rule="patterns",
+            value=self.rules.patterns,
+        )
+
+    def _event(self, event: str) -> str:
+        """One SSE event scrubbed as text, and its JSON ``data:`` payload as JSON."""
+        event = self.text(event)
+        span = data_line(event)
+        if span is None:
+            return event
+        payload = event[span[0] : span[1]]
+        if self._text_is_clean(payload):
+            return event
+        scrubbed = self._text_body(payload, {})
+        return event[: span[0]] + scrubbed + event[span[1] :]
+
+    def _event_is_clean(self, event: str) -> bool:
+        if self._may_hold_secret(event):
+            return False
+        span = data_line(event)
+        return span is None or self._text_is_clean(event[span[0] : span[1]])
+
+    def _stream_is_clean(self, events: list[str]) -> bool:
+        if not all(self._event_is_clean(event) for event in events):
+            return False
+        if len(events) < 2:
+            return True
+        return not any(
+            self._may_hold_secret("".join(piece.text for piece in pieces))
+            for pieces in stream_fields(events).values()
+        )
+
+    def _scrub_across(self, events: list[str]) -> list[str] | None:
+        """One pass over the concatenated fields; ``None`` when no field holds a secret."""
+        fields = stream_fields(events)
+        edits: dict[int, dict[tuple[str | int, ...], str]] = {}
+        for pieces in fields.values():
+            joined = "".join(p.text for p in pieces)
+            if not self._may_hold_secret(joined):
+                continue
+            new_texts = self._cut(joined, pieces)
+            for piece, new in zip(pieces, new_texts, strict=True):
+                if new != piece.text:
+                    edits.setdefault(piece.event, {})[piece.path] = new
+        if not edits:
+            return None
+        out = list(events)
+        for index, changes in edits.items():
+            out[index] = rewrite_event(events[index], changes)
+        return out
+
+    def _cut(self, joined: str, pieces: list[Piece]) -> list[str]:
+        """Each piece's new text: every secret match in ``joined`` removed from the pieces it
+        spans, its replacement kept by the piece where it starts."""
+        matches: list[tuple[int, int, str]] = []
+        if _may_hold_key(joined):
+            matches += [(m.start(), m.end(), _replace(m)) for m in _KEY_PATTERN.finditer(joined)]
+        for pattern in self._patterns:
+            matches += [(m.start(), m.end(), REDACTED) for m in pattern.finditer(joined)]
+        matches.sort()
+        kept: list[tuple[int, int, str]] = []
+        for start, end, replacement in matches:
+            if kept and start < kept[-1][1]:
+                continue  # overlapping matches: the first one wins this pass
+            kept.append((start, end, replacement))
+        out = []
+        offset = 0
+        for piece in pieces:
+            p_start, p_end = offset, offset + len(piece.text)
+            offset = p_end
+            text = piece.text
+            result = []
+            cursor = p_start
+            for start, end, replacement in kept:
+                if end <= p_start or start >= p_end:
+                    if p_start <= start < p_end and start == end:  # pragma: no cover
+                        result.append(replacement)
+                    continue
+                result.append(text[cursor - p_start : max(start, p_start) - p_start])
+                if p_start <= start < p_end:
+                    result.append(replacement)
+                cursor = min(end, p_end)
+            result.append(text[cursor - p_start :])
+            out.append("".join(result))
+        return out
+
+    # ------------------------------------------------------------------- vcr records
+
+    def request_is_clean(self, request: Any) -> bool:
+        """Whether :meth:`vcr_request` would change nothing in ``request`` ("maybe": scrub it)."""
+        if self.url(request.uri) != request.uri:
+            return False
+        headers = request.headers
+        if any(name.lower() == "content-encoding" for name in headers):
+            return False
+        if not all(self._header_is_clean(name, value) for name, value in headers.items()):
+            return False
+        return self.body_is_clean(request.body, headers)
+
+    def response_is_clean(self, response: Mapping[str, Any]) -> bool:
+        """Whether :meth:`vcr_response` would return a response equal to ``response``."""
+        headers: Mapping[str, list[str]] = response.get("headers") or {}
+        for name, values in headers.items():
+            if not all(self._header_is_clean(name, value) for value in values):
+                return False
+        body = response.get("body")
+        if not isinstance(body, Mapping):
+            return True
+        chunks = body.get("chunks")
+        if chunks is not None and content_type(headers).startswith("text/event-stream"):
+            try:
+                events = [c.decode("utf-8") if isinstance(c, bytes) else str(c) for c in chunks]
+            except UnicodeDecodeError:
+                return False
+            return self._stream_is_clean(events)
+        if "string" in body and not self.body_is_clean(body["string"], headers):
+            return False
+        return all(self.body_is_clean(chunk, headers) for chunk in chunks or ())
+
+    def vcr_request(self, request: Any) -> Any:
+        """vcrpy ``before_record_request`` hook: a scrubbed copy of ``request`` (never mutates
+        it). A compressed body is stored decompressed (its ``Content-Encoding`` dropped)."""
+        request = copy.deepcopy(request)
+        request.uri = self.url(request.uri)
+        headers = dict(request.headers)
+        body = request.body
+        encoding_name = next((n for n in headers if n.lower() == "content-encoding"), None)
+        if encoding_name is not None:
+            body = decompress(body, str(headers.pop(encoding_name)), part="request body")
+        request.headers = dict(self.headers(headers.items()))
+        request.body = self.body(body, request.headers, part="request body")
+        return request
+
+    def vcr_response(self, original: Mapping[str, Any]) -> dict[str, Any]:
+        """vcrpy ``before_record_response`` hook: a scrubbed copy of a response dict. A body still
+        compressed (an encoding vcrpy could not decode) is refused."""
+        response: dict[str, Any] = copy.deepcopy(dict(original))
+        headers: dict[str, list[str]] = response.get("headers") or {}
+        for name, values in headers.items():
+            if name.lower() == "content-encoding" and any(
+                v.strip().lower() not in ("", "identity") for v in values
+            ):
+                raise UnscrubbableBody(
+                    f"the response body is compressed with {', '.join(values)!s}, which cannot "
+                    "be decoded here to check it for secrets; it is not stored (install the "
+                    "decoder vcrpy uses for it, or ask the server for gzip)",
+                    part="response body",
+                    reason=f"content-encoding {', '.join(values)}",
+                )
+        response["headers"] = {
+            name: [self.header_value(name, v) for v in values] for name, values in headers.items()
+        }
+        body = response.get("body")
+        if not isinstance(body, dict):
+            return response
+        chunks = body.get("chunks")
+        if chunks is not None and content_type(headers).startswith("text/event-stream"):
+            try:
+                events = [c.decode("utf-8") if isinstance(c, bytes) else str(c) for c in chunks]
+            except UnicodeDecodeError:
+                events = None
+            if events is not None:
+                scrubbed = self.stream(events)
+                if scrubbed is not events:
+                    body["chunks"] = [e.encode("utf-8") for e in scrubbed]
+                    string = body.get("string")
+                    joined = "".join(scrubbed)
+                    body["string"] = joined if isinstance(string, str) else joined.encode("utf-8")
+                return response
+        if "string" in body:
+            body["string"] = self.body(body["string"], headers, part="response body")
+        if chunks is not None:
+            body["chunks"] = [self.body(c, headers, part="response body") for c in chunks]
+        return response
+
+
+# ------------------------------------------------------------------ the default scrubber
+
+_DEFAULT: Final = Scrubber()
+
+
 def find_secrets(text: str) -> list[str]:
     """The key-shaped substrings of ``text`` (empty when it is clean)."""
-    if not _may_hold_key(text):
-        return []
-    return [m.group(0) for m in _KEY_PATTERN.finditer(text)]
+    return _DEFAULT.find(text)
 
 
 def scrub_text(text: str) -> str:
     """``text`` with every key-shaped substring replaced, to a fixpoint (idempotent)."""
-    if not _may_hold_key(text):
-        return text
-    while True:
-        scrubbed = _KEY_PATTERN.sub(_replace, text)
-        if scrubbed == text:
-            return text
-        text = scrubbed
-
-
-def _is_secret_name(name: str) -> bool:
-    return name.lower() in _SECRET_NAMES
-
-
-def _is_secret_query_name(name: str) -> bool:
-    return name.lower() in _SECRET_QUERY_NAMES
+    return _DEFAULT.text(text)
 
 
 def scrub_json(value: Any) -> Any:
-    """A copy of a parsed JSON value with secrets replaced (credential keys and key shapes)."""
-    if isinstance(value, str):
-        return scrub_text(value)
-    if isinstance(value, list):
-        return [scrub_json(item) for item in value]
-    if isinstance(value, dict):
-        return {
-            key: REDACTED if isinstance(item, str) and _is_secret_name(key) else scrub_json(item)
-            for key, item in value.items()
-        }
-    return value
+    """A copy of a parsed JSON value with secrets replaced (credential keys, whatever their
+    value's shape, and key shapes)."""
+    return _DEFAULT.json(value)
 
 
 def scrub_url(url: str) -> str:
     """``url`` with credential query parameters, a userinfo password and key shapes replaced."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:{_URL_REDACTED}@{host}" if ":" in userinfo else netloc
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(_is_secret_query_name(name) for name, _ in pairs):
-            query = urlencode(
-                [(name, _URL_REDACTED if _is_secret_query_name(name) else v) for name, v in pairs]
-            )
-    rebuilt = urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    return scrub_text(rebuilt).replace(REDACTED, _URL_REDACTED)
+    return _DEFAULT.url(url)
 
 
 def scrub_headers(items: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """Header pairs with credential headers replaced and key shapes removed from the rest."""
-    return [
-        (name, REDACTED if name.lower() in SECRET_HEADERS else scrub_text(value))
-        for name, value in items
-    ]
-
-
-def _body_text(body: bytes | str | None) -> str | None:
-    """The body as text; ``None`` when empty or binary (nothing text-shaped to scrub)."""
-    if body is None or body == b"" or body == "":
-        return None
-    if isinstance(body, bytes):
-        try:
-            return body.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    return body
-
-
-def _scrub_body(body: bytes | str | None) -> bytes | str | None:
-    """A body with secrets replaced; JSON bodies also lose credential-named values.
-
-    A body with nothing to replace comes back as the same object.
-    """
-    text = _body_text(body)
-    if text is None or _text_is_clean(text):
-        return body
-    # The key patterns never span a quote or a backslash, so scrubbing JSON or SSE as text keeps
-    # it well formed.
-    scrubbed = scrub_text(text)
-    try:
-        parsed = json.loads(scrubbed)
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, (dict, list)):
-        cleaned = scrub_json(parsed)
-        if cleaned != parsed:
-            scrubbed = json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"))
-    if scrubbed == text:
-        return body
-    if isinstance(body, bytes):
-        return scrubbed.encode("utf-8")
-    return scrubbed
-
-
-_JSON_NAMES: Final = tuple(f'"{name}"' for name in sorted(_SECRET_NAMES))
-
-
-def _body_is_clean(body: bytes | str | None) -> bool:
-    """``False`` unless :func:`_scrub_body` certainly returns ``body`` unchanged."""
-    text = _body_text(body)
-    return text is None or _text_is_clean(text)
-
-
-def _text_is_clean(text: str) -> bool:
-    """``False`` unless scrubbing ``text`` as a body certainly changes nothing.
-
-    Conservative: a JSON-looking body is unclean when a credential name appears quoted
-    anywhere in it (lowercased, as the scrubber compares names), or when it holds a ``\\u``
-    escape, the one way JSON can spell a letter of a key or a name the text does not show.
-    """
-    if _may_hold_key(text):
-        return False
-    if text.lstrip()[:1] not in ("{", "["):
-        return True  # json.loads cannot give an object or an array: only the text pass applies
-    if "\\u" in text:
-        return False
-    lowered = text.lower()
-    return not any(name in lowered for name in _JSON_NAMES)
-
-
-def _header_is_clean(name: str, value: str) -> bool:
-    if name.lower() in SECRET_HEADERS:
-        return value == REDACTED
-    return not _may_hold_key(value)
+    return _DEFAULT.headers(items)
 
 
 def request_is_clean(request: Any) -> bool:
-    """Whether :func:`scrub_vcr_request` would change nothing in ``request``.
-
-    ``False`` means "maybe": scrub it. Cheap (substring searches), so a cassette can skip the
-    scrub hooks for stored interactions that a scrub already wrote.
-    """
-    if scrub_url(request.uri) != request.uri:
-        return False
-    if not all(_header_is_clean(name, value) for name, value in request.headers.items()):
-        return False
-    return _body_is_clean(request.body)
+    """Whether :func:`scrub_vcr_request` would change nothing in ``request`` ("maybe": scrub)."""
+    return _DEFAULT.request_is_clean(request)
 
 
-def response_is_clean(response: dict[str, Any]) -> bool:
+def response_is_clean(response: Mapping[str, Any]) -> bool:
     """Whether :func:`scrub_vcr_response` would return a response equal to ``response``."""
-    headers: dict[str, list[str]] = response.get("headers") or {}
-    for name, values in headers.items():
-        if not all(_header_is_clean(name, value) for value in values):
-            return False
-    body = response.get("body")
-    if not isinstance(body, dict):
-        return True
-    if "string" in body and not _body_is_clean(body["string"]):
-        return False
-    return all(_body_is_clean(chunk) for chunk in body.get("chunks") or ())
+    return _DEFAULT.response_is_clean(response)
 
 
 def scrub_vcr_request(request: Any) -> Any:
-    """vcrpy ``before_record_request`` hook: a scrubbed copy of ``request`` (never mutates it)."""
-    request = copy.deepcopy(request)
-    request.uri = scrub_url(request.uri)
-    request.headers = dict(scrub_headers(request.headers.items()))
-    request.body = _scrub_body(request.body)
-    return request
+    """vcrpy ``before_record_request`` hook with the built-in rules (see :class:`Scrubber`)."""
+    return _DEFAULT.vcr_request(request)
 
 
-def scrub_vcr_response(response: dict[str, Any]) -> dict[str, Any]:
-    """vcrpy ``before_record_response`` hook: a scrubbed copy of a response dict."""
-    response = copy.deepcopy(response)
-    headers: dict[str, list[str]] = response.get("headers") or {}
-    response["headers"] = {
-        name: [REDACTED if name.lower() in SECRET_HEADERS else scrub_text(v) for v in values]
-        for name, values in headers.items()
-    }
-    body = response.get("body")
-    if isinstance(body, dict) and "string" in body:
-        body["string"] = _scrub_body(body["string"])
-    if isinstance(body, dict) and body.get("chunks") is not None:
-        body["chunks"] = [_scrub_body(chunk) for chunk in body["chunks"]]
-    return response
+def scrub_vcr_response(response: Mapping[str, Any]) -> dict[str, Any]:
+    """vcrpy ``before_record_response`` hook with the built-in rules (see :class:`Scrubber`)."""
+    return _DEFAULT.vcr_response(response)

@@ -1,4 +1,5 @@
-"""The ``dsh-testkit`` command: ``demo``, ``serve``, ``proxy``, ``audit`` and ``cache-report``.
+"""The ``dsh-testkit`` command: ``demo``, ``serve``, ``proxy``, ``audit``, ``cache-report``,
+``rebuild`` and ``calibrate``.
 
 ``audit`` and ``cache-report`` take a session log or any trace (a proxy trace file, a saved
 capture, a cassette, the mock's request log, a HAR file): a file that does not start with a
@@ -142,6 +143,18 @@ def _rebuild_arguments(parser: argparse.ArgumentParser) -> None:
     from .reports import add_rebuild_arguments
 
     add_rebuild_arguments(parser)
+
+
+def _calibrate_arguments(parser: argparse.ArgumentParser) -> None:
+    from .calibration._cli import add_calibrate_arguments
+
+    parser.description = (
+        "Rebuild the requests of session logs that carry live usage, render them to the wire, "
+        "run them in order through a fresh prefix-cache simulator and compare hit tokens, the "
+        "unit reused and prompt tokens with what the API reported. Exit status: 0 figures "
+        "printed, 1 no log with live cache figures, 2 a path cannot be used."
+    )
+    add_calibrate_arguments(parser)
 
 
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -336,6 +349,10 @@ _SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] =
         "print every request a log rebuilds, as a summary or the exact wire body",
         _rebuild_arguments,
     ),
+    "calibrate": (
+        "how far the mock's prefix-cache simulator agrees with live usage in session logs",
+        _calibrate_arguments,
+    ),
 }
 """Each subcommand's help line and argument builder, in the order ``--help`` lists them. A
 builder may import the (heavy) module that owns the subcommand; :func:`build_parser` calls only
@@ -390,6 +407,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .reports import run_rebuild
 
         return run_rebuild(args)
+    if args.command == "calibrate":
+        from .calibration._cli import run_calibrate
+
+        return run_calibrate(args)
     if args.command == "serve":
         return _serve(args)
     if args.command == "proxy":

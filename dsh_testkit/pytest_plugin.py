@@ -4,13 +4,25 @@ Loaded by every pytest run where ``dsh-testkit`` is installed, so importing it s
 only pytest and the standard library at import; the mock, vcrpy and the core are imported by
 the fixtures that need them (respx, syrupy and hypothesis not at all).
 
-Options (group ``dsh``): ``--dsh-record-mode=none|missing|all`` (cassettes: replay only — the
-default —, record what has no recording, or re-record everything), ``--dsh-live`` (allow live
-DeepSeek calls; the key comes only from ``DEEPSEEK_API_KEY`` and is never printed),
-``--dsh-cassette-dir`` (where cassettes live; the ini option ``dsh_cassette_dir`` sets a
-default). Markers: ``dsh_cassette(name)`` and ``dsh_live``. Fixtures: ``dsh_mock``,
-``dsh_mock_server``, ``dsh_cassette``, ``dsh_cassette_provider``, ``dsh_replay``,
-``dsh_capture``, ``dsh_agent`` (``pytest --fixtures`` shows what each does).
+Options (group ``dsh``; ``pytest --help`` lists them):
+
+- ``--dsh-record-mode=none|once|new_episodes|all|rewrite``: the cassette record modes of
+  pytest-recording, with their meanings (``missing``, the old name of ``new_episodes``, still
+  works). The default is ``none`` (replay only), or the ini option ``dsh_record_mode``; with
+  ``CI=true`` in the environment the default is always ``none``.
+- ``--dsh-block-network``: every test, every client library: a connection to any host but
+  loopback fails with ``NetworkBlocked`` naming the host; ``--dsh-allowed-hosts=a,b`` lets
+  hosts through (ini: ``dsh_block_network``, ``dsh_allowed_hosts``).
+- ``--dsh-live``: allow live DeepSeek calls (the key comes only from ``DEEPSEEK_API_KEY`` and is
+  never printed). Without it, any connection to a DeepSeek API host fails the test, whatever the
+  client (the ``ALLOW_MODEL_REQUESTS=False`` of pydantic-ai, always on).
+- ``--dsh-cassette-dir`` (the ini option ``dsh_cassette_dir`` sets a default).
+
+Markers: ``dsh_cassette`` / ``dsh_cassette(name)`` (alone, it puts the test under its cassette,
+like ``@pytest.mark.vcr``), ``dsh_live``. Fixtures: ``dsh_mock``, ``dsh_mock_server``,
+``dsh_cassette``, ``dsh_cassette_provider``, ``dsh_scrub``, ``dsh_replay``, ``dsh_capture``,
+``dsh_agent`` (``pytest --fixtures`` shows one line each; ``-v`` the whole docstring).
+Scrub rules of your own go in ``pyproject.toml`` under ``[tool.dsh_testkit.scrub]``.
 
 Live calls are hard to make by accident: without ``--dsh-live`` nothing the plugin does
 reaches the network: while a cassette is in use, a request to a non-loopback host that it
@@ -23,14 +35,19 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import pytest
 
+from . import _network
+
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from dsh_core.providers import DeepSeekProvider
 
     from ._pytest_support import AgentFactory, CassetteFixture, MockFixture, ReplayFactory
+    from ._scrub_rules import ScrubRules
     from .capture import RequestCapture
     from .cassettes import Cassette
     from .mock import MockServer
@@ -56,9 +73,20 @@ def __getattr__(name: str) -> Any:
 
 
 API_KEY_ENV: Final = "DEEPSEEK_API_KEY"
-"""The one place a live key is read from."""
-RECORD_MODES: Final = ("none", "missing", "all")
+"""The one place a live key is read from: ``dsh_core.providers.deepseek.API_KEY_ENV``, spelled
+here because the plugin imports no ``dsh_core`` at start-up (a test keeps the two equal)."""
+RECORD_MODES: Final = ("none", "once", "new_episodes", "all", "rewrite")
+"""The cassette record modes (``dsh_testkit.cassettes.RECORD_MODES``), safest first."""
+_OLD_MODE_NAMES: Final = {"missing": "new_episodes"}
 _DEFAULT_DIR_NAME: Final = "cassettes"
+_CI_ENV: Final = "CI"
+_MODE_HELP: Final = {
+    "none": "none (replay only)",
+    "once": "once (record a cassette that does not exist, then replay only)",
+    "new_episodes": "new_episodes (record what has no recording)",
+    "all": "all (record every request anew)",
+    "rewrite": "rewrite (re-record each cassette from scratch)",
+}
 
 
 class _AfterCall(Protocol):
@@ -70,14 +98,30 @@ _CALL_ERROR: Final[pytest.StashKey[BaseException | None]] = pytest.StashKey()
 _SETTINGS: Final[pytest.StashKey[_Settings]] = pytest.StashKey()
 _SERVER: Final[pytest.StashKey[MockServer]] = pytest.StashKey()
 _CASSETTE_USE: Final[pytest.StashKey[CassetteFixture]] = pytest.StashKey()
+_GUARD: Final[pytest.StashKey[_network.NetworkGuard]] = pytest.StashKey()
+_REPLAY_NOTES: Final[pytest.StashKey[list[str]]] = pytest.StashKey()
+
+
+def _is_ci() -> bool:
+    return os.environ.get(_CI_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Settings:
     """What this run's command line and ini file decided (``config.stash``; never the key)."""
 
-    record_mode: Literal["none", "missing", "all"]
-    """``--dsh-record-mode``."""
+    record_mode: str
+    """The record mode in use (one of :data:`RECORD_MODES`)."""
+    mode_source: str
+    """Where it came from: ``--dsh-record-mode``, ``ini``, ``CI`` or ``default``."""
+    block_network: bool
+    """``--dsh-block-network`` (or the ini ``dsh_block_network``)."""
+    allowed_hosts: frozenset[str]
+    """``--dsh-allowed-hosts`` and the ini ``dsh_allowed_hosts``, lowercased."""
+    scrub_table: Mapping[str, Any] | None
+    """``[tool.dsh_testkit.scrub]`` of the project's ``pyproject.toml``, unvalidated."""
+    scrub_source: str
+    """Where ``scrub_table`` was read (for error messages)."""
     live_requested: bool
     """``--dsh-live`` was given."""
     key_present: bool
@@ -96,10 +140,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dsh", "dsh-testkit: mock DeepSeek, cassettes and replay")
     group.addoption(
         "--dsh-record-mode",
-        choices=RECORD_MODES,
-        default="none",
-        help="cassette record mode: none (default: replay only, an unrecorded request fails), "
-        "missing (record requests that have no recording), all (re-record every cassette used)",
+        choices=(*RECORD_MODES, *_OLD_MODE_NAMES),
+        default=None,
+        help="cassette record mode, as in pytest-recording: none (replay only, an unrecorded "
+        "request fails), once (record cassettes that do not exist yet), new_episodes (record "
+        "requests that have no recording; 'missing' is its old name), all (record every "
+        "request, never replay), rewrite (re-record each cassette from scratch). Default: the "
+        "dsh_record_mode ini option, else none; always none when CI=true",
+    )
+    group.addoption(
+        "--dsh-block-network",
+        action="store_true",
+        default=None,
+        help="refuse every connection but loopback, in every test and client library "
+        "(socket level); the error names the host. Loopback stays open for the mock server",
+    )
+    group.addoption(
+        "--dsh-allowed-hosts",
+        metavar="HOSTS",
+        action="append",
+        default=[],
+        help="comma-separated hosts (names, IPs, *.domain) still reachable under "
+        "--dsh-block-network; loopback is always allowed",
     )
     group.addoption(
         "--dsh-live",
@@ -114,6 +176,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="directory of cassettes (default: the dsh_cassette_dir ini option, else a "
         "'cassettes' folder beside each test module)",
+    )
+    parser.addini(
+        "dsh_record_mode",
+        "default cassette record mode outside CI (--dsh-record-mode overrides it; CI=true forces "
+        "none)",
+        default="",
+    )
+    parser.addini(
+        "dsh_block_network",
+        "block the network as --dsh-block-network does",
+        type="bool",
+        default=False,
+    )
+    parser.addini(
+        "dsh_allowed_hosts",
+        "hosts reachable under --dsh-block-network (loopback always is)",
+        type="args",
+        default=[],
     )
     parser.addini(
         "dsh_cassette_dir",
@@ -134,8 +214,33 @@ def _settings(config: pytest.Config) -> _Settings:
     elif ini_dir:
         base = config.inipath.parent if config.inipath is not None else config.rootpath
         cassette_dir = base / ini_dir
+    option_mode = config.getoption("dsh_record_mode")
+    ini_mode = str(config.getini("dsh_record_mode") or "").strip()
+    if option_mode:
+        mode, source = option_mode, "--dsh-record-mode"
+    elif _is_ci():
+        mode, source = "none", "CI"
+    elif ini_mode:
+        mode, source = ini_mode, "ini"
+    else:
+        mode, source = "none", "default"
+    mode = _OLD_MODE_NAMES.get(mode, mode)
+    if mode not in RECORD_MODES:
+        raise pytest.UsageError(
+            f"dsh_record_mode = {ini_mode!r} in the ini file is not a record mode; use one of "
+            f"{', '.join(RECORD_MODES)}"
+        )
+    block = config.getoption("dsh_block_network")
+    scrub_table, scrub_source = _scrub_table(config)
     settings = _Settings(
-        record_mode=config.getoption("dsh_record_mode"),
+        record_mode=mode,
+        mode_source=source,
+        block_network=bool(config.getini("dsh_block_network") if block is None else block),
+        allowed_hosts=_network.parse_hosts(
+            [*config.getini("dsh_allowed_hosts"), *config.getoption("dsh_allowed_hosts")]
+        ),
+        scrub_table=scrub_table,
+        scrub_source=scrub_source,
         live_requested=bool(config.getoption("dsh_live")),
         key_present=bool(os.environ.get(API_KEY_ENV, "").strip()),
         cassette_dir=cassette_dir,
@@ -144,11 +249,36 @@ def _settings(config: pytest.Config) -> _Settings:
     return settings
 
 
+def _scrub_table(config: pytest.Config) -> tuple[Mapping[str, Any] | None, str]:
+    """``[tool.dsh_testkit.scrub]`` of the project's ``pyproject.toml`` (the ini file when it is
+    one, else the one in the root directory)."""
+    path = config.inipath if config.inipath and config.inipath.name == "pyproject.toml" else None
+    path = path or config.rootpath / "pyproject.toml"
+    where = f"{path} [tool.dsh_testkit.scrub]"
+    if not path.is_file():
+        return None, where
+    import tomllib
+
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise pytest.UsageError(f"cannot read {path}: {exc}") from None
+    table = document.get("tool", {}).get("dsh_testkit", {}).get("scrub")
+    if table is not None and not isinstance(table, dict):
+        raise pytest.UsageError(f"{where} must be a table, got {table!r}")
+    return table, where
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "dsh_cassette(name): the cassette this test's dsh_cassette fixtures use: "
-        "<cassette dir>/<name>.yaml instead of one named after the test",
+        "dsh_cassette(name=None): put the test under its cassette (no fixture needed): "
+        "<cassette dir>/<module>/<test>.yaml, or <cassette dir>/<name>.yaml when named",
+    )
+    config.addinivalue_line(
+        "markers",
+        "dsh_lenient: the dsh_mock fixtures do not fail the test for scripted replies left "
+        "unused or requests nobody scripted",
     )
     config.addinivalue_line(
         "markers",
@@ -162,15 +292,26 @@ def pytest_configure(config: pytest.Config) -> None:
             f"DeepSeek API and needs a key in the environment variable {API_KEY_ENV}, which is "
             "not set; set it, or drop --dsh-live to record from the in-process mock"
         )
+    policy = _network.NetworkPolicy(
+        block_all=settings.block_network,
+        allowed_hosts=settings.allowed_hosts,
+        live=settings.live,
+    )
+    config.stash[_GUARD] = _network.NetworkGuard(policy).install()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    guard = config.stash.get(_GUARD, None)
+    if guard is not None:
+        guard.uninstall()
+        del config.stash[_GUARD]
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     settings = _settings(config)
-    mode = {
-        "none": "none (replay only)",
-        "missing": "missing (record what has no recording)",
-        "all": "all (re-record)",
-    }[settings.record_mode]
+    mode = _MODE_HELP[settings.record_mode]
+    if settings.mode_source == "CI":
+        mode += " [CI=true]"
     where = (
         str(settings.cassette_dir)
         if settings.cassette_dir is not None
@@ -185,7 +326,13 @@ def pytest_report_header(config: pytest.Config) -> str:
     source = ""
     if settings.record_mode != "none":
         source = ", recording from " + ("the live API" if settings.live else "the in-process mock")
-    return f"dsh-testkit: record mode {mode}{source}; cassettes: {where}; live calls: {live}"
+    network = ""
+    if settings.block_network:
+        allowed = ", ".join(sorted(settings.allowed_hosts))
+        network = "; network: blocked but loopback" + (f" and {allowed}" if allowed else "")
+    return (
+        f"dsh-testkit: record mode {mode}{source}; cassettes: {where}; live calls: {live}{network}"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -212,17 +359,43 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     __tracebackhide__ = True
+    guard = item.config.stash.get(_GUARD, None)
+    refused_before = len(guard.refused) if guard is not None else 0
     try:
         result = yield
     except BaseException as error:
         item.stash[_CALL_ERROR] = error
         for hook in item.stash.get(_AFTER_CALL, []):
             hook.after_call(error)
+        refused = guard.refused_since(refused_before) if guard is not None else []
+        if refused and isinstance(error, Exception) and error is not refused[0]:
+            # The test failed on a symptom (an SDK's APIConnectionError); show the cause.
+            raise refused[0] from error
         raise
     item.stash[_CALL_ERROR] = None
+    if guard is not None:
+        refused = guard.refused_since(refused_before)
+        if refused:
+            # A live DeepSeek call was refused and the test passed anyway: a client swallowed
+            # the refusal (a retry loop, an error result), or the test caught it. Either way
+            # the test reached for the live API without --dsh-live.
+            raise refused[0]
     for hook in item.stash.get(_AFTER_CALL, []):
         hook.after_call(None)
     return result
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    notes = config.stash.get(_REPLAY_NOTES, [])
+    if notes:
+        terminalreporter.section("dsh-testkit: mock scripts not used in replay")
+        terminalreporter.line(
+            "These tests scripted dsh_mock while their cassette replayed (the cassette answers; "
+            "the script only serves recording). Check dsh_cassette.recording or "
+            "dsh_mock.replaying to script only when recording:"
+        )
+        for note in notes:
+            terminalreporter.line(f"  {note}")
 
 
 def _stash(request: pytest.FixtureRequest) -> pytest.Stash:
@@ -247,7 +420,9 @@ def _module_dir(request: pytest.FixtureRequest) -> Path:
 
 @pytest.fixture
 def dsh_mock() -> MockFixture:
-    """The mock DeepSeek, in process: no sockets, no key, no network.
+    """A fresh in-process mock DeepSeek per test: script it with push(), give clients .provider.
+
+    No sockets, no key, no network.
 
     ``dsh_mock.push(Reply(text="hi"), ErrorReply(status=429))`` scripts answers (from
     ``dsh_testkit.mock``); unscripted requests get a deterministic default reply.
@@ -263,7 +438,9 @@ def dsh_mock() -> MockFixture:
 
 @pytest.fixture(scope="session")
 def dsh_mock_server(request: pytest.FixtureRequest) -> Iterator[MockServer]:
-    """The mock DeepSeek on a loopback port (``dsh_testkit.mock.MockServer``), for the session.
+    """The mock DeepSeek on a loopback port for the session: .base_url for any client, .mock.
+
+    A ``dsh_testkit.mock.MockServer``.
 
     ``dsh_mock_server.base_url`` (``http://127.0.0.1:<port>``) is a DeepSeek base URL for any
     client in any language; ``.anthropic_base_url`` the Anthropic-format one; ``.mock`` the
@@ -282,20 +459,60 @@ def dsh_mock_server(request: pytest.FixtureRequest) -> Iterator[MockServer]:
         server.stop()
 
 
-@pytest.fixture
-def dsh_cassette(request: pytest.FixtureRequest, dsh_mock: MockFixture) -> Iterator[Cassette]:
-    """The test's cassette: every httpx/httpx2 request made during the test meets it.
+@pytest.fixture(autouse=True)
+def _dsh_cassette_marker(request: pytest.FixtureRequest) -> None:
+    """``@pytest.mark.dsh_cassette`` alone puts the test under its cassette (no fixture asked)."""
+    if request.node.get_closest_marker("dsh_cassette") is not None:
+        request.getfixturevalue("dsh_cassette")
 
-    The file is ``<cassette dir>/<module>/<test name>.yaml``, or ``<cassette dir>/<name>.yaml``
-    with ``@pytest.mark.dsh_cassette(name)``; the cassette dir is ``--dsh-cassette-dir``, the
-    ini ``dsh_cassette_dir``, or ``cassettes/`` beside the test module. ``--dsh-record-mode``:
-    ``none`` (default) replays only and never writes; ``missing`` records requests without a
-    recording; ``all`` re-records. Recordings come from the in-process mock (``dsh_mock``;
-    script it first) unless ``--dsh-live`` and ``DEEPSEEK_API_KEY`` allow the live API. The
-    test fails with ``CassetteMismatch`` (naming the closest recording and what differs) on an
-    unrecorded request, even one a client swallowed, and with ``CassetteNotFullyPlayed`` when
-    a recording was never requested. A failing test records nothing. Yields the
-    ``dsh_testkit.cassettes.Cassette``.
+
+@pytest.fixture
+def dsh_scrub(request: pytest.FixtureRequest) -> ScrubRules:
+    """Your secret-scrub rules for cassettes, from [tool.dsh_testkit.scrub] in pyproject.toml.
+
+    A ``dsh_testkit.cassettes.ScrubRules`` (header names, query names, JSON keys, JSON paths,
+    regexes) that every cassette of the test applies on top of the built-in rules. Override it
+    in a ``conftest.py`` to add rules in code::
+
+        @pytest.fixture
+        def dsh_scrub(dsh_scrub):
+            return dsh_scrub.merged(ScrubRules(headers=frozenset({"x-team-token"})))
+    """
+    from ._errors import ScrubRuleError
+    from ._scrub_rules import ScrubRules
+
+    settings = _settings(request.config)
+    if settings.scrub_table is None:
+        return ScrubRules()
+    try:
+        return ScrubRules.from_mapping(settings.scrub_table, where=settings.scrub_source)
+    except ScrubRuleError as exc:
+        pytest.fail(f"ScrubRuleError: {exc}", pytrace=False)
+
+
+@pytest.fixture
+def dsh_cassette(
+    request: pytest.FixtureRequest, dsh_mock: MockFixture, dsh_scrub: ScrubRules
+) -> Iterator[Cassette]:
+    """Replays (or records) the test's HTTP traffic from cassettes/<module>/<test>.yaml.
+
+    Also activated by ``@pytest.mark.dsh_cassette`` alone.
+
+    Every httpx/httpx2 request made during the test meets it (and, through vcrpy, requests,
+    urllib3 and aiohttp ones). The file is ``<cassette dir>/<module>/<test name>.yaml``, or
+    ``<cassette dir>/<name>.yaml`` with ``@pytest.mark.dsh_cassette(name)``; the cassette dir is
+    ``--dsh-cassette-dir``, the ini ``dsh_cassette_dir``, or ``cassettes/`` beside the test
+    module. ``--dsh-record-mode`` (pytest-recording's modes): ``none`` (default, and always in
+    CI) replays only and never writes; ``once`` records a cassette that does not exist yet;
+    ``new_episodes`` records requests without a recording; ``all`` records every request;
+    ``rewrite`` re-records from scratch. ``dsh_cassette.recording`` tells whether this test may
+    record: script ``dsh_mock`` only then (a script pushed while replaying is listed in the
+    run's summary). Recordings come from the in-process mock unless ``--dsh-live`` and
+    ``DEEPSEEK_API_KEY`` allow the live API. The test fails with ``CassetteMismatch`` (naming
+    the closest recording and what differs) on an unrecorded request, even one a client
+    swallowed, and with ``CassetteNotFullyPlayed`` when a recording was never requested. A
+    failing test records nothing. Secrets are scrubbed with the built-in rules and
+    ``dsh_scrub``'s. Yields the ``dsh_testkit.cassettes.Cassette``.
     """
     from ._pytest_support import CassetteFixture, CassetteSettings, cassette_path
     from .cassettes import CassetteError
@@ -303,14 +520,15 @@ def dsh_cassette(request: pytest.FixtureRequest, dsh_mock: MockFixture) -> Itera
     settings = _settings(request.config)
     marker = request.node.get_closest_marker("dsh_cassette")
     name: str | None = None
-    if marker is not None:
-        if len(marker.args) != 1 or marker.kwargs or not isinstance(marker.args[0], str):
+    if marker is not None and (marker.args or marker.kwargs):
+        args = [*marker.args, *marker.kwargs.values()]
+        if len(args) != 1 or set(marker.kwargs) - {"name"} or not isinstance(args[0], str):
             pytest.fail(
-                f"@pytest.mark.dsh_cassette takes one cassette name (a string), got "
+                f"@pytest.mark.dsh_cassette takes at most one cassette name (a string), got "
                 f"args={marker.args!r} kwargs={marker.kwargs!r}",
                 pytrace=False,
             )
-        name = marker.args[0]
+        name = args[0]
     directory = settings.cassette_dir or _module_dir(request) / _DEFAULT_DIR_NAME
     try:
         path = cassette_path(
@@ -323,7 +541,11 @@ def dsh_cassette(request: pytest.FixtureRequest, dsh_mock: MockFixture) -> Itera
         pytest.fail(str(exc), pytrace=False)
     use = CassetteFixture(
         path,
-        CassetteSettings(mode=settings.record_mode, live=settings.live),
+        CassetteSettings(
+            mode=settings.record_mode,  # type: ignore[arg-type]
+            live=settings.live,
+            scrub=dsh_scrub,
+        ),
         mock=dsh_mock,
         test_id=request.node.nodeid,
     )
@@ -337,6 +559,12 @@ def dsh_cassette(request: pytest.FixtureRequest, dsh_mock: MockFixture) -> Itera
         yield cassette
     finally:
         use.close(_call_error(request))
+        if dsh_mock.replaying and dsh_mock.pushed:
+            request.config.stash.setdefault(_REPLAY_NOTES, []).append(
+                f"{request.node.nodeid}: {dsh_mock.pushed} scripted entr"
+                f"{'y' if dsh_mock.pushed == 1 else 'ies'} not used (cassette {path.name} "
+                "replayed)"
+            )
 
 
 def _test_name(node: Any) -> str:
@@ -348,7 +576,7 @@ def _test_name(node: Any) -> str:
 def dsh_cassette_provider(
     request: pytest.FixtureRequest, dsh_cassette: Cassette
 ) -> DeepSeekProvider:
-    """A ``DeepSeekProvider`` that replays (or records) the test's cassette (see ``dsh_cassette``).
+    """A DeepSeekProvider whose requests replay (or record) through the test's cassette.
 
     It sends to ``https://api.deepseek.com`` with a placeholder key; in replay nothing leaves
     the process. When recording it is answered by ``dsh_mock`` (script it before the first
@@ -361,7 +589,9 @@ def dsh_cassette_provider(
 
 @pytest.fixture
 def dsh_replay(request: pytest.FixtureRequest) -> ReplayFactory:
-    """A factory of replay providers: ``dsh_replay(log, *child_logs, strict=True)``.
+    """dsh_replay(log) makes a provider serving the model calls a recorded session log made.
+
+    ``dsh_replay(log, *child_logs, strict=True)``.
 
     Returns a ``dsh_testkit.replay.ReplayProvider`` serving the model calls a recorded session
     log made (a ``Session``, events, or a path to a ``session.jsonl``; relative paths are read
@@ -379,7 +609,7 @@ def dsh_replay(request: pytest.FixtureRequest) -> ReplayFactory:
 
 @pytest.fixture
 def dsh_capture() -> Iterator[RequestCapture]:
-    """Every request any httpx/httpx2 client sends during the test, in order.
+    """Captures every request any httpx/httpx2 client sends in the test (.requests, in order).
 
     Works for agents you did not write (the openai SDK, pydantic-ai, your own loop) without
     touching their clients. ``dsh_capture.requests`` holds ``CapturedRequest``s (method, URL,
@@ -395,7 +625,7 @@ def dsh_capture() -> Iterator[RequestCapture]:
 
 @pytest.fixture
 def dsh_agent(request: pytest.FixtureRequest) -> Iterator[AgentFactory]:
-    """A factory of ``dsh_core.Agent``s with dev-mode invariants on.
+    """dsh_agent(provider=None, **options) makes a dsh_core.Agent with invariants on, for tests.
 
     ``dsh_agent(provider=None, *, session=None, tools=(), **agent_options)``: every request is
     checked against the log's reconstruction before it is sent, and every append is validated.

@@ -36,6 +36,7 @@ from dsh_core import (
     tool_result_message,
     user_message,
 )
+from dsh_core.providers.deepseek import API_KEY_ENV, BASE_URL_ENV
 from dsh_testkit.cassettes import RecordingRefused
 
 __all__ = [
@@ -49,8 +50,6 @@ __all__ = [
     "record_scenarios",
 ]
 
-API_KEY_ENV: Final = "DEEPSEEK_API_KEY"
-BASE_URL_ENV: Final = "DEEPSEEK_BASE_URL"
 LIVE_ORIGIN: Final = "https://api.deepseek.com"
 """Every cassette files its requests under this origin, whatever it was recorded against."""
 MODEL: Final = "deepseek-v4-flash"
@@ -279,7 +278,9 @@ async def _record_one(
         "recordedAgainst": recorded_against,
         "liveRecordable": scenario.live,
     }
-    with use_cassette(path, mode="all", metadata=metadata, rewrite_origin=(base_url, LIVE_ORIGIN)):
+    with use_cassette(
+        path, mode="rewrite", metadata=metadata, rewrite_origin=(base_url, LIVE_ORIGIN)
+    ):
         async with DeepSeekProvider(api_key=api_key, base_url=base_url) as provider:
             await scenario.run(provider)
     return path

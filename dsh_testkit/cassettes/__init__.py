@@ -15,10 +15,21 @@ from .._errors import (
     CassetteMismatch,
     CassetteNotFound,
     CassetteNotFullyPlayed,
+    NetworkBlocked,
     RecordingRefused,
+    ScrubRuleError,
+    UnscrubbableBody,
 )
-from .._secrets import REDACTED, find_secrets, scrub_json, scrub_text, scrub_url
+from .._secrets import (
+    REDACTED,
+    ScrubRules,
+    find_secrets,
+    scrub_json,
+    scrub_text,
+    scrub_url,
+)
 from ._api import (
+    RECORD_MODES,
     VOLATILE_REQUEST_HEADERS,
     VOLATILE_RESPONSE_HEADERS,
     Cassette,
@@ -31,6 +42,7 @@ from ._format import CASSETTE_FORMAT, CASSETTE_FORMAT_VERSION
 __all__ = [
     "CASSETTE_FORMAT",
     "CASSETTE_FORMAT_VERSION",
+    "RECORD_MODES",
     "REDACTED",
     "VOLATILE_REQUEST_HEADERS",
     "VOLATILE_RESPONSE_HEADERS",
@@ -40,8 +52,12 @@ __all__ = [
     "CassetteMismatch",
     "CassetteNotFound",
     "CassetteNotFullyPlayed",
+    "NetworkBlocked",
     "RecordMode",
     "RecordingRefused",
+    "ScrubRuleError",
+    "ScrubRules",
+    "UnscrubbableBody",
     "find_secrets",
     "json_body_matcher",
     "scrub_json",

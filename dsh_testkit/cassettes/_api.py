@@ -38,6 +38,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
+from unittest import mock as _patch
 
 from dsh_core import dumps_canonical, preview_value, text_difference
 
@@ -46,24 +47,60 @@ from .._errors import (
     CassetteMismatch,
     CassetteNotFound,
     CassetteNotFullyPlayed,
+    UnscrubbableBody,
 )
-from .._secrets import (
-    request_is_clean,
-    response_is_clean,
-    scrub_vcr_request,
-    scrub_vcr_response,
-)
+from .._secrets import Scrubber, ScrubRules
 from ._format import (
     CassettePersister,
     CassetteSerializer,
 )
 from ._transport import TransportPatches
 
-RecordMode: TypeAlias = Literal["none", "missing", "all"]
-"""``none``: replay only (live network blocked); ``missing``: record requests with no
-recording; ``all``: re-record every request, dropping the old recordings."""
+RecordMode: TypeAlias = Literal["none", "once", "new_episodes", "all", "rewrite", "missing"]
+"""The record modes of vcrpy and pytest-recording, with their meanings:
 
-_VCR_MODES: Final = {"none": "none", "missing": "new_episodes", "all": "all"}
+- ``none``: replay only; a request with no recording fails, a missing file fails at once;
+- ``once``: record a cassette that does not exist yet; replay-only once it does;
+- ``new_episodes``: replay what is recorded and record what is not (``missing`` is its old
+  name, still accepted);
+- ``all``: never replay; record every request, appended to the recordings already in the file;
+- ``rewrite``: never replay; the cassette is rewritten from scratch with this run's requests
+  (the old file is replaced only when the use ends cleanly).
+"""
+
+RECORD_MODES: Final = ("none", "once", "new_episodes", "all", "rewrite")
+"""The record modes, safest first (``missing``, the old name of ``new_episodes``, aside)."""
+
+_VCR_MODES: Final = {
+    "none": "none",
+    "once": "once",
+    "new_episodes": "new_episodes",
+    "missing": "new_episodes",
+    "all": "all",
+    "rewrite": "all",
+}
+
+
+def normalize_mode(mode: str) -> RecordMode:
+    """``mode`` under its current name (``missing`` → ``new_episodes``); a ``ValueError``
+    naming the modes for anything else."""
+    if mode not in _VCR_MODES:
+        raise ValueError(
+            f"record mode must be one of {', '.join(RECORD_MODES)} (or 'missing', the old name "
+            f"of 'new_episodes'), got {mode!r}"
+        )
+    normalized: RecordMode = "new_episodes" if mode == "missing" else mode  # type: ignore[assignment]
+    return normalized
+
+
+def mode_records(mode: RecordMode, path: Path) -> bool:
+    """Whether a use of the cassette at ``path`` in ``mode`` may record (else it replays only)."""
+    if mode == "none":
+        return False
+    if mode == "once":
+        return not path.is_file()
+    return True
+
 
 VOLATILE_REQUEST_HEADERS: Final = frozenset(
     {"accept-encoding", "connection", "content-length", "host", "user-agent"}
@@ -159,7 +196,7 @@ def _drop_volatile_response_headers(response: dict[str, Any]) -> dict[str, Any]:
     return response
 
 
-def _loaded_request_is_final(request: Any, rewriter: _Rewriter) -> bool:
+def _loaded_request_is_final(request: Any, rewriter: _Rewriter, scrubber: Scrubber) -> bool:
     """Whether the record hooks would leave a loaded request as it is (then they are skipped).
 
     vcrpy runs the record hooks on every interaction it loads. A cassette written by them
@@ -169,16 +206,16 @@ def _loaded_request_is_final(request: Any, rewriter: _Rewriter) -> bool:
     return (
         not any(_is_volatile_request_header(name) for name in request.headers)
         and not rewriter.applies(request)
-        and request_is_clean(request)
+        and scrubber.request_is_clean(request)
     )
 
 
-def _loaded_response_is_final(response: dict[str, Any]) -> bool:
+def _loaded_response_is_final(response: dict[str, Any], scrubber: Scrubber) -> bool:
     """:func:`_loaded_request_is_final` for a loaded response (a compressed one is decoded)."""
     names = [name.lower() for name in response.get("headers") or {}]
     return not any(
         name in VOLATILE_RESPONSE_HEADERS or name == "content-encoding" for name in names
-    ) and response_is_clean(response)
+    ) and scrubber.response_is_clean(response)
 
 
 def _decode_compressed(response: dict[str, Any]) -> dict[str, Any]:
@@ -186,6 +223,48 @@ def _decode_compressed(response: dict[str, Any]) -> dict[str, Any]:
 
     decoded: dict[str, Any] = decode_response(response)
     return decoded
+
+
+def _vcr_suggestions(reason: str, record_mode: str) -> list[tuple[str, str | None]]:
+    """What vcrpy's own "can't play back" error suggests, in this plugin's flags.
+
+    vcrpy raises that error for the clients it patches itself (``http.client``, ``urllib``,
+    ``requests``, ``aiohttp``); its advice names its own API (``record_mode='new_episodes'``,
+    ``ignore_localhost``), which a user of this kit cannot pass. Same structure: (text, link).
+    """
+    add = (
+        "record the new request into the cassette: pytest --dsh-record-mode=new_episodes "
+        "(use_cassette(mode='new_episodes'))"
+    )
+    redo = (
+        "re-record the cassette from scratch: pytest --dsh-record-mode=rewrite "
+        "(use_cassette(mode='rewrite'))"
+    )
+    if reason == "cassette_not_found":
+        return [
+            ("Record the cassette first: pytest --dsh-record-mode=once", None),
+            ("If you expected it to exist, check --dsh-cassette-dir and the marker's name", None),
+        ]
+    if reason == "already_played":
+        return [(f"The code sends this request more often than it was recorded: {add}", None)]
+    if reason == "no_match":
+        return [
+            (f"If the request changed on purpose, {redo}; or {add}", None),
+            (
+                "If it differs on every run (a timestamp, a random id), make the code under "
+                "test deterministic for the test",
+                None,
+            ),
+        ]
+    return [
+        (f"To record this request, {add}", None),
+        (
+            "If this request should not reach a cassette at all, send it outside the cassette "
+            "(a loopback server is reachable; --dsh-allowed-hosts=HOST lets a host through "
+            "--dsh-block-network)",
+            None,
+        ),
+    ]
 
 
 def _describe(request: Any) -> str:
@@ -234,6 +313,8 @@ class Cassette:
         """Live requests that reached the cassette so far."""
         self.mismatches: list[CassetteMismatch] = []
         """Every mismatch raised during this use (re-raised when the cassette closes)."""
+        self.refusals: list[UnscrubbableBody] = []
+        """Every body refused because it could not be scrubbed (re-raised when it closes)."""
         self.match_on = match_on
         """The vcrpy matchers in use (method, URL, canonical JSON body)."""
         self._persister = persister
@@ -243,6 +324,12 @@ class Cassette:
     def metadata(self) -> dict[str, Any]:
         """The metadata stored in the file (what it was recorded against, the scenario, …)."""
         return {**self._persister.loaded_metadata, **self._persister.metadata}
+
+    @property
+    def recording(self) -> bool:
+        """Whether requests with no recording are recorded in this use (``False``: replay
+        only, so a mock scripted for recording is never asked)."""
+        return not self.vcr_cassette.write_protected
 
     @property
     def recorded(self) -> int:
@@ -263,9 +350,10 @@ class Cassette:
         """Fail with :class:`CassetteNotFullyPlayed` when a loaded recording was not played.
 
         A recording left over means the code under test made fewer (or other) requests than
-        were recorded. In mode ``"all"`` nothing is played by design, so nothing is checked.
+        were recorded. In modes ``"all"`` and ``"rewrite"`` nothing is played by design, so
+        nothing is checked.
         """
-        if self.mode == "all":
+        if self.mode in ("all", "rewrite"):
             return
         unplayed = self.unplayed
         if not unplayed:
@@ -277,7 +365,8 @@ class Cassette:
             f"cassette {self.path} was only partly played: {len(unplayed)} of {self._loaded} "
             f"recordings never requested (the code made {self.requests_seen} request(s)):"
             f"{listed}{more}\nThe code under test now makes fewer or other requests than were "
-            "recorded: fix it, or re-record the cassette with mode='all' if the change is intended.",
+            "recorded: fix it, or re-record the cassette from scratch if the change is intended "
+            "(pytest --dsh-record-mode=rewrite; use_cassette(mode='rewrite')).",
             path=str(self.path),
             unplayed=unplayed,
         )
@@ -292,7 +381,12 @@ class Cassette:
         index = self.requests_seen
         self.requests_seen += 1
         vcr_request = VcrRequest(request.method, str(request.url), body, dict(request.headers))
-        if cassette.can_play_response_for(vcr_request):
+        try:
+            playable = cassette.can_play_response_for(vcr_request)
+        except UnscrubbableBody as refusal:
+            self.refusals.append(refusal)
+            raise
+        if playable:
             return "play", cassette.play_response(vcr_request)
         if cassette.write_protected:
             error = self._mismatch(vcr_request, index)
@@ -308,14 +402,18 @@ class Cassette:
         headers: dict[str, list[str]],
         content: bytes,
     ) -> None:
-        self.vcr_cassette.append(
-            vcr_request,
-            {
-                "status": {"code": status, "message": reason},
-                "headers": headers,
-                "body": {"string": content},
-            },
-        )
+        try:
+            self.vcr_cassette.append(
+                vcr_request,
+                {
+                    "status": {"code": status, "message": reason},
+                    "headers": headers,
+                    "body": {"string": content},
+                },
+            )
+        except UnscrubbableBody as refusal:
+            self.refusals.append(refusal)
+            raise
 
     def _mismatch(self, vcr_request: Any, index: int) -> CassetteMismatch:
         from vcr.matchers import requests_match
@@ -325,8 +423,9 @@ class Cassette:
         described = _describe(live)
         head = f"cassette {self.path} has no recording for request {index} (0-based): {described}"
         fix = (
-            "What to do: if the change is intended, re-record the cassette with mode='all' "
-            "(pytest --dsh-record-mode=all); otherwise fix the code that builds the request."
+            "What to do: if the change is intended, re-record the cassette from scratch "
+            "(pytest --dsh-record-mode=rewrite) or add the new request to it (pytest "
+            "--dsh-record-mode=new_episodes); otherwise fix the code that builds the request."
         )
         data = cassette.data
         if not data:
@@ -416,26 +515,30 @@ def use_cassette(
     metadata: Mapping[str, Any] | None = None,
     rewrite_origin: tuple[str, str] | None = None,
     assert_all_played: bool = True,
+    scrub: ScrubRules | None = None,
 ) -> Iterator[Cassette]:
     """Replay (or record) every ``httpx``/``httpx2`` request made inside the block.
 
-    ``mode`` is ``"none"`` (replay only; a missing file raises :class:`CassetteNotFound` at
-    once, and an unrecorded request raises :class:`CassetteMismatch`), ``"missing"`` or
-    ``"all"``. ``metadata`` is stored in the file when it is written (say what it was recorded
+    ``mode`` is one of :data:`RecordMode` (vcrpy's and pytest-recording's meanings): ``"none"``
+    (replay only; a missing file raises :class:`CassetteNotFound` at once, and an unrecorded
+    request raises :class:`CassetteMismatch`), ``"once"``, ``"new_episodes"``, ``"all"`` or
+    ``"rewrite"``. ``metadata`` is stored in the file when it is written (say what it was recorded
     against). ``rewrite_origin=(live, recorded)`` stores requests sent to the ``live`` origin as
     sent to ``recorded`` (a loopback recording filed under the real API's URL). On a clean exit
     the block fails when a recording was never played (``assert_all_played``), and any mismatch
-    that a client swallowed (into a retry or a wrapped error) is raised again.
+    that a client swallowed (into a retry or a wrapped error) is raised again. ``scrub`` adds
+    your own :class:`~dsh_testkit.cassettes.ScrubRules` to the built-in secret scrubbing; a body
+    that cannot be scrubbed raises :class:`~dsh_testkit.cassettes.UnscrubbableBody` (again on
+    exit, should a client swallow it) and is never written.
     """
     import vcr.cassette
 
-    if mode not in _VCR_MODES:
-        raise ValueError(f"mode must be one of {sorted(_VCR_MODES)}, got {mode!r}")
+    mode = normalize_mode(mode)
     path = Path(path)
     if mode == "none" and not path.is_file():
         raise CassetteNotFound(
             f"cassette {path} does not exist and mode 'none' replays only (live network "
-            "blocked); record it with mode='missing' (pytest --dsh-record-mode=missing)",
+            "blocked); record it with mode='once' (pytest --dsh-record-mode=once)",
             path=str(path),
         )
     from vcr.matchers import method, uri
@@ -443,6 +546,7 @@ def use_cassette(
     persister = CassettePersister(metadata)
     handle = Cassette(path, mode, persister, match_on=(method, uri, json_body_matcher))
     rewriter = _Rewriter(rewrite_origin)
+    scrubber = Scrubber.for_rules(scrub)
 
     # vcrpy hands each live request to this hook three times (checking, then playing or
     # recording), once more as the hook's own output: scrub it once. The hook's output is
@@ -450,19 +554,19 @@ def use_cassette(
     last_request: list[Any] = [None, None]
 
     def before_record_request(request: Any) -> Any:
-        if handle.vcr_cassette is None and _loaded_request_is_final(request, rewriter):
+        if handle.vcr_cassette is None and _loaded_request_is_final(request, rewriter, scrubber):
             return request  # loading what these hooks wrote: nothing to scrub again
         live, filtered = last_request
         if request is live or request is filtered:
             return filtered
-        filtered = _drop_volatile_request_headers(rewriter(scrub_vcr_request(request)))
+        filtered = _drop_volatile_request_headers(rewriter(scrubber.vcr_request(request)))
         last_request[:] = [request, filtered]
         return filtered
 
     def before_record_response(response: dict[str, Any]) -> dict[str, Any]:
-        if handle.vcr_cassette is None and _loaded_response_is_final(response):
+        if handle.vcr_cassette is None and _loaded_response_is_final(response, scrubber):
             return response
-        response = scrub_vcr_response(_decode_compressed(response))
+        response = scrubber.vcr_response(_decode_compressed(response))
         return _drop_volatile_response_headers(response)
 
     context = vcr.cassette.Cassette.use(
@@ -474,20 +578,27 @@ def use_cassette(
         before_record_request=before_record_request,
         before_record_response=before_record_response,
         allow_playback_repeats=False,
-        drop_unused_requests=mode == "all",
+        drop_unused_requests=mode == "rewrite",
         record_on_exception=False,
         skip_patchers=("httpx", "httpx2"),
     )
     with ExitStack() as stack:
+        import vcr.errors
+
+        stack.enter_context(_patch.patch.object(vcr.errors, "_suggestions", _vcr_suggestions))
         handle.vcr_cassette = stack.enter_context(context)
         handle._loaded = len(handle.vcr_cassette)
         TransportPatches(handle).install(stack)
         try:
             yield handle
         except BaseException as exc:
+            if handle.refusals and not isinstance(exc, UnscrubbableBody):
+                raise handle.refusals[0] from exc
             if handle.mismatches and not isinstance(exc, CassetteMismatch):
                 raise handle.mismatches[0] from exc
             raise
+    if handle.refusals:
+        raise handle.refusals[0]
     if handle.mismatches:
         raise handle.mismatches[0]
     if assert_all_played:

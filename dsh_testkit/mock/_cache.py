@@ -50,13 +50,16 @@ from typing import Literal, TypeAlias
 from ._template import RenderedCompletion, RenderedPrompt
 
 __all__ = [
+    "DEFAULT_GRANULARITY",
     "CacheKey",
     "CacheLookup",
     "CacheRules",
     "CacheUnit",
     "CacheUnitKind",
     "CacheUsage",
+    "CommonPrefixRule",
     "PrefixCacheSimulator",
+    "UnitVisibility",
     "anthropic_usage",
     "deepseek_usage",
 ]
@@ -67,6 +70,16 @@ CacheRules: TypeAlias = Literal["2026", "2024"]
 CacheUnitKind: TypeAlias = Literal["input", "output", "interval", "common", "block"]
 """Why a unit was persisted: end of user input, end of model output, a fixed interval, a
 detected common prefix, or (rules ``"2024"``) a block boundary."""
+
+CommonPrefixRule: TypeAlias = Literal["blocks", "detected"]
+"""Rules ``"2026"``, how a prefix shared with an earlier prompt becomes reusable. ``"blocks"``
+(the default): every granularity-aligned prefix of every earlier prompt of the key is reusable
+once visible, so a second session hits the system prompt and tools the first one sent.
+``"detected"``: only after two requests share it (the documented "A+B then A+C persists A"
+example taken literally: the second request misses, the third hits)."""
+
+DEFAULT_GRANULARITY = 128
+"""Tokens per reported unit: every hit of the V4-era API we found is a multiple of 128."""
 
 _RECENT_BLOCKS_PER_KEY = 1 << 18
 """Bound on the block hashes of recent prompts kept per key for common-prefix detection."""
@@ -90,6 +103,39 @@ class CacheKey:
         """The key for a request made with ``api_key`` on behalf of ``user_id``."""
         digest = hashlib.sha256(api_key.encode("utf-8")).hexdigest()[:16]
         return cls(account=digest, user_id=user_id or "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnitVisibility:
+    """How long after it is persisted each kind of unit can hit, in seconds.
+
+    Input-side units (``input``, ``common``, and ``interval`` units inside the prompt) count from
+    the lookup, when the server has read the input; output-side units (``output``, and
+    ``interval`` units inside the reply) count from :meth:`PrefixCacheSimulator.commit`, the
+    reply's last chunk. The defaults are what calibration against live DeepSeek traffic showed:
+    units ending at the user's input are reusable at once, units ending at the model's output
+    about 1.1 s after the reply's last chunk (see docs/fidelity.md).
+    """
+
+    input: float = 0.0
+    """Units ending at the end of the user input."""
+    output: float = 1.1
+    """Units ending at the end of the model output."""
+    common: float = 0.0
+    """Prefixes shared with an earlier prompt."""
+    interval: float = 0.0
+    """Fixed-interval units (from the lookup inside the prompt, from the commit inside the reply)."""
+
+    def __post_init__(self) -> None:
+        for name in ("input", "output", "common", "interval"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"UnitVisibility.{name} must be >= 0 seconds, got {value!r}")
+
+    @classmethod
+    def uniform(cls, delay: float) -> UnitVisibility:
+        """The same delay for every kind."""
+        return cls(input=delay, output=delay, common=delay, interval=delay)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,6 +184,8 @@ class CacheLookup:
     """Block-chain hashes of the prompt (``chain[k]`` covers the first ``k`` blocks)."""
     time: float
     """Clock time of the lookup."""
+    unit_kind: CacheUnitKind | None = None
+    """The kind of the unit that hit (``None`` on a miss)."""
 
 
 class _Unit:
@@ -163,8 +211,9 @@ class _KeyState:
         self.lengths: list[int] = []
         """Distinct unit lengths, ascending (rules 2026)."""
         self.length_counts: dict[int, int] = {}
-        self.recent: dict[int, float] = {}
-        """Block-chain hashes of recent prompts → last seen; shorter prefixes more recent."""
+        self.recent: dict[int, tuple[float, float]] = {}
+        """Block-chain hashes of recent prompts → (first seen, last seen); shorter prefixes are
+        more recent in dict order."""
         self.last_sweep = now
 
 
@@ -210,13 +259,18 @@ class PrefixCacheSimulator:
     Parameters (all keyword-only):
 
     - ``rules``: ``"2026"`` (default) or ``"2024"``.
-    - ``granularity``: tokens per reported unit (default 64, the documented 2024 storage unit;
-      V4-era hits are all multiples of 128 — pass 128 to mimic that).
+    - ``granularity``: tokens per reported unit (default 128: every V4-era live hit is a multiple
+      of 128; the 2024 documentation's storage unit was 64).
     - ``interval_tokens``: rules 2026, a unit every this many tokens inside long sequences
       (default 4096; a multiple of ``granularity``; ``None`` turns interval units off). DeepSeek
       does not publish its interval.
-    - ``visibility_delay``: seconds before a persisted unit can hit (default 0 so back-to-back
-      test requests hit; the real service takes seconds).
+    - ``visibility``: a :class:`UnitVisibility`, the delay of each unit kind. The default is no
+      delay at all, so a test's back-to-back requests hit deterministically whatever the
+      machine's speed; ``UnitVisibility()`` is the live service's timing as measured (input-side
+      units at once, output-end units 1.1 s after the reply), for a simulation on a log's clock.
+    - ``visibility_delay``: the older single setting; when given (and ``visibility`` is not), every
+      unit becomes visible this many seconds after :meth:`commit`.
+    - ``common_prefix``: rules 2026, a :data:`CommonPrefixRule` (default ``"blocks"``).
     - ``ttl``: idle seconds before a unit is forgotten (default 6 h; the real service keeps
       units hours to days; ``None`` never expires).
     - ``max_units_per_key``: bound per key, least recently used evicted first (default 10 000).
@@ -225,6 +279,7 @@ class PrefixCacheSimulator:
 
     __slots__ = (
         "_clock",
+        "_common_prefix",
         "_delay",
         "_granularity",
         "_interval",
@@ -232,15 +287,18 @@ class PrefixCacheSimulator:
         "_max_units",
         "_rules",
         "_ttl",
+        "_visibility",
     )
 
     def __init__(
         self,
         *,
         rules: CacheRules = "2026",
-        granularity: int = 64,
+        granularity: int = DEFAULT_GRANULARITY,
         interval_tokens: int | None = 4096,
-        visibility_delay: float = 0.0,
+        visibility: UnitVisibility | None = None,
+        visibility_delay: float | None = None,
+        common_prefix: CommonPrefixRule = "blocks",
         ttl: float | None = 6 * 3600.0,
         max_units_per_key: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
@@ -256,8 +314,12 @@ class PrefixCacheSimulator:
                 f"interval_tokens must be a positive multiple of granularity ({granularity}) or "
                 f"None to disable interval units, got {interval_tokens}"
             )
-        if visibility_delay < 0:
+        if visibility_delay is not None and visibility_delay < 0:
             raise ValueError(f"visibility_delay must be >= 0 seconds, got {visibility_delay}")
+        if visibility is not None and visibility_delay is not None:
+            raise ValueError("pass visibility or visibility_delay, not both")
+        if common_prefix not in ("blocks", "detected"):
+            raise ValueError(f'common_prefix must be "blocks" or "detected", got {common_prefix!r}')
         if ttl is not None and ttl <= 0:
             raise ValueError(f"ttl must be > 0 seconds or None for no expiry, got {ttl}")
         if max_units_per_key < 1:
@@ -265,7 +327,10 @@ class PrefixCacheSimulator:
         self._rules: CacheRules = rules
         self._granularity = granularity
         self._interval = interval_tokens
+        # ``_delay`` set: the single delay, counted from the commit, for every unit.
         self._delay = visibility_delay
+        self._visibility = visibility if visibility is not None else UnitVisibility.uniform(0.0)
+        self._common_prefix: CommonPrefixRule = common_prefix
         self._ttl = ttl
         self._max_units = max_units_per_key
         self._clock = clock
@@ -274,7 +339,8 @@ class PrefixCacheSimulator:
     def __repr__(self) -> str:
         return (
             f"PrefixCacheSimulator(rules={self._rules!r}, granularity={self._granularity}, "
-            f"interval_tokens={self._interval}, visibility_delay={self._delay}, ttl={self._ttl}, "
+            f"interval_tokens={self._interval}, visibility={self.visibility!r}, "
+            f"common_prefix={self._common_prefix!r}, ttl={self._ttl}, "
             f"max_units_per_key={self._max_units}, keys={len(self._keys)})"
         )
 
@@ -287,6 +353,13 @@ class PrefixCacheSimulator:
     def granularity(self) -> int:
         """Tokens per reported unit; every hit is a multiple of it."""
         return self._granularity
+
+    @property
+    def visibility(self) -> UnitVisibility:
+        """The delay of each unit kind (a uniform one when built with ``visibility_delay``)."""
+        if self._delay is not None:
+            return UnitVisibility.uniform(self._delay)
+        return self._visibility
 
     # -- the two calls per request ----------------------------------------------------------
 
@@ -306,11 +379,17 @@ class PrefixCacheSimulator:
         chain = _extend_chain([_SEED], tokens, self._granularity)
         state = self._keys.get(key)
         unit_tokens = 0
+        kind: CacheUnitKind | None = None
         if state is not None:
             if self._rules == "2026":
-                unit_tokens = self._match_unit(state, tokens, chain, now)
+                unit_tokens, kind = self._match_unit(state, tokens, chain, now)
+                if self._common_prefix == "blocks":
+                    common = self._visible_common_blocks(state, chain, now) * self._granularity
+                    if common > unit_tokens:
+                        unit_tokens, kind = common, "common"
             else:
                 unit_tokens = self._match_blocks(state, chain, now)
+                kind = "block" if unit_tokens else None
         hit = unit_tokens // self._granularity * self._granularity
         usage = CacheUsage(
             prompt_tokens=len(tokens),
@@ -326,6 +405,7 @@ class PrefixCacheSimulator:
             input_end=input_end,
             chain=tuple(chain),
             time=now,
+            unit_kind=kind,
         )
 
     def commit(
@@ -341,17 +421,32 @@ class PrefixCacheSimulator:
         if state is None:
             state = self._keys[lookup.key] = _KeyState(now)
         self._sweep(state, now)
-        visible_at = now + self._delay
         output: Sequence[int] = ()
         if isinstance(completion, RenderedCompletion):
             output = completion.tokens
         elif completion is not None:
             output = completion
         if self._rules == "2026":
-            self._commit_units(state, lookup, output, visible_at, now)
+            self._commit_units(state, lookup, output, now)
         else:
-            self._commit_blocks(state, lookup, output, visible_at, now)
+            self._commit_blocks(state, lookup, output, now)
         self._evict(state)
+
+    def _visible_at(
+        self, kind: CacheUnitKind, read_at: float, now: float, *, output: bool
+    ) -> float:
+        """When a unit of ``kind`` persisted now becomes visible; ``output``: it ends inside the
+        reply (counted from the commit), else inside the prompt (counted from the lookup)."""
+        if self._delay is not None:
+            return now + self._delay
+        rule = self._visibility
+        if kind == "output":
+            return now + rule.output
+        if kind == "interval" or kind == "block":
+            return (now if output else read_at) + rule.interval
+        if kind == "common":
+            return read_at + rule.common
+        return read_at + rule.input
 
     def process(
         self,
@@ -399,7 +494,7 @@ class PrefixCacheSimulator:
 
     def _match_unit(
         self, state: _KeyState, tokens: Sequence[int], chain: Sequence[int], now: float
-    ) -> int:
+    ) -> tuple[int, CacheUnitKind | None]:
         granularity = self._granularity
         lengths = state.lengths
         for position in range(bisect_right(lengths, len(tokens)) - 1, -1, -1):
@@ -413,36 +508,70 @@ class PrefixCacheSimulator:
                 continue
             unit.last_used = now
             state.units[prefix] = state.units.pop(prefix)
-            return length
-        return 0
+            return length, unit.kind
+        return 0, None
+
+    def matching_units(
+        self, key: Hashable, prompt: RenderedPrompt | Sequence[int]
+    ) -> tuple[CacheUnit, ...]:
+        """Every unit ``key`` holds (visible or not yet) that ``prompt`` matches in full,
+        shortest first; rules ``"2026"`` only (``()`` under ``"2024"``). An inspection call: it
+        refreshes nothing."""
+        state = self._keys.get(key)
+        if state is None or self._rules != "2026":
+            return ()
+        now = self._clock()
+        tokens = prompt.tokens if isinstance(prompt, RenderedPrompt) else tuple(prompt)
+        chain = _extend_chain([_SEED], tokens, self._granularity)
+        found: list[CacheUnit] = []
+        for length in state.lengths:
+            if length > len(tokens):
+                break
+            unit = state.units.get(_prefix_hash(chain, tokens, length, self._granularity))
+            if unit is None or unit.length != length or self._expired(unit, now):
+                continue
+            found.append(
+                CacheUnit(
+                    length=length,
+                    kind=unit.kind,
+                    visible_at=unit.visible_at,
+                    last_used=unit.last_used,
+                )
+            )
+        return tuple(found)
 
     def _commit_units(
         self,
         state: _KeyState,
         lookup: CacheLookup,
         output: Sequence[int],
-        visible_at: float,
         now: float,
     ) -> None:
         granularity = self._granularity
         tokens = lookup.tokens
+        read_at = lookup.time
         chain = list(lookup.chain)
-        common = self._common_prefix_blocks(state, chain) * granularity
-        if common > lookup.usage.unit_tokens:
-            prefix = _aligned_hash(chain[common // granularity])
-            self._persist(state, prefix, common, "common", visible_at, now)
-        self._remember_prompt(state, chain, now)
-        self._persist_length(state, tokens, chain, lookup.input_end, "input", visible_at, now)
+        if self._common_prefix == "detected":
+            common = self._common_prefix_blocks(state, chain) * granularity
+            if common > lookup.usage.unit_tokens:
+                prefix = _aligned_hash(chain[common // granularity])
+                visible = self._visible_at("common", read_at, now, output=False)
+                self._persist(state, prefix, common, "common", visible, now)
+        self._remember_prompt(state, chain, read_at, now)
+        visible = self._visible_at("input", read_at, now, output=False)
+        self._persist_length(state, tokens, chain, lookup.input_end, "input", visible, now)
         end = len(tokens)
         if output:
             whole = _extend_with_output(chain, tokens, output, granularity)
             end += len(output)
             if end >= granularity:
-                self._persist(state, whole, end, "output", visible_at, now)
+                visible = self._visible_at("output", read_at, now, output=True)
+                self._persist(state, whole, end, "output", visible, now)
         if self._interval is not None:
             for length in range(self._interval, end, self._interval):
                 prefix = _aligned_hash(chain[length // granularity])
-                self._persist(state, prefix, length, "interval", visible_at, now)
+                visible = self._visible_at("interval", read_at, now, output=length > len(tokens))
+                self._persist(state, prefix, length, "interval", visible, now)
 
     def _persist_length(
         self,
@@ -493,13 +622,36 @@ class PrefixCacheSimulator:
                 high = middle - 1
         return low
 
-    def _remember_prompt(self, state: _KeyState, chain: Sequence[int], now: float) -> None:
+    def _visible_common_blocks(self, state: _KeyState, chain: Sequence[int], now: float) -> int:
+        """Blocks this prompt shares with an earlier prompt of the key whose prefix is visible
+        by now (rule ``"blocks"``). A shorter prefix was always first seen no later than a longer
+        one, so the predicate is monotonic and a binary search finds the longest."""
+        recent = state.recent
+        delay = self.visibility.common
+        ttl = self._ttl
+        low, high = 0, len(chain) - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            seen = recent.get(chain[middle])
+            if (
+                seen is not None
+                and seen[0] + delay <= now
+                and (ttl is None or now - seen[1] <= ttl)
+            ):
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+    def _remember_prompt(
+        self, state: _KeyState, chain: Sequence[int], read_at: float, now: float
+    ) -> None:
         recent = state.recent
         # Longest prefix first, so shorter prefixes are more recent in dict order and eviction
         # from the front never removes a prefix while keeping one of its extensions.
         for block_hash in reversed(chain[1:]):
-            recent.pop(block_hash, None)
-            recent[block_hash] = now
+            seen = recent.pop(block_hash, None)
+            recent[block_hash] = (min(seen[0], read_at) if seen else read_at, now)
         excess = len(recent) - _RECENT_BLOCKS_PER_KEY
         if excess > 0:
             for block_hash in list(islice(recent, excess)):
@@ -522,18 +674,19 @@ class PrefixCacheSimulator:
         state: _KeyState,
         lookup: CacheLookup,
         output: Sequence[int],
-        visible_at: float,
         now: float,
     ) -> None:
         granularity = self._granularity
         chain = list(lookup.chain)
+        prompt_blocks = len(chain) - 1
         if output:
             _extend_with_output(chain, lookup.tokens, output, granularity)
         # Deepest block first: shorter prefixes end more recent, so LRU eviction keeps the
         # persisted blocks prefix-closed.
         for block in range(len(chain) - 1, 0, -1):
             prefix = _aligned_hash(chain[block])
-            self._persist(state, prefix, block * granularity, "block", visible_at, now)
+            visible = self._visible_at("block", lookup.time, now, output=block > prompt_blocks)
+            self._persist(state, prefix, block * granularity, "block", visible, now)
 
     # -- expiry and eviction ----------------------------------------------------------------
 
@@ -557,7 +710,7 @@ class PrefixCacheSimulator:
         state.last_sweep = now
         for prefix in [p for p, unit in state.units.items() if self._expired(unit, now)]:
             self._drop(state, prefix)
-        state.recent = {h: seen for h, seen in state.recent.items() if now - seen <= ttl}
+        state.recent = {h: seen for h, seen in state.recent.items() if now - seen[1] <= ttl}
 
     def _evict(self, state: _KeyState) -> None:
         excess = len(state.units) - self._max_units

@@ -15,13 +15,12 @@ from typing import Any, Literal, TypeAlias
 
 from dsh_core.providers import AnthropicRequest, ChatRequest
 
+from .._scrub_rules import REDACTED as REDACTED
 from ._validate import ToolFacts
 
 __all__ = ["REDACTED", "Endpoint", "MockRequest", "ReceivedRequest", "redact"]
 
 Endpoint: TypeAlias = Literal["chat", "anthropic", "models", "control", "unknown"]
-
-REDACTED = "<redacted>"
 
 
 def redact(value: Any, secrets: str | Iterable[str] | None) -> Any:
@@ -103,7 +102,7 @@ class ReceivedRequest:
     path: str
     endpoint: Endpoint
     headers: tuple[tuple[str, str], ...]
-    """Header pairs, credentials replaced by ``<redacted>``."""
+    """Header pairs, credentials replaced by ``<REDACTED>``."""
     body: Any
     """The decoded JSON body, or the body text when it was not JSON (``None`` when empty)."""
     status: int

@@ -44,13 +44,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from ..tokenizers import HeuristicTokenizer, Tokenizer, hashed_id
 
 __all__ = [
     "IMAGE_TOKENS",
     "PromptRenderer",
+    "ReasoningRule",
     "RenderedCompletion",
     "RenderedPrompt",
     "ToolCallSpec",
@@ -149,6 +150,77 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+ReasoningRule: TypeAlias = Literal["tool-turns", "with-tools"]
+"""Which earlier ``reasoning_content`` a thinking-mode prompt keeps. ``"tool-turns"`` (the
+default, DeepSeek's documented rule): the reasoning of assistant turns that made tool calls;
+the rest is dropped. ``"with-tools"``: all of it whenever the request carries tools (how the public V4
+encoder behaves when tools are present)."""
+
+
+def _makes_calls(message: Any, *, anthropic: bool) -> bool:
+    if not isinstance(message, Mapping):
+        return False
+    if not anthropic:
+        return bool(message.get("tool_calls"))
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") == "tool_use" for b in content
+    )
+
+
+def _schema_text(value: Any) -> str:
+    """A tool schema as V4's template writes it: ``json.dumps`` with its default spacing."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _parameters(arguments: str | Mapping[str, Any]) -> list[tuple[str, str, bool]]:
+    """``(name, value text, is a string)`` per argument of a call. Arguments that are not a
+    JSON object render as one ``arguments`` parameter holding the raw text."""
+    parsed: Any = arguments
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            parsed = None
+    if not isinstance(parsed, Mapping):
+        return [("arguments", _arguments_text(arguments), True)]
+    return [
+        (str(key), value if isinstance(value, str) else _schema_text(value), isinstance(value, str))
+        for key, value in parsed.items()
+    ]
+
+
+_TOOLS_HEAD = (
+    "## Tools\n\n"
+    "You have access to a set of tools to help answer the user's question. You can invoke "
+    'tools by writing a "<｜DSML｜tool_calls>" block like the following:\n\n'
+    "<｜DSML｜tool_calls>\n"
+    '<｜DSML｜invoke name="$TOOL_NAME">\n'
+    '<｜DSML｜parameter name="$PARAMETER_NAME" string="true|false">$PARAMETER_VALUE'
+    "</｜DSML｜parameter>\n"
+    "...\n"
+    "</｜DSML｜invoke>\n"
+    '<｜DSML｜invoke name="$TOOL_NAME2">\n'
+    "...\n"
+    "</｜DSML｜invoke>\n"
+    "</｜DSML｜tool_calls>\n\n"
+    'String parameters should be specified as is and set `string="true"`. For all other types '
+    "(numbers, booleans, arrays, objects), pass the value in JSON format and set "
+    '`string="false"`.\n\n'
+    "If thinking_mode is enabled (triggered by <think>), you MUST output your complete "
+    "reasoning inside <think>...</think> BEFORE any tool calls or final response.\n\n"
+    "Otherwise, output directly after </think> with tool calls or final response.\n\n"
+    "### Available Tool Schemas\n\n"
+)
+"""V4's tool preamble up to the schemas (the public V4 encoding's tools template, in our words
+only where it is not the model-visible text itself: that text must match to count tokens)."""
+
+_TOOLS_TAIL = (
+    "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke "
+    "tool calls.\n"
+)
+
+
 def _arguments_text(arguments: str | Mapping[str, Any]) -> str:
     if isinstance(arguments, str):
         return arguments
@@ -201,12 +273,16 @@ class _Builder:
         self._pending_input = True
 
     def tools(self, tools: Sequence[str]) -> None:
+        """V4's tool preamble after the system text: how to call, then one schema a line."""
         if not tools:
             return
-        self.text("\n\n## Tools\n")
-        for tool in tools:
+        self.text("\n\n")
+        self.text(_TOOLS_HEAD)
+        for index, tool in enumerate(tools):
+            if index:
+                self.text("\n")
             self.text(tool)
-            self.text("\n")
+        self.text(_TOOLS_TAIL)
 
     def _open_user_run(self) -> None:
         if not self._in_user_run:
@@ -232,13 +308,13 @@ class _Builder:
     def tool_result(self, parts: Iterable[tuple[str, str]]) -> None:
         """``parts``: ``("text", text)`` or ``("image", source)`` in order."""
         self._open_user_run()
-        self.text("<result>")
+        self.text("<tool_result>")
         for kind, value in parts:
             if kind == "image":
                 self.image(value)
             else:
                 self.text(value)
-        self.text("</result>")
+        self.text("</tool_result>")
 
     def _end_input(self) -> None:
         if self._pending_input:
@@ -247,22 +323,37 @@ class _Builder:
         self._in_user_run = False
 
     def tool_calls(self, calls: Sequence[ToolCallSpec]) -> None:
+        """V4's DSML block: ``<｜DSML｜tool_calls>``, one ``invoke`` per call, one ``parameter``
+        per argument (strings as they are, other values as JSON).
+
+        Text is cut into segments where the real tokenizer cuts the whole block anyway: a
+        newline stays with the ``>`` before it, a ``<`` or ``</`` with the marker after it."""
         if not calls:
             return
         self.text("\n\n<")
         self.out.append(DSML)
-        self.text("function_calls>\n")
+        self.text("tool_calls>\n")
         for name, arguments in calls:
             self.text("<")
             self.out.append(DSML)
             self.text(f'invoke name="{name}">\n')
-            self.text(_arguments_text(arguments))
-            self.text("\n</")
+            parameters = _parameters(arguments)
+            if not parameters:
+                self.text("\n")
+            for key, value, is_string in parameters:
+                self.text("<")
+                self.out.append(DSML)
+                self.text(f'parameter name="{key}" string="{"true" if is_string else "false"}">')
+                self.text(value)
+                self.text("</")
+                self.out.append(DSML)
+                self.text("parameter>\n")
+            self.text("</")
             self.out.append(DSML)
             self.text("invoke>\n")
         self.text("</")
         self.out.append(DSML)
-        self.text("function_calls>")
+        self.text("tool_calls>")
 
     def assistant(
         self,
@@ -350,11 +441,23 @@ class PromptRenderer:
     thread-safe (the mock is single-threaded asyncio).
     """
 
-    __slots__ = ("_memo", "_memo_entries", "tokenizer")
+    __slots__ = ("_memo", "_memo_entries", "reasoning_rule", "tokenizer")
 
-    def __init__(self, tokenizer: Tokenizer | None = None, *, memo_entries: int = 16384) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer | None = None,
+        *,
+        memo_entries: int = 16384,
+        reasoning_rule: ReasoningRule = "tool-turns",
+    ) -> None:
         if memo_entries < 1:
             raise ValueError(f"memo_entries must be at least 1, got {memo_entries}")
+        if reasoning_rule not in ("tool-turns", "with-tools"):
+            raise ValueError(
+                f'reasoning_rule must be "tool-turns" or "with-tools", got {reasoning_rule!r}'
+            )
+        self.reasoning_rule: ReasoningRule = reasoning_rule
+        """Which history reasoning the prompt keeps (:data:`ReasoningRule`)."""
         self.tokenizer: Tokenizer = tokenizer if tokenizer is not None else HeuristicTokenizer()
         """The tokenizer text segments go through."""
         self._memo: dict[str, tuple[int, ...]] = {}
@@ -378,6 +481,29 @@ class PromptRenderer:
         """Number of tokens of ``text`` alone (no template)."""
         return len(self.encode(text))
 
+    def _kept_reasoning(
+        self, messages: Sequence[Any], thinking: bool, has_tools: bool, *, anthropic: bool
+    ) -> frozenset[int]:
+        """Positions of the history assistant messages whose reasoning stays in the prompt.
+
+        Rule ``"tool-turns"``: the reasoning of an assistant turn that made tool calls is kept;
+        that of a turn without tool calls (a final answer) is dropped (DeepSeek's thinking-mode
+        guide; measured: live prompt tokens drop exactly that reasoning, also for the final
+        answer of a turn whose earlier steps called tools). Rule ``"with-tools"``: every
+        reasoning is kept when the request carries tools. Nothing is kept with thinking off.
+        """
+        if not thinking:
+            return frozenset()
+        if self.reasoning_rule == "with-tools":
+            if not has_tools:
+                return frozenset()
+            return frozenset(i for i, m in enumerate(messages) if _role(m) == "assistant")
+        return frozenset(
+            i
+            for i, m in enumerate(messages)
+            if _role(m) == "assistant" and _makes_calls(m, anthropic=anthropic)
+        )
+
     # -- chat completions -------------------------------------------------------------------
 
     def render_chat(
@@ -392,9 +518,9 @@ class PromptRenderer:
             thinking = default_thinking(body)
         tools = body.get("tools")
         tool_texts = [self._chat_tool_text(t) for t in tools] if isinstance(tools, list) else []
-        keep_reasoning = thinking and bool(tool_texts)
         messages = body.get("messages")
         messages = messages if isinstance(messages, list) else []
+        kept = self._kept_reasoning(messages, thinking, bool(tool_texts), anthropic=False)
         builder = _Builder(self.encode)
         index = 0
         while index < len(messages) and _role(messages[index]) in ("system", "developer"):
@@ -422,7 +548,7 @@ class PromptRenderer:
                         reasoning=reasoning,
                         content=text,
                         calls=_chat_calls(message.get("tool_calls")),
-                        keep_reasoning=keep_reasoning,
+                        keep_reasoning=position in kept,
                     )
             elif role == "tool":
                 builder.tool_result(_result_parts(message.get("content")))
@@ -435,10 +561,10 @@ class PromptRenderer:
     def _chat_tool_text(self, tool: Any) -> str:
         if isinstance(tool, Mapping) and isinstance(tool.get("function"), Mapping):
             function = tool["function"]
-            return _json_text(
+            return _schema_text(
                 _normal_tool(function.get("name"), function, function.get("parameters"))
             )
-        return _json_text(tool)
+        return _schema_text(tool)
 
     # -- anthropic messages -----------------------------------------------------------------
 
@@ -455,26 +581,27 @@ class PromptRenderer:
         tool_texts = (
             [self._anthropic_tool_text(t) for t in tools] if isinstance(tools, list) else []
         )
-        keep_reasoning = thinking and bool(tool_texts)
         builder = _Builder(self.encode)
         system = body.get("system")
         if system is not None:
             builder.system(_joined_text(system)[0])
         builder.tools(tool_texts)
         messages = body.get("messages")
-        for message in messages if isinstance(messages, list) else []:
+        messages = messages if isinstance(messages, list) else []
+        kept = self._kept_reasoning(messages, thinking, bool(tool_texts), anthropic=True)
+        for position, message in enumerate(messages):
             if not isinstance(message, Mapping):
                 builder.user_text(_json_text(message))
             elif message.get("role") == "assistant":
-                self._anthropic_assistant(builder, message.get("content"), keep_reasoning)
+                self._anthropic_assistant(builder, message.get("content"), position in kept)
             else:
                 _user_content(builder, message.get("content"))
         return builder.finish(thinking=thinking, prefix=False)
 
     def _anthropic_tool_text(self, tool: Any) -> str:
         if isinstance(tool, Mapping) and "input_schema" in tool:
-            return _json_text(_normal_tool(tool.get("name"), tool, tool.get("input_schema")))
-        return _json_text(tool)
+            return _schema_text(_normal_tool(tool.get("name"), tool, tool.get("input_schema")))
+        return _schema_text(tool)
 
     @staticmethod
     def _anthropic_assistant(builder: _Builder, content: Any, keep_reasoning: bool) -> None:

@@ -270,7 +270,10 @@ async def _record_wire(scenario: Scenario, tmp: Path) -> tuple[list[Session], st
     cassette = tmp / cassette_path(scenario.name).name
     with MockServer(MockDeepSeek(list(scenario.script()), seed=0)) as server:
         with use_cassette(
-            cassette, mode="all", metadata=metadata, rewrite_origin=(server.base_url, LIVE_ORIGIN)
+            cassette,
+            mode="rewrite",
+            metadata=metadata,
+            rewrite_origin=(server.base_url, LIVE_ORIGIN),
         ):
             async with DeepSeekProvider(
                 api_key="sk-scenario-recording", base_url=server.base_url

@@ -86,7 +86,7 @@ def json_handler(payload: Any, status: int = 200) -> Any:
 
 def record(path: Path, handler: Any, *bodies: dict[str, Any], **options: Any) -> None:
     with (
-        use_cassette(path, mode="all", **options),
+        use_cassette(path, mode="rewrite", **options),
         httpx.Client(transport=httpx.MockTransport(handler)) as client,
     ):
         for body in bodies:
@@ -169,7 +169,9 @@ def test_rewrite_origin_files_a_loopback_recording_under_the_real_url(tmp_path: 
     path = tmp_path / "c.yaml"
     with (
         use_cassette(
-            path, mode="all", rewrite_origin=("http://127.0.0.1:8765", "https://api.deepseek.com")
+            path,
+            mode="rewrite",
+            rewrite_origin=("http://127.0.0.1:8765", "https://api.deepseek.com"),
         ),
         httpx.Client(transport=httpx.MockTransport(sse_handler())) as client,
     ):
@@ -208,7 +210,7 @@ async def test_sse_replay_preserves_chunk_boundaries_async(tmp_path: Path) -> No
 def test_recording_hands_the_live_client_the_same_chunks_as_replay(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     with (
-        use_cassette(path, mode="all"),
+        use_cassette(path, mode="rewrite"),
         httpx.Client(transport=httpx.MockTransport(sse_handler())) as client,
         client.stream("POST", URL, json=chat_body()) as response,
     ):
@@ -217,7 +219,7 @@ def test_recording_hands_the_live_client_the_same_chunks_as_replay(tmp_path: Pat
 
 async def test_async_recording_and_replay_of_an_sse_stream(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    with use_cassette(path, mode="all"):
+    with use_cassette(path, mode="rewrite"):
         async with httpx.AsyncClient(transport=httpx.MockTransport(sse_handler())) as client:
             response = await client.post(URL, json=chat_body())
             assert response.content == b"".join(EVENTS)
@@ -317,7 +319,7 @@ def test_openai_sdk_streaming_replays_through_httpx2(tmp_path: Path) -> None:
         )
         return [c.choices[0].delta.content or "" for c in stream if c.choices]
 
-    with use_cassette(path, mode="all"):
+    with use_cassette(path, mode="rewrite"):
         live = openai.OpenAI(
             api_key=KEY,
             base_url="https://api.deepseek.com",
@@ -368,7 +370,7 @@ def test_secrets_are_scrubbed_everywhere_before_writing(tmp_path: Path) -> None:
 
     path = tmp_path / "c.yaml"
     with (
-        use_cassette(path, mode="all"),
+        use_cassette(path, mode="rewrite"),
         httpx.Client(transport=httpx.MockTransport(handler)) as client,
     ):
         client.post(
@@ -667,7 +669,7 @@ def test_loading_still_rewrites_the_origin_and_drops_volatile_headers(tmp_path: 
     loopback = "http://127.0.0.1:8765"
     path = tmp_path / "c.yaml"
     with (
-        use_cassette(path, mode="all"),
+        use_cassette(path, mode="rewrite"),
         httpx.Client(transport=httpx.MockTransport(json_handler({"ok": 1}))) as client,
     ):
         client.post(f"{loopback}/chat/completions", json=chat_body()).read()
@@ -705,15 +707,16 @@ def test_hooks_skip_what_they_wrote_and_scrub_each_live_request_once(tmp_path: P
     calls = {"request": 0, "response": 0}
 
     def counted(kind: str, scrub: Any) -> Any:
-        def wrapper(value: Any) -> Any:
+        def wrapper(self: Any, value: Any) -> Any:
             calls[kind] += 1
-            return scrub(value)
+            return scrub(self, value)
 
         return wrapper
 
+    scrubber = cassettes.Scrubber
     with (
-        mock.patch.object(cassettes, "scrub_vcr_request", counted("request", scrub_vcr_request)),
-        mock.patch.object(cassettes, "scrub_vcr_response", counted("response", scrub_vcr_response)),
+        mock.patch.object(scrubber, "vcr_request", counted("request", scrubber.vcr_request)),
+        mock.patch.object(scrubber, "vcr_response", counted("response", scrubber.vcr_response)),
     ):
         with use_cassette(path) as cassette:
             assert calls == {"request": 0, "response": 0}  # loading scrubbed nothing again
@@ -781,7 +784,7 @@ def test_mismatch_names_index_closest_recording_and_changed_header_parts(tmp_pat
     text = str(error)
     assert "has no recording for request 0 (0-based)" in text
     assert "Closest recording: interaction 0" in text
-    assert "re-record the cassette with mode='all'" in text
+    assert "re-record the cassette from scratch (pytest --dsh-record-mode=rewrite)" in text
     assert error.path == str(tmp_path / "c.yaml")
 
 
@@ -1071,13 +1074,15 @@ def test_mode_none_blocks_the_network_and_never_writes(tmp_path: Path) -> None:
     assert path.read_bytes() == before
 
 
-def test_mode_missing_records_only_what_has_no_recording(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["new_episodes", "missing"])
+def test_mode_new_episodes_records_only_what_has_no_recording(tmp_path: Path, mode: Any) -> None:
     path = tmp_path / "c.yaml"
     record(path, json_handler({"n": "old"}), chat_body())
     with (
-        use_cassette(path, mode="missing") as cassette,
+        use_cassette(path, mode=mode) as cassette,
         httpx.Client(transport=httpx.MockTransport(json_handler({"n": "new"}))) as client,
     ):
+        assert cassette.mode == "new_episodes" and cassette.recording
         assert client.post(URL, json=chat_body()).json() == {"n": "old"}
         assert client.post(URL, json=chat_body(model="x")).json() == {"n": "new"}
     assert cassette.recorded == 2
@@ -1086,7 +1091,7 @@ def test_mode_missing_records_only_what_has_no_recording(tmp_path: Path) -> None
         assert client.post(URL, json=chat_body(model="x")).json() == {"n": "new"}
 
 
-def test_mode_all_rerecords_everything_and_drops_old_recordings(tmp_path: Path) -> None:
+def test_mode_rewrite_rerecords_everything_and_drops_old_recordings(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     record(path, json_handler({"n": "old"}), chat_body(), chat_body(model="gone"))
     record(path, json_handler({"n": "new"}), chat_body())
@@ -1095,11 +1100,48 @@ def test_mode_all_rerecords_everything_and_drops_old_recordings(tmp_path: Path) 
     assert cassette.recorded == 1
 
 
+def test_mode_all_never_replays_and_keeps_old_recordings_it_did_not_redo(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, json_handler({"n": "old"}), chat_body(), chat_body(model="kept"))
+    with (
+        use_cassette(path, mode="all") as cassette,
+        httpx.Client(transport=httpx.MockTransport(json_handler({"n": "new"}))) as client,
+    ):
+        assert client.post(URL, json=chat_body()).json() == {"n": "new"}  # not replayed
+    assert cassette.recorded == 3
+    stored = yaml.safe_load(path.read_text("utf-8"))["interactions"]
+    assert [
+        (i["request"]["body"]["json"]["model"], i["response"]["body"]["json"]["n"]) for i in stored
+    ] == [
+        ("kept", "old"),
+        ("deepseek-v4-flash", "new"),
+    ]
+
+
+def test_mode_once_records_a_new_cassette_and_then_only_replays(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    with (
+        use_cassette(path, mode="once") as cassette,
+        httpx.Client(transport=httpx.MockTransport(json_handler({"n": 1}))) as client,
+    ):
+        assert cassette.recording
+        assert client.post(URL, json=chat_body()).json() == {"n": 1}
+    with (
+        pytest.raises(CassetteMismatch, match="--dsh-record-mode=new_episodes"),
+        use_cassette(path, mode="once") as cassette,
+        httpx.Client(transport=httpx.MockTransport(json_handler({"n": 2}))) as client,
+    ):
+        assert not cassette.recording
+        assert client.post(URL, json=chat_body()).json() == {"n": 1}
+        client.post(URL, json=chat_body(model="other"))
+    assert len(yaml.safe_load(path.read_text("utf-8"))["interactions"]) == 1
+
+
 def test_recording_stops_on_an_exception(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     with (
         pytest.raises(RuntimeError, match="boom"),
-        use_cassette(path, mode="all"),
+        use_cassette(path, mode="rewrite"),
         httpx.Client(transport=httpx.MockTransport(sse_handler())) as client,
     ):
         client.post(URL, json=chat_body()).read()
@@ -1108,9 +1150,11 @@ def test_recording_stops_on_an_exception(tmp_path: Path) -> None:
 
 
 def test_an_unknown_mode_is_refused(tmp_path: Path) -> None:
-    bad_mode: Any = "once"
+    bad_mode: Any = "sometimes"
     with (
-        pytest.raises(ValueError, match="mode must be one of"),
+        pytest.raises(
+            ValueError, match="record mode must be one of none, once, new_episodes, all, rewrite"
+        ),
         use_cassette(tmp_path / "c.yaml", mode=bad_mode),
     ):
         pass

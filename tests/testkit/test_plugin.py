@@ -77,10 +77,14 @@ def test_help_lists_the_dsh_group_and_every_option(
     result.stdout.fnmatch_lines(
         [
             "dsh-testkit: mock DeepSeek, cassettes and replay:",
-            "  --dsh-record-mode={none,missing,all}",
-            "  *cassette record mode: none (default: replay "
-            "only, an unrecorded request fails), missing (record requests that have no "
-            "recording), all (re-record every cassette used)",
+            "  --dsh-record-mode={none,once,new_episodes,all,rewrite,missing}",
+            "  *cassette record mode, as in pytest-recording: none (replay only, an unrecorded "
+            "request fails), once (record cassettes that do not exist yet), new_episodes *",
+            "  --dsh-block-network *refuse every connection but loopback, in every test and "
+            "client library (socket level); the error names the host*",
+            "  --dsh-allowed-hosts=HOSTS",
+            "  *comma-separated hosts (names, IPs, [*].domain) still reachable under "
+            "--dsh-block-network; loopback is always allowed",
             "  --dsh-live *allow live DeepSeek calls: run dsh_live tests and record cassettes from "
             "the live API; the key is read from $DEEPSEEK_API_KEY only and never printed",
             "  --dsh-cassette-dir=DIR",
@@ -90,6 +94,11 @@ def test_help_lists_the_dsh_group_and_every_option(
     )
     result.stdout.fnmatch_lines(
         [
+            "  dsh_record_mode (string):",
+            "  *default cassette record mode outside CI (--dsh-record-mode overrides it; CI=true "
+            "forces none)",
+            "  dsh_block_network (bool):",
+            "  dsh_allowed_hosts (args):",
             "  dsh_cassette_dir (string):",
             "  *directory of cassettes, relative to the ini file (--dsh-cassette-dir overrides it)",
         ]
@@ -101,7 +110,8 @@ def test_an_unknown_record_mode_is_a_usage_error(project: pytest.Pytester) -> No
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "*argument --dsh-record-mode: invalid choice: 'sometimes' (choose from 'none', 'missing', 'all')"
+            "*argument --dsh-record-mode: invalid choice: 'sometimes' (choose from 'none', 'once', "
+            "'new_episodes', 'all', 'rewrite', 'missing')"
         ]
     )
 
@@ -110,11 +120,11 @@ def test_recording_live_without_a_key_is_refused_before_any_test(
     project: pytest.Pytester,
 ) -> None:
     project.makepyfile("def test_never_runs(): raise AssertionError")
-    result = project.runpytest("--dsh-record-mode=missing", "--dsh-live")
+    result = project.runpytest("--dsh-record-mode=new_episodes", "--dsh-live")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "ERROR: --dsh-record-mode=missing with --dsh-live records from the live DeepSeek API "
+            "ERROR: --dsh-record-mode=new_episodes with --dsh-live records from the live DeepSeek API "
             "and needs a key in the environment variable DEEPSEEK_API_KEY, which is not set; set "
             "it, or drop --dsh-live to record from the in-process mock"
         ]
@@ -133,8 +143,8 @@ def test_recording_live_without_a_key_is_refused_before_any_test(
         (
             ("--dsh-record-mode=missing",),
             None,
-            "dsh-testkit: record mode missing (record what has no recording), recording from the "
-            "in-process mock; cassettes: *; live calls: off",
+            "dsh-testkit: record mode new_episodes (record what has no recording), recording "
+            "from the in-process mock; cassettes: *; live calls: off",
         ),
         (
             ("--dsh-live",),
@@ -143,10 +153,10 @@ def test_recording_live_without_a_key_is_refused_before_any_test(
             "--dsh-live given but $DEEPSEEK_API_KEY is not set",
         ),
         (
-            ("--dsh-live", "--dsh-record-mode=all"),
+            ("--dsh-live", "--dsh-record-mode=rewrite"),
             KEY,
-            "dsh-testkit: record mode all (re-record), recording from the live API; cassettes: *; "
-            "live calls: on (key from $DEEPSEEK_API_KEY)",
+            "dsh-testkit: record mode rewrite (re-record each cassette from scratch), recording "
+            "from the live API; cassettes: *; live calls: on (key from $DEEPSEEK_API_KEY)",
         ),
         (
             ("--dsh-cassette-dir=recorded/here",),
@@ -178,8 +188,11 @@ def test_markers_are_registered_with_help(project: pytest.Pytester) -> None:
     result = project.runpytest("--markers")
     result.stdout.fnmatch_lines(
         [
-            "@pytest.mark.dsh_cassette(name): the cassette this test's dsh_cassette fixtures use: "
-            "<cassette dir>/<name>.yaml instead of one named after the test",
+            "@pytest.mark.dsh_cassette(name=None): put the test under its cassette (no fixture "
+            "needed): <cassette dir>/<module>/<test>.yaml, or <cassette dir>/<name>.yaml when "
+            "named",
+            "@pytest.mark.dsh_lenient: the dsh_mock fixtures do not fail the test for scripted "
+            "replies left unused or requests nobody scripted",
             "@pytest.mark.dsh_live: the test calls the live DeepSeek API; skipped unless "
             "--dsh-live is given and $DEEPSEEK_API_KEY is set",
         ]
@@ -245,29 +258,47 @@ def test_a_key_alone_does_not_run_live_tests(
 # ----------------------------------------------------------------------------- fixtures
 
 
-def test_every_fixture_is_documented_in_pytest_fixtures(project: pytest.Pytester) -> None:
+FIRST_LINES = {
+    "dsh_mock": "A fresh in-process mock DeepSeek per test: script it with push(), give clients "
+    ".provider.",
+    "dsh_mock_server [[]session scope[]]": "The mock DeepSeek on a loopback port for the session: "
+    ".base_url for any client, .mock.",
+    "dsh_scrub": "Your secret-scrub rules for cassettes, from [[]tool.dsh_testkit.scrub[]] in "
+    "pyproject.toml.",
+    "dsh_cassette": "Replays (or records) the test's HTTP traffic from "
+    "cassettes/<module>/<test>.yaml.",
+    "dsh_cassette_provider": "A DeepSeekProvider whose requests replay (or record) through the "
+    "test's cassette.",
+    "dsh_replay": "dsh_replay(log) makes a provider serving the model calls a recorded session "
+    "log made.",
+    "dsh_capture": "Captures every request any httpx/httpx2 client sends in the test (.requests, "
+    "in order).",
+    "dsh_agent": "dsh_agent(provider=None, [*][*]options) makes a dsh_core.Agent with invariants "
+    "on, for tests.",
+}
+
+
+def test_pytest_fixtures_shows_one_self_sufficient_line_per_fixture(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile("def test_ok(): pass")
+    result = project.runpytest("--fixtures")
+    lines: list[str] = []
+    for name, first in FIRST_LINES.items():
+        lines += [f"{name} -- *", f"    {first}", ""]
+    result.stdout.fnmatch_lines(lines)
+    assert "_dsh_cassette_marker" not in result.stdout.str()  # private: shown with -v only
+
+
+def test_pytest_fixtures_v_shows_each_whole_docstring(project: pytest.Pytester) -> None:
     project.makepyfile("def test_ok(): pass")
     result = project.runpytest("--fixtures", "-v")
     result.stdout.fnmatch_lines_random(
         [
-            "dsh_mock -- *",
-            "    The mock DeepSeek, in process: no sockets, no key, no network.",
-            "dsh_mock_server [[]session scope[]] -- *",
-            "    The mock DeepSeek on a loopback port (``dsh_testkit.mock.MockServer``), for the "
-            "session.",
-            "dsh_cassette -- *",
-            "    The test's cassette: every httpx/httpx2 request made during the test meets it.",
-            "    ``none`` (default) replays only and never writes; ``missing`` records requests "
-            "without a",
-            "dsh_cassette_provider -- *",
-            "    A ``DeepSeekProvider`` that replays (or records) the test's cassette (see "
-            "``dsh_cassette``).",
-            "dsh_replay -- *",
-            "    A factory of replay providers: ``dsh_replay(log, *child_logs, strict=True)``.",
-            "dsh_capture -- *",
-            "    Every request any httpx/httpx2 client sends during the test, in order.",
-            "dsh_agent -- *",
-            "    A factory of ``dsh_core.Agent``s with dev-mode invariants on.",
+            "    No sockets, no key, no network.",
+            "    Also activated by ``@pytest.mark.dsh_cassette`` alone.",
+            "    ``dsh_replay(log, *child_logs, strict=True)``.",
+            "_dsh_cassette_marker -- *",
         ]
     )
 
@@ -287,6 +318,11 @@ def test_the_public_surface_is_exactly_all() -> None:
         and name not in {"TYPE_CHECKING", "Any", "Final", "Literal", "Protocol"}
     }
     assert public <= set(exported)
+    import dsh_core.providers.deepseek as deepseek
+    import dsh_testkit.cassettes as cassettes
+
+    assert plugin.API_KEY_ENV == deepseek.API_KEY_ENV  # the one constant, spelled twice
+    assert plugin.RECORD_MODES == cassettes.RECORD_MODES
     for name in ("AgentFactory", "MockFixture", "ReplayFactory"):
         assert getattr(plugin, name) is getattr(_pytest_support, name)
     with pytest.raises(AttributeError, match="has no attribute 'nothing'"):

@@ -38,8 +38,7 @@ async def test_chat(request, dsh_cassette_provider, dsh_agent, dsh_mock):
     agent = dsh_agent(dsh_cassette_provider, system=SYSTEM)
     reply = await agent.run("Say hi")
     assert reply.text == "Hello!"
-    replaying = request.config.getoption("dsh_record_mode") == "none"
-    assert len(dsh_mock.requests) == (0 if replaying else 1)
+    assert len(dsh_mock.requests) == (0 if dsh_mock.replaying else 1)
 '''
 
 
@@ -97,8 +96,8 @@ def test_replaying_without_a_cassette_fails_at_setup_saying_how_to_record(
         [
             "*ERROR at setup of test_chat*",
             "CassetteNotFound: cassette */cassettes/test_chat/test_chat.yaml does not exist and "
-            "mode 'none' replays only (live network blocked); record it with mode='missing' "
-            "(pytest --dsh-record-mode=missing)",
+            "mode 'none' replays only (live network blocked); record it with mode='once' "
+            "(pytest --dsh-record-mode=once)",
         ]
     )
     assert not (project.path / "cassettes").exists()
@@ -131,8 +130,9 @@ def test_a_changed_request_fails_with_the_closest_recording_and_what_differs(
             "E   *Closest recording: interaction 0, POST https://api.deepseek.com/chat/completions; "
             "what differs (recorded → request), in order:",
             "E   *  system line 1 differs: recorded: 'Be terse.', request: 'Be terse!'",
-            "E   *What to do: if the change is intended, re-record the cassette with mode='all' "
-            "(pytest --dsh-record-mode=all); otherwise fix the code that builds the request.",
+            "E   *What to do: if the change is intended, re-record the cassette from scratch "
+            "(pytest --dsh-record-mode=rewrite) or add the new request to it (pytest "
+            "--dsh-record-mode=new_episodes); otherwise fix the code that builds the request.",
         ]
     )
     result.stdout.fnmatch_lines(
@@ -140,7 +140,7 @@ def test_a_changed_request_fails_with_the_closest_recording_and_what_differs(
     )
 
 
-def test_mode_missing_adds_new_requests_and_mode_all_rerecords(
+def test_each_record_mode_means_what_it_means_in_pytest_recording(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project.makepyfile(
@@ -163,12 +163,18 @@ def test_mode_missing_adds_new_requests_and_mode_all_rerecords(
             i["request"]["body"]["json"]["messages"][-1]["content"] for i in data["interactions"]
         ]
 
-    assert run("one", "--dsh-record-mode=missing") == ["one"]
+    assert run("one", "--dsh-record-mode=once") == ["one"]  # no cassette yet: recorded
     first = load(cassette)["interactions"][0]
-    assert run("one,two", "--dsh-record-mode=missing") == ["one", "two"]
+    assert run("one", "--dsh-record-mode=once") == ["one"]  # replayed, file untouched
+    monkeypatch.setenv("PROMPTS", "one,two")
+    project.runpytest("--dsh-record-mode=once").assert_outcomes(failed=1)  # once: no new ones
+    assert run("one,two", "--dsh-record-mode=new_episodes") == ["one", "two"]
     assert load(cassette)["interactions"][0] == first
+    assert run("one,two", "--dsh-record-mode=missing") == ["one", "two"]  # the old name
     assert run("one,two") == ["one", "two"]
-    assert run("three", "--dsh-record-mode=all") == ["three"]
+    # all: nothing replayed, every request recorded again, the others kept
+    assert run("three", "--dsh-record-mode=all") == ["one", "two", "three"]
+    assert run("four", "--dsh-record-mode=rewrite") == ["four"]  # from scratch
 
 
 def test_a_failing_test_records_nothing(project: pytest.Pytester) -> None:
@@ -344,12 +350,19 @@ def test_the_marker_names_a_shared_cassette_in_a_subfolder(project: pytest.Pytes
     ("marker", "message"),
     [
         (
-            "dsh_cassette()",
-            "@pytest.mark.dsh_cassette takes one cassette name (a string), got args=() kwargs={}",
+            "dsh_cassette('a', 'b')",
+            "@pytest.mark.dsh_cassette takes at most one cassette name (a string), got "
+            "args=('a', 'b') kwargs={}",
+        ),
+        (
+            "dsh_cassette(path='a')",
+            "@pytest.mark.dsh_cassette takes at most one cassette name (a string), got args=() "
+            "kwargs={'path': 'a'}",
         ),
         (
             "dsh_cassette(3)",
-            "@pytest.mark.dsh_cassette takes one cassette name (a string), got args=(3,) kwargs={}",
+            "@pytest.mark.dsh_cassette takes at most one cassette name (a string), got "
+            "args=(3,) kwargs={}",
         ),
         (
             "dsh_cassette('../outside')",
@@ -375,7 +388,7 @@ def test_a_bad_marker_fails_at_setup_with_a_readable_message(
             pass
         """
     )
-    result = project.runpytest("--dsh-record-mode=missing")
+    result = project.runpytest("--dsh-record-mode=new_episodes")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*ERROR at setup of test_it*", message])
 
@@ -468,7 +481,10 @@ def test_recording_live_reads_the_key_from_the_environment_and_never_stores_it(
     assert KEY not in text
     assert KEY not in result.stdout.str() + result.stderr.str()
     data = yaml.safe_load(text)
-    assert data["metadata"]["recordedAgainst"] == f"the live DeepSeek API at {base_url}"
+    assert data["metadata"]["recordedAgainst"] == (
+        f"a local server at {base_url} ($DEEPSEEK_BASE_URL), not the default DeepSeek API "
+        "https://api.deepseek.com; recorded with --dsh-live"
+    )
     assert data["interactions"][0]["request"]["uri"] == "https://api.deepseek.com/chat/completions"
     monkeypatch.delenv("DEEPSEEK_API_KEY")
     monkeypatch.delenv("DEEPSEEK_BASE_URL")

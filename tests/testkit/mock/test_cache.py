@@ -45,7 +45,13 @@ class FakeClock:
 
 
 def simulator(**options: Any) -> PrefixCacheSimulator:
+    """The documented 2026 rules taken literally, at the 2024 unit of 64 tokens: the examples
+    below pin those rules' arithmetic. The calibrated defaults (128 tokens, block-level common
+    prefixes) have their own tests in tests/testkit/mock/test_cache_calibrated.py."""
     options.setdefault("clock", FakeClock())
+    options.setdefault("granularity", 64)
+    if options.get("rules", "2026") == "2026":
+        options.setdefault("common_prefix", "detected")
     return PrefixCacheSimulator(**options)
 
 
@@ -433,13 +439,14 @@ def test_2024_respects_visibility_and_ttl() -> None:
 )
 def test_invalid_configuration(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        PrefixCacheSimulator(**options)
+        PrefixCacheSimulator(**{"granularity": 64, **options})
 
 
 def test_repr_names_the_configuration() -> None:
     assert repr(PrefixCacheSimulator()) == (
-        "PrefixCacheSimulator(rules='2026', granularity=64, interval_tokens=4096, "
-        "visibility_delay=0.0, ttl=21600.0, max_units_per_key=10000, keys=0)"
+        "PrefixCacheSimulator(rules='2026', granularity=128, interval_tokens=4096, "
+        "visibility=UnitVisibility(input=0.0, output=0.0, common=0.0, interval=0.0), "
+        "common_prefix='blocks', ttl=21600.0, max_units_per_key=10000, keys=0)"
     )
 
 

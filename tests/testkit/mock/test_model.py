@@ -160,9 +160,9 @@ def test_the_key_never_reaches_the_request_log(mock: MockDeepSeek) -> None:
     call(mock, CHAT, b"not json " + API_KEY.encode())
     logged = json.dumps([r.to_json() for r in mock.requests])
     assert API_KEY not in logged
-    assert ["authorization", "Bearer <redacted>"] in mock.requests[0].to_json()["headers"]
-    assert ["x-api-key", "<redacted>"] in mock.requests[1].to_json()["headers"]
-    assert mock.requests[0].body["messages"][0]["content"] == "my key is <redacted>"
+    assert ["authorization", "Bearer <REDACTED>"] in mock.requests[0].to_json()["headers"]
+    assert ["x-api-key", "<REDACTED>"] in mock.requests[1].to_json()["headers"]
+    assert mock.requests[0].body["messages"][0]["content"] == "my key is <REDACTED>"
 
 
 def test_an_internal_failure_is_a_500_not_a_crash(
@@ -178,7 +178,7 @@ def test_an_internal_failure_is_a_500_not_a_crash(
     assert error["code"] == "MOCK_INTERNAL_ERROR" and "RuntimeError: boom" in error["message"]
     assert API_KEY not in error["message"]
     trace = capsys.readouterr().err
-    assert "RuntimeError: boom <redacted>" in trace and API_KEY not in trace
+    assert "RuntimeError: boom <REDACTED>" in trace and API_KEY not in trace
     mock.respond_with(None)
     assert call(mock, CHAT, chat_body()).status == 200
     assert repr(mock) == "MockDeepSeek(pending=0, requests=2)"
@@ -641,7 +641,7 @@ def test_control_api_pushes_lists_and_resets(mock: MockDeepSeek) -> None:
     call(mock, CHAT, chat_body())
     log = payload(call(mock, "/_dsh/requests", method="GET", key=None))["requests"]
     assert [r["status"] for r in log] == [200] and log[0]["entry"] == {"kind": "reply", "text": "a"}
-    assert log[0]["headers"][1] == ["authorization", "Bearer <redacted>"]
+    assert log[0]["headers"][1] == ["authorization", "Bearer <REDACTED>"]
     assert payload(call(mock, "/_dsh/reset", key=None)) == {"reset": True}
     assert mock.pending == () and mock.requests == ()
 

@@ -200,19 +200,44 @@ def test_history_reasoning_is_dropped_without_tools() -> None:
     assert chars("why")[0] not in tokens
 
 
-def test_history_reasoning_is_kept_with_tools_in_thinking_mode() -> None:
-    body = {
+def _reasoning_body(*, calls: bool) -> dict[str, Any]:
+    answer: dict[str, Any] = {"role": "assistant", "content": "a", "reasoning_content": "why"}
+    if calls:
+        answer["tool_calls"] = [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ]
+    return {
         "tools": [{"type": "function", "function": {"name": "f"}}],
         "messages": [
             {"role": "user", "content": "q"},
-            {"role": "assistant", "content": "a", "reasoning_content": "why"},
+            answer,
+            *([{"role": "tool", "tool_call_id": "c", "content": "o"}] if calls else []),
             {"role": "user", "content": "r"},
         ],
     }
-    tokens = list(char_renderer().render_chat(body).tokens)
+
+
+def test_history_reasoning_is_kept_for_a_turn_that_called_tools() -> None:
+    tokens = list(char_renderer().render_chat(_reasoning_body(calls=True)).tokens)
     start = tokens.index(ASSISTANT)
     assert tokens[start : start + 7] == [ASSISTANT, THINK, *chars("why"), END_THINK, *chars("a")]
-    assert tokens[start + 7] == EOS
+
+
+def test_history_reasoning_is_dropped_for_a_turn_without_tool_calls_even_with_tools() -> None:
+    """DeepSeek's documented rule: reasoning of a turn without tool calls leaves the prompt."""
+    tokens = list(char_renderer().render_chat(_reasoning_body(calls=False)).tokens)
+    start = tokens.index(ASSISTANT)
+    assert tokens[start : start + 4] == [ASSISTANT, END_THINK, *chars("a"), EOS]
+    assert "why" not in decode(tokens)
+
+
+def test_the_with_tools_reasoning_rule_keeps_every_reasoning_when_tools_are_sent() -> None:
+    renderer = PromptRenderer(CharTokenizer(), reasoning_rule="with-tools")
+    tokens = list(renderer.render_chat(_reasoning_body(calls=False)).tokens)
+    start = tokens.index(ASSISTANT)
+    assert tokens[start : start + 7] == [ASSISTANT, THINK, *chars("why"), END_THINK, *chars("a")]
+    with pytest.raises(ValueError, match='reasoning_rule must be "tool-turns" or "with-tools"'):
+        PromptRenderer(reasoning_rule="all")  # type: ignore[arg-type]
 
 
 def test_history_reasoning_is_dropped_with_tools_when_thinking_is_off() -> None:
@@ -225,7 +250,7 @@ def test_history_reasoning_is_dropped_with_tools_when_thinking_is_off() -> None:
             {"role": "user", "content": "r"},
         ],
     }
-    assert chars("why")[0] not in char_renderer().render_chat(body).tokens
+    assert "why" not in decode(char_renderer().render_chat(body).tokens)
 
 
 def test_tools_render_after_the_leading_system_messages() -> None:
@@ -242,15 +267,19 @@ def test_tools_render_after_the_leading_system_messages() -> None:
         "tools": [tool],
     }
     tokens = list(char_renderer().render_chat(body).tokens)
-    tool_json = '{"name":"f","description":"d","parameters":{"type":"object"}}'
+    tool_json = '{"name": "f", "description": "d", "parameters": {"type": "object"}}'
     assert tokens[: tokens.index(USER)] == [
         BOS,
         *chars("S1"),
         *chars("S2"),
-        *chars("\n\n## Tools\n"),
+        *chars("\n\n"),
+        *chars(_tokens._TOOLS_HEAD),
         *chars(tool_json),
-        *chars("\n"),
+        *chars(_tokens._TOOLS_TAIL),
     ]
+    # V4's preamble: how to call in DSML, then the schemas one a line
+    assert _tokens._TOOLS_HEAD.startswith("## Tools\n\nYou have access to a set of tools")
+    assert _tokens._TOOLS_HEAD.endswith("### Available Tool Schemas\n\n")
 
 
 def test_tool_calls_and_results() -> None:
@@ -277,18 +306,20 @@ def test_tool_calls_and_results() -> None:
     prompt = char_renderer().render_chat(body)
     tokens = list(prompt.tokens)
     call = [
-        *chars("\n\n<"), DSML, *chars("function_calls>\n"),
-        *chars("<"), DSML, *chars('invoke name="read">\n'), *chars('{"p": 1}'),
-        *chars("\n</"), DSML, *chars("invoke>\n"),
-        *chars("</"), DSML, *chars("function_calls>"),
+        *chars("\n\n<"), DSML, *chars("tool_calls>\n"),
+        *chars("<"), DSML, *chars('invoke name="read">\n'),
+        *chars("<"), DSML, *chars('parameter name="p" string="false">1</'), DSML,
+        *chars("parameter>\n"),
+        *chars("</"), DSML, *chars("invoke>\n"),
+        *chars("</"), DSML, *chars("tool_calls>"),
     ]  # fmt: skip
     start = tokens.index(ASSISTANT)
     assert tokens[start : start + 2 + len(call) + 1] == [ASSISTANT, END_THINK, *call, EOS]
     results = tokens[start + 3 + len(call) :]
     assert results == [
         USER,
-        *chars("<result>out</result>"),
-        *chars("<result>two</result>"),
+        *chars("<tool_result>out</tool_result>"),
+        *chars("<tool_result>two</tool_result>"),
         ASSISTANT,
         END_THINK,
     ]
@@ -420,13 +451,13 @@ def test_odd_shapes_render_deterministically_as_json() -> None:
     first = renderer.render_chat(body)
     assert first == renderer.render_chat(body)
     text = decode(first.tokens)
-    assert '{"type":"retrieval"}' in text
+    assert '{"type": "retrieval"}' in text
     assert '"not a message"' in text
     assert "7" in text
     assert '"raw"t' in text
-    assert '{"weird":1}' in text
-    assert '{"k":1}' in text
-    assert "<result></result><result>a5</result>" in text
+    assert '<parameter name="weird" string="false">1</parameter>' in text
+    assert '<parameter name="k" string="false">1</parameter>' in text
+    assert "<tool_result></tool_result><tool_result>a5</tool_result>" in text
 
 
 def test_system_and_tool_content_parts() -> None:
@@ -450,7 +481,9 @@ def test_system_and_tool_content_parts() -> None:
         ],
     }
     prompt = char_renderer().render_chat(body)
-    assert decode(prompt.tokens) == ('S5"x"qa<result>b</result><result>{"odd":true}</result>')
+    assert decode(prompt.tokens) == (
+        'S5"x"qa<tool_result>b</tool_result><tool_result>{"odd":true}</tool_result>'
+    )
     assert hashed_id("u") in prompt.tokens
 
 
@@ -594,9 +627,9 @@ def test_anthropic_odd_blocks() -> None:
     assert prompt == renderer.render_anthropic(body)
     text = decode(prompt.tokens)
     assert "zzz" not in text
-    assert '{"type":"web_search_20250305","name":"web_search"}' in text
+    assert '{"type": "web_search_20250305", "name": "web_search"}' in text
     assert '"server_tool_use"' in text
-    assert 'invoke name="f">\n[1]' in text
+    assert 'invoke name="f">\n<parameter name="arguments" string="true">[1]</parameter>' in text
     assert '"bare"' in text
     assert '"odd message"' in text
     assert '"document"' in text
@@ -812,7 +845,9 @@ def test_append_only_conversations_render_prefix_stable(
         if previous is not None:
             before, reply = previous
             assert prompt.tokens[: before.input_end] == before.tokens[: before.input_end]
-            if with_tools or not thinking:
+            if turns[upto - 2]["calls"] or not thinking:
+                # the reply is sent back as it was generated: its reasoning stays only when it
+                # called tools (DeepSeek's pass-back rule)
                 whole = before.tokens + reply.tokens
                 assert prompt.tokens[: len(whole)] == whole
         turn = turns[upto - 1]

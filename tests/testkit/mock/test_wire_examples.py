@@ -16,15 +16,23 @@ import httpx2
 import openai
 import pytest
 
-from dsh_testkit.mock import MockDeepSeek, MockHandler, MockServer, PromptRenderer, Reply
+from dsh_testkit.mock import (
+    MockDeepSeek,
+    MockHandler,
+    MockServer,
+    PrefixCacheSimulator,
+    PromptRenderer,
+    Reply,
+)
+from dsh_testkit.mock._cache import DEFAULT_GRANULARITY
 
 from ._helpers import API_KEY
 
 RENDERER = PromptRenderer()
 """The mock's default renderer: the token boundaries the cache simulator cuts at."""
 
-GRANULARITY = 64
-"""The simulator's default hit granularity (wire.md §2.2, 2024's documented unit)."""
+GRANULARITY = DEFAULT_GRANULARITY
+"""The simulator's default hit granularity (128: every V4-era live hit is a multiple of it)."""
 
 OFF = {"thinking": {"type": "disabled"}}
 
@@ -96,8 +104,19 @@ class Chat:
 
 @pytest.fixture(params=["in-process", "loopback"])
 def chat(request: pytest.FixtureRequest) -> Iterator[Chat]:
-    mock = MockDeepSeek(api_keys={API_KEY})
-    if request.param == "in-process":
+    yield from _chat(request.param, MockDeepSeek(api_keys={API_KEY}))
+
+
+@pytest.fixture(params=["in-process", "loopback"])
+def literal_chat(request: pytest.FixtureRequest) -> Iterator[Chat]:
+    """The documented rule taken literally: a common prefix persists only once two requests
+    share it (the calibrated default reuses any block-aligned prefix of an earlier prompt)."""
+    cache = PrefixCacheSimulator(common_prefix="detected")
+    yield from _chat(request.param, MockDeepSeek(api_keys={API_KEY}, cache=cache))
+
+
+def _chat(way: str, mock: MockDeepSeek) -> Iterator[Chat]:
+    if way == "in-process":
         http = httpx2.Client(transport=httpx2.MockTransport(MockHandler(mock)))
         with openai.OpenAI(
             base_url="https://api.deepseek.com", api_key=API_KEY, http_client=http, max_retries=0
@@ -127,7 +146,8 @@ def test_doc_a_b_then_a_b_c_hits_a_b(chat: Chat) -> None:
     assert second.prompt_cache_miss_tokens == second.prompt_tokens - aligned(unit)
 
 
-def test_doc_a_b_then_a_c_misses_then_a_d_hits_a(chat: Chat) -> None:
+def test_doc_a_b_then_a_c_misses_then_a_d_hits_a(literal_chat: Chat) -> None:
+    chat = literal_chat
     a_b = (system(SYSTEM_A), user("Bravo " + prose(3, 30)))
     a_c = (system(SYSTEM_A), user("Charlie " + prose(4, 30)))
     a_d = (system(SYSTEM_A), user("Delta " + prose(5, 30)))
@@ -143,6 +163,18 @@ def test_doc_a_b_then_a_c_misses_then_a_d_hits_a(chat: Chat) -> None:
     assert third.prompt_cache_hit_tokens == aligned(shared) > 0
     assert third.prompt_cache_hit_tokens >= aligned(RENDERER.count(SYSTEM_A))  # A is the system
     assert third.prompt_cache_miss_tokens == third.prompt_tokens - aligned(shared)
+
+
+def test_calibrated_default_a_c_hits_the_shared_block_prefix_at_once(chat: Chat) -> None:
+    """Measured on live traffic: a later session hits the 128-aligned prefix it shares with an
+    earlier one (its system prompt) on its first request; the default follows that."""
+    a_b = (system(SYSTEM_A), user("Bravo " + prose(3, 30)))
+    a_c = (system(SYSTEM_A), user("Charlie " + prose(4, 30)))
+    assert chat.ask(*a_b).prompt_cache_hit_tokens == 0
+    hit = chat.ask(*a_c)
+    shared = shared_prefix(chat.body(*a_b), chat.body(*a_c))
+    assert hit.prompt_cache_hit_tokens == aligned(shared) > 0
+    assert hit.prompt_cache_miss_tokens == hit.prompt_tokens - aligned(shared)
 
 
 def test_doc_multi_round_chat_reuses_the_first_request(chat: Chat) -> None:
@@ -161,7 +193,8 @@ def test_doc_multi_round_chat_reuses_the_first_request(chat: Chat) -> None:
     assert second.prompt_cache_miss_tokens == second.prompt_tokens - aligned(whole)
 
 
-def test_doc_long_document_qa_first_two_miss_third_hits(chat: Chat) -> None:
+def test_doc_long_document_qa_first_two_miss_third_hits(literal_chat: Chat) -> None:
+    chat = literal_chat
     document = "Report. " + prose(7, 1200)
 
     def question(text: str) -> tuple[dict[str, Any], ...]:

@@ -1,0 +1,179 @@
+"""Scrub rules of the user's own: header, query and JSON names, JSON paths, regexes.
+
+Kept apart from the scrubber (:mod:`dsh_testkit._secrets`) because they are configuration:
+validated once, at the boundary (a ``pyproject.toml`` table, the ``dsh_scrub`` fixture), with a
+:class:`~dsh_testkit.cassettes.ScrubRuleError` naming the rule that is wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ._errors import ScrubRuleError
+
+__all__ = ["REDACTED", "ScrubRules", "path_matches"]
+
+REDACTED: Final = "<REDACTED>"
+"""What a secret is replaced with: not key-shaped, and ends every key pattern's character run.
+The one spelling the test kit uses (cassettes, captured requests, the mock's request log)."""
+
+
+_PATH_PART: Final = re.compile(r"\[(\*|\d+)\]|\.?([^.\[\]]+)")
+
+
+def _parse_path(path: str) -> tuple[str | int, ...]:
+    """``a.b[*].c`` → ``("a", "b", "*", "c")``; ``[n]`` → ``n``; a leading ``$.`` is allowed."""
+    text = path[2:] if path.startswith("$.") else path
+    parts: list[str | int] = []
+    position = 0
+    while position < len(text):
+        match = _PATH_PART.match(text, position)
+        if match is None or match.end() == position:
+            raise ScrubRuleError(
+                f"JSON path {path!r}: cannot read it at character {position}; write paths as "
+                "'a.b', 'a[*].b', 'a[0].b' or '*.b'",
+                rule="json_paths",
+                value=path,
+            )
+        index, name = match.groups()
+        parts.append(name if name is not None else ("*" if index == "*" else int(index)))
+        position = match.end()
+    if not parts:
+        raise ScrubRuleError(f"JSON path {path!r} is empty", rule="json_paths", value=path)
+    return tuple(parts)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScrubRules:
+    """Rules of your own, on top of the built-in ones (which always apply).
+
+    Build one directly, or with :meth:`from_mapping` from a configuration table such as
+    ``[tool.dsh_testkit.scrub]``; combine two with :meth:`merged`.
+    """
+
+    headers: frozenset[str] = frozenset()
+    """Header names (any case) whose whole value is replaced."""
+    query: frozenset[str] = frozenset()
+    """Query (and form) parameter names (any case) whose value is replaced."""
+    json_keys: frozenset[str] = frozenset()
+    """JSON keys (any case, at any depth) whose value is replaced, whatever its shape."""
+    json_paths: tuple[str, ...] = ()
+    """JSON paths whose value is replaced: ``metadata.team_token``, ``messages[*].name``,
+    ``tools[0].function.description``; ``*`` is any key or index."""
+    patterns: tuple[str, ...] = ()
+    """Regular expressions; every match, in any header value, URL or body, is replaced."""
+    _compiled: tuple[re.Pattern[str], ...] = field(
+        default=(), init=False, repr=False, compare=False
+    )
+    _paths: tuple[tuple[str | int, ...], ...] = field(
+        default=(), init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("headers", "query", "json_keys"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) and v for v in value):
+                raise ScrubRuleError(
+                    f"scrub rule {name!r} must be a collection of non-empty names, got {value!r}",
+                    rule=name,
+                    value=value,
+                )
+            object.__setattr__(self, name, frozenset(v.lower() for v in value))
+        for name in ("json_paths", "patterns"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) and v for v in value):
+                raise ScrubRuleError(
+                    f"scrub rule {name!r} must be a list of non-empty strings, got {value!r}",
+                    rule=name,
+                    value=value,
+                )
+            object.__setattr__(self, name, tuple(value))
+        compiled = []
+        for source in self.patterns:
+            try:
+                pattern = re.compile(source)
+            except re.error as exc:
+                raise ScrubRuleError(
+                    f"scrub pattern {source!r} is not a regular expression: {exc}",
+                    rule="patterns",
+                    value=source,
+                ) from None
+            if pattern.search("") is not None or pattern.search(REDACTED) is not None:
+                raise ScrubRuleError(
+                    f"scrub pattern {source!r} matches the empty string or {REDACTED!r} itself, "
+                    "so scrubbing would never end; make it match only the secret",
+                    rule="patterns",
+                    value=source,
+                )
+            compiled.append(pattern)
+        object.__setattr__(self, "_compiled", tuple(compiled))
+        object.__setattr__(self, "_paths", tuple(_parse_path(p) for p in self.json_paths))
+
+    @classmethod
+    def from_mapping(cls, table: Mapping[str, Any], *, where: str = "scrub rules") -> ScrubRules:
+        """Rules from a configuration table (keys ``headers``, ``query``, ``json_keys``,
+        ``json_paths``, ``patterns``; each a list of strings). ``where`` names the table in
+        errors (``pyproject.toml [tool.dsh_testkit.scrub]``)."""
+        known = {"headers", "query", "json_keys", "json_paths", "patterns"}
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise ScrubRuleError(
+                f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}",
+                rule=unknown[0],
+                value=table[unknown[0]],
+            )
+        for name, value in table.items():
+            if not isinstance(value, list):
+                raise ScrubRuleError(
+                    f"{where}: {name} must be a list of strings, got {value!r}",
+                    rule=name,
+                    value=value,
+                )
+        try:
+            return cls(
+                headers=frozenset(table.get("headers", ())),
+                query=frozenset(table.get("query", ())),
+                json_keys=frozenset(table.get("json_keys", ())),
+                json_paths=tuple(table.get("json_paths", ())),
+                patterns=tuple(table.get("patterns", ())),
+            )
+        except ScrubRuleError as exc:
+            raise ScrubRuleError(f"{where}: {exc}", rule=exc.rule, value=exc.value) from None
+        except TypeError:
+            raise ScrubRuleError(
+                f"{where}: every rule must be a list of strings, got {dict(table)!r}",
+                rule="",
+                value=dict(table),
+            ) from None
+
+    def merged(self, other: ScrubRules) -> ScrubRules:
+        """Both rule sets at once."""
+        return ScrubRules(
+            headers=self.headers | other.headers,
+            query=self.query | other.query,
+            json_keys=self.json_keys | other.json_keys,
+            json_paths=tuple(dict.fromkeys((*self.json_paths, *other.json_paths))),
+            patterns=tuple(dict.fromkeys((*self.patterns, *other.patterns))),
+        )
+
+    @property
+    def compiled_patterns(self) -> tuple[re.Pattern[str], ...]:
+        return self._compiled
+
+    @property
+    def parsed_paths(self) -> tuple[tuple[str | int, ...], ...]:
+        return self._paths
+
+
+def path_matches(pattern: tuple[str | int, ...], path: tuple[str | int, ...]) -> bool:
+    if len(pattern) != len(path):
+        return False
+    for want, have in zip(pattern, path, strict=True):
+        if want == "*":
+            continue
+        if isinstance(want, int) != isinstance(have, int) or want != have:
+            return False
+    return True

@@ -1,0 +1,726 @@
+"""How far the mock's prefix-cache simulator agrees with the live API on recorded traffic.
+
+For every session log that carries live usage (``cacheReadTokens``), each request is rebuilt
+with :func:`dsh_core.reconstruct_requests`, rendered to its wire body by the DeepSeek provider
+(:func:`dsh_core.providers.deepseek.serialize_request`), tokenized by the mock's
+:class:`~dsh_testkit.mock.PromptRenderer` and run, in order, through a fresh
+:class:`~dsh_testkit.mock.PrefixCacheSimulator`: one per log (scope ``log``) or one per folder
+(scope ``folder``, so a parent and its subagents share the cache as they share an account). Each
+request's reply (the step's ``assistant/message``) is committed, so its output-end unit exists.
+
+The simulator runs on the log's clock: a request is looked up at its first response event (the
+server has read its input) and its reply ends at its ``assistant/message``. Where the clock goes
+back between a reply and the next request (reference logs mix recording runs), the gap is taken
+as the request's own time to first response (its dispatch to its first response event, both
+measured on its own events), or ``unknown_gap`` seconds when even that goes back.
+
+Header placeholders: logs normalized for storage carry ``"{{system}}"`` / ``"{{tools}}"``. The
+real values come from sidecars (``system-prompt[.N].expected.md`` and
+``tool-schemas[.N].expected.json`` beside ``session[.N].jsonl`` or in ``--sidecars DIR``). Without
+them the header's size is unknown: it is *anchored*, i.e. taken as the live prompt tokens minus
+the rendered rest at the first request of each header epoch, and stands in the prompt as opaque
+tokens (unique per log and epoch). Anchored requests still count for every cache metric but not
+for ``prompt_tokens_error`` (their prompt size is partly measured, not predicted).
+
+Per request, the *simulated unit* is the kind of unit the simulator hit; the *live unit* is the
+unit, among those the simulator holds that the prompt matches in full (visible or not yet), whose
+reported size is nearest the live hit (``none`` for a zero hit). ``unit_agreement`` compares them
+on later requests (not the first of a scope).
+
+Metrics (fractions over compared requests unless said):
+
+- ``classification_agreement``: hit vs miss (hit tokens > 0) agree;
+- ``exact_hit_match``: simulated hit tokens equal the live ones;
+- ``within_one_unit``: they differ by at most one granularity;
+- ``unit_agreement``: simulated and live unit agree, over later requests;
+- ``hit_tokens_mae``: mean absolute difference of hit tokens;
+- ``prompt_tokens_error``: mean absolute relative error of prompt tokens, over requests whose
+  header is known (``None`` when there are none).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final, Literal, TypeAlias
+
+from dsh_core import (
+    DshError,
+    Event,
+    GenerateOptions,
+    Message,
+    ReconstructedRequest,
+    ToolSchema,
+    ToolsPlaceholder,
+    reconstruct_requests,
+)
+from dsh_core.persistence import load_session
+from dsh_core.providers.deepseek import serialize_message, serialize_request
+
+from .._errors import TestkitError
+from ..mock._cache import (
+    DEFAULT_GRANULARITY,
+    CacheLookup,
+    CacheRules,
+    CacheUnit,
+    CommonPrefixRule,
+    PrefixCacheSimulator,
+    UnitVisibility,
+)
+from ..mock._template import PromptRenderer, RenderedPrompt
+from ..reports._log_facts import find_usage
+from ..tokenizers import DeepSeekTokenizer, HeuristicTokenizer, Tokenizer
+
+__all__ = [
+    "CALIBRATION_FORMAT_VERSION",
+    "CalibrationError",
+    "CalibrationReport",
+    "CalibrationSettings",
+    "CalibrationSummary",
+    "RequestCalibration",
+    "Scope",
+    "SkippedLog",
+    "calibrate",
+    "find_logs",
+    "make_tokenizer",
+]
+
+CALIBRATION_FORMAT_VERSION: Final = 1
+"""Version of the ``--json`` document."""
+
+Scope: TypeAlias = Literal["log", "folder"]
+"""One simulator per log, or one per folder (parent and subagent logs share it)."""
+
+TokenizerName: TypeAlias = Literal["deepseek", "heuristic"]
+
+_PLACEHOLDERS: Final = frozenset({"{{system}}", "{{tools}}"})
+_SESSION_NAME: Final = re.compile(r"^(?P<stem>.+?)(?:\.(?P<n>\d+))?\.jsonl$")
+_CHANGE_MARK: Final = re.compile(r"\n\n<!-- request/header change \d+ -->\n\n")
+_ANCHOR_BASE: Final = 1 << 33
+"""Anchored header tokens get ids above every real and heuristic id."""
+
+
+class CalibrationError(TestkitError):
+    """A calibration input cannot be used: a missing path or an unreadable sidecar.
+
+    ``.path`` names the file or folder.
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalibrationSettings:
+    """The simulator and tokenizer settings a calibration runs with."""
+
+    rules: CacheRules = "2026"
+    granularity: int = DEFAULT_GRANULARITY
+    interval_tokens: int | None = 4096
+    visibility: UnitVisibility = field(default_factory=UnitVisibility)
+    """Per-kind visibility delays (default: the measured live timing)."""
+    common_prefix: CommonPrefixRule = "blocks"
+    unknown_gap: float = 0.0
+    """Seconds assumed between a reply and the next request where the log's clock goes back."""
+    tokenizer: TokenizerName = "deepseek"
+
+    def simulator(self) -> PrefixCacheSimulator:
+        """A fresh simulator on a manual clock (:class:`_Clock`)."""
+        return PrefixCacheSimulator(
+            rules=self.rules,
+            granularity=self.granularity,
+            interval_tokens=self.interval_tokens,
+            visibility=self.visibility,
+            common_prefix=self.common_prefix,
+            ttl=None,
+            clock=_Clock(),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        v = self.visibility
+        return {
+            "rules": self.rules,
+            "granularity": self.granularity,
+            "intervalTokens": self.interval_tokens,
+            "visibility": {
+                "input": v.input,
+                "output": v.output,
+                "common": v.common,
+                "interval": v.interval,
+            },
+            "commonPrefix": self.common_prefix,
+            "unknownGap": self.unknown_gap,
+            "tokenizer": self.tokenizer,
+        }
+
+
+class _Clock:
+    """A clock the calibration sets to each event's time (seconds)."""
+
+    __slots__ = ("now",)
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_tokenizer(name: TokenizerName) -> Tokenizer:
+    """The named tokenizer: ``deepseek`` (the real V4 one, optional package) or ``heuristic``."""
+    if name == "heuristic":
+        return HeuristicTokenizer()
+    return DeepSeekTokenizer()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestCalibration:
+    """One request: what the API reported and what the simulator gave."""
+
+    log: str
+    """The log's path, as given (or found under a given folder)."""
+    index: int
+    """Position of the request among the log's rebuilt requests (attempts included)."""
+    turn: int
+    step: int
+    attempt: int
+    model: str
+    live_prompt_tokens: int
+    live_hit_tokens: int
+    simulated_prompt_tokens: int
+    simulated_hit_tokens: int
+    simulated_unit: str
+    """Kind of the unit the simulator hit (``input``, ``output``, ``common``, ``interval``,
+    ``block``) or ``none``."""
+    live_unit: str
+    """Kind of the held unit nearest the live hit, ``none`` for a zero hit, ``other`` when the
+    simulator holds no matching unit at all."""
+    header_known: bool
+    """The system prompt and tools are real (not anchored placeholders)."""
+    first_in_scope: bool
+    """The first request its simulator saw."""
+    gap_seconds: float | None
+    """Seconds from the previous reply in the scope to this request (``None``: first, or the
+    log's clock went back)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "log": self.log,
+            "index": self.index,
+            "turn": self.turn,
+            "step": self.step,
+            "attempt": self.attempt,
+            "model": self.model,
+            "livePromptTokens": self.live_prompt_tokens,
+            "liveHitTokens": self.live_hit_tokens,
+            "simulatedPromptTokens": self.simulated_prompt_tokens,
+            "simulatedHitTokens": self.simulated_hit_tokens,
+            "simulatedUnit": self.simulated_unit,
+            "liveUnit": self.live_unit,
+            "headerKnown": self.header_known,
+            "firstInScope": self.first_in_scope,
+            "gapSeconds": None if self.gap_seconds is None else round(self.gap_seconds, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SkippedLog:
+    """A log that was not compared, and why."""
+
+    log: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"log": self.log, "reason": self.reason}
+
+
+def _ratio(hits: int, total: int) -> float | None:
+    return round(hits / total, 4) if total else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalibrationSummary:
+    """The agreement figures (see the module docstring); ``None`` where nothing was compared."""
+
+    requests: int
+    logs: int
+    classification_agreement: float | None
+    exact_hit_match: float | None
+    within_one_unit: float | None
+    unit_agreement: float | None
+    unit_requests: int
+    """Later requests ``unit_agreement`` is over."""
+    hit_tokens_mae: float | None
+    prompt_tokens_error: float | None
+    prompt_requests: int
+    """Requests with a known header, which ``prompt_tokens_error`` is over."""
+
+    @classmethod
+    def of(
+        cls, rows: Sequence[RequestCalibration], *, granularity: int, logs: int
+    ) -> CalibrationSummary:
+        n = len(rows)
+        later = [r for r in rows if not r.first_in_scope]
+        known = [r for r in rows if r.header_known and r.live_prompt_tokens > 0]
+        diffs = [abs(r.simulated_hit_tokens - r.live_hit_tokens) for r in rows]
+        return cls(
+            requests=n,
+            logs=logs,
+            classification_agreement=_ratio(
+                sum((r.simulated_hit_tokens > 0) == (r.live_hit_tokens > 0) for r in rows), n
+            ),
+            exact_hit_match=_ratio(sum(d == 0 for d in diffs), n),
+            within_one_unit=_ratio(sum(d <= granularity for d in diffs), n),
+            unit_agreement=_ratio(sum(r.simulated_unit == r.live_unit for r in later), len(later)),
+            unit_requests=len(later),
+            hit_tokens_mae=round(sum(diffs) / n, 2) if n else None,
+            prompt_tokens_error=(
+                round(
+                    sum(
+                        abs(r.simulated_prompt_tokens - r.live_prompt_tokens) / r.live_prompt_tokens
+                        for r in known
+                    )
+                    / len(known),
+                    4,
+                )
+                if known
+                else None
+            ),
+            prompt_requests=len(known),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "logs": self.logs,
+            "classification_agreement": self.classification_agreement,
+            "exact_hit_match": self.exact_hit_match,
+            "within_one_unit": self.within_one_unit,
+            "unit_agreement": self.unit_agreement,
+            "unit_requests": self.unit_requests,
+            "hit_tokens_mae": self.hit_tokens_mae,
+            "prompt_tokens_error": self.prompt_tokens_error,
+            "prompt_requests": self.prompt_requests,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalibrationReport:
+    """Every compared request, the skipped logs and the summary."""
+
+    settings: CalibrationSettings
+    scope: Scope
+    requests: tuple[RequestCalibration, ...]
+    skipped: tuple[SkippedLog, ...]
+    notes: tuple[str, ...]
+    """What the calibration had to decide about its input (sidecars that do not fit, …)."""
+    summary: CalibrationSummary
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document: the summary's metrics at the top level, then the detail."""
+        return {
+            "formatVersion": CALIBRATION_FORMAT_VERSION,
+            "kind": "dsh-testkit/calibrate",
+            **self.summary.to_json(),
+            "scope": self.scope,
+            "settings": self.settings.to_json(),
+            "perRequest": [r.to_json() for r in self.requests],
+            "skipped": [s.to_json() for s in self.skipped],
+            "notes": list(self.notes),
+        }
+
+
+# -- finding logs and sidecars ---------------------------------------------------------------
+
+
+def find_logs(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, str]]:
+    """The ``.jsonl`` files named, and those under named folders (recursively, sorted), each
+    with its label: the path as given, or relative to the folder it was found under.
+
+    Raises :class:`CalibrationError` for a path that does not exist.
+    """
+    found: list[tuple[Path, str]] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found.extend(
+                (p, p.relative_to(path).as_posix())
+                for p in sorted(path.rglob("*.jsonl"))
+                if p.is_file()
+            )
+        elif path.is_file():
+            found.append((path, os.fspath(path)))
+        else:
+            raise CalibrationError(f"no such file or folder: {os.fspath(path)}", path=str(path))
+    return found
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Sidecars:
+    prompts: tuple[str, ...]
+    tools: tuple[tuple[ToolSchema, ...], ...]
+
+
+def _sidecar_names(log: Path) -> tuple[str, str]:
+    match = _SESSION_NAME.match(log.name)
+    suffix = f".{match['n']}" if match and match["n"] else ""
+    return f"system-prompt{suffix}.expected.md", f"tool-schemas{suffix}.expected.json"
+
+
+def _read_sidecars(log: Path, folders: Sequence[Path]) -> _Sidecars | None:
+    prompt_name, tools_name = _sidecar_names(log)
+    for folder in (log.parent, *folders, *(f / log.parent.name for f in folders)):
+        prompt_path, tools_path = folder / prompt_name, folder / tools_name
+        if not (prompt_path.is_file() and tools_path.is_file()):
+            continue
+        try:
+            text = prompt_path.read_text(encoding="utf-8")
+            schemas = json.loads(tools_path.read_text(encoding="utf-8"))
+            lists = [schemas["initial"], *schemas["changes"]]
+            tools = tuple(
+                tuple(
+                    ToolSchema(
+                        name=t["name"],
+                        description=t.get("description", ""),
+                        parameters=t.get("parameters", {}),
+                    )
+                    for t in tool_list
+                )
+                for tool_list in lists
+            )
+        except (OSError, ValueError, KeyError, TypeError, DshError) as exc:
+            raise CalibrationError(
+                f"the sidecars {prompt_path} / {tools_path} do not read: {exc}",
+                path=str(tools_path),
+            ) from exc
+        prompts = tuple(p for p in _CHANGE_MARK.split(text.removesuffix("\n")))
+        return _Sidecars(prompts=prompts, tools=tools)
+    return None
+
+
+# -- one log's requests ----------------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class _Request:
+    """A request ready to simulate."""
+
+    log: str
+    index: int
+    rebuilt: ReconstructedRequest
+    read_at: float
+    """Seconds: the first response event (the server has read the input)."""
+    sent_at: float
+    """Seconds: the last event before the first response (the request's dispatch)."""
+    done_at: float
+    """Seconds: the reply's ``assistant/message``."""
+    live_prompt: int
+    live_hit: int
+    body: dict[str, Any]
+    bare_body: dict[str, Any] | None
+    """The body without the sidecars' header (placeholders dropped), when sidecars gave it."""
+    reply: dict[str, Any] | None
+    """The reply as the chat wire carries it back, or ``None`` (no message logged)."""
+    epoch: tuple[str, int]
+    """(log, header epoch): requests under one header share an anchor."""
+    folder: str
+    header_known: bool
+
+
+def _epoch_index(rebuilt: ReconstructedRequest, header_seqs: Sequence[int]) -> int:
+    seq = rebuilt.header_seq
+    return max(0, sum(1 for s in header_seqs if seq is not None and s <= seq) - 1)
+
+
+def _without_placeholders(options: GenerateOptions) -> GenerateOptions:
+    system = None if options.system in _PLACEHOLDERS else options.system
+    tools = None if isinstance(options.tools, ToolsPlaceholder) else options.tools
+    prefix = tuple(m for m in options.message_prefix if not isinstance(m, str))
+    return replace(options, system=system, tools=tools, message_prefix=prefix)
+
+
+def _with_header(
+    options: GenerateOptions, sidecars: _Sidecars | None, epoch: int
+) -> tuple[GenerateOptions, bool, bool]:
+    """The request with its real header when known (placeholders dropped otherwise, to be
+    anchored); whether the header is known, and whether sidecars supplied it."""
+    system, tools = options.system, options.tools
+    used = False
+    if sidecars is not None and epoch < len(sidecars.prompts) and epoch < len(sidecars.tools):
+        if system == "{{system}}":
+            system, used = sidecars.prompts[epoch], True
+        if isinstance(tools, ToolsPlaceholder):
+            tools, used = sidecars.tools[epoch], True
+    known = system not in _PLACEHOLDERS and not isinstance(tools, ToolsPlaceholder)
+    return _without_placeholders(replace(options, system=system, tools=tools)), known, used
+
+
+def _requests_of(
+    path: Path, label: str, sidecar_folders: Sequence[Path]
+) -> tuple[list[_Request], str | None]:
+    """The log's requests with live cache figures, or a reason to skip it."""
+    try:
+        loaded = load_session(path, audit=True)
+    except (DshError, OSError, ValueError) as exc:
+        return [], f"not a session log this build reads: {exc}"
+    events = loaded.events
+    try:
+        rebuilt = list(reconstruct_requests(events, session_id=loaded.info.id))
+    except DshError as exc:
+        return [], f"its requests cannot be rebuilt (dsh-testkit audit says why): {exc}"
+    header_seqs = [e.seq for e in events if e.type in ("request/header", "request/header-delta")]
+    sidecars = _read_sidecars(path, sidecar_folders)
+    out: list[_Request] = []
+    with_usage = 0
+    for index, request in enumerate(rebuilt):
+        found = find_usage(events, request, len(events))
+        if found is None or found.usage.cache_read_tokens is None:
+            continue
+        with_usage += 1
+        epoch = _epoch_index(request, header_seqs)
+        options, known, from_sidecars = _with_header(request.request, sidecars, epoch)
+        try:
+            body = serialize_request(options)
+            bare = (
+                serialize_request(_without_placeholders(request.request)) if from_sidecars else None
+            )
+        except DshError as exc:
+            return [], f"request {index} does not render to the wire: {exc}"
+        assert request.first_response_seq is not None  # a request with usage has a response
+        out.append(
+            _Request(
+                log=label,
+                index=index,
+                rebuilt=request,
+                read_at=events[request.first_response_seq].time / 1000,
+                sent_at=events[max(0, request.first_response_seq - 1)].time / 1000,
+                done_at=events[found.seq].time / 1000,
+                live_prompt=found.usage.prompt_tokens,
+                live_hit=found.usage.cache_read_tokens or 0,
+                body=body,
+                bare_body=bare,
+                reply=_reply_wire(
+                    events[found.seq],
+                    thinking="thinking" not in body or body["thinking"] != {"type": "disabled"},
+                ),
+                epoch=(label, epoch),
+                folder=os.fspath(path.parent),
+                header_known=known,
+            )
+        )
+    if not with_usage:
+        return [], "no request with live cache figures (cacheReadTokens)"
+    return out, None
+
+
+def _reply_wire(event: Event, *, thinking: bool) -> dict[str, Any] | None:
+    if event.type != "assistant/message" or not isinstance(event.data, Mapping):
+        return None
+    try:
+        message = Message.from_json(event.data.get("message"))
+        wire = serialize_message(message, thinking=thinking)
+    except DshError:
+        return None
+    return wire[0] if wire else None
+
+
+# -- the simulation --------------------------------------------------------------------------
+
+
+def _anchor_tokens(folder: str, count: int) -> tuple[int, ...]:
+    """Opaque tokens standing for an unknown header of ``count`` tokens.
+
+    One sequence per folder, cut to each epoch's size: the header of a later epoch, or of a
+    subagent in the same folder, is assumed to share its leading part with the others (a
+    harness keeps its preamble and edits near the end), so the shorter of two shares a prefix
+    with the longer. Logs in different folders never share anchor tokens.
+    """
+    seed = int.from_bytes(hashlib.sha256(folder.encode("utf-8")).digest()[:4], "big")
+    base = _ANCHOR_BASE + seed * 4_000_037
+    return tuple(range(base, base + count))
+
+
+def _spliced(prompt: RenderedPrompt, tokens: Sequence[int]) -> RenderedPrompt:
+    """``prompt`` with ``tokens`` inserted after ``<｜begin▁of▁sentence｜>``."""
+    n = len(tokens)
+    return RenderedPrompt(
+        tokens=(prompt.tokens[0], *tokens, *prompt.tokens[1:]),
+        input_end=prompt.input_end + n,
+        input_ends=tuple(i + n for i in prompt.input_ends),
+        output_ends=tuple(i + n for i in prompt.output_ends),
+        thinking=prompt.thinking,
+    )
+
+
+def _unit_name(kind: str | None) -> str:
+    return kind if kind is not None else "none"
+
+
+def _live_unit(
+    live_hit: int, found: CacheLookup, candidates: Sequence[CacheUnit], granularity: int
+) -> str:
+    """The kind of unit the live hit most likely reused: among the units the prompt matches in
+    full (visible or not) and the block-level common prefix the simulator found, the one whose
+    reported size is nearest the live hit. On a tie the simulator's own unit wins (the figure
+    cannot tell them apart), then the longer one."""
+    if live_hit <= 0:
+        return "none"
+    sizes: list[tuple[int, str]] = [
+        (unit.length // granularity * granularity, unit.kind) for unit in candidates
+    ]
+    if found.unit_kind == "common" and found.usage.hit_tokens:
+        sizes.append((found.usage.hit_tokens, "common"))
+    if not sizes:
+        return "other"
+    best = min(abs(size - live_hit) for size, _ in sizes)
+    own = found.unit_kind if found.usage.hit_tokens else None
+    if own is not None and abs(found.usage.hit_tokens - live_hit) == best:
+        return own
+    return [kind for size, kind in sizes if abs(size - live_hit) == best][-1]
+
+
+def _header_tokens(renderer: PromptRenderer, body: Mapping[str, Any]) -> int:
+    """Tokens of the body's leading system messages and tools alone."""
+    messages = body.get("messages", [])
+    leading = []
+    for message in messages:
+        if message.get("role") != "system":
+            break
+        leading.append(message)
+    return renderer.render_chat({**body, "messages": leading}).input_end
+
+
+def _simulate(
+    requests: Sequence[_Request],
+    settings: CalibrationSettings,
+    renderer: PromptRenderer,
+    notes: list[str],
+) -> list[RequestCalibration]:
+    cache = settings.simulator()
+    clock = cache._clock  # the manual clock the settings built it with
+    assert isinstance(clock, _Clock)
+    granularity = settings.granularity
+    anchors: dict[tuple[str, int], tuple[int, ...]] = {}
+    sidecar_fits: dict[tuple[str, int], bool] = {}
+    rows: list[RequestCalibration] = []
+    last_done: float | None = None
+    key = "calibration"
+    for position, request in enumerate(requests):
+        body, header_known = request.body, request.header_known
+        if request.bare_body is not None:
+            fits = sidecar_fits.get(request.epoch)
+            if fits is None:
+                fits = _header_tokens(renderer, body) < request.live_prompt
+                sidecar_fits[request.epoch] = fits
+                if not fits:
+                    notes.append(
+                        f"{request.log}: the sidecars' system prompt and tools alone render to "
+                        f"at least the live prompt ({request.live_prompt} tokens) of header "
+                        f"epoch {request.epoch[1]}: they belong to another recording; the "
+                        "header is anchored instead"
+                    )
+            if not fits:
+                body, header_known = request.bare_body, False
+        prompt = renderer.render_chat(body)
+        if not header_known:
+            anchor = anchors.get(request.epoch)
+            if anchor is None:
+                anchor = _anchor_tokens(
+                    request.folder, max(0, request.live_prompt - len(prompt.tokens))
+                )
+                anchors[request.epoch] = anchor
+            prompt = _spliced(prompt, anchor)
+        gap: float | None = None
+        if last_done is None:
+            clock.now = max(clock.now, request.read_at)
+        elif request.read_at >= last_done:
+            gap = request.read_at - last_done
+            clock.now = max(clock.now, request.read_at)
+        elif request.read_at >= request.sent_at:
+            # The clock went back between the two requests (events of several runs): the gap
+            # is at least this request's own time to first response, measured on its events.
+            clock.now += request.read_at - request.sent_at
+        else:
+            clock.now += settings.unknown_gap
+        candidates = cache.matching_units(key, prompt)
+        found = cache.lookup(key, prompt)
+        live_unit = _live_unit(request.live_hit, found, candidates, granularity)
+        completion = None
+        if request.reply is not None:
+            completion = renderer.render_chat_completion(request.reply, thinking=prompt.thinking)
+        done = request.done_at if request.done_at >= request.read_at else request.read_at
+        clock.now = max(clock.now, clock.now + (done - request.read_at))
+        cache.commit(found, completion)
+        last_done = request.done_at
+        rebuilt = request.rebuilt
+        rows.append(
+            RequestCalibration(
+                log=request.log,
+                index=request.index,
+                turn=rebuilt.turn,
+                step=rebuilt.step,
+                attempt=rebuilt.attempt,
+                model=rebuilt.request.model,
+                live_prompt_tokens=request.live_prompt,
+                live_hit_tokens=request.live_hit,
+                simulated_prompt_tokens=found.usage.prompt_tokens,
+                simulated_hit_tokens=found.usage.hit_tokens,
+                simulated_unit=_unit_name(found.unit_kind if found.usage.hit_tokens else None),
+                live_unit=live_unit,
+                header_known=header_known,
+                first_in_scope=position == 0,
+                gap_seconds=gap,
+            )
+        )
+    return rows
+
+
+def calibrate(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    settings: CalibrationSettings | None = None,
+    scope: Scope = "log",
+    sidecars: Sequence[str | os.PathLike[str]] = (),
+    renderer: PromptRenderer | None = None,
+) -> CalibrationReport:
+    """Calibrate the simulator on the logs at ``paths`` (files or folders).
+
+    Raises :class:`CalibrationError` for a path that does not exist or unreadable sidecars;
+    logs that do not read or carry no live cache figure are listed in ``skipped``.
+    """
+    settings = settings or CalibrationSettings()
+    if renderer is None:
+        renderer = PromptRenderer(make_tokenizer(settings.tokenizer))
+    folders = [Path(f) for f in sidecars]
+    logs = find_logs(paths)
+    skipped: list[SkippedLog] = []
+    notes: list[str] = []
+    scopes: dict[str, list[_Request]] = {}
+    compared = 0
+    for path, label in logs:
+        requests, reason = _requests_of(path, label, folders)
+        if reason is not None:
+            skipped.append(SkippedLog(log=label, reason=reason))
+            continue
+        compared += 1
+        scope_key = os.fspath(path.parent) if scope == "folder" else os.fspath(path)
+        scopes.setdefault(scope_key, []).extend(requests)
+    rows: list[RequestCalibration] = []
+    for requests in scopes.values():
+        # Within a folder, requests of several logs interleave by their time (stable).
+        ordered = sorted(requests, key=lambda r: r.read_at) if scope == "folder" else requests
+        rows.extend(_simulate(ordered, settings, renderer, notes))
+    return CalibrationReport(
+        settings=settings,
+        scope=scope,
+        requests=tuple(rows),
+        skipped=tuple(skipped),
+        notes=tuple(notes),
+        summary=CalibrationSummary.of(rows, granularity=settings.granularity, logs=compared),
+    )

@@ -1,0 +1,155 @@
+"""The simulator's calibrated rules: 128-token units, per-kind visibility, block-level common
+prefixes, and the inspection calls calibration uses (docs/fidelity.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsh_testkit.mock import PrefixCacheSimulator
+from dsh_testkit.mock._cache import DEFAULT_GRANULARITY, UnitVisibility
+
+KEY = "k"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def tokens(n: int, start: int = 0) -> list[int]:
+    return list(range(start, start + n))
+
+
+def test_default_granularity_is_128_and_hits_are_multiples_of_it() -> None:
+    cache = PrefixCacheSimulator(clock=Clock())
+    assert cache.granularity == DEFAULT_GRANULARITY == 128
+    cache.process(KEY, tokens(300))
+    usage = cache.process(KEY, [*tokens(300), 7, 7, 7])
+    assert usage.unit_tokens == 300
+    assert (usage.hit_tokens, usage.miss_tokens) == (256, 47)
+
+
+def test_the_default_visibility_is_immediate_for_every_kind() -> None:
+    cache = PrefixCacheSimulator(clock=Clock())
+    assert cache.visibility == UnitVisibility.uniform(0.0)
+
+
+def test_input_units_are_visible_at_once_output_units_after_their_delay() -> None:
+    clock = Clock()
+    cache = PrefixCacheSimulator(clock=clock, visibility=UnitVisibility(), interval_tokens=None)
+    assert cache.visibility.output == 1.1 and cache.visibility.input == 0.0
+    prompt = tokens(400)
+    reply = tokens(200, start=10_000)
+    found = cache.lookup(KEY, prompt)
+    clock.now = 5.0  # the reply's last chunk
+    cache.commit(found, reply)
+    follow_up = [*prompt, *reply, 1, 2, 3]
+    clock.now = 5.5  # 0.5 s after the reply: only the input-end unit
+    early = cache.lookup(KEY, follow_up)
+    assert (early.usage.unit_tokens, early.unit_kind) == (400, "input")
+    clock.now = 6.2  # 1.2 s after the reply: the output-end unit too
+    late = cache.lookup(KEY, follow_up)
+    assert (late.usage.unit_tokens, late.unit_kind) == (600, "output")
+    assert late.usage.hit_tokens == 512
+
+
+def test_input_units_count_from_the_lookup_not_the_commit() -> None:
+    clock = Clock()
+    rule = UnitVisibility(input=2.0, output=0.0, common=0.0, interval=0.0)
+    cache = PrefixCacheSimulator(clock=clock, visibility=rule, interval_tokens=None)
+    found = cache.lookup(KEY, tokens(300))
+    clock.now = 10.0
+    cache.commit(found, None)
+    (unit,) = cache.units(KEY)
+    assert (unit.kind, unit.visible_at) == ("input", 2.0)
+
+
+def test_interval_units_inside_the_prompt_and_inside_the_reply() -> None:
+    clock = Clock()
+    rule = UnitVisibility(input=0.0, output=0.0, common=0.0, interval=1.0)
+    cache = PrefixCacheSimulator(clock=clock, visibility=rule, interval_tokens=256)
+    found = cache.lookup(KEY, tokens(300))
+    clock.now = 4.0
+    cache.commit(found, tokens(300, start=10_000))
+    intervals = {u.length: u.visible_at for u in cache.units(KEY) if u.kind == "interval"}
+    # 256 lies in the prompt (read at 0), 512 in the reply (committed at 4)
+    assert intervals == {256: 1.0, 512: 5.0}
+
+
+def test_a_uniform_legacy_delay_counts_from_the_commit() -> None:
+    clock = Clock()
+    cache = PrefixCacheSimulator(clock=clock, visibility_delay=3.0, interval_tokens=None)
+    found = cache.lookup(KEY, tokens(300))
+    clock.now = 1.0
+    cache.commit(found, None)
+    assert [u.visible_at for u in cache.units(KEY)] == [4.0]
+    assert cache.visibility == UnitVisibility.uniform(3.0)
+
+
+def test_block_level_common_prefix_hits_on_the_first_shared_request() -> None:
+    """Measured: a second session hits the 128-aligned prefix it shares with the first one."""
+    shared = tokens(700)
+    cache = PrefixCacheSimulator(clock=Clock())
+    cache.process(KEY, [*shared, *tokens(50, start=5000)])
+    found = cache.lookup(KEY, [*shared, *tokens(60, start=9000)])
+    assert (found.usage.hit_tokens, found.unit_kind) == (640, "common")
+
+
+def test_detected_common_prefix_needs_two_requests() -> None:
+    shared = tokens(700)
+    cache = PrefixCacheSimulator(clock=Clock(), common_prefix="detected")
+    cache.process(KEY, [*shared, *tokens(50, start=5000)])
+    assert cache.process(KEY, [*shared, *tokens(60, start=9000)]).hit_tokens == 0
+    assert cache.process(KEY, [*shared, *tokens(70, start=7000)]).hit_tokens == 640
+
+
+def test_common_blocks_wait_for_their_visibility_delay() -> None:
+    clock = Clock()
+    rule = UnitVisibility(input=0.0, output=0.0, common=2.0, interval=0.0)
+    cache = PrefixCacheSimulator(clock=clock, visibility=rule)
+    shared = tokens(700)
+    cache.process(KEY, [*shared, 1])
+    clock.now = 1.0
+    assert cache.lookup(KEY, [*shared, 2]).usage.hit_tokens == 0
+    clock.now = 2.5
+    assert cache.lookup(KEY, [*shared, 2]).usage.hit_tokens == 640
+
+
+def test_matching_units_lists_held_units_visible_or_not() -> None:
+    clock = Clock()
+    cache = PrefixCacheSimulator(clock=clock, visibility=UnitVisibility(), interval_tokens=None)
+    prompt, reply = tokens(300), tokens(100, start=10_000)
+    cache.commit(cache.lookup(KEY, prompt), reply)
+    units = cache.matching_units(KEY, [*prompt, *reply, 5])
+    assert [(u.length, u.kind) for u in units] == [(300, "input"), (400, "output")]
+    assert units[1].visible_at == pytest.approx(1.1)
+    assert cache.matching_units(KEY, tokens(10, start=50_000)) == ()
+    assert cache.matching_units("other", prompt) == ()
+    assert PrefixCacheSimulator(rules="2024").matching_units(KEY, prompt) == ()
+
+
+def test_a_miss_has_no_unit_kind_and_2024_hits_are_blocks() -> None:
+    cache = PrefixCacheSimulator(rules="2024", clock=Clock())
+    assert cache.lookup(KEY, tokens(300)).unit_kind is None
+    cache.process(KEY, tokens(300))
+    assert cache.lookup(KEY, tokens(300)).unit_kind == "block"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"visibility": UnitVisibility(), "visibility_delay": 1.0}, "not both"),
+        ({"common_prefix": "sometimes"}, 'common_prefix must be "blocks" or "detected"'),
+    ],
+)
+def test_invalid_calibrated_settings(options: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        PrefixCacheSimulator(**options)  # type: ignore[arg-type]
+
+
+def test_negative_visibility_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"UnitVisibility.output must be >= 0 seconds, got -1"):
+        UnitVisibility(output=-1)

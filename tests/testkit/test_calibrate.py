@@ -1,0 +1,323 @@
+"""``dsh-testkit calibrate``: the simulator against live usage, run as a user runs it.
+
+Hand-made logs carry usage figures chosen against what the simulator must give, so every
+metric is checked against a value computed here by hand; the reference logs check the command
+on real traffic (skipped where ../shared is absent).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_core import reconstruct_requests
+from dsh_core.persistence import load_session
+from dsh_core.providers.deepseek import serialize_request
+from dsh_testkit.calibration import (
+    CalibrationError,
+    CalibrationSettings,
+    CalibrationSummary,
+    RequestCalibration,
+    calibrate,
+)
+from dsh_testkit.mock._template import PromptRenderer
+from dsh_testkit.tokenizers import HeuristicTokenizer
+from tests.conftest import REFERENCE_LOGS
+
+from ._report_builders import LogBuilder, header
+
+ROOT = Path(__file__).resolve().parents[2]
+G = 128
+
+
+def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dsh_testkit.cli", "calibrate", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _row(
+    live_hit: int,
+    sim_hit: int,
+    *,
+    live_unit: str,
+    sim_unit: str,
+    first: bool = False,
+    live_prompt: int = 1000,
+    sim_prompt: int = 1000,
+    known: bool = True,
+) -> RequestCalibration:
+    return RequestCalibration(
+        log="x.jsonl",
+        index=0,
+        turn=1,
+        step=1,
+        attempt=0,
+        model="deepseek-v4-flash",
+        live_prompt_tokens=live_prompt,
+        live_hit_tokens=live_hit,
+        simulated_prompt_tokens=sim_prompt,
+        simulated_hit_tokens=sim_hit,
+        simulated_unit=sim_unit,
+        live_unit=live_unit,
+        header_known=known,
+        first_in_scope=first,
+        gap_seconds=None,
+    )
+
+
+def test_summary_metrics_by_hand() -> None:
+    rows = [
+        # first of its scope: both miss
+        _row(0, 0, live_unit="none", sim_unit="none", first=True, sim_prompt=1100),
+        # exact, same unit
+        _row(896, 896, live_unit="input", sim_unit="input", live_prompt=900, sim_prompt=900),
+        # one unit apart, different unit
+        _row(1024, 896, live_unit="output", sim_unit="input", live_prompt=1100, sim_prompt=1045),
+        # live hit, simulated miss; header anchored (no prompt error counted)
+        _row(512, 0, live_unit="common", sim_unit="none", known=False, sim_prompt=5),
+    ]
+    s = CalibrationSummary.of(rows, granularity=G, logs=1)
+    assert s.requests == 4
+    assert s.classification_agreement == 0.75  # rows 1-3 agree, row 4 does not
+    assert s.exact_hit_match == 0.5  # rows 1 and 2
+    assert s.within_one_unit == 0.75  # |1024 - 896| = 128 counts; 512 does not
+    assert (s.unit_agreement, s.unit_requests) == (round(1 / 3, 4), 3)  # later rows only
+    assert s.hit_tokens_mae == (0 + 0 + 128 + 512) / 4
+    # |1100-1000|/1000, 0, |1045-1100|/1100 over the three known headers
+    assert s.prompt_tokens_error == round((0.1 + 0 + 0.05) / 3, 4)
+    assert s.prompt_requests == 3
+    empty = CalibrationSummary.of([], granularity=G, logs=0)
+    assert empty.exact_hit_match is None and empty.prompt_tokens_error is None
+
+
+# -- a hand-made log through the command ------------------------------------------------------
+
+SYSTEM = "\n".join(f"rule {i}: answer precisely and cite the file you read" for i in range(60))
+
+
+def _log(usages: list[dict[str, Any]], answer: str = "an answer") -> LogBuilder:
+    """Single-step turns under one real header, each with the given usage."""
+    log = LogBuilder()
+    for index, usage in enumerate(usages):
+        log.start_turn(f"question {index}: " + "why is the sky blue " * 60)
+        event = ("request/header", {"header": header(system=SYSTEM), "reason": "initial"})
+        log.step(header_event=event if index == 0 else None, usage_data=usage, text=answer)
+        log.end_turn()
+    return log
+
+
+def _prompts(path: Path) -> list[Any]:
+    """The prompts the simulator sees: the log's requests on the wire, tokenized."""
+    loaded = load_session(path, audit=True)
+    renderer = PromptRenderer(HeuristicTokenizer())
+    return [
+        renderer.render_chat(serialize_request(r.request))
+        for r in reconstruct_requests(loaded.events, session_id=loaded.info.id)
+    ]
+
+
+def _usage(prompt: int, hit: int) -> dict[str, Any]:
+    return {"inputTokens": prompt - hit, "outputTokens": 3, "cacheReadTokens": hit}
+
+
+def test_a_hand_made_log_gives_the_figures_computed_by_hand(tmp_path: Path) -> None:
+    draft = _log([_usage(10, 0)] * 3).write(tmp_path / "draft.jsonl")
+    prompts = _prompts(draft)
+    p0, p1, p2 = (p.prompt_tokens for p in prompts)
+    # Each request extends the previous one; the log's clock stands still, so the previous
+    # reply's output-end unit is not visible yet (1.1 s) and the input-end unit hits.
+    sim1 = prompts[0].input_end // G * G
+    sim2 = prompts[1].input_end // G * G
+    assert 0 < sim1 < sim2
+    # live: request 0 misses (agrees), request 1 hits exactly, request 2 misses (disagrees);
+    # prompt tokens: exact, +10 %, exact
+    live_prompts = (p0, round(p1 * 1.1), p2)
+    usages = [_usage(live_prompts[0], 0), _usage(live_prompts[1], sim1), _usage(p2, 0)]
+    path = _log(usages).write(tmp_path / "session.jsonl")
+    result = _cli(str(path), "--json", "--tokenizer", "heuristic")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["kind"] == "dsh-testkit/calibrate" and doc["formatVersion"] == 1
+    rows = doc["perRequest"]
+    assert [(r["liveHitTokens"], r["simulatedHitTokens"]) for r in rows] == [
+        (0, 0),
+        (sim1, sim1),
+        (0, sim2),
+    ]
+    assert [r["simulatedPromptTokens"] for r in rows] == [p0, p1, p2]
+    assert [r["livePromptTokens"] for r in rows] == list(live_prompts)
+    assert [(r["liveUnit"], r["simulatedUnit"]) for r in rows] == [
+        ("none", "none"),
+        ("input", "input"),
+        ("none", "input"),
+    ]
+    assert all(r["headerKnown"] for r in rows)
+    assert doc["requests"] == 3
+    assert doc["classification_agreement"] == round(2 / 3, 4)
+    assert doc["exact_hit_match"] == round(2 / 3, 4)
+    assert doc["within_one_unit"] == round(2 / 3, 4)  # sim2 is more than one unit
+    assert doc["unit_agreement"] == 0.5  # of the two later requests
+    assert doc["hit_tokens_mae"] == round(sim2 / 3, 2)
+    expected_error = abs(p1 - live_prompts[1]) / live_prompts[1] / 3
+    assert doc["prompt_tokens_error"] == round(expected_error, 4)
+    assert doc["skipped"] == [] and doc["notes"] == []
+
+
+def test_with_time_between_reply_and_request_the_output_unit_hits(tmp_path: Path) -> None:
+    """Output-end units become visible 1.1 s after the reply: a log whose next request comes
+    two seconds later reuses the whole previous exchange."""
+    log = _log([_usage(10, 0)] * 2, answer="a long answer, " * 80)
+    events = list(log.events)
+    path = log.write(tmp_path / "session.jsonl")
+    text = path.read_text(encoding="utf-8").splitlines()
+    # Re-time the events: the second turn starts 2 s after the first ends.
+    second = next(e.seq for e in events if e.type == "turn/start" and e.data["turn"] == 2)
+    lines = [text[0]]
+    for line in text[1:]:
+        record = json.loads(line)
+        record["time"] = 1000 * (2 if record["seq"] >= second else 0)
+        lines.append(json.dumps(record))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = calibrate([path], settings=CalibrationSettings(tokenizer="heuristic"))
+    second_row = report.requests[1]
+    assert second_row.simulated_unit == "output"
+    assert second_row.gap_seconds == 2.0
+    # the whole first exchange (its prompt and its reply) is reused, past its input end
+    prompts = _prompts(path)
+    assert second_row.simulated_hit_tokens == prompts[1].output_ends[0] // G * G
+    assert second_row.simulated_hit_tokens > prompts[0].input_end // G * G
+
+
+def test_logs_without_cache_figures_are_listed_and_skipped(tmp_path: Path) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    _log([{"inputTokens": 100, "outputTokens": 3}] * 2).write(folder / "no-cache.jsonl")
+    (folder / "notes.jsonl").write_text('{"not": "a session"}\n', encoding="utf-8")
+    result = _cli(str(folder), "--tokenizer", "heuristic")
+    assert result.returncode == 1  # nothing to compare
+    assert "skipped no-cache.jsonl: no request with live cache figures" in result.stdout
+    assert "skipped notes.jsonl: not a session log" in result.stdout
+    assert "0 requests from 0 logs (2 skipped)" in result.stdout
+
+
+def test_a_missing_path_is_a_clear_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    result = _cli(str(missing))
+    assert result.returncode == 2
+    assert f"no such file or folder: {missing}" in result.stderr
+    with pytest.raises(CalibrationError) as caught:
+        calibrate([missing])
+    assert caught.value.path == str(missing)
+
+
+def test_unreadable_sidecars_name_the_file(tmp_path: Path) -> None:
+    path = _log([_usage(10, 0)]).write(tmp_path / "session.jsonl")
+    (tmp_path / "system-prompt.expected.md").write_text("S\n", encoding="utf-8")
+    (tmp_path / "tool-schemas.expected.json").write_text("[not json", encoding="utf-8")
+    result = _cli(str(path), "--tokenizer", "heuristic")
+    assert result.returncode == 2
+    assert "tool-schemas.expected.json" in result.stderr and "do not read" in result.stderr
+
+
+# -- the reference logs -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict[str, Any]:
+    if not REFERENCE_LOGS.is_dir():
+        pytest.skip(f"reference logs not found at {REFERENCE_LOGS}")
+    result = _cli(str(REFERENCE_LOGS), "--json")
+    assert result.returncode == 0, result.stderr
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+def test_reference_logs_compare_every_request_with_live_cache_figures(
+    reference: dict[str, Any],
+) -> None:
+    rows = reference["perRequest"]
+    assert reference["requests"] == len(rows) == 13
+    assert reference["logs"] == 6
+    skipped = {s["log"]: s["reason"] for s in reference["skipped"]}
+    assert set(skipped) == {
+        f"{name}/session.jsonl"
+        for name in (
+            "cancel",
+            "compaction-recovery",
+            "empty-response-retry",
+            "error-finish",
+            "max-tokens-continue",
+            "parallel-tool-calls",
+        )
+    }
+    assert all("no request with live cache figures" in r for r in skipped.values())
+    by_key = {(r["log"], r["index"]): r for r in rows}
+    # live figures come from the log: multi-turn's second request read 2816 of 2880 from cache
+    second = by_key[("multi-turn/session.jsonl", 1)]
+    assert (second["livePromptTokens"], second["liveHitTokens"]) == (2880, 2816)
+    # ... and the simulator reuses the first request's input-end unit, as the API did
+    assert (second["simulatedHitTokens"], second["simulatedUnit"]) == (2816, "input")
+    # the placeholder header is anchored on the first request: its prompt size is the live one
+    first = by_key[("multi-turn/session.jsonl", 0)]
+    assert first["simulatedPromptTokens"] == first["livePromptTokens"] == 2864
+    assert not first["headerKnown"]
+    for name in (
+        "classification_agreement",
+        "exact_hit_match",
+        "within_one_unit",
+        "unit_agreement",
+    ):
+        assert 0.0 <= reference[name] <= 1.0, name
+    assert reference["exact_hit_match"] == round(
+        sum(r["liveHitTokens"] == r["simulatedHitTokens"] for r in rows) / 13, 4
+    )
+
+
+def test_a_stale_sidecar_is_anchored_with_a_note(reference: dict[str, Any]) -> None:
+    """code-mode-turn's sidecar prompt alone is longer than the live prompt it was recorded
+    with, so it cannot be that recording's header."""
+    assert any(
+        n.startswith("code-mode-turn/session.jsonl: the sidecars' system prompt")
+        for n in reference["notes"]
+    )
+    rows = [r for r in reference["perRequest"] if r["log"] == "code-mode-turn/session.jsonl"]
+    assert rows and not any(r["headerKnown"] for r in rows)
+
+
+def test_folder_scope_shares_one_simulator_between_parent_and_subagent() -> None:
+    if not REFERENCE_LOGS.is_dir():
+        pytest.skip(f"reference logs not found at {REFERENCE_LOGS}")
+    folder = REFERENCE_LOGS / "subagent-fork-in-process"
+    per_log = calibrate([folder], settings=CalibrationSettings(tokenizer="heuristic"))
+    per_folder = calibrate(
+        [folder], settings=CalibrationSettings(tokenizer="heuristic"), scope="folder"
+    )
+    assert per_log.summary.requests == per_folder.summary.requests == 5
+    # per log, each log's first request meets an empty cache; per folder only the first does
+    assert sum(r.first_in_scope for r in per_log.requests) == 2
+    assert sum(r.first_in_scope for r in per_folder.requests) == 1
+    later_first = next(r for r in per_folder.requests if r.index == 0 and not r.first_in_scope)
+    assert later_first.simulated_hit_tokens > 0  # the parent's prefix is warm
+
+
+def test_the_table_and_summary_print(tmp_path: Path) -> None:
+    if not REFERENCE_LOGS.is_dir():
+        pytest.skip(f"reference logs not found at {REFERENCE_LOGS}")
+    result = _cli(str(REFERENCE_LOGS / "multi-turn"), "--tokenizer", "heuristic")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Per request: live vs simulated" in out
+    assert "2 requests from 1 logs (0 skipped)" in out
+    assert "exact hit-token match" in out and "unit agreement (later)" in out
+    assert "* header anchored" in out
