@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test check lint typecheck pytest demo bench record-live clean
+.PHONY: test check docs lint typecheck pytest demo bench stress record-live clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,12 +36,21 @@ check: $(STAMP)
 	$(BIN)/mypy
 	HYPOTHESIS_PROFILE=fast $(BIN)/pytest -q -n 2 $(PYTEST_ARGS)
 
+# The documentation site (MkDocs): warnings are errors. Output in site/ (not committed).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 demo: $(STAMP)
 	$(BIN)/dsh-testkit demo
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python benchmarks/run.py
+
+# The adversarial suite for longer (tests/adversarial/stress.py): DSH_STRESS_SECONDS bounds the
+# run (default 120), DSH_STRESS_SEED picks the sample. Figures go to RELIABILITY.md.
+stress: $(STAMP)
+	$(BIN)/python -m tests.adversarial.stress
 
 record-live: $(STAMP)
 	@test -n "$$DEEPSEEK_API_KEY" || { echo "record-live needs DEEPSEEK_API_KEY in the environment"; exit 2; }

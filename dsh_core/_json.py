@@ -538,6 +538,8 @@ def _loads_iterative(text: str, max_depth: int | None = None) -> Any:
         ch = text[pos : pos + 1]
         value: Any
         opened = False
+        if max_depth is not None and ch in "{[" and ch and len(stack) >= max_depth:
+            raise _text_too_deep(max_depth, pos)
         if ch == "{":
             pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
             if text[pos : pos + 1] == "}":
@@ -553,8 +555,6 @@ def _loads_iterative(text: str, max_depth: int | None = None) -> Any:
                 pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
                 stack.append([{}, key])
                 opened = True
-                if max_depth is not None and len(stack) > max_depth:
-                    raise _text_too_deep(max_depth, pos)
         elif ch == "[":
             pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
             if text[pos : pos + 1] == "]":
@@ -563,8 +563,6 @@ def _loads_iterative(text: str, max_depth: int | None = None) -> Any:
             else:
                 stack.append([[], None])
                 opened = True
-                if max_depth is not None and len(stack) > max_depth:
-                    raise _text_too_deep(max_depth, pos)
         elif ch == '"':
             value, pos = scanstring(text, pos + 1)
         elif text.startswith("null", pos):

@@ -360,15 +360,11 @@ def _tools_text(tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None) -> str:
     return dumps_canonical([t.to_json() for t in tools])
 
 
-def _visible(message: Message) -> dict[str, Any]:
-    return {"role": message.role, "content": [b.to_json() for b in message.content]}
-
-
 def _prefix_json(request: GenerateOptions, model_visible_only: bool) -> list[Any]:
     return [
         entry
         if isinstance(entry, str)
-        else _visible(entry)
+        else entry.visible_json()
         if model_visible_only
         else entry.to_json()
         for entry in request.message_prefix
@@ -433,8 +429,8 @@ def diff_requests(
         if m is n:
             continue
         if model_visible_only:
-            a, b = _visible(m), _visible(n)
-            if dumps_canonical(a) != dumps_canonical(b):
+            if m.visible_canonical_json() != n.visible_canonical_json():
+                a, b = m.visible_json(), n.visible_json()
                 detail = first_json_difference(f"messages[{i}]", a, b, names)
                 out.append(detail or f"messages[{i}] differs")
                 break

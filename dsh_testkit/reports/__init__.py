@@ -7,7 +7,8 @@
 - ``_rebuild``: ``dsh-testkit rebuild`` — every request a log rebuilds, as a summary or the
   exact wire body;
 - ``_loading``: reading a log for a report (sidecars, "not a session log", the readable prefix);
-- ``_doctor``: the cache doctor over any trace — cause codes with evidence, defined figures;
+- ``_doctor``: the cache doctor over any trace — defined figures per request and conversation;
+  ``_evidence``: its cause codes and the wire-level comparison behind each finding;
   ``_doctor_render``: its terminal, JSON and HTML output and the trace dispatch of the commands;
 - ``_log_facts``: what both read from a log (header steps, surface rewrites, recorded usage);
 - ``_compare``: request-to-request comparison in the project's vocabulary;

@@ -1,0 +1,147 @@
+"""``make stress``: the session-log adversarial checks for longer, within a time budget.
+
+The bounded tests in this package sample; this runs the same judges (``_logs.py``) over every
+real log: the loader at every byte offset, resumes at sampled cuts, every field replaced by a
+value of every other JSON kind, random byte damage, and a 100,000-deep line. It prints the
+figures RELIABILITY.md reports and exits 1 when any promise broke.
+
+``DSH_STRESS_SECONDS`` (default 120) bounds the whole run; ``DSH_STRESS_SEED`` (default 0)
+picks the sample, so a failure is reproducible.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from dsh_core import CorruptLogError, dumps_canonical
+from dsh_core.persistence import load_session, loads_session
+from tests.adversarial._logs import (
+    Tally,
+    _expected_events,
+    apply_field,
+    byte_corruptions,
+    cuts,
+    field_specs,
+    judge_corruption,
+    judge_cut,
+    real_logs,
+    record_ends,
+)
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def main() -> int:
+    budget = float(os.environ.get("DSH_STRESS_SECONDS", "120"))
+    seed = int(os.environ.get("DSH_STRESS_SEED", "0"))
+    rng = random.Random(seed)
+    logs = real_logs()
+    started = time.monotonic()
+    failures: list[str] = []
+    tallies = {
+        "cuts, loaded (every offset)": Tally(),
+        "cuts, loaded and resumed": Tally(),
+        "field corruptions": Tally(),
+        "byte corruptions": Tally(),
+        "100,000-deep line": Tally(),
+    }
+    scratch = Path(tempfile.mkdtemp(prefix="dsh-stress-")) / "log.jsonl"
+
+    Attempts = Iterator[Callable[[], str]]
+
+    def run(share: float, name: str, attempts: Callable[[], Attempts]) -> None:
+        """Run the attempts until their share of the budget is spent."""
+        deadline = time.monotonic() + share * budget
+        for attempt in attempts():
+            if time.monotonic() > deadline:
+                break
+            try:
+                tallies[name].add(attempt())
+            except AssertionError as exc:
+                tallies[name].add("PROMISE BROKEN")
+                failures.append(str(exc))
+
+    def every_offset() -> Attempts:
+        for log in logs:
+            raw = log.read_bytes()
+            ends = record_ends(raw)
+            for cut in range(ends[0] - 1, len(raw) + 1):
+
+                def attempt(
+                    raw: bytes = raw, cut: int = cut, ends: list[int] = ends, name: str = log.name
+                ) -> str:
+                    loaded = loads_session(raw[:cut], audit=True)
+                    complete = max([e for e in ends if e <= cut], default=0)
+                    if cut > complete and raw[cut : cut + 1] == b"\n":
+                        complete = cut
+                    got = [dumps_canonical(e.to_json(), sort_keys=True) for e in loaded.events]
+                    assert got == _expected_events(raw[:complete]), f"{name}: cut at {cut}"
+                    assert loaded.committed_bytes == complete, f"{name}: cut at {cut}"
+                    return "recovered"
+
+                yield attempt
+
+    def resumed_cuts() -> Attempts:
+        for log in logs:
+            raw = log.read_bytes()
+            for cut in cuts(raw, 60, rng):
+                yield lambda raw=raw, cut=cut, name=log.name: judge_cut(raw, cut, scratch, name)
+
+    def fields() -> Attempts:
+        raws = [log.read_bytes() for log in logs]
+        pool = [(i, spec) for i, raw in enumerate(raws) for spec in field_specs(raw)]
+        rng.shuffle(pool)
+        for i, spec in pool:
+            corruption = apply_field(raws[i], spec)
+            yield lambda c=corruption, name=logs[i].name: judge_corruption(c, scratch, name)
+
+    def bytes_() -> Attempts:
+        while True:
+            log = rng.choice(logs)
+            (corruption,) = byte_corruptions(log.read_bytes(), rng, 1)
+            yield lambda c=corruption, name=log.name: judge_corruption(c, scratch, name)
+
+    def deep() -> Attempts:
+        def attempt() -> str:
+            header = b'{"type":"session","version":0,"id":"s","createdAt":1}\n'
+            line = b'{"type":"x/y","seq":0,"time":1,"data":' + b'{"a":' * 100_000 + b"1"
+            scratch.write_bytes(header + line + b"}" * 100_001 + b"\n")
+            try:
+                load_session(scratch, audit=True)
+            except CorruptLogError:
+                return "typed error"
+            raise AssertionError("a 100,000-deep line loaded")
+
+        yield attempt
+
+    run(0.05, "100,000-deep line", deep)
+    run(0.25, "cuts, loaded (every offset)", every_offset)
+    run(0.2, "cuts, loaded and resumed", resumed_cuts)
+    run(0.3, "field corruptions", fields)
+    run(0.2, "byte corruptions", bytes_)
+
+    elapsed = time.monotonic() - started
+    print(f"## Session logs: `make stress` (budget {budget:.0f} s, seed {seed})\n")
+    print(f"{len(logs)} real logs, {elapsed:.0f} s, peak RSS {_peak_rss_mib():.0f} MiB\n")
+    print("| check | tried | outcomes |")
+    print("|---|---:|---|")
+    for name, tally in tallies.items():
+        outcomes = ", ".join(f"{k}: {v:,}" for k, v in sorted(tally.outcomes.items()))
+        print(f"| {name} | {tally.tried:,} | {outcomes} |")
+    print(f"\npromises broken: {len(failures)}")
+    for failure in failures[:20]:
+        print(f"- {failure}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
