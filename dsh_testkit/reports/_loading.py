@@ -24,12 +24,14 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Literal, TypeAlias
 
 from dsh_core import (
     CorruptLogError,
     DshError,
     Event,
+    FrozenDict,
     SidecarError,
     Sidecars,
     UnsupportedVersionError,
@@ -215,19 +217,38 @@ def add_sidecar_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not fill placeholders, even when sidecar files lie beside the log",
     )
+    parser.add_argument(
+        "--fill",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help=(
+            "replace an inline placeholder in every string of the log, e.g. "
+            "--fill cwd=/home/me/project for {{cwd}} (repeatable)"
+        ),
+    )
 
 
 def sidecar_option(args: argparse.Namespace) -> SidecarOption:
     """The sidecars the parsed ``--sidecars`` / ``--no-sidecars`` ask for (may raise
     :class:`SidecarError`)."""
+    values: dict[str, str] = {}
+    for item in getattr(args, "fill", None) or ():
+        name, sep, value = item.partition("=")
+        name = name.strip().removeprefix("{{").removesuffix("}}")
+        if not sep or not name:
+            raise SidecarError(f"--fill {item!r}: expected NAME=VALUE, e.g. cwd=/home/me/project")
+        values["{{" + name + "}}"] = value
     if getattr(args, "no_sidecars", False):
-        return None
+        return Sidecars(values=FrozenDict(values)) if values else None
     directory = getattr(args, "sidecars", None)
     if directory is None:
-        return "auto"
+        if not values:
+            return "auto"
+        return replace(Sidecars.for_log(args.log), values=FrozenDict(values))
     if not os.path.isdir(directory):
         raise SidecarError(f"--sidecars {directory}: not a directory", path=directory)
-    return Sidecars.from_dir(directory, log_name=os.path.basename(args.log))
+    return Sidecars.from_dir(directory, log_name=os.path.basename(args.log), values=values)
 
 
 def refusal(command: str, args: argparse.Namespace, exc: Exception) -> int:

@@ -270,3 +270,26 @@ def test_the_reference_logs_rebuild_and_keep_auditing_cleanly() -> None:
     run = cli("rebuild", "--wire", pin)
     assert run.returncode == 0, run.stdout + run.stderr
     assert '"role": "system"' in run.stdout and "{{system}}" not in run.stdout
+
+
+def test_fill_replaces_inline_placeholders_from_the_command_line() -> None:
+    run = cli(
+        "rebuild",
+        "--wire",
+        "--json",
+        "--fill",
+        "cwd=/home/me",
+        "--fill",
+        "{{sessionId}}=s-9",
+        PREFIX,
+    )
+    assert run.returncode == 0, run.stderr
+    document = json.loads(run.stdout)
+    assert document["session"]["id"] == "s-9"
+    body = document["requests"][0]["wire"]
+    assert body["messages"][2]["content"] == "List the jobs in /home/me/workspace."
+    bad = cli("rebuild", "--fill", "cwd", PREFIX)
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == (
+        "dsh-testkit rebuild: sidecars: --fill 'cwd': expected NAME=VALUE, e.g. cwd=/home/me/project"
+    )
