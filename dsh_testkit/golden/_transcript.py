@@ -44,6 +44,7 @@ from dsh_core import (
     ToolCallBlock,
     ToolResultBlock,
     ToolSchema,
+    ToolsPlaceholder,
     chunk_from_json,
     count_difference,
     derive_event_message,
@@ -289,9 +290,11 @@ class _Transcript:
             self.line(depth, "system: none")
         self.tools_full(depth, header.tools)
 
-    def tools_full(self, depth: int, tools: tuple[ToolSchema, ...] | str | None) -> None:
-        if isinstance(tools, str):
-            self.line(depth, f"tools: {_quote(tools)}")
+    def tools_full(
+        self, depth: int, tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None
+    ) -> None:
+        if isinstance(tools, ToolsPlaceholder):
+            self.line(depth, f"tools: {self.tool_names(tools)}")
             return
         if not tools:
             self.line(depth, "tools: none")
@@ -340,10 +343,10 @@ class _Transcript:
     def tools_diff(
         self,
         depth: int,
-        old: tuple[ToolSchema, ...] | str | None,
-        new: tuple[ToolSchema, ...] | str | None,
+        old: tuple[ToolSchema, ...] | ToolsPlaceholder | None,
+        new: tuple[ToolSchema, ...] | ToolsPlaceholder | None,
     ) -> None:
-        if isinstance(old, str) or isinstance(new, str):
+        if isinstance(old, ToolsPlaceholder) or isinstance(new, ToolsPlaceholder):
             if old != new:
                 self.line(depth, f"tools: {self.tool_names(old)} → {self.tool_names(new)}")
             return
@@ -373,9 +376,11 @@ class _Transcript:
             self.line(depth, f"tools: order {', '.join(kept_old)} → {', '.join(kept_new)}")
 
     @staticmethod
-    def tool_names(tools: tuple[ToolSchema, ...] | str | None) -> str:
-        if isinstance(tools, str):
-            return _quote(tools)
+    def tool_names(tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None) -> str:
+        if isinstance(tools, ToolsPlaceholder):
+            if tools.token is not None:
+                return _quote(tools.token)
+            return "[" + ", ".join(tools.names or ()) + "] (schemas elided)"
         return ", ".join(t.name for t in tools) if tools else "none"
 
     # ---------------------------------------------------------------- requests and responses
