@@ -135,6 +135,16 @@ def test_turn_and_step_are_checked_on_every_event_that_carries_them(event_type: 
     assert info.value.line == 2
 
 
+@pytest.mark.parametrize("event_type", ["turn/start", "turn/end", "step/start", "step/end"])
+def test_turn_and_step_events_must_carry_their_positions(event_type: str) -> None:
+    with pytest.raises(CorruptLogError, match=r"data\.turn is missing") as info:
+        loads_session(HEADER + ev(0, event_type, {"other": 1}), audit=True)
+    assert info.value.line == 2
+    with pytest.raises(CorruptLogError, match="data must be an object holding turn") as info:
+        loads_session(HEADER + ev(0, event_type, "x"), audit=True)
+    assert info.value.line == 2
+
+
 # ------------------------------------------------------------- 3. only an unterminated tail drops
 
 
@@ -179,6 +189,18 @@ def test_bytes_that_are_not_utf8_inside_an_unterminated_tail_are_corruption() ->
     data = (HEADER + ev(0)).encode() + b'{"type":"turn/\xff\xfeend","seq":1'
     with pytest.raises(CorruptLogError, match="not the start of a record cut short"):
         loads_session(data)
+
+
+def test_a_complete_record_then_a_stray_partial_character_is_corruption() -> None:
+    data = (HEADER + ev(0) + ev(1, "turn/end", {"turn": 1})[:-1]).encode() + b"\xe2\x82"
+    with pytest.raises(CorruptLogError, match="not the start of a record cut short"):
+        loads_session(data)
+
+
+def test_an_unterminated_tail_nested_past_the_limit_is_corruption() -> None:
+    tail = '{"type":"x/y","seq":1,"time":7,"data":' + '{"a":' * (MAX_JSON_DEPTH + 5)
+    with pytest.raises(CorruptLogError, match="deeper than"):
+        loads_session(HEADER + ev(0) + tail, audit=True)
 
 
 def test_an_unterminated_prefix_of_a_record_is_still_a_crash_tail(tmp_path: Path) -> None:
@@ -231,6 +253,16 @@ def test_every_way_to_write_is_refused_while_a_writer_holds_the_log(
     session.append("turn/start", {"turn": 2})
     holder.close()
     assert len(load_session(path).events) == len(session.events)
+
+
+def test_overwrite_creates_a_missing_file_and_truncates_an_unlocked_one(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    session = new_session()
+    a_turn(session)
+    write_session(path, session, overwrite=True).close()  # no file yet: created
+    assert len(load_session(path).events) == 3
+    write_session(path, new_session(), overwrite=True).close()  # unlocked: truncated
+    assert load_session(path).events == ()
 
 
 def test_the_lock_holds_across_processes(tmp_path: Path) -> None:
