@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test check lint typecheck pytest demo bench stress record-live clean
+.PHONY: test check docs lint typecheck pytest demo bench stress record-live clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ check: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	HYPOTHESIS_PROFILE=fast $(BIN)/pytest -q -n 2 $(PYTEST_ARGS)
+
+# The documentation site (MkDocs): warnings are errors. Output in site/ (not committed).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 demo: $(STAMP)
 	$(BIN)/dsh-testkit demo

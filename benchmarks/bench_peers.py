@@ -34,7 +34,7 @@ from dsh_core import Agent, Session
 from dsh_core.scripted import ScriptedProvider, text_response, tool_call, tool_call_response
 
 from ._common import Figure, Section, median, percentile
-from ._history import agent_options, tools
+from ._history import SYSTEM_PROMPT, agent_options, tools
 
 __all__ = ["run"]
 
@@ -121,7 +121,7 @@ async def _pydantic_ai(size: int) -> tuple[Callable[[], Awaitable[Turn]], int]:
         )
 
     def new_agent() -> Any:
-        agent = PydanticAgent(FunctionModel(model), instructions=agent_options().system)
+        agent = PydanticAgent(FunctionModel(model), instructions=SYSTEM_PROMPT)
 
         @agent.tool_plain
         def read(path: str) -> str:
@@ -243,7 +243,7 @@ async def _openai_agents(size: int) -> tuple[Callable[[], Awaitable[Turn]], int]
     def new_agent() -> Any:
         return SdkAgent(
             name="bench",
-            instructions=agent_options().system,
+            instructions=SYSTEM_PROMPT,
             model=FakeModel(),
             tools=[read, grep, ls],
         )
@@ -251,7 +251,7 @@ async def _openai_agents(size: int) -> tuple[Callable[[], Awaitable[Turn]], int]
     agent = new_agent()
     history: list[Any] = (await Runner.run(agent, "hi", run_config=config)).to_input_list()
     start = len(history)
-    prompt = {"role": "user", "content": PROMPT}
+    prompt: Any = {"role": "user", "content": PROMPT}
     history = (await Runner.run(agent, [*history, prompt], run_config=config)).to_input_list()
     turn_items = history[start:]  # one tool turn as the SDK writes it
 
@@ -273,7 +273,7 @@ async def _openai_agents(size: int) -> tuple[Callable[[], Awaitable[Turn]], int]
         state = {"history": list(history)}
 
         async def turn() -> None:
-            prompt = {"role": "user", "content": PROMPT}
+            prompt: Any = {"role": "user", "content": PROMPT}
             done = await Runner.run(fresh, [*state["history"], prompt], run_config=config)
             state["history"] = done.to_input_list()
 

@@ -20,13 +20,12 @@ result.
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ._errors import AgentError
-from ._events import Event, SurfaceReplace
+from ._events import SurfaceReplace
 from ._messages import Message, TextBlock, derive_event_message, user_message
 from ._session import Session
 from ._stream import BlockAssembler, Finish, GenerateOptions, TokenUsage
@@ -65,12 +64,14 @@ def estimate_message_tokens(messages: Sequence[Message]) -> int:
 
 @dataclass(slots=True)
 class _EstimateState:
-    """What :func:`estimate_context_tokens` remembers of one session between calls."""
+    """What :func:`estimate_context_tokens` remembers of one session between calls.
+
+    Kept by the session itself (:meth:`Session.fold_state`), whose log only grows: the events
+    folded so far are always the first ``seen`` of the log.
+    """
 
     seen: int = 0
     """Events folded so far."""
-    last_event: Event | None = None
-    """``events[seen - 1]``: the same object only in the same append-only log."""
     usage_seq: int | None = None
     """Seq of the last ``assistant/message`` with usage after the last replace (``None``: none)."""
     usage_tokens: int = 0
@@ -82,18 +83,6 @@ class _EstimateState:
     projected: int = 0
     """Messages of that generation's derived view summed into ``surface_chars``."""
     surface_chars: int = 0
-
-    def continues(self, events: Sequence[Event]) -> bool:
-        """Whether ``events`` extends the log folded so far (O(1): one identity check)."""
-        seen = self.seen
-        return len(events) >= seen and (seen == 0 or events[seen - 1] is self.last_event)
-
-
-_ESTIMATES: OrderedDict[int, _EstimateState] = OrderedDict()
-"""Per-session estimator state, by ``id(session)`` (a ``Session`` takes no weak references),
-least recently used first. A stale entry whose id was reused is harmless: the identity check
-on the last folded event refuses it and the new session starts from scratch."""
-_MAX_ESTIMATES: Final = 64
 
 
 def estimate_context_tokens(session: Session) -> int:
@@ -109,16 +98,13 @@ def estimate_context_tokens(session: Session) -> int:
     replace costs one pass over the new surface).
     """
     events = session.events
-    key = id(session)
-    state = _ESTIMATES.get(key)
-    if state is None or not state.continues(events):
-        state = _EstimateState()
+    state = session.fold_state(_EstimateState, _EstimateState)
     # Fold into locals and commit at the end: an event that does not parse raises and leaves
     # the state as it was (the next call meets the same event and raises again).
     usage_seq, usage_tokens, tail_chars = state.usage_seq, state.usage_tokens, state.tail_chars
-    count, last = len(events), state.last_event
+    count = len(events)
     for i in range(state.seen, count):
-        event = last = events[i]
+        event = events[i]
         if isinstance(event.surface_op, SurfaceReplace):
             usage_seq, tail_chars = None, 0
             continue
@@ -131,12 +117,8 @@ def estimate_context_tokens(session: Session) -> int:
             message = derive_event_message(event)
             if message is not None:
                 tail_chars += len(message.canonical_json())
-    state.seen, state.last_event = count, last
+    state.seen = count
     state.usage_seq, state.usage_tokens, state.tail_chars = usage_seq, usage_tokens, tail_chars
-    _ESTIMATES[key] = state
-    _ESTIMATES.move_to_end(key)
-    while len(_ESTIMATES) > _MAX_ESTIMATES:
-        _ESTIMATES.popitem(last=False)
     if usage_seq is not None:
         return usage_tokens + tail_chars // 4
     view = session.message_view()  # the session's own cached derivation: no projection here
@@ -229,7 +211,7 @@ class Compactor:
                     *summary,
                     TextBlock(text="</compacted-summary>"),
                 ],
-                id=ctx.agent.options.id_factory(),
+                id=ctx.options.id_factory(),
                 source={"kind": "plugin", "plugin": "compact"},
             )
             shadowed_tokens = estimate_message_tokens(messages)
@@ -273,7 +255,7 @@ class Compactor:
 
     def _request(self, ctx: PreStepContext, messages: Sequence[Message]) -> GenerateOptions:
         header = ctx.session.request_header()
-        options = ctx.agent.options
+        options = ctx.options
         config = header.config if header is not None else None
         provider = config.provider if config is not None else options.provider
         model = self.model or (config.model if config is not None else options.model)

@@ -117,19 +117,23 @@ class TextDifference:
     column: int
     """1-based column of that character in its line."""
     expected: str
-    """The left text's excerpt: the differing line around ``column``, quoted, with ``…`` where
-    the line goes on, and ``(end of text)`` when the text ends at the difference."""
+    """The left text's excerpt: the differing line, quoted (whole when short, else ``context``
+    characters each side of ``column`` with ``…`` where the line goes on), and ``(end of
+    text)`` when the text ends at the difference."""
     actual: str
-    """The right text's excerpt, cut at the same place as the left one."""
+    """The right text's excerpt, cut the same way."""
 
 
 def _excerpt(text: str, offset: int, line_start: int, context: int) -> str:
     line_end = text.find("\n", offset)
     if line_end < 0:
         line_end = len(text)
-    start = max(line_start, offset - context)
+    if line_end - line_start <= _PREVIEW:
+        start, end = line_start, line_end  # a short line is shown whole
+    else:
+        start, end = max(line_start, offset - context), min(line_end, offset + context)
     # The differing character itself is always shown, even a line break.
-    end = max(min(line_end, offset + context), min(offset + 1, len(text)))
+    end = max(end, min(offset + 1, len(text)))
     shown = repr(text[start:end])
     if start > line_start:
         shown = "…" + shown

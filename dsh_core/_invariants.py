@@ -7,15 +7,16 @@ are exempt: they are not loop requests.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ._errors import InvariantViolation
 from ._events import Event, turn_step
+from ._messages import Message
 from ._reconstruct import RequestWitness, diff_requests
 from ._session import Session
 from ._stream import GenerateOptions
-from ._views import MessageView
+from ._views import PrefixView
 
 __all__ = ["LogInvariant", "RequestInvariant"]
 
@@ -27,38 +28,35 @@ class RequestInvariant:
         self._witness = RequestWitness()
         self.checked = 0
         """How many requests were checked (tests assert the check really ran)."""
-        # Messages verified by the previous check, with the backing lists they were verified in.
-        # Both lists are append-only and hold immutable messages (a surface replace starts new
-        # lists), so while both are the same objects, those leading messages are still equal:
-        # each check compares only the new messages, and its cost does not grow with history.
-        self._verified: tuple[object, object, int] | None = None
+        self._verified: tuple[Sequence[Message], Sequence[Message]] | None = None
+        """The messages of the last request found equal to the log's, and the log's own.
+
+        Views of append-only histories: a later request whose views share a prefix with these
+        (:meth:`PrefixView.shared_prefix`) holds the very same, already verified messages there,
+        so each check compares only the new messages and its cost does not grow with history."""
 
     def check(self, session: Session, step_start_seq: int, request: GenerateOptions) -> None:
         """Raise :class:`InvariantViolation` with a readable diff when the request is not the log's."""
         expected = self._witness.expected(session.events, step_start_seq, session.id)
         known = 0
-        actual_list = (
-            request.messages.backing if isinstance(request.messages, MessageView) else None
-        )
-        expected_list = (
-            expected.messages.backing if isinstance(expected.messages, MessageView) else None
-        )
-        if (
-            self._verified is not None
-            and actual_list is not None
-            and self._verified[0] is actual_list
-            and self._verified[1] is expected_list
-        ):
-            known = self._verified[2]
+        if self._verified is not None:
+            sent, owed = self._verified
+            same_sent = _shared_prefix(request.messages, sent)
+            same_owed = _shared_prefix(expected.messages, owed)
+            if same_sent is not None and same_owed is not None:
+                known = min(same_sent, same_owed)
         differences = diff_requests(expected, request, known_equal_messages=known)
         self.checked += 1
-        if not differences and actual_list is not None and expected_list is not None:
-            self._verified = (actual_list, expected_list, len(request.messages))
         if differences:
             raise InvariantViolation(
                 f"request of the step at seq {step_start_seq} is not a pure function of the log",
                 diff=differences,
             )
+        self._verified = (request.messages, expected.messages)
+
+
+def _shared_prefix(view: Sequence[Message], other: Sequence[Message]) -> int | None:
+    return view.shared_prefix(other) if isinstance(view, PrefixView) else None
 
 
 @dataclass(slots=True)

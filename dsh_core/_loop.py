@@ -153,9 +153,13 @@ class AgentOptions:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PreStepContext:
-    """What a ``pre_step`` hook gets: the step about to open and its rendered assembly."""
+    """What a ``pre_step`` hook gets: the step about to open and its rendered assembly.
 
-    agent: Agent
+    Narrow on purpose (no agent): the log to read and append to, the provider (a compactor's
+    one-shot call), the agent's options, the turn's cancel token (``cancel.cancel(reason)`` is
+    what ``Agent.cancel`` does) and ``inject``.
+    """
+
     session: Session
     provider: Provider
     turn: int
@@ -166,6 +170,10 @@ class PreStepContext:
     tools: tuple[ToolSchema, ...]
     """This step's tool schemas, in header order."""
     cancel: CancelToken
+    options: AgentOptions
+    """The agent's options (model, provider, ``id_factory``, …), read only."""
+    inject: Callable[[str | Message], Message] = field(repr=False, compare=False)
+    """Queue a user message for the NEXT request (the agent's ``inject``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -427,7 +435,6 @@ class Agent:
         tools = self.tools.schemas()
         for hook in tuple(self._pre_steps):
             ctx = PreStepContext(
-                agent=self,
                 session=session,
                 provider=self.provider,
                 turn=turn,
@@ -435,6 +442,8 @@ class Agent:
                 system=system,
                 tools=tools,
                 cancel=state.token,
+                options=self.options,
+                inject=self._injector(),
             )
             result = hook(ctx)
             if inspect.isawaitable(result):
@@ -461,7 +470,7 @@ class Agent:
                 cancel=state.token,
                 id_factory=self.options.id_factory,
                 max_parallel=self.options.max_parallel_tools,
-                agent=self,
+                inject=self._injector(),
             )
             await scheduler.run(calls)
             return "tools", message

@@ -221,7 +221,10 @@ class Message:
     source: FrozenDict
     """Who produced it: ``{kind:'user'}``, ``{kind:'model', provider, model}``, ``{kind:'tool', callId}``,
     ``{kind:'plugin', plugin, …}``. Extensible, so kept as frozen JSON."""
-    _json_text: list[str] = field(default_factory=list, repr=False, compare=False)
+    # Caches of texts computed once (messages are immutable). ``init=False``: a copy made with
+    # ``dataclasses.replace`` starts with empty caches instead of sharing stale ones.
+    _json_text: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
+    _visible_text: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
 
     ROLES: ClassVar[frozenset[str]] = frozenset({"system", "user", "assistant"})
 
@@ -245,6 +248,17 @@ class Message:
         if not self._json_text:
             self._json_text.append(dumps_canonical(self.to_json()))
         return self._json_text[0]
+
+    def visible_json(self) -> dict[str, Any]:
+        """What a provider sees of the message: its role and content (ids and sources never
+        reach the wire)."""
+        return {"role": self.role, "content": [b.to_json() for b in self.content]}
+
+    def visible_canonical_json(self) -> str:
+        """Compact JSON text of :meth:`visible_json`, computed once."""
+        if not self._visible_text:
+            self._visible_text.append(dumps_canonical(self.visible_json()))
+        return self._visible_text[0]
 
     @property
     def text(self) -> str:

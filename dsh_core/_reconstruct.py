@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
 from ._differences import (
     Sides,
@@ -276,10 +276,6 @@ def _tools_text(tools: tuple[ToolSchema, ...] | str | None) -> str:
     return dumps_canonical([t.to_json() for t in tools])
 
 
-def _visible(message: Message) -> dict[str, Any]:
-    return {"role": message.role, "content": [b.to_json() for b in message.content]}
-
-
 def diff_requests(
     expected: GenerateOptions,
     actual: GenerateOptions,
@@ -315,8 +311,8 @@ def diff_requests(
         if m is n:
             continue
         if model_visible_only:
-            a, b = _visible(m), _visible(n)
-            if dumps_canonical(a) != dumps_canonical(b):
+            if m.visible_canonical_json() != n.visible_canonical_json():
+                a, b = m.visible_json(), n.visible_json()
                 detail = first_json_difference(f"messages[{i}]", a, b, names)
                 out.append(detail or f"messages[{i}] differs")
                 break

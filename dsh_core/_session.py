@@ -11,7 +11,7 @@ from __future__ import annotations
 import time as _time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar, cast
 
 from ._errors import CorruptLogError, ForkError, InvalidEventError, JsonValueError
 from ._events import (
@@ -93,6 +93,9 @@ def _now_ms() -> int:
     return int(_time.time() * 1000)
 
 
+_S = TypeVar("_S")
+
+
 class Session:
     """An append-only session log with cached message and header folds.
 
@@ -107,6 +110,7 @@ class Session:
         "_derived_generation",
         "_derived_nodes",
         "_events",
+        "_fold_states",
         "_header",
         "_header_cursor",
         "_listeners",
@@ -128,6 +132,7 @@ class Session:
         self._validators: list[Validator] = []
         self._listeners: list[Listener] = []
         self._appending = False
+        self._fold_states: dict[object, object] = {}
 
     # ---------------------------------------------------------------- construction
 
@@ -203,6 +208,19 @@ class Session:
     @property
     def surface_generation(self) -> int:
         return self._surface.generation
+
+    def fold_state(self, key: object, factory: Callable[[], _S]) -> _S:
+        """The state an incremental fold over this log keeps between calls, made on first use.
+
+        Owned by the session, so it lives and dies with it (no module-level cache keyed by
+        ``id(session)``, no state shared between sessions). ``key`` names the fold: its owner's
+        class or function, so two folds never share a state. The fold itself decides whether
+        the state still matches the log (e.g. by the identity of the last event it folded).
+        """
+        state = self._fold_states.get(key)
+        if state is None:
+            state = self._fold_states[key] = factory()
+        return cast(_S, state)  # one key, one factory: one type
 
     def add_validator(self, validator: Validator) -> Callable[[], None]:
         """Register a pre-commit check; returns a function that removes it."""

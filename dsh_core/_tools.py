@@ -18,19 +18,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 from ._cancel import Aborted
 from ._errors import AgentError, JsonValueError
 from ._header import ToolSchema
 from ._json import FrozenDict, freeze_json, loads_json
-from ._messages import ContentBlock, ToolCallBlock, tool_result_message
+from ._messages import ContentBlock, Message, ToolCallBlock, tool_result_message
 from ._session import Session
 from ._stream import CancelToken
-
-if TYPE_CHECKING:
-    from ._loop import Agent
 
 __all__ = [
     "Tool",
@@ -45,7 +42,12 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolContext:
-    """What a running tool may know about its call (and the agent, to ``inject`` or ``cancel``)."""
+    """What a running tool may know about its call, and the two effects it may have on the turn.
+
+    Deliberately narrow (no agent, no writable session): a tool can stop the turn
+    (``cancel.cancel(reason)``, what ``Agent.cancel`` does) and add a user message to the next
+    request (``inject``); everything else it does goes through its result.
+    """
 
     call_id: str
     name: str
@@ -53,8 +55,13 @@ class ToolContext:
     step: int
     session_id: str
     cancel: CancelToken
-    """The turn's cancel token: a long-running tool may watch it and stop early."""
-    agent: Agent | None = None
+    """The turn's cancel token: a long-running tool may watch it and stop early, or cancel the
+    turn itself with ``cancel.cancel(reason)``."""
+    inject: Callable[[str | Message], Message] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """Queue a user message for the NEXT request (the agent's ``inject``); ``None`` when the
+    tools run without an agent."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -309,7 +316,7 @@ class ToolScheduler:
         cancel: CancelToken,
         id_factory: Callable[[], str],
         max_parallel: int,
-        agent: Agent | None = None,
+        inject: Callable[[str | Message], Message] | None = None,
     ) -> None:
         """``max_parallel`` is at least 1 (``AgentOptions`` validates it)."""
         self._session = session
@@ -319,7 +326,7 @@ class ToolScheduler:
         self._cancel = cancel
         self._id_factory = id_factory
         self._max_parallel = max_parallel
-        self._agent = agent
+        self._inject = inject
         self._waiter: asyncio.Task[None] | None = None
 
     def _prepare(self, block: ToolCallBlock) -> _Call:
@@ -369,7 +376,7 @@ class ToolScheduler:
             step=self._step,
             session_id=self._session.id,
             cancel=self._cancel,
-            agent=self._agent,
+            inject=self._inject,
         )
         call.exclusive = self._is_exclusive(call)
         call.task = asyncio.ensure_future(_execute(call.tool, call.args, ctx))

@@ -36,6 +36,17 @@ class PrefixView(Sequence[T], Generic[T]):
         """The shared append-only list this view reads (its identity says "same history")."""
         return self._items
 
+    def shared_prefix(self, other: Sequence[T]) -> int | None:
+        """How many leading items this view shares with ``other``, when known in O(1).
+
+        Two views of the same append-only list hold the same items up to the shorter one's
+        length (the list only grows; a rewrite starts a new list). ``None`` when that cannot be
+        told without comparing items: ``other`` reads another list or is a plain sequence.
+        """
+        if isinstance(other, PrefixView) and other._items is self._items:
+            return min(self._n, other._n)
+        return None
+
     @overload
     def __getitem__(self, index: int) -> T: ...
     @overload
@@ -77,8 +88,8 @@ class MessageView(PrefixView[Message]):
 
     def extends(self, other: Sequence[Message]) -> bool:
         """Whether ``other`` is a prefix of this view: O(1) when both read the same list."""
-        if isinstance(other, MessageView) and other._items is self._items:
-            return other._n <= self._n
+        if self.shared_prefix(other) is not None:
+            return len(other) <= self._n
         if len(other) > self._n:
             return False
         return all(a is b or a == b for a, b in zip(other, self, strict=False))

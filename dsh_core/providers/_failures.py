@@ -12,13 +12,13 @@ decides.
 from __future__ import annotations
 
 import email.utils
-import json
 import math
 import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from .._json import loads_json
 from .._stream import LlmFailure
 
 __all__ = ["RETRYABLE_CODES", "classify_http_error", "failure", "parse_retry_after"]
@@ -96,7 +96,7 @@ def _text(body: bytes | str | Mapping[str, Any] | None) -> tuple[Mapping[str, An
         return body, ""
     text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
     try:
-        parsed = json.loads(text)
+        parsed = loads_json(text)  # iterative: a deeply nested body cannot overflow
     except ValueError:
         return None, text.strip()
     return (parsed, "") if isinstance(parsed, Mapping) else (None, text.strip())

@@ -10,13 +10,13 @@ too: both codecs apply them, and nothing else should.
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from collections.abc import Collection, Mapping
 from typing import Any, Final, Literal, NoReturn, TypeAlias
 
-from .._errors import DshError
-from .._json import FrozenDict, freeze_json
+from .._errors import DshError, JsonValueError
+from .._json import FrozenDict, freeze_json, loads_json
 
 __all__ = [
     "MAX_TOOLS",
@@ -43,11 +43,13 @@ WireErrorCode: TypeAlias = Literal[
 ]
 """Stable machine codes of :class:`WireFormatError`; the text may change, these do not.
 
-- ``invalid_json``: the body (or an event's data) is not JSON;
+- ``invalid_json``: the body (or an event's data) is not JSON, or holds a value JSON cannot carry
+  losslessly (``NaN``, an infinity, ``-0.0`` in a kept object, nesting too deep to keep);
 - ``invalid_type``: a field has the wrong JSON type (``value`` is the JSON type's name);
 - ``missing_field``: a required field is absent;
 - ``unknown_variant``: a string outside its allowed values (``value`` is the string);
-- ``out_of_range``: a number outside its bounds (``value``; ``limit`` is the bound crossed);
+- ``out_of_range``: a number outside its bounds or not finite (``value``; ``limit`` is the
+  bound crossed, ``None`` for a non-finite number);
 - ``empty``: an array that must not be empty is (``messages``);
 - ``too_many``: an array longer than allowed (``value`` is its length, ``limit`` the maximum),
   e.g. more than :data:`MAX_TOOLS` tools or 16 stop sequences;
@@ -168,6 +170,8 @@ def need_number(
 ) -> float | int:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         fail(param, f"invalid type: {kind_of(value)}, expected a number", value=kind_of(value))
+    if isinstance(value, float) and not math.isfinite(value):
+        fail(param, f"must be a finite number, got {value}", code="out_of_range", value=value)
     if (low is not None and value < low) or (high is not None and value > high):
         fail(
             param,
@@ -204,8 +208,16 @@ def optional(obj: Mapping[str, Any], key: str) -> Any:
 
 
 def frozen(value: object, param: str) -> Any:
-    """A deeply immutable copy of a JSON value (anything a request body can hold)."""
-    return freeze_json(value, path=param or "body")
+    """A deeply immutable copy of a JSON value (anything a request body can hold).
+
+    A value JSON cannot carry losslessly (a non-finite or negative-zero float, nesting deeper
+    than :func:`dsh_core.freeze_json` supports) is ``invalid_json`` at its own path.
+    """
+    try:
+        return freeze_json(value, path=param or "body")
+    except JsonValueError as exc:
+        reason = str(exc).removeprefix(f"{exc.path}: ")
+        fail(exc.path, reason, code="invalid_json")
 
 
 def extras(obj: Mapping[str, Any], known: Collection[str], param: str) -> FrozenDict:
@@ -220,7 +232,8 @@ def decode_body(body: bytes | str | Mapping[str, Any]) -> Mapping[str, Any]:
     if isinstance(body, Mapping):
         return body
     try:
-        value = json.loads(body)
+        # loads_json: NaN/Infinity literals are not JSON, and deep nesting must not overflow.
+        value = loads_json(body.decode("utf-8") if isinstance(body, bytes) else body)
     except (ValueError, UnicodeDecodeError) as exc:
         fail("", f"the body is not valid JSON: {exc}", code="invalid_json")
     return need_object(value, "")

@@ -64,12 +64,14 @@ from dsh_core.providers.deepseek import serialize_message, serialize_request
 from .._errors import TestkitError
 from ..mock._cache import (
     DEFAULT_GRANULARITY,
+    CacheKey,
     CacheLookup,
     CacheRules,
     CacheUnit,
     CommonPrefixRule,
     PrefixCacheSimulator,
     UnitVisibility,
+    cache_model,
 )
 from ..mock._template import PromptRenderer, RenderedPrompt
 from ..reports._log_facts import find_usage
@@ -432,6 +434,25 @@ class _Request:
     header_known: bool
 
 
+def _epoch_starts(events: Sequence[Event]) -> list[int]:
+    """Seqs of the header events that start a header epoch: the first one, and every later one
+    except a ``resume`` snapshot that restates the header in force (a resumed session sends the
+    same header; sidecars count only the initial header and its changes)."""
+    starts: list[int] = []
+    previous: Any = None
+    for event in events:
+        if event.type not in ("request/header", "request/header-delta"):
+            continue
+        data = event.data if isinstance(event.data, Mapping) else {}
+        header = data.get("header")
+        restated = data.get("reason") == "resume" and header == previous
+        if not starts or not restated:
+            starts.append(event.seq)
+        if header is not None:
+            previous = header
+    return starts
+
+
 def _epoch_index(rebuilt: ReconstructedRequest, header_seqs: Sequence[int]) -> int:
     seq = rebuilt.header_seq
     return max(0, sum(1 for s in header_seqs if seq is not None and s <= seq) - 1)
@@ -472,7 +493,7 @@ def _requests_of(
         rebuilt = list(reconstruct_requests(events, session_id=loaded.info.id))
     except DshError as exc:
         return [], f"its requests cannot be rebuilt (dsh-testkit audit says why): {exc}"
-    header_seqs = [e.seq for e in events if e.type in ("request/header", "request/header-delta")]
+    header_seqs = _epoch_starts(events)
     sidecars = _read_sidecars(path, sidecar_folders)
     out: list[_Request] = []
     with_usage = 0
@@ -608,7 +629,6 @@ def _simulate(
     sidecar_fits: dict[tuple[str, int], bool] = {}
     rows: list[RequestCalibration] = []
     last_done: float | None = None
-    key = "calibration"
     for position, request in enumerate(requests):
         body, header_known = request.body, request.header_known
         if request.bare_body is not None:
@@ -646,6 +666,8 @@ def _simulate(
             clock.now += request.read_at - request.sent_at
         else:
             clock.now += settings.unknown_gap
+        # One account and user per scope; the serving model keys the cache, as in the mock.
+        key = CacheKey(account="calibration", model=cache_model(request.rebuilt.request.model))
         candidates = cache.matching_units(key, prompt)
         found = cache.lookup(key, prompt)
         live_unit = _live_unit(request.live_hit, found, candidates, granularity)

@@ -262,11 +262,6 @@ def _snippet(text: str) -> str:
     return _quote(first[:_SNIPPET] + "…")
 
 
-def _visible(message: Message) -> dict[str, Any]:
-    """What the provider sees of a message: its role and content."""
-    return {"role": message.role, "content": [b.to_json() for b in message.content]}
-
-
 def _inline_raw(text: str) -> str:
     """Raw when it is one safe line without outer whitespace (tool arguments), else quoted."""
     if text and "\n" not in text and _block_safe(text) and text == text.strip():
@@ -630,7 +625,7 @@ class _Transcript:
         sides = ("previous", "this")
         if at < len(messages):
             # What the model sees first (role and content), then ids and sources.
-            for part in (_visible, self.message_json):
+            for part in (Message.visible_json, self.message_json):
                 old, new = self.n.json(part(previous[at])), self.n.json(part(messages[at]))
                 found = first_json_difference(f"messages[{at}]", old, new, sides)
                 if found is not None:

@@ -13,7 +13,7 @@ real socket with :class:`MockServer` (tests) and ``dsh-testkit serve`` (any lang
 """
 
 from ._api_errors import ApiError
-from ._cache import CacheKey, CacheUsage, PrefixCacheSimulator
+from ._cache import CacheKey, CacheUsage, PrefixCacheSimulator, UnitVisibility
 from ._errors import MockError, MockServerError, ScriptError
 from ._inprocess import MockHandler, mock_transport, respx_route
 from ._model import MockDeepSeek, Responder
@@ -78,6 +78,7 @@ __all__ = [
     "ScriptError",
     "Stall",
     "ToolCall",
+    "UnitVisibility",
     "WireUsage",
     "anthropic_events",
     "anthropic_message",

@@ -18,7 +18,8 @@ import string
 from typing import Any, Final, Literal
 
 from dsh_core import thaw_json
-from dsh_core.providers import MODELS, ChatRequest
+from dsh_core.providers import MODELS, ChatRequest, resolve_model
+from dsh_core.providers.anthropic import tool_input
 
 from ._api_errors import ApiError, default_error
 from ._cache import CacheKey, PrefixCacheSimulator
@@ -36,13 +37,17 @@ from ._render import (
     split_evenly,
     sse_data,
     sse_event,
-    tool_input,
 )
 from ._request import MockRequest
 from ._script import ErrorReply, Reply
-from ._template import PromptRenderer, ToolCallSpec
+from ._template import PromptRenderer, RenderedPrompt, ToolCallSpec
 
-__all__ = ["AnswerPlanner", "reported_model"]
+__all__ = [
+    "AnswerPlanner",
+    "context_length_message",
+    "context_window_error",
+    "reported_model",
+]
 
 _CREATED_EPOCH: Final = 1_767_225_600
 """``created`` of the first answer (2026-01-01T00:00:00Z); each answer adds one second."""
@@ -56,6 +61,33 @@ def reported_model(model: str) -> str:
     ``deepseek-reasoner`` aliases, as recorded live traffic shows); other ids are echoed."""
     info = MODELS.get(model)
     return model if info is None else info.response_model
+
+
+def context_window_error(view: MockRequest, prompt_tokens: int) -> ApiError | None:
+    """DeepSeek's refusal of a request whose prompt plus ``max_tokens`` exceeds the model's
+    context window (a 400 ``invalid_request_error`` with its own wording, as recorded live; not
+    OpenAI's ``context_length_exceeded``), or ``None``."""
+    info = resolve_model(view.model, endpoint=view.endpoint)
+    if info is None:
+        return None
+    completion = view.parsed.max_tokens or 0
+    requested = prompt_tokens + completion
+    if requested <= info.context_window:
+        return None
+    return ApiError(
+        status=400,
+        message=context_length_message(info.context_window, prompt_tokens, completion),
+    )
+
+
+def context_length_message(window: int, prompt_tokens: int, completion_tokens: int) -> str:
+    """DeepSeek's context-overflow sentence [observed]."""
+    return (
+        f"This model's maximum context length is {window} tokens. However, you requested "
+        f"{prompt_tokens + completion_tokens} tokens ({prompt_tokens} in the messages, "
+        f"{completion_tokens} in the completion). Please reduce the length of the messages or "
+        "completion."
+    )
 
 
 class AnswerPlanner:
@@ -161,8 +193,16 @@ class AnswerPlanner:
 
     # -- replies ------------------------------------------------------------------------------
 
+    def render_prompt(self, view: MockRequest) -> RenderedPrompt:
+        """The request's prompt through the chat template (its length is ``prompt_tokens``)."""
+        # The renderer reads the frozen body as it is (FrozenDict and FrozenList are a dict and
+        # a list): no per-request copy.
+        if view.endpoint == "chat":
+            return self.renderer.render_chat(view.body, thinking=view.thinking)
+        return self.renderer.render_anthropic(view.body, thinking=view.thinking)
+
     def _completion(
-        self, entry: Reply, view: MockRequest, key: str
+        self, entry: Reply, view: MockRequest, key: str, prompt: RenderedPrompt
     ) -> tuple[Completion, dict[str, Any]]:
         self._answers += 1
         calls: list[CompletionToolCall] = []
@@ -182,18 +222,20 @@ class AnswerPlanner:
                 )
             )
         renderer = self.renderer
-        # The renderer reads the frozen body as it is (FrozenDict and FrozenList are a dict and
-        # a list): no per-request copy.
         if view.endpoint == "chat":
-            prompt = renderer.render_chat(view.body, thinking=view.thinking)
             sent_back: list[ToolCallSpec] = [(c.name, c.arguments_json) for c in entry.tool_calls]
         else:
-            prompt = renderer.render_anthropic(view.body, thinking=view.thinking)
             # The next request carries ``tool_use.input`` as the object this answer gives (the
             # parsed arguments, ``{}`` when they are not an object), which the renderer spells
             # ``json.dumps(input)`` — not the scripted string, whatever its spacing.
             sent_back = [(c.name, tool_input(c.arguments_json)) for c in entry.tool_calls]
-        cache_key = CacheKey.for_request(key, view.user_id)
+        # The cache is the serving model's: aliases (and Claude names on /anthropic) share it.
+        served = resolve_model(
+            view.model, endpoint="anthropic" if view.endpoint == "anthropic" else "chat"
+        )
+        cache_key = CacheKey.for_request(
+            key, view.user_id, model=served.id if served is not None else view.model
+        )
         lookup = self.cache.lookup(cache_key, prompt)
         rendered = renderer.render_completion(
             reasoning=entry.reasoning or "",
@@ -232,10 +274,10 @@ class AnswerPlanner:
         return completion, extras
 
     def reply_plan(
-        self, entry: Reply, view: MockRequest, key: str
+        self, entry: Reply, view: MockRequest, key: str, prompt: RenderedPrompt
     ) -> tuple[ResponsePlan, dict[str, Any]]:
         """The plan of a 200 answer (with its fault), and the log's derived facts."""
-        completion, extras = self._completion(entry, view, key)
+        completion, extras = self._completion(entry, view, key, prompt)
         if entry.fault == "reset":
             return ResponsePlan(status=200, abort="reset"), extras
         if entry.fault == "hang":

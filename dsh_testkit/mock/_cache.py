@@ -1,26 +1,37 @@
 """A simulator of DeepSeek's prefix cache ("context caching on disk"), in token space.
 
 DeepSeek caches automatically, per account and ``user_id``, and reports
-``prompt_cache_hit_tokens`` / ``prompt_cache_miss_tokens`` (wire.md §2). A mock that answers
+``prompt_cache_hit_tokens`` / ``prompt_cache_miss_tokens`` (docs/wire.md §2). A mock that answers
 every request with a zero hit cannot tell a cache-friendly agent from one that rewrites its
 history, so the mock runs every request through :class:`PrefixCacheSimulator`.
 
-Rules ``"2026"`` (the default; wire.md §2.1, §2.4), per isolation key:
+Rules ``"2026"`` (the default; docs/wire.md §2.1, §2.4), per isolation key:
 
 - After a request, *cache prefix units* are persisted: one ending at the end of the user input
   (:attr:`RenderedPrompt.input_end`), one ending at the end of the model output (prompt +
-  completion), one at every multiple of ``interval_tokens`` inside that sequence, and — when the
-  prompt shares a longer prefix with an earlier prompt than the unit it hit — one for that common
-  prefix (cut at the last ``granularity`` boundary inside it: "A+B then A+C persists A").
+  completion), and one at every multiple of ``interval_tokens`` inside that sequence.
 - A request hits the **longest** visible unit it matches **in full** (no partial use of a unit);
-  the hit is reported rounded down to whole ``granularity`` units, as the real API reports
-  multiples of 64/128. Units shorter than one granularity are never persisted.
-- A unit becomes visible ``visibility_delay`` seconds after the request that persisted it (so
-  back-to-back parallel requests miss), and is forgotten after ``ttl`` idle seconds (a hit
-  refreshes it) or when the key holds more than ``max_units_per_key`` units (least recently
-  used first).
+  the hit is reported rounded down to whole ``granularity`` units (default 128: every V4-era
+  live hit is a multiple of it). Units shorter than one granularity are never persisted.
+- Common prefixes (``common_prefix``): ``"blocks"`` (default, measured on live traffic) makes
+  every granularity-aligned prefix of every earlier prompt of the key reusable, so a new
+  session hits the system prompt an earlier one sent; ``"detected"`` persists a common prefix
+  only once two requests share it, the documented example taken literally ("A+B then A+C
+  persists A", cut at the last ``granularity`` boundary inside the shared part).
+- Visibility (:class:`UnitVisibility`): each unit kind becomes visible a delay after it was
+  persisted: input-side units counted from the lookup (the input was read), output-side units
+  from the commit (the reply's last chunk). The default is no delay, so back-to-back test
+  requests hit deterministically; ``UnitVisibility()`` is the measured live timing (output-end
+  units 1.1 s after the reply). The older ``visibility_delay`` applies one delay to every unit
+  from the commit. A unit is forgotten after ``ttl`` idle seconds (a hit refreshes it) or when
+  the key holds more than ``max_units_per_key`` units (least recently used first).
+- Keys (:class:`CacheKey`): account, ``user_id`` and the serving model; aliases of one model
+  share its units.
 
-Rules ``"2024"`` (wire.md §2.2): every ``granularity``-token block boundary of every earlier
+The rules, their sources and how well they agree with live traffic: docs/fidelity.md
+(``dsh-testkit calibrate`` measures them on any logs with live usage).
+
+Rules ``"2024"`` (docs/wire.md §2.2): every ``granularity``-token block boundary of every earlier
 prompt and output is a unit, so a request hits its longest shared block-aligned prefix with any
 of them; shorter than one granularity is never cached.
 
@@ -47,6 +58,8 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Literal, TypeAlias
 
+from dsh_core.providers.deepseek import MODELS
+
 from ._template import RenderedCompletion, RenderedPrompt
 
 __all__ = [
@@ -61,6 +74,7 @@ __all__ = [
     "PrefixCacheSimulator",
     "UnitVisibility",
     "anthropic_usage",
+    "cache_model",
     "deepseek_usage",
 ]
 
@@ -87,7 +101,12 @@ _RECENT_BLOCKS_PER_KEY = 1 << 18
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheKey:
-    """An isolation key: one account (API key) and one ``user_id``.
+    """An isolation key: one account (API key), one ``user_id``, one serving model.
+
+    DeepSeek isolates caches per account and ``user_id``; it documents no sharing between
+    models, and a unit is a model's own attention state, so a unit is also the serving model's:
+    ``model`` is the model an id is served by, where aliases (``deepseek-chat``,
+    ``deepseek-v4-flash``, …) lead to one model and share its units (:func:`cache_model`).
 
     Built with :meth:`for_request`, which keeps only a digest of the API key, so a key can be
     logged, printed and compared without exposing the credential.
@@ -97,12 +116,34 @@ class CacheKey:
     """A SHA-256 digest prefix of the API key (never the key itself)."""
     user_id: str = ""
     """The request's ``user_id`` (chat) or ``metadata.user_id`` (Anthropic); ``""`` when absent."""
+    model: str = ""
+    """The serving model's id (:func:`cache_model`); ``""`` when not distinguished."""
 
     @classmethod
-    def for_request(cls, api_key: str, user_id: str | None = None) -> CacheKey:
-        """The key for a request made with ``api_key`` on behalf of ``user_id``."""
+    def for_request(
+        cls, api_key: str, user_id: str | None = None, *, model: str | None = None
+    ) -> CacheKey:
+        """The key for a request made with ``api_key`` on behalf of ``user_id`` to ``model``."""
         digest = hashlib.sha256(api_key.encode("utf-8")).hexdigest()[:16]
-        return cls(account=digest, user_id=user_id or "")
+        return cls(
+            account=digest,
+            user_id=user_id or "",
+            model=cache_model(model) if model is not None else "",
+        )
+
+
+def cache_model(model: str) -> str:
+    """The model whose cache a request naming ``model`` uses: the end of its alias chain in the
+    model table (``deepseek-chat`` → ``deepseek-v4-flash`` → ``deepseek-flash``); an id the table
+    does not know stands for itself."""
+    seen: set[str] = set()
+    while model not in seen:
+        seen.add(model)
+        info = MODELS.get(model)
+        if info is None or info.alias_of is None:
+            return model
+        model = info.alias_of
+    return model
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -727,7 +768,7 @@ def deepseek_usage(
     ``prompt_tokens = prompt_cache_hit_tokens + prompt_cache_miss_tokens``;
     ``prompt_tokens_details.cached_tokens`` mirrors the hit; ``completion_tokens`` includes
     reasoning; ``completion_tokens_details`` appears only in thinking mode (pass
-    ``reasoning_tokens``), as in V4 captures (wire.md §1.5, §1.7).
+    ``reasoning_tokens``), as in V4 captures (docs/wire.md §1.5, §1.7).
     """
     usage: dict[str, object] = {
         "prompt_tokens": cache.prompt_tokens,
@@ -746,7 +787,7 @@ def anthropic_usage(cache: CacheUsage, *, output_tokens: int) -> dict[str, int]:
     """The ``usage`` object of DeepSeek's Anthropic-compatible endpoint.
 
     The disk-cache hit is ``cache_read_input_tokens``, ``input_tokens`` is the uncached rest,
-    and ``cache_creation_input_tokens`` is always 0 (no cache writes are billed; wire.md §3,
+    and ``cache_creation_input_tokens`` is always 0 (no cache writes are billed; docs/wire.md §3,
     §4.2). The three input fields sum to the prompt's tokens; there is no ``total_tokens``.
     """
     return {

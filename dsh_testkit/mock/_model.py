@@ -37,7 +37,7 @@ from ._admission import (
     is_credential_header,
     json_depth_exceeds,
 )
-from ._answers import AnswerPlanner
+from ._answers import AnswerPlanner, context_window_error
 from ._api_errors import ApiError
 from ._cache import PrefixCacheSimulator
 from ._control import control_plan
@@ -135,7 +135,8 @@ class MockDeepSeek:
         self._log_limit = request_log_limit
         self._requests: deque[ReceivedRequest] = deque(maxlen=request_log_limit)
         self._seq = 0
-        self._unscripted: list[int] = []
+        self._unscripted: deque[int] = deque(maxlen=request_log_limit)
+        """``seq`` of the logged requests no queued entry answered (bounded like the log)."""
         self._last_entry: ScriptEntry | None = None
         self.reset()
 
@@ -172,7 +173,7 @@ class MockDeepSeek:
             self.on_exhausted = self._initial_on_exhausted
             self._requests = deque(maxlen=self._log_limit)
             self._seq = 0
-            self._unscripted = []
+            self._unscripted = deque(maxlen=self._log_limit)
             self._last_entry = None
             self._answers.reset()
 
@@ -342,6 +343,10 @@ class MockDeepSeek:
             view = admit(request, endpoint, seq=self._seq + 1, passback=self._passback)
         except Rejection as reject:
             return self._reject(request, endpoint, reject.error)
+        prompt = self._answers.render_prompt(view)
+        overflow = context_window_error(view, prompt.prompt_tokens)
+        if overflow is not None:
+            return self._reject(request, endpoint, overflow)
         entry, scripted = self._next_entry(view)
         if not scripted:
             self._unscripted.append(self._seq + 1)
@@ -373,7 +378,7 @@ class MockDeepSeek:
                 scripted=scripted,
             )
             return self._answers.error_plan(unoffered, endpoint)
-        plan, extras = self._answers.reply_plan(entry, view, key)
+        plan, extras = self._answers.reply_plan(entry, view, key, prompt)
         self._record(request, endpoint, status=200, entry=entry, scripted=scripted, extras=extras)
         return plan
 

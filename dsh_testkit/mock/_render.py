@@ -2,19 +2,20 @@
 
 A :class:`Completion` is an answer with everything decided (ids, fragments, usage). This module
 renders it as DeepSeek's streaming ``chat.completion.chunk`` payloads and non-streaming
-``chat.completion`` body (wire.md §1.5, §1.8: the V4 sequence, usage on the last content chunk,
+``chat.completion`` body (docs/wire.md §1.5, §1.8: the V4 sequence, usage on the last content chunk,
 never an extra empty-``choices`` chunk), and as the Anthropic-format message and event sequence of
-DeepSeek's ``/anthropic`` endpoint (wire.md §3, §4.1). Pure functions, no I/O.
+DeepSeek's ``/anthropic`` endpoint (docs/wire.md §3, §4.1). Pure functions, no I/O.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any, Final
 
+from dsh_core.providers import SSE_DONE as SSE_EVENT_DONE
 from dsh_core.providers import SseEvent
+from dsh_core.providers.anthropic import tool_input
 
 from ._cache import CacheUsage, anthropic_usage, deepseek_usage
 
@@ -33,26 +34,23 @@ __all__ = [
     "split_text",
     "sse_data",
     "sse_event",
-    "tool_input",
 ]
 
-SSE_DONE: Final = b"data: [DONE]\n\n"
-KEEP_ALIVE: Final = b": keep-alive\n\n"
-
-
-def _dumps(payload: object) -> str:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+SSE_DONE: Final = SSE_EVENT_DONE.encode()
+"""``data: [DONE]``: the end of a chat-completions stream."""
+KEEP_ALIVE: Final = SseEvent.comment("keep-alive")
+"""The comment DeepSeek sends while a request is queued."""
 
 
 def sse_data(payload: object) -> bytes:
-    """One ``data:`` event (DeepSeek uses no ``event:`` names), encoded by the providers'
-    :class:`~dsh_core.providers.SseEvent` (compact JSON has no raw line break to split)."""
-    return SseEvent(data=_dumps(payload)).encode()
+    """One ``data:`` event (DeepSeek uses no ``event:`` names), encoded by the providers' own
+    :meth:`~dsh_core.providers.SseEvent.of_json`."""
+    return SseEvent.of_json(payload).encode()
 
 
 def sse_event(name: str, payload: object) -> bytes:
     """One named event, as the Anthropic format sends them."""
-    return SseEvent(event=name, data=_dumps(payload)).encode()
+    return SseEvent.of_json(payload, event=name).encode()
 
 
 def split_text(text: str, size: int) -> list[str]:
@@ -99,7 +97,7 @@ class WireUsage:
         )
 
     def deepseek_json(self) -> dict[str, Any]:
-        """DeepSeek's usage object, in the key order of real V4 captures (wire.md §1.7)."""
+        """DeepSeek's usage object, in the key order of real V4 captures (docs/wire.md §1.7)."""
         return deepseek_usage(
             self.cache,
             completion_tokens=self.completion_tokens,
@@ -201,7 +199,7 @@ def chat_chunks(c: Completion, *, include_usage: bool) -> list[dict[str, Any]]:
 
 
 def chat_completion(c: Completion) -> dict[str, Any]:
-    """The non-streaming ``chat.completion`` body (wire.md §1.5)."""
+    """The non-streaming ``chat.completion`` body (docs/wire.md §1.5)."""
     message: dict[str, Any] = {"role": "assistant", "content": c.text}
     if c.thinking or c.reasoning is not None:
         message["reasoning_content"] = c.reasoning or ""
@@ -244,18 +242,6 @@ def anthropic_stop_reason(finish_reason: str) -> str:
 def _signature(reasoning: str) -> str:
     # DeepSeek's signatures are opaque; a digest keeps them deterministic and tied to the text.
     return hashlib.sha256(reasoning.encode("utf-8")).hexdigest()
-
-
-def tool_input(arguments: str) -> dict[str, Any]:
-    """The Anthropic ``tool_use.input`` of a call's raw arguments: the parsed JSON object, or
-    ``{}`` when they are not one (the format's ``input`` is always an object)."""
-    if not arguments.strip():
-        return {}
-    try:
-        value = json.loads(arguments)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _anthropic_blocks(c: Completion) -> list[dict[str, Any]]:

@@ -315,6 +315,10 @@ class _Protocol:
                 writer, _BadRequest(408, "the request body was not received in time")
             )
             return False
+        except asyncio.IncompleteReadError:
+            # the client stopped sending mid-body (it may still read): say so, then close
+            await self._refuse(writer, _BadRequest(400, "the request body ended early"))
+            return False
         except _BadRequest as bad:
             await self._refuse(writer, bad)
             return False

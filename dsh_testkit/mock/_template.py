@@ -5,35 +5,42 @@ chat templating, so this module turns a request body — the chat-completions JS
 sends, or the Anthropic messages JSON — into a token sequence with boundary marks, and a model
 reply into the tokens that extend it.
 
-The template (an approximation of DeepSeek's V3.2/V4 encoding, wire.md §1.4)::
+The template (DeepSeek-V4's encoding, as its public encoder writes it)::
 
-    <｜begin▁of▁sentence｜> {leading system texts} [\\n\\n## Tools\\n {tool json}\\n …]
-    <｜User｜> {user text | <result>{tool output}</result> | image} …        ← input end
-    <｜Assistant｜> [<think>{reasoning}]</think> {content} [DSML tool calls] <｜end▁of▁sentence｜>
+    <｜begin▁of▁sentence｜> {leading system texts} [\n\n## Tools … {one tool schema a line} …]
+    <｜User｜> {user text | <tool_result>{tool output}</tool_result> | image} …   ← input end
+    <｜Assistant｜> [<think>{reasoning}]</think> {content}
+        [\n\n<｜DSML｜tool_calls> <｜DSML｜invoke name=…> <｜DSML｜parameter …>… ] <｜end▁of▁sentence｜>
                                                                            ← output end
     … further turns …
     <｜Assistant｜> <think>            (generation prefix; ``</think>`` when thinking is off)
 
+- The tool preamble is V4's: how to call tools in DSML, then each schema as ``json.dumps`` with
+  its default spacing, one a line. A call renders one ``parameter`` per argument (a string as
+  it is with ``string="true"``, any other value as JSON with ``string="false"``); arguments
+  that are not a JSON object render as one ``arguments`` parameter.
 - A run of consecutive user / tool / image inputs opens with one ``<｜User｜>``; a system message
-  after the leading ones renders as plain text where it stands (V3.2 does the same).
-- A history assistant turn keeps its reasoning (``<think>{reasoning}</think>``) only when thinking
-  is on **and** the request carries tools: DeepSeek ignores earlier reasoning otherwise
-  (wire.md §1.4), so it renders as ``</think>{content}``.
+  after the leading ones renders as plain text where it stands.
+- Reasoning pass-back (:data:`ReasoningRule`, default ``"tool-turns"``, DeepSeek's documented
+  rule): a history assistant turn keeps its reasoning (``<think>{reasoning}</think>``) only when
+  thinking is on and that turn made tool calls; otherwise it renders as ``</think>{content}``.
 - A reply rendered by :meth:`PromptRenderer.render_completion` is exactly what the next request
-  renders for that assistant turn when it is sent back unchanged (non-thinking, or thinking with
-  tools) — that is what lets the "end of model output" cache unit hit.
+  renders for that assistant turn when it is sent back unchanged and keeps its reasoning
+  (non-thinking, or a turn with tool calls) — that is what lets the "end of model output"
+  cache unit hit.
 - Every text segment is encoded on its own and the segments are concatenated, so an append-only
   conversation renders to token sequences that extend each other (prefix stability), and the
   same conversation in the chat and Anthropic shapes renders to the same tokens: text blocks of
   one message are joined with ``""`` first, tool-call ids are not rendered, Anthropic
-  ``tool_use.input`` renders as ``json.dumps(input, ensure_ascii=False)``, Anthropic
-  ``input_schema`` as chat ``parameters``, and images by their source (a base64 source as the
-  ``data:`` URL the chat shape would carry).
+  ``tool_use.input`` renders as its parameters, Anthropic ``input_schema`` as chat
+  ``parameters``, and images by their source (a base64 source as the ``data:`` URL the chat
+  shape would carry). Segments are cut where the real tokenizer cuts the whole text anyway (a
+  newline stays with the ``>`` before it), so counts match the real tokenizer's closely.
 - Template markers use the DeepSeek-V4 vocabulary's ids (``<｜User｜>`` = 128803, …) whatever the
   tokenizer.
 
-Counts are approximate: the real template's tool prompt and DSML framing are longer, and an image
-is a fixed :data:`IMAGE_TOKENS`. Calibrate against live ``usage.prompt_tokens`` where it matters.
+With the real tokenizer, prompt growth per tool step matches live ``usage.prompt_tokens`` to a
+few tokens (docs/fidelity.md); an image is a fixed :data:`IMAGE_TOKENS`.
 
 Text between the markers goes through a pluggable :class:`~dsh_testkit.tokenizers.Tokenizer`
 (:class:`~dsh_testkit.tokenizers.HeuristicTokenizer` by default).

@@ -409,40 +409,32 @@ class CacheReport:
 class _WireTexts:
     """Requests as the provider reads them, in order; ids and sources never reach the wire.
 
-    Each message is serialized once per report (messages are immutable; an entry keeps its
-    message alive, so the id it is filed under is not reused), and so is each tool list.
-    Message lengths are summed once per backing history: requests of one fold read one
-    append-only list, so a request's length costs only its new messages.
+    Each message's wire text is computed once, by the message itself
+    (:meth:`dsh_core.Message.visible_canonical_json`). Requests come in log order and share
+    their tool list and their message history until a header event or a surface replace, so
+    the last tool list's text and the running lengths of the last history are kept: a request's
+    length costs only its new messages.
     """
 
-    __slots__ = ("_messages", "_sums", "_tools")
+    __slots__ = ("_sums", "_tools")
 
     def __init__(self) -> None:
-        self._messages: dict[int, tuple[Message, str]] = {}
-        self._tools: dict[int, tuple[object, str]] = {}
-        self._sums: dict[int, tuple[Sequence[Message], list[int]]] = {}
+        self._tools: tuple[object, str] | None = None
+        """The last tool list serialized, and its text."""
+        self._sums: tuple[Sequence[Message], list[int]] | None = None
+        """The last message history measured, and the running sums of its messages' lengths."""
 
     def message(self, message: Message) -> str:
-        found = self._messages.get(id(message))
-        if found is not None and found[0] is message:
-            return found[1]
-        text = dumps_canonical(
-            {"role": message.role, "content": [b.to_json() for b in message.content]}
-        )
-        self._messages[id(message)] = (message, text)
-        return text
+        return message.visible_canonical_json()
 
     def header(self, request: GenerateOptions) -> tuple[str, str]:
         """The system prompt and the tool schemas as sent."""
         tools = request.tools
         if isinstance(tools, str):
             return request.system or "", tools
-        found = self._tools.get(id(tools))
-        if found is not None and found[0] is tools:
-            return request.system or "", found[1]
-        text = dumps_canonical([t.to_json() for t in tools or ()])
-        self._tools[id(tools)] = (tools, text)
-        return request.system or "", text
+        if self._tools is None or self._tools[0] is not tools:
+            self._tools = (tools, dumps_canonical([t.to_json() for t in tools or ()]))
+        return request.system or "", self._tools[1]
 
     def parts(self, request: GenerateOptions) -> list[str]:
         """System, tools, then each message (what :func:`_shared_prefix` compares)."""
@@ -455,11 +447,9 @@ class _WireTexts:
         history = message_history(messages)
         if history is None:
             return len(system) + len(tools) + sum(len(self.message(m)) for m in messages)
-        entry = self._sums.get(id(history))
-        if entry is None or entry[0] is not history:
-            entry = (history, [0])
-            self._sums[id(history)] = entry
-        sums = entry[1]
+        if self._sums is None or self._sums[0] is not history:
+            self._sums = (history, [0])
+        sums = self._sums[1]
         while len(sums) <= len(messages):
             sums.append(sums[-1] + len(self.message(history[len(sums) - 1])))
         return len(system) + len(tools) + sums[len(messages)]

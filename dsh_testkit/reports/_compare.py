@@ -176,11 +176,6 @@ class RequestComparison:
     """How many leading messages the two requests share."""
 
 
-def _visible(message: Message) -> dict[str, Any]:
-    """What the provider sees of a message: its role and content (ids and sources never go out)."""
-    return {"role": message.role, "content": [b.to_json() for b in message.content]}
-
-
 def _messages_equal(a: Message, b: Message) -> bool:
     if a is b or a.canonical_json() == b.canonical_json():
         return True
@@ -226,8 +221,7 @@ def message_history(messages: Sequence[Message]) -> Sequence[Message] | None:
     Its identity says "same history": views over one list hold the same message objects up to
     the shorter one's length (the list only grows until a surface replace starts a new one).
     """
-    # MessageView has no public accessor for its list yet; it is the view's documented design.
-    return messages._items if isinstance(messages, MessageView) else None
+    return messages.backing if isinstance(messages, MessageView) else None
 
 
 def shared_history(old: Sequence[Message], new: Sequence[Message]) -> int | None:
@@ -237,10 +231,7 @@ def shared_history(old: Sequence[Message], new: Sequence[Message]) -> int | None
     ``None`` when that cannot be told without comparing messages (different lists after a
     replace, or plain tuples).
     """
-    history = message_history(old)
-    if history is not None and history is message_history(new):
-        return min(len(old), len(new))
-    return None
+    return old.shared_prefix(new) if isinstance(old, MessageView) else None
 
 
 def compare_requests(previous: GenerateOptions, request: GenerateOptions) -> RequestComparison:
@@ -265,7 +256,10 @@ def compare_requests(previous: GenerateOptions, request: GenerateOptions) -> Req
     if shared < len(old):
         if shared < len(new):
             detail = first_json_difference(
-                f"messages[{shared}]", _visible(old[shared]), _visible(new[shared]), _SIDES
+                f"messages[{shared}]",
+                old[shared].visible_json(),
+                new[shared].visible_json(),
+                _SIDES,
             )
             differences.append(detail or f"messages[{shared}] differs")
         else:

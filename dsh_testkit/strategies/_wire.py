@@ -1,5 +1,6 @@
 """Strategies for the wire: Chat Completions (OpenAI-format) tools, messages and request bodies,
-and the :class:`~dsh_core.GenerateOptions` a provider serializes.
+Anthropic-format request bodies, and the :class:`~dsh_core.GenerateOptions` a provider
+serializes.
 
 The bodies are plain JSON (what an OpenAI-SDK client sends), valid twice over: the codec
 (:func:`dsh_core.providers.deepseek.parse_request`) accepts their structure, and the conversation
@@ -33,6 +34,7 @@ from dsh_core.providers import MODELS, resolve_model, thinking_enabled
 from ._values import _cached, json_values, tool_names
 
 __all__ = [
+    "anthropic_requests",
     "chat_messages",
     "chat_requests",
     "chat_tool_names",
@@ -213,10 +215,12 @@ def _chat_request(
         "model": model,
         "messages": draw(chat_messages(tools=names, thinking=on, max_turns=max_turns)),
     }
-    streaming = draw(st.booleans()) if stream is None else stream
-    if stream is not None or draw(st.booleans()):
-        body["stream"] = streaming
-    if streaming and draw(st.booleans()):
+    if stream is not None:
+        body["stream"] = stream
+    elif draw(st.booleans()):
+        body["stream"] = draw(st.booleans())
+    if body.get("stream") is True and draw(st.booleans()):
+        # stream_options only with stream: true (the API refuses it otherwise)
         body["stream_options"] = {"include_usage": draw(st.booleans())}
     if thinking is not None:
         body["thinking"] = {"type": thinking}
@@ -272,6 +276,153 @@ def chat_requests(
     """
     chosen = tuple(models) if models is not None else tuple(MODELS)
     return _chat_request(chosen, stream, max_turns)
+
+
+# ----------------------------------------------------------------- Anthropic-format requests
+
+_CLAUDE_NAMES = ("claude-sonnet-4-6", "claude-opus-4-1", "claude-haiku-4-5")
+
+
+def _text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+@st.composite
+def _anthropic_conversation(
+    draw: st.DrawFn, names: tuple[str, ...], thinking: bool, max_turns: int
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    ids = iter(range(1_000_000))
+    text = st.text(max_size=30)
+    blocks = st.lists(text.map(_text_block), min_size=1, max_size=2)
+    last = draw(st.integers(1, max_turns)) - 1
+    for turn in range(last + 1):
+        out.append({"role": "user", "content": draw(st.one_of(text, blocks))})
+        for _ in range(draw(st.integers(0, 2)) if names else 0):
+            uses = [
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{next(ids):02d}",
+                    "name": draw(st.sampled_from(names)),
+                    "input": draw(
+                        st.dictionaries(st.text(max_size=8), json_values(max_leaves=3), max_size=3)
+                    ),
+                }
+                for _ in range(draw(st.integers(1, 3)))
+            ]
+            content: list[dict[str, Any]] = []
+            # Thinking mode: a tool-use turn passes its thinking block back ("" included).
+            if thinking or draw(st.booleans()):
+                thought: dict[str, Any] = {"type": "thinking", "thinking": draw(text)}
+                if draw(st.booleans()):
+                    thought["signature"] = draw(st.text(_ID_ALPHABET, max_size=16))
+                content.append(thought)
+            if draw(st.booleans()):
+                content.append(_text_block(draw(text)))
+            out.append({"role": "assistant", "content": [*content, *uses]})
+            results = []
+            for use in draw(st.permutations(uses)):
+                result: dict[str, Any] = {
+                    "type": "tool_result",
+                    "tool_use_id": use["id"],
+                    "content": draw(st.one_of(text, blocks)),
+                }
+                if draw(st.booleans()):
+                    result["is_error"] = draw(st.booleans())
+                results.append(result)
+            out.append({"role": "user", "content": results})
+        if turn < last or draw(st.booleans()):
+            out.append({"role": "assistant", "content": draw(st.one_of(text, blocks))})
+            if turn == last:
+                break
+    if (
+        out[-1]["role"] == "assistant"
+        and isinstance(out[-1]["content"], str)
+        and draw(st.booleans())
+    ):
+        out.pop()  # mostly end at the user's side: the request asks for the next answer
+    return out
+
+
+@st.composite
+def _anthropic_request(
+    draw: st.DrawFn, models: tuple[str, ...], stream: bool | None, max_turns: int
+) -> dict[str, Any]:
+    model = draw(st.sampled_from(models))
+    info = resolve_model(model, endpoint="anthropic")
+    thinking = draw(st.one_of(st.none(), st.sampled_from(["enabled", "disabled", "adaptive"])))
+    effort = draw(st.one_of(st.none(), st.sampled_from(["none", "low", "high", "max"])))
+    on = thinking_enabled(info, thinking_type=thinking, effort=effort)
+    names = tuple(draw(st.lists(chat_tool_names(), unique=True, max_size=3)))
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": draw(st.integers(1, info.max_output_tokens if info else 8192)),
+    }
+    if draw(st.booleans()):
+        body["system"] = draw(
+            st.one_of(
+                st.text(max_size=40),
+                st.lists(st.text(max_size=20).map(_text_block), min_size=1, max_size=2),
+            )
+        )
+    body["messages"] = draw(_anthropic_conversation(names, on, max_turns))
+    empty_tools: bool = draw(st.booleans())  # an empty ``tools`` array is valid too
+    if names or empty_tools:
+        body["tools"] = [
+            {
+                "name": n,
+                **draw(st.fixed_dictionaries({}, optional={"description": st.text(max_size=20)})),
+                "input_schema": draw(_schemas()),
+            }
+            for n in names
+        ]
+    choices: list[dict[str, Any]] = [{"type": "auto"}, {"type": "none"}]
+    if names and not on:  # thinking mode refuses a forced tool
+        choices.append({"type": "any"})
+        choices.extend({"type": "tool", "name": n} for n in names)
+    send_choice: bool = draw(st.booleans())
+    if names and send_choice:
+        body["tool_choice"] = draw(st.sampled_from(choices))
+    if thinking is not None:
+        body["thinking"] = {"type": thinking}
+    if effort is not None:
+        body["reasoning"] = {"effort": effort}
+    optional: dict[str, st.SearchStrategy[Any]] = {
+        "output_config": st.sampled_from(["low", "high", "max"]).map(lambda e: {"effort": e}),
+        "temperature": _number(0, 2),
+        "top_p": _number(0, 1),
+        "top_k": st.integers(0, 500),
+        "stop_sequences": st.lists(st.text(min_size=1, max_size=5), max_size=3),
+        "metadata": st.text(_ID_ALPHABET, min_size=1, max_size=12).map(lambda u: {"user_id": u}),
+    }
+    for key in draw(st.lists(st.sampled_from(sorted(optional)), unique=True, max_size=4)):
+        body[key] = draw(optional[key])
+    if stream is not None:
+        body["stream"] = stream
+    elif draw(st.booleans()):
+        body["stream"] = draw(st.booleans())
+    return body
+
+
+def anthropic_requests(
+    *,
+    models: Sequence[str] | None = None,
+    stream: bool | None = None,
+    max_turns: int = 3,
+) -> st.SearchStrategy[dict[str, Any]]:
+    """Messages API bodies for DeepSeek's Anthropic-format endpoint, as plain JSON, accepted by
+    ``dsh_core.providers.anthropic.parse_request`` and by the API's conversation rules: every
+    ``tool_use`` answered by a ``tool_result`` in the next user message, thinking blocks passed
+    back on tool turns in thinking mode, no forced ``tool_choice`` while thinking.
+
+    ``models`` defaults to the model table's ids and the Claude names the endpoint maps
+    (``claude-sonnet-…`` → flash, ``claude-opus-…`` → pro). The thinking switch is drawn from
+    ``thinking.type`` (``enabled`` / ``disabled`` / ``adaptive``), ``reasoning.effort`` and the
+    model's default, through :func:`dsh_core.providers.thinking_enabled`. Bodies carry no
+    ``null`` fields, so ``parse_request(body).to_json() == body``.
+    """
+    chosen = tuple(models) if models is not None else (*MODELS, *_CLAUDE_NAMES)
+    return _anthropic_request(chosen, stream, max_turns)
 
 
 # ------------------------------------------------------------------------ GenerateOptions

@@ -513,7 +513,7 @@ def test_a_step_s_estimate_reads_only_the_new_events(
     long = _cost_of_one_more_turn(200, usage, event_reads, projections)
     assert short == long
     reads, measured = long
-    assert reads == 9 + 1  # the new turn's events, plus the identity check of the last one
+    assert reads == 9  # the new turn's events (the state lives on the session: no identity check)
     assert measured == (1 if usage else 2)  # its surface messages (after the usage, none)
 
 
@@ -533,13 +533,13 @@ def test_after_a_replace_one_step_pays_for_the_surface_and_the_next_does_not(
     )
     event_reads[0] = projections[0] = 0
     figure = estimate_context_tokens(session)
-    # The replace itself and the identity check; then the new surface: summary + 2 kept.
-    assert (event_reads[0], projections[0]) == (2, 3)
+    # The replace itself; then the new surface: summary + 2 kept.
+    assert (event_reads[0], projections[0]) == (1, 3)
     assert figure == _reference_estimate(session)
     _append_turn(session, 41, usage=False)
     event_reads[0] = projections[0] = 0
     figure = estimate_context_tokens(session)
-    assert (event_reads[0], projections[0]) == (9 + 1, 2)  # only the new turn
+    assert (event_reads[0], projections[0]) == (9, 2)  # only the new turn
     assert figure == _reference_estimate(session)
 
 
@@ -577,20 +577,33 @@ async def test_the_compactor_s_per_turn_log_reads_do_not_grow_without_usage(
     # Turn 2 also reads turn 1's initial header snapshot; from turn 3 on every turn is alike.
     assert len(per_turn) == 30 and set(per_turn[2:]) == {per_turn[2]}, per_turn
     # One turn's 8 new events (step/start, 2 chunks, the message, step/end, turn/end, turn/start,
-    # the prompt) plus the identity check: not the history's.
-    assert per_turn[-1] == 8 + 1
+    # the prompt): not the history's.
+    assert per_turn[-1] == 8
 
 
-def test_estimates_of_many_sessions_stay_separate_and_bounded() -> None:
+def _live_estimate_states() -> int:
+    import gc
+
+    gc.collect()
+    return sum(isinstance(o, _compaction._EstimateState) for o in gc.get_objects())
+
+
+def test_estimates_of_many_sessions_stay_separate_and_die_with_their_session() -> None:
+    before = _live_estimate_states()
     sessions = [new_session(f"s{i}") for i in range(80)]
     for i, session in enumerate(sessions):
         for n in range(1, i % 3 + 2):
             _append_turn(session, n, usage=i % 2 == 0)
         assert estimate_context_tokens(session) == _reference_estimate(session)
-    assert len(_compaction._ESTIMATES) <= 64  # least recently used states are dropped
-    for session in sessions[:3]:  # evicted: folded again from the start, same figure
+    for session in sessions:  # interleaved: each session folds on from its own state
         _append_turn(session, 9, usage=False)
         assert estimate_context_tokens(session) == _reference_estimate(session)
+    state = sessions[0].fold_state(_compaction._EstimateState, _compaction._EstimateState)
+    assert state.seen == len(sessions[0].events)
+    assert _live_estimate_states() == before + 80
+    # The state is the session's own: no module-level cache keeps it once the session is gone.
+    del sessions, session, state
+    assert _live_estimate_states() == before
 
 
 def test_an_event_that_does_not_parse_fails_every_call_and_leaves_the_state() -> None:

@@ -219,3 +219,10 @@ def test_a_text_preview_is_its_repr_cut_short(text: str, limit: int) -> None:
     assert preview_value(text, limit) == (
         whole if len(whole) <= limit else whole[: limit - 1] + "…"
     )
+
+
+def test_a_short_differing_line_is_shown_whole_beside_a_long_one() -> None:
+    found = locate_text_difference("Where is it defined?", "Earlier messages were " + "x" * 80)
+    assert found is not None and (found.line, found.column) == (1, 1)
+    assert found.expected == "'Where is it defined?'"
+    assert found.actual == "'Earlier messages were xxxxxxxxxx'…"

@@ -176,14 +176,19 @@ async def test_a_direct_append_from_middleware_lands_after_the_boundary() -> Non
 
 
 async def test_the_log_invariant_vetoes_an_out_of_place_append() -> None:
+    session = new_session()
+
     @tool()
     async def vandal(args: Any, ctx: ToolContext) -> str:
-        assert ctx.agent is not None
-        ctx.agent.session.append("turn/start", {"turn": 99})
+        # A tool has no writable session in its context; this one reaches the log directly.
+        session.append("turn/start", {"turn": 99})
         return "unreachable"
 
     agent, provider, session = make_agent(
-        tool_call_response(tool_call("v", "vandal")), text_response("ok"), tools=[vandal]
+        tool_call_response(tool_call("v", "vandal")),
+        text_response("ok"),
+        session=session,
+        tools=[vandal],
     )
     await agent.run("go")
     (result,) = of_type(session, "tool/result")

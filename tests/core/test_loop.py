@@ -326,8 +326,8 @@ async def test_inject_from_middleware_joins_the_next_request_not_this_one() -> N
 async def test_inject_from_a_tool_lands_after_all_results() -> None:
     @tool(concurrency_safe=True)
     async def nudge(args: Any, ctx: ToolContext) -> str:
-        assert ctx.agent is not None
-        ctx.agent.inject("from the tool")
+        assert ctx.inject is not None
+        ctx.inject("from the tool")
         return "ok"
 
     agent, provider, session = make_agent(

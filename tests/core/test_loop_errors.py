@@ -364,8 +364,7 @@ async def test_cancel_during_tools_commits_a_result_for_every_call() -> None:
 async def test_a_tool_that_cancels_the_turn_gets_its_result_committed() -> None:
     @tool()
     async def stop(args: Any, ctx: ToolContext) -> str:
-        assert ctx.agent is not None
-        ctx.agent.cancel("hook")
+        ctx.cancel.cancel("hook")
         return "stopping"
 
     agent, _, session = make_agent(
@@ -534,7 +533,7 @@ async def test_hooks_may_return_any_awaitable_and_a_pre_cancelled_one_is_closed(
         raise AssertionError("a cancelled turn must not run this")
 
     def cancelling_hook(ctx: PreStepContext) -> Any:
-        ctx.agent.cancel()
+        ctx.cancel.cancel()
         return never()
 
     agent, provider, _session = make_agent(text_response("a"))

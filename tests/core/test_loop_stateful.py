@@ -117,15 +117,14 @@ class MachineProvider:
 
 @tool(concurrency_safe=True)
 async def nudge(args: Any, ctx: ToolContext) -> str:
-    assert ctx.agent is not None
-    ctx.agent.inject("a nudge from a tool")
+    assert ctx.inject is not None
+    ctx.inject("a nudge from a tool")
     return "nudged"
 
 
 @tool()
 async def stopper(args: Any, ctx: ToolContext) -> str:
-    assert ctx.agent is not None
-    ctx.agent.cancel()
+    ctx.cancel.cancel()
     return "stopping"
 
 

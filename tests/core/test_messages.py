@@ -398,3 +398,20 @@ def test_an_unprojectable_message_names_the_event() -> None:
     assert (info.value.seq, info.value.event_type) == (7, "tool/result")
     with pytest.raises(InvalidEventError, match="assistant/message at seq 0"):
         derive_event_message(_event("assistant/message", [1, 2]))
+
+
+def test_the_visible_json_is_what_a_provider_sees_and_is_computed_once() -> None:
+    message = user_message("hi", id="u1", source={"kind": "plugin"})
+    assert message.visible_json() == {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    text = message.visible_canonical_json()
+    assert text == '{"role":"user","content":[{"type":"text","text":"hi"}]}'
+    assert message.visible_canonical_json() is text
+
+
+def test_a_replaced_copy_does_not_share_the_cached_texts() -> None:
+    message = user_message("hi", id="u1")
+    message.canonical_json(), message.visible_canonical_json()
+    copy = dataclasses.replace(message, id="u2", content=user_message("bye").content)
+    assert '"id":"u2"' in copy.canonical_json() and "bye" in copy.canonical_json()
+    assert "bye" in copy.visible_canonical_json()
+    assert '"id":"u1"' in message.canonical_json()

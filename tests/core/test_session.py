@@ -824,3 +824,12 @@ def test_turn_end_reasons_round_trip_through_a_seed() -> None:
         session.append("turn/end", {"turn": turn, "reason": reason})
     again = Session.create("r", [e.to_json() for e in session.events])
     assert [thaw_json(e.data["reason"]) for e in again.events if e.type == "turn/end"] == reasons
+
+
+def test_fold_state_is_owned_by_the_session_one_per_key() -> None:
+    a, b = Session.create("a"), Session.create("b")
+    first = a.fold_state("fold", list)
+    first.append(1)
+    assert a.fold_state("fold", list) is first == [1]
+    assert b.fold_state("fold", list) == [] and b.fold_state("fold", list) is not first
+    assert a.fold_state("other", dict) == {}

@@ -144,3 +144,14 @@ def test_extends_is_the_prefix_relation(total: int, a: int, b: int) -> None:
     copy_of_y: Sequence[Message] = list(backing[:b])
     assert x.extends(y) == (b <= a) == x.extends(copy_of_y)
     assert x.extends(y) == (list(x)[:b] == list(y))
+
+
+def test_views_of_one_history_know_their_shared_prefix_without_comparing() -> None:
+    history = [user_message(str(i), id=f"m{i}") for i in range(5)]
+    short, long = MessageView(history, 2), MessageView(history, 4)
+    assert short.shared_prefix(long) == long.shared_prefix(short) == 2
+    assert long.backing is history
+    # Another list (a rewrite) or a plain sequence: unknown without comparing messages.
+    assert long.shared_prefix(MessageView(list(history), 4)) is None
+    assert long.shared_prefix(tuple(history)) is None
+    assert long.extends(short) and not short.extends(long)

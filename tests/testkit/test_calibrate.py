@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dsh_core import reconstruct_requests
+from dsh_core import ToolSchema, reconstruct_requests
 from dsh_core.persistence import load_session
 from dsh_core.providers.deepseek import serialize_request
 from dsh_testkit.calibration import (
@@ -321,3 +323,90 @@ def test_the_table_and_summary_print(tmp_path: Path) -> None:
     assert "2 requests from 1 logs (0 skipped)" in out
     assert "exact hit-token match" in out and "unit agreement (later)" in out
     assert "* header anchored" in out
+
+
+def test_the_calibration_package_exports_exactly_its_all() -> None:
+    import dsh_testkit.calibration as package
+
+    public = {
+        name
+        for name, value in vars(package).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert set(package.__all__) == public
+    assert package.__all__ == sorted(package.__all__, key=lambda n: (not n.isupper(), n))
+
+
+def test_sidecars_from_another_folder_give_the_real_header(tmp_path: Path) -> None:
+    """A log stored with header placeholders: ``--sidecars DIR`` supplies the real system
+    prompt and tools, so prompt tokens are predicted, not anchored."""
+    log = LogBuilder()
+    log.start_turn("question: " + "why is the sky blue " * 20)
+    event = (
+        "request/header",
+        {"header": {**header(), "system": "{{system}}", "tools": "{{tools}}"}, "reason": "initial"},
+    )
+    log.step(header_event=event, usage_data=_usage(5000, 0))
+    log.end_turn()
+    folder = tmp_path / "scenario"
+    folder.mkdir()
+    path = log.write(folder / "session.jsonl")
+    sidecars = tmp_path / "sidecars" / "scenario"
+    sidecars.mkdir(parents=True)
+    (sidecars / "system-prompt.expected.md").write_text(SYSTEM + "\n", encoding="utf-8")
+    tool = {"name": "grep", "description": "search files", "parameters": {"type": "object"}}
+    (sidecars / "tool-schemas.expected.json").write_text(
+        json.dumps({"initial": [tool], "changes": []}), encoding="utf-8"
+    )
+    anchored = calibrate([path], settings=CalibrationSettings(tokenizer="heuristic"))
+    assert not anchored.requests[0].header_known
+    assert anchored.requests[0].simulated_prompt_tokens == 5000  # sized from the live prompt
+    known = calibrate(
+        [path],
+        settings=CalibrationSettings(tokenizer="heuristic"),
+        sidecars=[tmp_path / "sidecars"],
+    )
+    row = known.requests[0]
+    assert row.header_known
+    loaded = load_session(path, audit=True)
+    (rebuilt,) = reconstruct_requests(loaded.events, session_id=loaded.info.id)
+    real = replace(
+        rebuilt.request,
+        system=SYSTEM,
+        tools=(ToolSchema(name="grep", description="search files", parameters={"type": "object"}),),
+    )
+    expected = PromptRenderer(HeuristicTokenizer()).render_chat(serialize_request(real))
+    assert row.simulated_prompt_tokens == expected.prompt_tokens
+    assert known.summary.prompt_tokens_error == round(abs(expected.prompt_tokens - 5000) / 5000, 4)
+
+
+def _retimed(path: Path, times: dict[int, int]) -> None:
+    """Set the time (ms) of the events at the given seqs; others keep theirs."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out = [lines[0]]
+    for line in lines[1:]:
+        record = json.loads(line)
+        if record["seq"] in times:
+            record["time"] = times[record["seq"]]
+        out.append(json.dumps(record))
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize(("time_to_first_chunk", "unit"), [(2000, "output"), (0, "input")])
+def test_when_the_clock_goes_back_the_requests_own_time_to_first_chunk_is_the_gap(
+    tmp_path: Path, time_to_first_chunk: int, unit: str
+) -> None:
+    """Stored logs mix recording runs: the second request's events are stamped before the
+    first reply. The gap is then the second request's dispatch to its first chunk."""
+    log = _log([_usage(10, 0)] * 2, answer="a long answer, " * 80)
+    events = list(log.events)
+    path = log.write(tmp_path / "session.jsonl")
+    second_turn = next(e.seq for e in events if e.type == "turn/start" and e.data["turn"] == 2)
+    first_chunk = next(e.seq for e in events if e.type == "assistant/chunk" and e.seq > second_turn)
+    times = {e.seq: 50_000 for e in events if e.seq < second_turn}
+    times.update({e.seq: 1_000 for e in events if e.seq >= second_turn})
+    times[first_chunk] = 1_000 + time_to_first_chunk
+    _retimed(path, times)
+    second = calibrate([path], settings=CalibrationSettings(tokenizer="heuristic")).requests[1]
+    assert second.gap_seconds is None  # the log's clock went back
+    assert second.simulated_unit == unit

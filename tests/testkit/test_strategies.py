@@ -17,8 +17,9 @@ from dsh_core import GenerateOptions
 from dsh_core.providers import TOOL_NAME_PATTERN, resolve_model, thinking_enabled
 from dsh_core.providers import anthropic as anthropic_codec
 from dsh_core.providers import deepseek as deepseek_codec
-from dsh_testkit.mock import MockDeepSeek, mock_transport
+from dsh_testkit.mock import MockDeepSeek, MockServer, mock_transport
 from dsh_testkit.strategies import (
+    anthropic_requests,
     chat_messages,
     chat_requests,
     chat_tool_names,
@@ -33,7 +34,7 @@ _NAME = re.compile(TOOL_NAME_PATTERN)
 def _at_most(examples: int) -> settings:
     """The active profile, with at most ``examples`` examples (these draws are large)."""
     return settings(
-        max_examples=min(settings.default.max_examples, examples),
+        max_examples=min(settings().max_examples, examples),
         suppress_health_check=[HealthCheck.too_slow],
     )
 
@@ -54,8 +55,8 @@ def test_every_chat_request_parses_and_reserializes_stably(body: dict[str, Any])
     )
 
 
-@_at_most(40)
-@given(chat_requests(stream=False))
+@_at_most(50)
+@given(chat_requests())
 def test_every_chat_request_is_answered_by_the_mock(body: dict[str, Any]) -> None:
     # As the package docstring shows: the in-process mock built inside the test body.
     mock = MockDeepSeek()
@@ -66,7 +67,26 @@ def test_every_chat_request_is_answered_by_the_mock(body: dict[str, Any]) -> Non
             headers={"authorization": "Bearer sk-test"},
         )
     assert answer.status_code == 200, answer.text
-    assert answer.json()["object"] == "chat.completion"
+    if body.get("stream"):
+        assert answer.text.endswith("data: [DONE]\n\n")
+    else:
+        assert answer.json()["object"] == "chat.completion"
+
+
+@_at_most(10)
+@given(chat_requests(stream=False, models=["deepseek-chat", "deepseek-v4-pro"]))
+def test_the_session_mock_server_inside_given(
+    dsh_mock_server: MockServer, body: dict[str, Any]
+) -> None:
+    # The package docstring's loopback recipe: a session-scoped server, reset per example.
+    dsh_mock_server.mock.reset()
+    answer = httpx.post(
+        dsh_mock_server.base_url + "/chat/completions",
+        json=body,
+        headers={"authorization": "Bearer sk-test"},
+    )
+    assert answer.status_code == 200, answer.text
+    assert len(dsh_mock_server.mock.requests) == 1
 
 
 @_at_most(15)
@@ -82,6 +102,38 @@ def test_streaming_requests_are_answered_with_an_event_stream(body: dict[str, An
         )
     assert answer.status_code == 200, answer.text
     assert answer.text.endswith("data: [DONE]\n\n")
+
+
+@_at_most(100)
+@given(anthropic_requests())
+def test_every_anthropic_request_parses_and_reserializes_stably(body: dict[str, Any]) -> None:
+    parsed = anthropic_codec.parse_request(body)
+    assert parsed.to_json() == body
+    encoded = parsed.encode()
+    assert anthropic_codec.parse_request(encoded) == parsed
+    assert anthropic_codec.parse_request(encoded).encode() == encoded
+    if parsed.thinking_on:
+        for message in body["messages"]:
+            blocks = message["content"] if isinstance(message["content"], list) else []
+            if any(b["type"] == "tool_use" for b in blocks):
+                assert blocks[0]["type"] == "thinking"  # passed back, first
+
+
+@_at_most(40)
+@given(anthropic_requests())
+def test_every_anthropic_request_is_answered_by_the_mock(body: dict[str, Any]) -> None:
+    mock = MockDeepSeek()
+    with httpx.Client(transport=mock_transport(mock)) as client:
+        answer = client.post(
+            "https://api.deepseek.com/anthropic/v1/messages",
+            json=body,
+            headers={"x-api-key": "sk-test", "anthropic-version": "2023-06-01"},
+        )
+    assert answer.status_code == 200, answer.text
+    if body.get("stream"):
+        assert "event: message_stop" in answer.text
+    else:
+        assert answer.json()["type"] == "message"
 
 
 @_at_most(60)
@@ -195,7 +247,8 @@ def test_all_is_sorted_and_exact() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["chat_requests", "chat_messages", "chat_tools", "generate_options"]
+    "name",
+    ["anthropic_requests", "chat_requests", "chat_messages", "chat_tools", "generate_options"],
 )
 def test_wire_strategies_are_documented(name: str) -> None:
     doc = getattr(dsh_testkit.strategies, name).__doc__

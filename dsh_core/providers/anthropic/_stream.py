@@ -7,14 +7,13 @@ events into the core's stream chunks; :func:`map_usage` reads ``cache_read_input
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ..._json import dumps_canonical
+from ..._json import dumps_canonical, loads_json
 from ..._messages import (
     ContentBlock,
     ReasoningBlock,
@@ -328,7 +327,7 @@ class EventTranslator(TranslatorBase):
         if self.done:
             return [], True
         try:
-            payload = json.loads(event.data)
+            payload = loads_json(event.data)  # NaN is not JSON; deep nesting must not overflow
         except ValueError:
             raise WireFormatError(
                 f"event data is not JSON: {event.data[:120]!r}", param="data", code="invalid_json"

@@ -213,7 +213,11 @@ def _content(value: object, param: str, allowed: tuple[str, ...]) -> str | Froze
         return value
     if isinstance(value, list):
         return _parts(value, param, allowed)
-    w.fail(param, f"invalid type: {w.kind_of(value)}, expected a string or an array of parts")
+    w.fail(
+        param,
+        f"invalid type: {w.kind_of(value)}, expected a string or an array of parts",
+        value=w.kind_of(value),
+    )
 
 
 def _tool_call(value: object, param: str) -> ChatToolCall:

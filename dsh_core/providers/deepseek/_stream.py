@@ -8,11 +8,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._json import loads_json
 from ..._messages import (
     ContentBlock,
     ReasoningBlock,
@@ -249,7 +249,7 @@ class ChunkTranslator(TranslatorBase):
         if event.data == "[DONE]":
             return self.finish(), True
         try:
-            payload = json.loads(event.data)
+            payload = loads_json(event.data)  # NaN is not JSON; deep nesting must not overflow
         except ValueError:
             shown = event.data[:120]
             raise WireFormatError(

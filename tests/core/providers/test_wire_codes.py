@@ -209,3 +209,85 @@ def test_chat_stream_data_that_is_not_json_has_a_code() -> None:
     with pytest.raises(WireFormatError) as caught:
         deepseek_codec.ChunkTranslator().handle_event(SseEvent(data="{oops"))
     assert caught.value.code == "invalid_json"
+
+
+_USER = '"messages":[{"role":"user","content":"x"}]'
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "param"),
+    [
+        # NaN and Infinity literals are not JSON (Python's json module would accept them)
+        (f'{{"model":"m",{_USER},"temperature":NaN}}'.encode(), "invalid_json", ""),
+        (f'{{"model":"m",{_USER},"temperature":-Infinity}}', "invalid_json", ""),
+        # a number too large for a float becomes an infinity: refused where it lands
+        (f'{{"model":"m",{_USER},"temperature":1e400}}', "out_of_range", "temperature"),
+        (f'{{"model":"m",{_USER},"seed":1e400}}', "invalid_json", "seed"),
+        (
+            {
+                "model": "m",
+                "messages": [{"role": "user", "content": "x"}],
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {"name": "a", "parameters": {"x": float("nan")}},
+                    }
+                ],
+            },
+            "invalid_json",
+            "tools[0].function.parameters.x",
+        ),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "top_p": float("nan")},
+            "out_of_range",
+            "top_p",
+        ),
+        (
+            b'{"model":"m",' + b'"deep":' + b"[" * 50_000 + b"]" * 50_000 + b"}",
+            "invalid_json",
+            None,
+        ),
+        (b'{"model": "m", \xff}', "invalid_json", ""),
+    ],
+)
+def test_values_json_cannot_carry_are_typed_refusals(
+    body: Any, code: str, param: str | None
+) -> None:
+    error = _refusal(deepseek_codec.parse_request, body)
+    assert error.code == code
+    if param is not None:
+        assert error.param == param
+
+
+def test_the_anthropic_codec_refuses_non_json_numbers_too() -> None:
+    body = '{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"x"}],"top_p":NaN}'
+    assert _refusal(anthropic_codec.parse_request, body).code == "invalid_json"
+    extra = '{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"x"}],"x":1e999}'
+    error = _refusal(anthropic_codec.parse_request, extra)
+    assert (error.code, error.param) == ("invalid_json", "x")
+
+
+DEEP = "[" * 40_000 + "]" * 40_000
+
+
+@pytest.mark.parametrize("data", ['{"choices":[],"x":NaN}', '{"x":' + DEEP + "}"])
+def test_chat_stream_payloads_that_are_not_json_end_the_stream_typed(data: str) -> None:
+    with pytest.raises(WireFormatError) as caught:
+        deepseek_codec.ChunkTranslator().handle_event(SseEvent(data=data))
+    assert caught.value.code == "invalid_json"
+    chunks = deepseek_codec.translate_events([SseEvent(data=data)])
+    finish = chunks[-1]
+    assert finish.reason.kind == "error"  # type: ignore[union-attr]
+    assert finish.reason.failure.code == "MALFORMED_RESPONSE"  # type: ignore[union-attr]
+
+
+def test_anthropic_stream_payload_with_nan_is_malformed() -> None:
+    event = SseEvent(event="message_start", data='{"message":{"id":"m","usage":{"x":NaN}}}')
+    chunks = anthropic_codec.translate_events([event])
+    assert chunks[-1].reason.failure.code == "MALFORMED_RESPONSE"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("codec", [deepseek_codec, anthropic_codec])
+def test_a_deeply_nested_error_body_is_still_classified(codec: Any) -> None:
+    failure = codec.classify_http_error(500, '{"error":' + DEEP + "}", {})
+    assert failure.code == "SERVER" and failure.retryable

@@ -7,12 +7,11 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import agents
 import pytest
 from openai import AsyncOpenAI
 
 from dsh_testkit.mock import MockServer, Reply, ToolCall
-
-agents = pytest.importorskip("agents", reason="openai-agents is a dev dependency")
 
 API_KEY = "sk-agents-test"
 

@@ -8,14 +8,13 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import pydantic_ai
 import pytest
 from openai import AsyncOpenAI
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.deepseek import DeepSeekProvider
 
 from dsh_testkit.mock import MockServer, Reply, ToolCall
-
-pydantic_ai = pytest.importorskip("pydantic_ai", reason="pydantic-ai-slim is a dev dependency")
-from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
-from pydantic_ai.providers.deepseek import DeepSeekProvider  # noqa: E402
 
 API_KEY = "sk-pydantic-ai-test"
 

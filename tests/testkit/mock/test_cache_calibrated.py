@@ -3,10 +3,12 @@ prefixes, and the inspection calls calibration uses (docs/fidelity.md)."""
 
 from __future__ import annotations
 
+import httpx2
+import openai
 import pytest
 
-from dsh_testkit.mock import PrefixCacheSimulator
-from dsh_testkit.mock._cache import DEFAULT_GRANULARITY, UnitVisibility
+from dsh_testkit.mock import MockDeepSeek, MockHandler, PrefixCacheSimulator
+from dsh_testkit.mock._cache import DEFAULT_GRANULARITY, CacheKey, UnitVisibility, cache_model
 
 KEY = "k"
 
@@ -153,3 +155,40 @@ def test_invalid_calibrated_settings(options: dict[str, object], message: str) -
 def test_negative_visibility_is_refused() -> None:
     with pytest.raises(ValueError, match=r"UnitVisibility.output must be >= 0 seconds, got -1"):
         UnitVisibility(output=-1)
+
+
+# -- the cache key -----------------------------------------------------------------------------
+
+
+def test_aliases_share_their_serving_models_cache_and_other_models_do_not() -> None:
+    assert cache_model("deepseek-chat") == cache_model("deepseek-v4-flash") == "deepseek-flash"
+    assert cache_model("deepseek-reasoner") == "deepseek-flash"
+    assert cache_model("deepseek-v4-pro") == "deepseek-v4-pro"
+    assert cache_model("not-in-the-table") == "not-in-the-table"
+    chat = CacheKey.for_request("sk-a", "u", model="deepseek-chat")
+    assert chat == CacheKey.for_request("sk-a", "u", model="deepseek-v4-flash")
+    assert chat != CacheKey.for_request("sk-a", "u", model="deepseek-v4-pro")
+    assert "sk-a" not in repr(chat)
+
+
+def _ask(client: openai.OpenAI, model: str) -> int:
+    reply = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "system", "content": "rules " * 400}, {"role": "user", "content": "q"}],
+        extra_body={"thinking": {"type": "disabled"}},
+    )
+    assert reply.usage is not None
+    hit = reply.usage.prompt_cache_hit_tokens  # type: ignore[attr-defined]
+    assert isinstance(hit, int)
+    return hit
+
+
+def test_the_mock_keys_its_cache_by_serving_model() -> None:
+    mock = MockDeepSeek(api_keys={"sk-test"})
+    http = httpx2.Client(transport=httpx2.MockTransport(MockHandler(mock)))
+    with openai.OpenAI(
+        base_url="https://api.deepseek.com", api_key="sk-test", http_client=http, max_retries=0
+    ) as client:
+        assert _ask(client, "deepseek-chat") == 0
+        assert _ask(client, "deepseek-v4-flash") > 0  # an alias of the same model
+        assert _ask(client, "deepseek-v4-pro") == 0  # another model's cache

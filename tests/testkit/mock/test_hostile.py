@@ -328,6 +328,15 @@ def test_a_half_sent_body_gets_408() -> None:
         assert b"request body was not received in time" in answer
 
 
+def test_a_body_cut_short_by_the_client_gets_400(server: MockServer) -> None:
+    answer = raw_exchange(
+        server, b"POST /chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
+    )
+    assert answer.startswith(b"HTTP/1.1 400 ") and b"the request body ended early" in answer
+    chunked = b"POST /chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab"
+    assert raw_exchange(server, chunked).startswith(b"HTTP/1.1 400 ")
+
+
 def test_a_slow_request_head_gets_408() -> None:
     with MockServer(head_timeout=0.3) as server:
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
@@ -377,3 +386,37 @@ def test_the_server_is_healthy_after_hostile_traffic(server: MockServer) -> None
         server.base_url + CHAT, json=chat_body(), headers={"authorization": f"Bearer {API_KEY}"}
     )
     assert response.json()["choices"][0]["message"]["content"] == "still here"
+
+
+HTTP_PIECES = st.sampled_from(
+    [
+        b"POST /chat/completions HTTP/1.1\r\n",
+        b"GET /_dsh/requests HTTP/1.0\r\n",
+        b"Content-Length: 5\r\n",
+        b"Content-Length: -1\r\n",
+        b"Transfer-Encoding: chunked\r\n",
+        b"Authorization: Bearer k\r\n",
+        b"Expect: 100-continue\r\n",
+        b"\r\n",
+        b"5\r\nhello\r\n0\r\n\r\n",
+        b'{"model": "deepseek-v4-flash"}',
+        b"\x00\xff\xfe",
+        b" \t",
+    ]
+)
+
+
+def test_fuzzed_bytes_on_the_wire_always_get_an_answer(server: MockServer) -> None:
+    @settings(max_examples=max(EXAMPLES // 3, 50), deadline=None, database=None)
+    @given(st.lists(HTTP_PIECES | st.binary(max_size=40), min_size=1, max_size=8))
+    def exchange(pieces: list[bytes]) -> None:
+        data = b"".join(pieces)
+        answer = raw_exchange(server, data)
+        if data.strip():  # something beyond blank space was sent: a status line comes back
+            assert answer.startswith(b"HTTP/1.1 "), (data, answer[:100])
+            status = int(answer.split(b" ", 2)[1])
+            assert status < 500 or status in (501, 505), (data, answer[:300])
+
+    exchange()
+    health = httpx.get(server.base_url + "/v1/models", headers={"authorization": "Bearer k"})
+    assert health.is_success

@@ -616,7 +616,9 @@ def test_http_error_entries(mock: MockDeepSeek) -> None:
     assert (gateway.status, gateway.body_bytes) == (502, b"<html>bad gateway</html>")
     assert gateway.header("content-type") == "text/plain; charset=utf-8"
     assert payload(call(mock, CHAT, chat_body())) == {"custom": True}
-    assert payload(call(mock, CHAT, chat_body()))["error"]["code"] == "context_length_exceeded"
+    overflow = payload(call(mock, CHAT, chat_body()))["error"]
+    assert overflow["code"] == "invalid_request_error"  # DeepSeek's, not OpenAI's
+    assert overflow["message"].startswith("This model's maximum context length is 1048576 tokens")
 
 
 def test_http_errors_on_the_anthropic_endpoint_have_its_shape(mock: MockDeepSeek) -> None:
