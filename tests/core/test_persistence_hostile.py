@@ -300,6 +300,19 @@ def test_a_surrogate_pair_held_as_two_code_points_is_refused_at_append() -> None
         freeze_json({"\ud83d\ude00": 1})
 
 
+def test_a_header_holding_a_surrogate_pair_is_refused_before_a_file_exists(
+    tmp_path: Path,
+) -> None:
+    info = SessionInfo(id="s\ud83d\ude00", created_at=5)
+    path = tmp_path / "s.jsonl"
+    with pytest.raises(JsonValueError, match="two code points"):
+        JsonlWriter.create(path, info)
+    assert not path.exists()
+    lone = SessionInfo(id="s\ud83d", created_at=5)  # a lone one round-trips
+    JsonlWriter.create(path, lone).close()
+    assert load_session(path).info.id == "s\ud83d"
+
+
 @pytest.mark.parametrize(
     "text", ["\ud83d", "\ude00", "x\ud800y", "\ude00\ud83d", "\ud83d \ude00", "😀\ud83d"]
 )
