@@ -8,6 +8,7 @@ The longer sweeps (every cut, every field) live in ``tests/adversarial``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dsh_core import (
     MAX_JSON_DEPTH,
@@ -326,6 +329,32 @@ def test_lone_surrogates_round_trip_byte_identically(tmp_path: Path, text: str) 
     loaded = load_session(path)
     assert loaded.events[0].data == session.events[0].data
     assert loaded.events[0].data["todos"][0]["content"] == text
+    assert dumps_session(loaded.info, loaded.events) == data
+
+
+_ANY_CODE_POINTS = st.text(
+    st.sampled_from(["a", "é", "😀", "\ud83d", "\ude00", "\udbff", "\udc00", '"', "\\"]),
+    max_size=8,
+)
+
+
+@given(text=_ANY_CODE_POINTS)
+def test_every_string_round_trips_byte_identically_or_is_refused_at_append(text: str) -> None:
+    """The lossless promise as a law: append refuses exactly the strings JSON cannot spell."""
+    session = new_session()
+    holds_pair = any(
+        "\ud800" <= a <= "\udbff" and "\udc00" <= b <= "\udfff" for a, b in itertools.pairwise(text)
+    )
+    try:
+        session.append("todo/write", {"t": text, text: [text]})
+    except InvalidEventError:
+        assert holds_pair
+        assert session.seq == 0
+        return
+    assert not holds_pair
+    data = dumps_session(session.info, session.events)
+    loaded = loads_session(data)
+    assert loaded.events[0].data["t"] == text
     assert dumps_session(loaded.info, loaded.events) == data
 
 
