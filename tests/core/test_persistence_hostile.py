@@ -204,6 +204,14 @@ def test_an_unterminated_tail_nested_past_the_limit_is_corruption() -> None:
     tail = '{"type":"x/y","seq":1,"time":7,"data":' + '{"a":' * (MAX_JSON_DEPTH + 5)
     with pytest.raises(CorruptLogError, match="deeper than"):
         loads_session(HEADER + ev(0) + tail, audit=True)
+    # ... also when it ends inside a character, so only its UTF-8 prefix is parsed
+    with pytest.raises(CorruptLogError, match="not the start of a record cut short"):
+        loads_session((HEADER + ev(0) + tail).encode() + b"\xe2", audit=True)
+
+
+def test_an_event_without_positions_may_hold_any_json_data_in_audit_mode() -> None:
+    loaded = loads_session(HEADER + ev(0, "todo/write", "just a string"), audit=True)
+    assert loaded.events[0].data == "just a string"
 
 
 def test_an_unterminated_prefix_of_a_record_is_still_a_crash_tail(tmp_path: Path) -> None:
