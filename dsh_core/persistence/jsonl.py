@@ -95,6 +95,7 @@ StrPath: TypeAlias = "str | os.PathLike[str]"
 
 
 _LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_SURROGATE_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 
 def _line(record: Mapping[str, Any]) -> bytes:
@@ -104,7 +105,16 @@ def _line(record: Mapping[str, Any]) -> bytes:
         return (text + "\n").encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate is valid in a JSON string only as an escape; json.loads turns the
-        # escape back into the same code point, so the round trip stays lossless.
+        # escape back into the same code point, so the round trip stays lossless. A pair held as
+        # two code points would read back as one character: frozen event data never holds one
+        # (freeze_json refuses it), but a header's fields are plain strings, so check here too.
+        pair = _SURROGATE_PAIR.search(text)
+        if pair is not None:
+            raise JsonValueError(
+                f"a string holds the surrogates {pair.group()!r} as two code points; JSON text "
+                "reads them back as one character, so the record would not survive a round trip",
+                path=str(record.get("type", "record")),
+            ) from None
         text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
         return (text + "\n").encode("utf-8")
 
@@ -521,6 +531,7 @@ class JsonlWriter:
         unless ``overwrite``)."""
         _check_fsync(fsync)
         name = os.fspath(path)
+        header = _line(header_line(info))  # a header that cannot be written leaves no file
         file = open_new(name, overwrite=overwrite)
         try:
             lock_for_writing(file, name)
@@ -538,7 +549,7 @@ class JsonlWriter:
             pack_chunks=pack_chunks,
         )
         try:
-            writer._write_bytes(_line(header_line(info)))
+            writer._write_bytes(header)
             if fsync == "always":
                 _fsync_directory(name)
         except BaseException:
