@@ -17,6 +17,9 @@ pytest reports them as failures, not as crashes. Each carries its facts as attri
         │                              ``.reason``): refused, never stored
         ├── ScrubRuleError             a user scrub rule is invalid (``.rule``, ``.value``)
         ├── NetworkBlocked             a test reached for a refused host (``.host``, ``.port``)
+        ├── MockNotSatisfied           the mock fixtures' script was not followed: entries left
+        │                              (``.unused``), requests nobody scripted (``.unscripted``)
+        │                              [AssertionError]
         ├── ReplayError                the replay provider could not serve a call
         │   ├── ReplayScriptError      a log cannot be turned into a script (``.turn``, ``.step``, ``.seq``)
         │   ├── UnrecordedSession      more live sessions than recorded ones (``.session_id``)
@@ -52,6 +55,7 @@ __all__ = [
     "CassetteMismatch",
     "CassetteNotFound",
     "CassetteNotFullyPlayed",
+    "MockNotSatisfied",
     "NetworkBlocked",
     "PrefixInstability",
     "RecordingRefused",
@@ -164,6 +168,19 @@ class NetworkBlocked(TestkitError):
         super().__init__(message)
         self.host = host
         self.port = port
+
+
+class MockNotSatisfied(TestkitError, AssertionError):
+    """A test using the mock fixtures left scripted entries unused or sent requests nobody
+    scripted (strict by default, as respx is). ``unused`` holds the unused entries' JSON;
+    ``unscripted`` the 1-based ``seq`` of each request answered with the default reply."""
+
+    def __init__(
+        self, message: str, *, unused: tuple[Any, ...], unscripted: tuple[int, ...]
+    ) -> None:
+        super().__init__(message)
+        self.unused = unused
+        self.unscripted = unscripted
 
 
 class ReplayError(TestkitError):
