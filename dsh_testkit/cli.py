@@ -31,9 +31,9 @@ def _serve(args: argparse.Namespace) -> int:
         PrefixCacheSimulator,
         PromptRenderer,
         ScriptError,
+        script_schema,
         serve,
     )
-    from .mock._schema import script_schema
     from .tokenizers import DeepSeekTokenizer
 
     if args.print_schema:

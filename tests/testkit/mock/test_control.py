@@ -27,8 +27,8 @@ from dsh_testkit.mock import (
     ScriptError,
     ToolCall,
     call_each_tool_once,
+    script_schema,
 )
-from dsh_testkit.mock._schema import script_schema
 
 from ._helpers import ANTHROPIC, API_KEY, CHAT, anthropic_body, call, chat_body, payload, request
 
