@@ -420,3 +420,21 @@ def test_fuzzed_bytes_on_the_wire_always_get_an_answer(server: MockServer) -> No
     exchange()
     health = httpx.get(server.base_url + "/v1/models", headers={"authorization": "Bearer k"})
     assert health.is_success
+
+
+@FUZZ
+@given(
+    method=st.sampled_from(["POST", "GET", "PUT", "DELETE", "HEAD", "PATCH"]) | st.text(max_size=8),
+    path=st.sampled_from([CHAT, ANTHROPIC, "/models", "/_dsh/", "/_dsh/script", "/_dsh/reset"])
+    | st.text(max_size=30),
+    headers=st.lists(st.tuples(st.text(max_size=20), st.text(max_size=40)), max_size=5),
+    body=st.binary(max_size=120),
+)
+def test_handle_never_raises_nor_answers_5xx_for_any_request(
+    method: str, path: str, headers: list[tuple[str, str]], body: bytes
+) -> None:
+    from dsh_testkit.mock import HttpRequest
+
+    mock = MockDeepSeek()
+    plan = mock.handle(HttpRequest(method=method, path=path, headers=tuple(headers), body=body))
+    assert plan.status < 500, plan.body_bytes[:300]
