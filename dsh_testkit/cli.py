@@ -18,7 +18,7 @@ import json
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -135,16 +135,33 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     add_demo_arguments(parser)
 
 
+_TRACES: Final = (
+    "LOG may also be any trace: a `dsh-testkit proxy` trace file, a saved RequestCapture, a "
+    "dsh cassette, the mock's request log (GET /_dsh/requests saved as JSON) or a HAR 1.2 file"
+)
+
+
 def _audit_arguments(parser: argparse.ArgumentParser) -> None:
     from .reports import add_audit_arguments
 
     add_audit_arguments(parser)
+    parser.epilog = (
+        f"{_TRACES}; for a trace, the wire-level checks run (prefix stability, reasoning "
+        "pass-back, argument echo; exit status 1 when one fails)."
+    )
 
 
 def _cache_report_arguments(parser: argparse.ArgumentParser) -> None:
     from .reports import add_cache_report_arguments
 
     add_cache_report_arguments(parser)
+    # Unset means each report's own default unit (the session report's, the doctor's).
+    parser.set_defaults(block_tokens=None)
+    parser.epilog = (
+        f"{_TRACES}; for a trace, the cache doctor names the cause code of every lost hit "
+        "(--estimator and --tolerance-tokens apply to session logs only; for a trace, "
+        "--block-tokens defaults to the doctor's own unit)."
+    )
     # The cache doctor's options (any trace, not only session logs).
     parser.add_argument(
         "--simulate",
@@ -441,6 +458,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .reports import run_cache_report, run_trace_cache_report
 
         if _is_session_log(args.log) and not (args.simulate or args.conversation):
+            if args.block_tokens is None:
+                from .reports import DEFAULT_BLOCK_TOKENS
+
+                args.block_tokens = DEFAULT_BLOCK_TOKENS
             return run_cache_report(args)
         return run_trace_cache_report(args)
     if args.command == "calibrate":
