@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import time
 from typing import Any
 
@@ -438,3 +439,45 @@ def test_handle_never_raises_nor_answers_5xx_for_any_request(
     mock = MockDeepSeek()
     plan = mock.handle(HttpRequest(method=method, path=path, headers=tuple(headers), body=body))
     assert plan.status < 500, plan.body_bytes[:300]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs POSIX resource limits")
+def test_out_of_descriptors_the_server_refuses_cleanly_and_logs_little() -> None:
+    """A flood of clients against a server whose process may hold 64 descriptors: the cap keeps
+    it serving, extras get a 503, asyncio's accept errors are throttled, and it serves after."""
+    import resource
+    import subprocess
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dsh_testkit.cli", "serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=limit,
+    )
+    try:
+        assert process.stdout is not None
+        base = process.stdout.readline().strip()
+        port = int(base.rsplit(":", 1)[1])
+        held: list[socket.socket] = []
+        for _ in range(120):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.sendall(b"GET /v1/models HTTP/1.1\r\nAuthorization: Bearer k\r\n\r\n")
+            held.append(sock)
+        statuses: dict[bytes, int] = {}
+        for sock in held:
+            line = sock.recv(64).split(b"\r\n", 1)[0]
+            statuses[line[9:12]] = statuses.get(line[9:12], 0) + 1
+        for sock in held:
+            sock.close()
+        assert set(statuses) <= {b"200", b"503"} and statuses.get(b"200", 0) >= 8, statuses
+        time.sleep(0.5)
+        health = httpx.get(base + "/v1/models", headers={"authorization": "Bearer k"})
+        assert health.status_code == 200
+    finally:
+        process.terminate()
+        _, errors = process.communicate(timeout=30)
+    assert len(errors.splitlines()) < 40, errors[-2000:]
