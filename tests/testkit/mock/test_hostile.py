@@ -166,6 +166,22 @@ def test_the_request_log_is_capped_and_counts_what_it_dropped() -> None:
         MockDeepSeek(request_log_limit=0)
 
 
+def test_the_request_log_is_capped_in_body_bytes_too() -> None:
+    mock = MockDeepSeek(request_log_limit=100, request_log_bytes=25_000)
+    for i in range(6):
+        call(mock, CHAT, chat_body(user(f"{i}" * 10_000)))
+    held, limit = mock.request_log_bytes
+    assert limit == 25_000 and held <= 25_000
+    assert [r.seq for r in mock.requests] == [5, 6] and mock.dropped_requests == 4
+    huge = MockDeepSeek(request_log_bytes=10)
+    call(huge, CHAT, chat_body())
+    assert len(huge.requests) == 1  # the newest record is always kept
+    log = payload(mock.handle(request("/_dsh/requests", method="GET")))
+    assert (log["bodyBytes"], log["bodyBytesLimit"], log["dropped"]) == (held, 25_000, 4)
+    mock.reset()
+    assert mock.request_log_bytes == (0, 25_000)
+
+
 SECRET = "sk-live-0123456789abcdefSECRET"
 
 
