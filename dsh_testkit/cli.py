@@ -31,9 +31,9 @@ def _serve(args: argparse.Namespace) -> int:
         PrefixCacheSimulator,
         PromptRenderer,
         ScriptError,
+        script_schema,
         serve,
     )
-    from .mock._schema import script_schema
     from .tokenizers import DeepSeekTokenizer
 
     if args.print_schema:
@@ -48,6 +48,7 @@ def _serve(args: argparse.Namespace) -> int:
             on_exhausted=args.on_exhausted,
             cache=cache,
             request_log_limit=args.request_log_limit,
+            request_log_bytes=args.request_log_bytes,
             renderer=PromptRenderer(DeepSeekTokenizer()) if args.tokenizer == "deepseek" else None,
         )
         if args.script:
@@ -255,6 +256,13 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=1000,
         metavar="N",
         help="requests GET /_dsh/requests keeps, oldest dropped (default 1000)",
+    )
+    parser.add_argument(
+        "--request-log-bytes",
+        type=int,
+        default=256 * 1024 * 1024,
+        metavar="BYTES",
+        help="request-body bytes the log keeps, oldest records dropped (default 256 MiB)",
     )
     parser.add_argument(
         "--tokenizer",
