@@ -221,7 +221,11 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     cache = parser.add_argument_group("prefix cache simulator")
     cache.add_argument("--cache-rules", choices=("2026", "2024"), default="2026")
     cache.add_argument(
-        "--cache-granularity", type=int, default=64, metavar="TOKENS", help="(default 64)"
+        "--cache-granularity",
+        type=int,
+        default=128,
+        metavar="TOKENS",
+        help="tokens per reported cache unit (default 128: V4-era hits are multiples of it)",
     )
     cache.add_argument(
         "--cache-interval",
