@@ -44,7 +44,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
@@ -131,8 +131,8 @@ class CalibrationSettings:
     """Seconds assumed between a reply and the next request where the log's clock goes back."""
     tokenizer: TokenizerName = "deepseek"
 
-    def simulator(self) -> PrefixCacheSimulator:
-        """A fresh simulator on a manual clock (:class:`_Clock`)."""
+    def simulator(self, clock: Callable[[], float]) -> PrefixCacheSimulator:
+        """A fresh simulator with these settings on ``clock`` (seconds), with no expiry."""
         return PrefixCacheSimulator(
             rules=self.rules,
             granularity=self.granularity,
@@ -140,7 +140,7 @@ class CalibrationSettings:
             visibility=self.visibility,
             common_prefix=self.common_prefix,
             ttl=None,
-            clock=_Clock(),
+            clock=clock,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -621,9 +621,8 @@ def _simulate(
     renderer: PromptRenderer,
     notes: list[str],
 ) -> list[RequestCalibration]:
-    cache = settings.simulator()
-    clock = cache._clock  # the manual clock the settings built it with
-    assert isinstance(clock, _Clock)
+    clock = _Clock()
+    cache = settings.simulator(clock)
     granularity = settings.granularity
     anchors: dict[tuple[str, int], tuple[int, ...]] = {}
     sidecar_fits: dict[tuple[str, int], bool] = {}
