@@ -18,9 +18,13 @@ Header placeholders: logs normalized for storage carry ``"{{system}}"`` / ``"{{t
 real values come from sidecars (``system-prompt[.N].expected.md`` and
 ``tool-schemas[.N].expected.json`` beside ``session[.N].jsonl`` or in ``--sidecars DIR``). Without
 them the header's size is unknown: it is *anchored*, i.e. taken as the live prompt tokens minus
-the rendered rest at the first request of each header epoch, and stands in the prompt as opaque
-tokens (unique per log and epoch). Anchored requests still count for every cache metric but not
-for ``prompt_tokens_error`` (their prompt size is partly measured, not predicted).
+the rendered rest at the first request of each header epoch (the initial header and each change;
+a ``resume`` snapshot restating the header keeps the epoch), and stands in the prompt as opaque
+tokens: one sequence per folder, cut to each epoch's size (see :func:`_anchor_tokens`). Anchored
+requests still count for every cache metric but not for ``prompt_tokens_error`` (their prompt
+size is partly measured, not predicted). Sidecars whose system prompt and tools alone render to
+at least the live prompt cannot be that recording's header: they are anchored instead, and the
+report's ``notes`` say so.
 
 Per request, the *simulated unit* is the kind of unit the simulator hit; the *live unit* is the
 unit, among those the simulator holds that the prompt matches in full (visible or not yet), whose
