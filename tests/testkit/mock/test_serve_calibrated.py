@@ -44,32 +44,11 @@ def _serve(*options: str) -> list[int]:
         process.communicate(timeout=30)
 
 
-def test_common_prefix_rule_is_a_serve_option() -> None:
-    blocks = _serve("--cache-visibility", "measured", "--reasoning-rule", "with-tools")
+def test_the_calibrated_rules_are_serve_options() -> None:
+    blocks = _serve("--cache-visibility", "live", "--reasoning-rule", "with-tools")
     detected = _serve("--cache-common-prefix", "detected")
     # block level: the second request already hits the shared system prompt; detected: only
     # the third, once two requests shared it
     assert blocks[0] == detected[0] == 0
     assert blocks[1] > 0 and blocks[1] % 128 == 0
     assert detected[1] == 0 and detected[2] == blocks[1]
-
-
-def test_one_delay_for_all_units_and_per_kind_visibility_exclude_each_other() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dsh_testkit.cli",
-            "serve",
-            "--cache-visibility",
-            "measured",
-            "--cache-delay",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 2
-    assert "pass one of them" in done.stderr and "Traceback" not in done.stderr
