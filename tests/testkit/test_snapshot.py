@@ -52,7 +52,7 @@ from dsh_testkit.golden import (
     render_wire_requests,
 )
 from dsh_testkit.golden._transcript import _value_lines, logs_of
-from tests.conftest import REFERENCE_LOGS
+from tests._support import REFERENCE_LOGS
 
 # ---------------------------------------------------------------------------------------------
 # Helpers: real loop runs (random ids and real times, as in production) and hand-built logs
