@@ -1,4 +1,5 @@
-"""Calibration's values: settings, the per-request comparison, skipped logs, the summary figures and\nthe report, each with its JSON form."""
+"""Calibration's values: settings, the per-request comparison, skipped logs, the summary figures and
+the report, each with its JSON form."""
 
 from __future__ import annotations
 

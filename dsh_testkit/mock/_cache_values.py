@@ -1,4 +1,5 @@
-"""The prefix-cache simulator's vocabulary and values: its rules and unit kinds, the isolation key,\nthe per-kind visibility setting, and what a request reused (usage, the unit, the lookup)."""
+"""The prefix-cache simulator's vocabulary and values: its rules and unit kinds, the isolation key,
+the per-kind visibility setting, and what a request reused (usage, the unit, the lookup)."""
 
 from __future__ import annotations
 

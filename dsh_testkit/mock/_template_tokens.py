@@ -1,4 +1,5 @@
-"""The V4 chat template's token-level pieces: the special tokens, the rendered prompt and completion\nvalues, and the builder that lays turns out token by token (docs/wire.md §1.4, docs/fidelity.md)."""
+"""The V4 chat template's token-level pieces: the special tokens, the rendered prompt and completion
+values, and the builder that lays turns out token by token (docs/wire.md §1.4, docs/fidelity.md)."""
 
 from __future__ import annotations
 

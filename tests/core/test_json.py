@@ -25,7 +25,8 @@ from dsh_core import (
     loads_json,
     thaw_json,
 )
-from dsh_core._json import _dumps_iterative, _loads_iterative, is_frozen_json
+from dsh_core._json import is_frozen_json
+from dsh_core._json_text import _dumps_iterative, _loads_iterative
 from dsh_testkit.strategies import json_values
 
 DEPTH = 20_000
