@@ -23,13 +23,11 @@ from ._audit import (
     RewriteEntry,
     Violation,
     ViolationCode,
-    add_audit_arguments,
     audit_file,
     audit_loaded,
     audit_log,
-    render_audit,
-    run_audit,
 )
+from ._audit_render import add_audit_arguments, render_audit, run_audit
 from ._cache_model import (
     CACHE_REPORT_FORMAT_VERSION,
     CHARS_PER_TOKEN,
