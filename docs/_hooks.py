@@ -4,6 +4,8 @@
   argparse prints it.
 - ``<!-- dsh:script-schema -->`` becomes the mock script's JSON Schema, field by field, and the
   schema itself.
+- ``<!-- dsh:cause-codes -->`` and ``<!-- dsh:report-legend -->`` become the cache doctor's cause
+  codes and the terms of its report, with the sentences the report itself prints.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 
 CLI_MARKER = "<!-- dsh:cli-reference -->"
 SCHEMA_MARKER = "<!-- dsh:script-schema -->"
+CAUSES_MARKER = "<!-- dsh:cause-codes -->"
+LEGEND_MARKER = "<!-- dsh:report-legend -->"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,27 +41,62 @@ def cli_reference() -> str:
     return "\n".join(parts)
 
 
-def _describe(schema: dict[str, Any], path: str, rows: list[str], defs: dict[str, Any]) -> None:
+def _type_of(schema: dict[str, Any]) -> str:
     if "$ref" in schema:
-        schema = defs.get(schema["$ref"].rsplit("/", 1)[-1], {})
-    kind = schema.get("type", " | ".join(s.get("type", "?") for s in schema.get("oneOf", [])) or "")
-    desc = (schema.get("description") or "").replace("\n", " ")
-    if path:
-        rows.append(f"| `{path}` | {kind} | {desc} |")
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return f"[{name}](#{name.lower()})"
+    if "enum" in schema:
+        return " \\| ".join(f"`{json.dumps(v)}`" for v in schema["enum"])
+    if "oneOf" in schema or "anyOf" in schema:
+        return " \\| ".join(_type_of(s) for s in schema.get("oneOf", schema.get("anyOf", [])))
+    kind = schema.get("type", "")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if "array" in kinds and isinstance(schema.get("items"), dict):
+        return f"array of {_type_of(schema['items'])}"
+    return " \\| ".join(str(k) for k in kinds if k)
+
+
+def _table(schema: dict[str, Any]) -> list[str]:
+    required = set(schema.get("required", ()))
+    rows = ["| field | type | meaning |", "|---|---|---|"]
     for name, sub in schema.get("properties", {}).items():
-        _describe(sub, f"{path}.{name}" if path else name, rows, defs)
-    if isinstance(schema.get("items"), dict):
-        _describe(schema["items"], f"{path}[]", rows, defs)
+        desc = (sub.get("description") or "").replace("\n", " ").replace("|", "\\|")
+        mark = " (required)" if name in required else ""
+        rows.append(f"| `{name}`{mark} | {_type_of(sub)} | {desc} |")
+    return rows
 
 
 def script_reference() -> str:
     from dsh_testkit.mock import _schema as mock  # the function b2 exports publicly
 
     schema: dict[str, Any] = mock.script_schema()
-    rows = ["| field | type | meaning |", "|---|---|---|"]
-    _describe(schema, "", rows, schema.get("$defs", {}))
+    parts = ["## The script document", "", *_table(schema)]
+    for name, definition in sorted(schema.get("$defs", {}).items()):
+        parts += ["", f"## {name}", ""]
+        if definition.get("description"):
+            parts += [definition["description"], ""]
+        if "properties" in definition:
+            parts += _table(definition)
+        else:
+            parts.append(f"One of: {_type_of(definition)}")
     body = json.dumps(schema, indent=2, sort_keys=True)
-    return "\n".join([*rows, "", "The schema itself:", "", "```json", body, "```"])
+    return "\n".join([*parts, "", "## The schema itself", "", "```json", body, "```"])
+
+
+def cause_codes() -> str:
+    from dsh_testkit.reports import CAUSE_CODES
+
+    rows = ["| code | what it means |", "|---|---|"]
+    rows += [f"| `{code}` | {sentence} |" for code, sentence in CAUSE_CODES.items()]
+    return "\n".join(rows)
+
+
+def report_legend() -> str:
+    from dsh_testkit.reports import LEGEND
+
+    rows = ["| column | meaning |", "|---|---|"]
+    rows += [f"| {term} | {meaning} |" for term, meaning in LEGEND]
+    return "\n".join(rows)
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
@@ -65,4 +104,8 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
         markdown = markdown.replace(CLI_MARKER, cli_reference())
     if SCHEMA_MARKER in markdown:
         markdown = markdown.replace(SCHEMA_MARKER, script_reference())
+    if CAUSES_MARKER in markdown:
+        markdown = markdown.replace(CAUSES_MARKER, cause_codes())
+    if LEGEND_MARKER in markdown:
+        markdown = markdown.replace(LEGEND_MARKER, report_legend())
     return markdown

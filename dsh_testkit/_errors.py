@@ -17,6 +17,9 @@ pytest reports them as failures, not as crashes. Each carries its facts as attri
         │                              ``.reason``): refused, never stored
         ├── ScrubRuleError             a user scrub rule is invalid (``.rule``, ``.value``)
         ├── NetworkBlocked             a test reached for a refused host (``.host``, ``.port``)
+        ├── MockNotSatisfied           the mock fixtures' script was not followed: entries left
+        │                              (``.unused``), requests nobody scripted (``.unscripted``)
+        │                              [AssertionError]
         ├── ReplayError                the replay provider could not serve a call
         │   ├── ReplayScriptError      a log cannot be turned into a script (``.turn``, ``.step``, ``.seq``)
         │   ├── UnrecordedSession      more live sessions than recorded ones (``.session_id``)
@@ -28,6 +31,10 @@ pytest reports them as failures, not as crashes. Each carries its facts as attri
         ├── PrefixInstability          a captured request does not extend the previous one
         │                              (``.index``, ``.diff``)   [AssertionError]
         ├── SnapshotInputError         a golden was asked of something that is not a log   [snapshot]
+        ├── TraceError                 a file or object is not a readable trace (``.path``)  [traces]
+        ├── CacheUnfriendly            assert_cache_friendly found cache-breaking requests
+        │                              (``.conversation``, ``.findings``)   [AssertionError, traces]
+        ├── ProxyError                 the recording proxy could not start (``.host``, ``.port``) [proxy]
         └── MockError                  the mock DeepSeek was misused                       [mock]
             ├── ScriptError            a script entry or file is invalid (``.path``)
             └── MockServerError        the loopback server could not start or serve
@@ -48,6 +55,7 @@ __all__ = [
     "CassetteMismatch",
     "CassetteNotFound",
     "CassetteNotFullyPlayed",
+    "MockNotSatisfied",
     "NetworkBlocked",
     "PrefixInstability",
     "RecordingRefused",
@@ -160,6 +168,19 @@ class NetworkBlocked(TestkitError):
         super().__init__(message)
         self.host = host
         self.port = port
+
+
+class MockNotSatisfied(TestkitError, AssertionError):
+    """A test using the mock fixtures left scripted entries unused or sent requests nobody
+    scripted (strict by default, as respx is). ``unused`` holds the unused entries' JSON;
+    ``unscripted`` the 1-based ``seq`` of each request answered with the default reply."""
+
+    def __init__(
+        self, message: str, *, unused: tuple[Any, ...], unscripted: tuple[int, ...]
+    ) -> None:
+        super().__init__(message)
+        self.unused = unused
+        self.unscripted = unscripted
 
 
 class ReplayError(TestkitError):

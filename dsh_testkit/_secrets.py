@@ -159,6 +159,10 @@ _KEY_STARTS: Final = ("sk-", "AKIA", "AIza", "eyJ", "xox", "ghp_", "gho_", "ghu_
 _URL_HEADERS: Final = frozenset({"location", "content-location", "referer", "origin"})
 """Headers whose value is a URL: scrubbed as one (credential query parameters included)."""
 
+_RULES_VERSION: Final = 2
+"""Bumped whenever the built-in rules change: a cassette written under older rules is then
+scrubbed again as it loads (its checksum no longer matches)."""
+
 _WORD_SPLIT: Final = re.compile(r"[-_.\s]+")
 _MAX_PASSES: Final = 16
 """A user pattern whose replacement feeds a new match stops here (see :class:`ScrubRuleError`)."""
@@ -209,6 +213,19 @@ class Scrubber:
     @functools.cache
     def for_rules(rules: ScrubRules | None) -> Scrubber:
         return Scrubber(rules)
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """Names the rules in force (built-in version and the user's rules), for checksums."""
+        rules = self.rules
+        parts = [
+            ",".join(sorted(rules.headers)),
+            ",".join(sorted(rules.query)),
+            ",".join(sorted(rules.json_keys)),
+            "\x1f".join(rules.json_paths),
+            "\x1f".join(rules.patterns),
+        ]
+        return f"dsh-scrub/{_RULES_VERSION}/" + "\x1e".join(parts)
 
     # -------------------------------------------------------------------------- names
 

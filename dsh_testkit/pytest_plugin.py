@@ -100,6 +100,7 @@ _SERVER: Final[pytest.StashKey[MockServer]] = pytest.StashKey()
 _CASSETTE_USE: Final[pytest.StashKey[CassetteFixture]] = pytest.StashKey()
 _GUARD: Final[pytest.StashKey[_network.NetworkGuard]] = pytest.StashKey()
 _REPLAY_NOTES: Final[pytest.StashKey[list[str]]] = pytest.StashKey()
+_MOCK: Final[pytest.StashKey[MockFixture]] = pytest.StashKey()
 
 
 def _is_ci() -> bool:
@@ -373,6 +374,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
             raise refused[0] from error
         raise
     item.stash[_CALL_ERROR] = None
+    _check_mocks(item)
     if guard is not None:
         refused = guard.refused_since(refused_before)
         if refused:
@@ -383,6 +385,25 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     for hook in item.stash.get(_AFTER_CALL, []):
         hook.after_call(None)
     return result
+
+
+def _check_mocks(item: pytest.Item) -> None:
+    """After a passing test body: the strict check of the mock fixtures it used."""
+    __tracebackhide__ = True
+    if item.get_closest_marker("dsh_lenient") is not None:
+        return
+    fixture = item.stash.get(_MOCK, None)
+    if fixture is not None:
+        unmet = fixture.unmet()
+        if unmet is not None:
+            raise unmet
+    server = item.config.stash.get(_SERVER, None)
+    if server is not None and "dsh_mock_server" in getattr(item, "fixturenames", ()):
+        from ._pytest_support import unmet_expectations
+
+        unmet = unmet_expectations(server.mock)
+        if unmet is not None:
+            raise unmet
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -419,13 +440,17 @@ def _module_dir(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture
-def dsh_mock() -> MockFixture:
+def dsh_mock(request: pytest.FixtureRequest) -> MockFixture:
     """A fresh in-process mock DeepSeek per test: script it with push(), give clients .provider.
 
     No sockets, no key, no network.
 
     ``dsh_mock.push(Reply(text="hi"), ErrorReply(status=429))`` scripts answers (from
-    ``dsh_testkit.mock``); unscripted requests get a deterministic default reply.
+    ``dsh_testkit.mock``). Strict like respx: a passing test fails with ``MockNotSatisfied``
+    when scripted entries were left unused or a request came that nobody scripted (it got the
+    deterministic default reply); opt out with ``dsh_mock.lenient()`` or
+    ``@pytest.mark.dsh_lenient``. ``dsh_mock.replaying`` tells whether the test's cassette
+    replays (then the mock is never asked).
     ``dsh_mock.provider`` is a ``DeepSeekProvider`` answered by it;
     ``dsh_mock.transport("httpx2")`` is a ``MockTransport`` for any other client (the openai
     and anthropic SDKs use httpx2); ``dsh_mock.requests`` is what it received; ``dsh_mock.mock``
@@ -433,7 +458,9 @@ def dsh_mock() -> MockFixture:
     """
     from ._pytest_support import MockFixture
 
-    return MockFixture()
+    fixture = MockFixture(strict=request.node.get_closest_marker("dsh_lenient") is None)
+    _stash(request)[_MOCK] = fixture
+    return fixture
 
 
 @pytest.fixture(scope="session")
@@ -446,7 +473,8 @@ def dsh_mock_server(request: pytest.FixtureRequest) -> Iterator[MockServer]:
     client in any language; ``.anthropic_base_url`` the Anthropic-format one; ``.mock`` the
     ``MockDeepSeek`` to script (``.mock.push(...)``) and inspect (``.mock.requests``). The
     port is free and chosen by the OS, so each pytest-xdist worker gets its own server. The mock
-    is reset before each test that uses it.
+    is reset before each test that uses it, and checked after it as ``dsh_mock`` is (scripted
+    entries left, requests nobody scripted; ``@pytest.mark.dsh_lenient`` opts out).
     """
     from .mock import MockDeepSeek, MockServer
 
@@ -568,8 +596,22 @@ def dsh_cassette(
 
 
 def _test_name(node: Any) -> str:
-    """``Class.test_name[param]`` from a node id (the part after the module)."""
-    return ".".join(str(node.nodeid).split("::")[1:]) or str(node.name)
+    """``Class.test_name[param]`` from a node id (the part after the module).
+
+    The async runner's parameter is left out (anyio parametrizes every test with
+    ``anyio_backend``): the same test under pytest-asyncio or anyio uses the same cassette.
+    """
+    name = ".".join(str(node.nodeid).split("::")[1:]) or str(node.name)
+    params = getattr(getattr(node, "callspec", None), "params", {})
+    backend = params.get("anyio_backend")
+    if backend is not None and name.endswith("]") and "[" in name:
+        head, _, ids = name[:-1].partition("[")
+        backend_id = backend if isinstance(backend, str) else str(backend[0])
+        parts = ids.split("-")
+        if backend_id in parts:
+            parts.remove(backend_id)
+        name = f"{head}[{'-'.join(parts)}]" if parts else head
+    return name
 
 
 @pytest.fixture

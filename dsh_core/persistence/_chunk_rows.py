@@ -2,7 +2,7 @@
 
 Providers stream token-sized deltas, so a log holds hundreds of ``assistant/chunk`` events whose
 envelopes dwarf their payloads. The reference harness stores each run of ≥3 consecutive,
-same-block delta chunks as ONE storage row (dsh-core-spec §14)::
+same-block delta chunks as ONE storage row::
 
     {"type":"text-chunks","seq0":10,"time0":…,"data":{"turn":1,"step":1,"index":0,"dt":[…],"texts":[…]}}
 

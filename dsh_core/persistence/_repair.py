@@ -3,7 +3,7 @@
 A process that dies mid-turn leaves a log whose last turn never ended, maybe with an open step
 and tool calls the model asked for but never got answers to. A provider refuses such a
 transcript (every tool call needs a result), so before a log is resumed its tail is closed with
-deterministic events (dsh-core-spec §9.1): an error ``tool/result`` per unanswered call, then
+deterministic events: an error ``tool/result`` per unanswered call, then
 ``step/end`` if a step is open, then ``turn/end {reason: {kind: "interrupted"}}``. Seqs continue
 the log and every closer reuses the last event's time, so repairing the same log twice yields
 the same events. The loader applies them in memory only; the loop never calls this.

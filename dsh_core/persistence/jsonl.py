@@ -45,10 +45,8 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import re
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -64,7 +62,9 @@ from .._errors import (
 from .._events import CORE_EVENT_TYPES, Event
 from .._json import MAX_JSON_DEPTH, dumps_canonical, freeze_json, loads_json
 from .._session import SESSION_FORMAT_VERSION, Session, SessionInfo
+from ._checks import RECORD_NESTING, check_positions, describe, is_cut_short
 from ._chunk_rows import CHUNK_ROW_TYPES, ChunkRow, RunPacker, pack_chunk_rows
+from ._lock import LogLockedError, lock_for_writing, open_new
 from ._repair import interrupted_turn_closers
 
 __all__ = [
@@ -87,50 +87,6 @@ FsyncPolicy: TypeAlias = Literal["never", "always"]
 _FSYNC_POLICIES: Final = ("never", "always")
 
 StrPath: TypeAlias = "str | os.PathLike[str]"
-
-_RECORD_NESTING: Final = 1
-"""The levels a record adds around its ``data`` (the envelope object); ``data`` itself may nest
-:data:`MAX_JSON_DEPTH` levels, so a line may nest one more."""
-
-
-class LogLockedError(DshError):
-    """Another writer holds the session file (``.path``): a log has one writer at a time."""
-
-    def __init__(self, message: str, *, path: str) -> None:
-        super().__init__(message)
-        self.path = path
-
-
-if sys.platform == "win32":  # pragma: no cover - no flock on Windows: the lock is the caller's duty
-
-    def _try_lock(fd: int) -> bool:
-        return True
-
-else:
-    import fcntl
-
-    def _try_lock(fd: int) -> bool:
-        """Take the exclusive advisory lock on an open file; False when another holder has it.
-
-        ``flock`` locks belong to the open file description, so a second ``open`` of the same
-        path conflicts even within one process, and closing the file releases the lock.
-        """
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
-
-
-def _lock_for_writing(file: io.FileIO, name: str) -> None:
-    if not _try_lock(file.fileno()):
-        raise LogLockedError(
-            f"{name} is already open for writing by another writer (in this process or "
-            "another): a session log has one writer at a time. Close the other writer "
-            "(JsonlWriter.close) before opening it again",
-            path=name,
-        )
-
 
 # ---------------------------------------------------------------------------------------------
 # Encoding
@@ -239,94 +195,6 @@ def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-_POSITION_KEYS: Final = ("turn", "step")
-_MAX_POSITION: Final = 2**53 - 1
-_REQUIRED_POSITIONS: Final[Mapping[str, tuple[str, ...]]] = {
-    "turn/start": ("turn",),
-    "turn/end": ("turn",),
-    "step/start": ("turn", "step"),
-    "step/end": ("turn", "step"),
-}
-"""The structure events: readers (and crash repair, which copies ``turn`` into the closers it
-writes) need their positions, so these must be present."""
-
-
-def _check_positions(event: Event, *, line: int, path: str | None) -> None:
-    """``turn`` and ``step`` in an event's data are positions every reader (reconstruction,
-    audit, cache report, replay, crash repair) counts with: where present, on any event type and
-    in audit mode too, they must be non-negative safe integers, and the turn and step events
-    must carry them, or the log is corrupt."""
-    data = event.data
-    required = _REQUIRED_POSITIONS.get(event.type, ())
-    if required and not isinstance(data, Mapping):
-        raise CorruptLogError(
-            f"{event.type} at seq {event.seq}: data must be an object holding "
-            f"{' and '.join(required)}, got {_describe(data)}",
-            seq=event.seq,
-            line=line,
-            path=path,
-        )
-    if not isinstance(data, Mapping):
-        return
-    for key in _POSITION_KEYS:
-        if key not in data and key in required:
-            raise CorruptLogError(
-                f"{event.type} at seq {event.seq}: data.{key} is missing (a non-negative integer)",
-                seq=event.seq,
-                line=line,
-                path=path,
-            )
-        if key in data:
-            value = data[key]
-            if not (_is_int(value) and 0 <= value <= _MAX_POSITION):
-                raise CorruptLogError(
-                    f"{event.type} at seq {event.seq}: data.{key} must be a non-negative "
-                    f"integer, got {_describe(value)}",
-                    seq=event.seq,
-                    line=line,
-                    path=path,
-                )
-
-
-def _describe(value: object) -> str:
-    """A wrong value in an error message: its JSON kind, and the value when it is short."""
-    if value is None:
-        return "null"
-    kind = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
-        type(value), "a number"
-    )
-    if isinstance(value, (dict, list)):
-        return kind
-    text = repr(value)
-    return f"{kind} {text}" if len(text) <= 40 else kind
-
-
-def _is_cut_short(body: bytes) -> bool:
-    """Whether an unparsable unterminated last line can be a write a crash cut off.
-
-    A cut leaves a prefix of one record: UTF-8 except perhaps a last, incomplete character, and
-    text that ends before the record does. A complete value followed by more bytes ("Extra
-    data": a lost newline merged two records) or bytes that are not UTF-8 inside the line are
-    not something a crash writes, so dropping them could delete a complete event.
-    """
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if exc.end != len(body) or exc.reason != "unexpected end of data":
-            return False
-        try:
-            text = body[: exc.start].decode("utf-8")
-        except UnicodeDecodeError:  # pragma: no cover - the first error was at exc.start
-            return False
-    try:
-        loads_json(text, max_depth=MAX_JSON_DEPTH + _RECORD_NESTING)
-    except json.JSONDecodeError as exc:
-        return exc.msg != "Extra data"
-    except ValueError:  # too deep: no crash cuts a record deeper than a writer writes
-        return False
-    return False  # a whole record, then a stray incomplete character: not a cut
-
-
 def _parse_header(value: object, *, line: int, path: str | None) -> SessionInfo:
     def corrupt(message: str) -> CorruptLogError:
         return CorruptLogError(message, line=line, path=path)
@@ -408,7 +276,7 @@ def loads_session(data: bytes | str, *, audit: bool = False, path: str | None = 
 
     for i, (line, start, body) in enumerate(records):
         try:
-            value = loads_json(body.decode("utf-8"), max_depth=MAX_JSON_DEPTH + _RECORD_NESTING)
+            value = loads_json(body.decode("utf-8"), max_depth=MAX_JSON_DEPTH + RECORD_NESTING)
         except JsonValueError as exc:  # nested past the limit: no write ever produced it
             raise CorruptLogError(
                 f"the record nests deeper than the {MAX_JSON_DEPTH}-level limit: {exc}",
@@ -417,7 +285,7 @@ def loads_session(data: bytes | str, *, audit: bool = False, path: str | None = 
             ) from exc
         except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both are ValueErrors
             unterminated = start + len(body) == len(raw)
-            if i == last and i > 0 and unterminated and _is_cut_short(body):
+            if i == last and i > 0 and unterminated and is_cut_short(body):
                 dropped = DroppedTail(line=line, offset=start, data=raw[start:], reason=str(exc))
                 break
             if i == 0:
@@ -449,7 +317,7 @@ def loads_session(data: bytes | str, *, audit: bool = False, path: str | None = 
         if not isinstance(tag, str):
             raise CorruptLogError(
                 f"a record's type must be a string (an event type or a chunk-row tag), got "
-                f"{_describe(tag)}",
+                f"{describe(tag)}",
                 seq=value["seq"] if _is_int(value.get("seq")) else None,
                 line=line,
                 path=path,
@@ -466,7 +334,7 @@ def loads_session(data: bytes | str, *, audit: bool = False, path: str | None = 
                 f"invalid event: {exc}", seq=exc.seq, line=line, path=path
             ) from exc
         for event in decoded:
-            _check_positions(event, line=line, path=path)
+            check_positions(event, line=line, path=path)
             if event.seq != len(events):
                 raise CorruptLogError(
                     f"{event.type} has seq {event.seq} where seq {len(events)} was expected: "
@@ -633,9 +501,9 @@ class JsonlWriter:
         unless ``overwrite``)."""
         _check_fsync(fsync)
         name = os.fspath(path)
-        file = _open_new(name, overwrite=overwrite)
+        file = open_new(name, overwrite=overwrite)
         try:
-            _lock_for_writing(file, name)
+            lock_for_writing(file, name)
             file.truncate(0)
         except BaseException:
             file.close()
@@ -863,20 +731,6 @@ class JsonlWriter:
         self.close()
 
 
-def _open_new(name: str, *, overwrite: bool) -> io.FileIO:
-    """Open a file to write a new log into, without truncating it yet: an existing file is
-    truncated only once its lock is held, so overwriting never pulls a log from under its
-    writer."""
-    if not overwrite:
-        return open(name, "xb", buffering=0)
-    while True:
-        try:
-            return open(name, "r+b", buffering=0)
-        except FileNotFoundError:
-            with contextlib.suppress(FileExistsError):  # created meanwhile: open that one
-                return open(name, "xb", buffering=0)
-
-
 def _check_fsync(fsync: str) -> None:
     if fsync not in _FSYNC_POLICIES:
         raise ValueError(f"fsync must be one of {_FSYNC_POLICIES}, got {fsync!r}")
@@ -889,7 +743,7 @@ def _read_for_append(
     name = os.fspath(path)
     file = open(name, "r+b", buffering=0)  # noqa: SIM115 (handed to the writer)
     try:
-        _lock_for_writing(file, name)
+        lock_for_writing(file, name)
         raw = file.readall()
         return file, loads_session(raw, audit=audit, path=name), raw
     except BaseException:

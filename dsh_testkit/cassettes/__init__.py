@@ -2,8 +2,9 @@
 
 Built on vcrpy with this project's configuration. The parts:
 
-- ``_api``: :func:`use_cassette` and the :class:`Cassette` handle (modes, matching, mismatches);
-- ``_format``: the versioned YAML format (parsed JSON bodies, SSE bodies as event lists);
+- ``_api``: :func:`use_cassette` and the :class:`Cassette` handle (modes, playing, recording);
+- ``_matching``: canonical bodies, the words of a mismatch, our flags in vcrpy's errors;
+- ``_format``: the versioned YAML format (one literal block per body, SSE as sent);
 - ``_transport``: SSE-faithful playback, one event per chunk, for ``httpx`` and ``httpx2``.
 
 Secrets are scrubbed by :mod:`dsh_testkit._secrets` before anything is written.
@@ -34,10 +35,10 @@ from ._api import (
     VOLATILE_RESPONSE_HEADERS,
     Cassette,
     RecordMode,
-    json_body_matcher,
     use_cassette,
 )
 from ._format import CASSETTE_FORMAT, CASSETTE_FORMAT_VERSION
+from ._matching import json_body_matcher
 
 __all__ = [
     "CASSETTE_FORMAT",

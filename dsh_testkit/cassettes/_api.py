@@ -9,8 +9,9 @@ format and how the repository's cassettes were recorded)::
         run_my_agent()
     # leaving the block fails if a recording was never played
 
-- **Format**: versioned YAML; JSON bodies parsed, SSE bodies as event lists that replay as a
-  real stream, one event per chunk, to sync and async ``httpx``/``httpx2`` clients.
+- **Format**: versioned YAML, one literal block per body (JSON laid out a message a line, SSE
+  as sent) that replays as a real stream, one event per chunk, to sync and async
+  ``httpx``/``httpx2`` clients.
 - **Secrets** are scrubbed before anything is written (credential headers, query parameters and
   JSON keys; key-shaped strings anywhere, request and response alike).
 - **Matching**: method + URL + canonical JSON body (key order ignored). A request with no
@@ -19,8 +20,8 @@ format and how the repository's cassettes were recorded)::
   ``config.temperature``, ``messages[4].content``). The error is raised inside the transport
   and, because HTTP clients may swallow transport errors into retries, raised again when the
   cassette closes.
-- **Modes**: ``"none"`` (the default: replay only, live network blocked), ``"missing"`` (record
-  what has no recording), ``"all"`` (re-record everything).
+- **Modes**: pytest-recording's (:data:`RecordMode`): ``"none"`` (the default: replay only, live
+  network blocked), ``"once"``, ``"new_episodes"``, ``"all"``, ``"rewrite"``.
 
 The repository's own cassettes are recorded by its tooling (``tools/record_cassettes.py``, run
 by ``make record-live``), not by this library module.
@@ -32,17 +33,12 @@ chunk, so a stream would lose its event boundaries; see ``_transport``.
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
 from unittest import mock as _patch
 
-from dsh_core import dumps_canonical, text_difference
-
-from .._diff import chat_view, common_message_prefix, diff_chat
 from .._errors import (
     CassetteMismatch,
     CassetteNotFound,
@@ -53,6 +49,14 @@ from .._secrets import Scrubber, ScrubRules
 from ._format import (
     CassettePersister,
     CassetteSerializer,
+)
+from ._matching import (
+    as_sent,
+    body_of,
+    build_mismatch,
+    describe,
+    json_body_matcher,
+    vcr_suggestions,
 )
 from ._transport import TransportPatches
 
@@ -116,66 +120,6 @@ recorded bytes (which a parsed JSON body does not keep), and the rest are hop-by
 of the recording's connection, not of the replay."""
 
 
-def json_body_matcher(r1: Any, r2: Any) -> None:
-    """vcrpy matcher ``json_body``: equal canonical JSON (key order ignored), else equal bytes.
-
-    vcrpy runs it against every recording, twice per request, so each request's canonical body
-    is computed once and kept on the request (see :func:`_body_of`). vcrpy passes the live
-    request first; the message says where the canonical bodies first differ, with both sides
-    visible there (two long bodies that differ at their end do not read alike).
-    """
-    a, b = _body_of(r1), _body_of(r2)
-    if a.canonical != b.canonical:
-        found = text_difference("body", a.text(), b.text(), ("request", "recorded"))
-        raise AssertionError(found or "body differs")
-
-
-class _Body:
-    """A request body's canonical form, computed once per body object."""
-
-    __slots__ = ("_text", "canonical", "source")
-
-    def __init__(self, source: Any) -> None:
-        self.source = source
-        """The body it was computed from (kept, so its identity stays meaningful)."""
-        self.canonical = _canonical_body(source)
-        self._text: str | None = None
-
-    def text(self) -> str:
-        """The canonical body as text, for a message (computed on the first mismatch only)."""
-        if self._text is None:
-            self._text = _text(self.canonical)
-        return self._text
-
-
-_BODY_MEMO: Final = "_dsh_canonical_body"
-"""Attribute of a ``vcr.request.Request`` holding its :class:`_Body`."""
-
-
-def _body_of(request: Any) -> _Body:
-    """The request's :class:`_Body`, memoized on the request while its body is the same object
-    (assigning a new body, as the scrub hooks do on a copy, computes it afresh)."""
-    body = request.body
-    memo = getattr(request, _BODY_MEMO, None)
-    if isinstance(memo, _Body) and memo.source is body:
-        return memo
-    memo = _Body(body)
-    # A request type without a __dict__ is simply not memoized.
-    with contextlib.suppress(AttributeError):
-        setattr(request, _BODY_MEMO, memo)
-    return memo
-
-
-def _canonical_body(body: Any) -> Any:
-    if body is None or body in (b"", ""):
-        return b""
-    raw = body if isinstance(body, (bytes, str)) else bytes(body)
-    try:
-        return dumps_canonical(json.loads(raw), sort_keys=True)
-    except ValueError:
-        return raw if isinstance(raw, bytes) else raw.encode("utf-8")
-
-
 def _is_volatile_request_header(name: str) -> bool:
     lowered = name.lower()
     return lowered in VOLATILE_REQUEST_HEADERS or lowered.startswith("x-stainless-")
@@ -228,52 +172,6 @@ def _decode_compressed(response: dict[str, Any]) -> dict[str, Any]:
     return decoded
 
 
-def _vcr_suggestions(reason: str, record_mode: str) -> list[tuple[str, str | None]]:
-    """What vcrpy's own "can't play back" error suggests, in this plugin's flags.
-
-    vcrpy raises that error for the clients it patches itself (``http.client``, ``urllib``,
-    ``requests``, ``aiohttp``); its advice names its own API (``record_mode='new_episodes'``,
-    ``ignore_localhost``), which a user of this kit cannot pass. Same structure: (text, link).
-    """
-    add = (
-        "record the new request into the cassette: pytest --dsh-record-mode=new_episodes "
-        "(use_cassette(mode='new_episodes'))"
-    )
-    redo = (
-        "re-record the cassette from scratch: pytest --dsh-record-mode=rewrite "
-        "(use_cassette(mode='rewrite'))"
-    )
-    if reason == "cassette_not_found":
-        return [
-            ("Record the cassette first: pytest --dsh-record-mode=once", None),
-            ("If you expected it to exist, check --dsh-cassette-dir and the marker's name", None),
-        ]
-    if reason == "already_played":
-        return [(f"The code sends this request more often than it was recorded: {add}", None)]
-    if reason == "no_match":
-        return [
-            (f"If the request changed on purpose, {redo}; or {add}", None),
-            (
-                "If it differs on every run (a timestamp, a random id), make the code under "
-                "test deterministic for the test",
-                None,
-            ),
-        ]
-    return [
-        (f"To record this request, {add}", None),
-        (
-            "If this request should not reach a cassette at all, send it outside the cassette "
-            "(a loopback server is reachable; --dsh-allowed-hosts=HOST lets a host through "
-            "--dsh-block-network)",
-            None,
-        ),
-    ]
-
-
-def _describe(request: Any) -> str:
-    return f"{request.method} {request.uri}"
-
-
 class _Rewriter:
     def __init__(self, rewrite_origin: tuple[str, str] | None) -> None:
         self.origin = rewrite_origin
@@ -285,11 +183,15 @@ class _Rewriter:
         live, recorded = (o.rstrip("/") for o in self.origin)
         return bool(request.uri.startswith(live)) and live != recorded
 
-    def __call__(self, request: Any) -> Any:
+    def rewrite_uri(self, uri: str) -> str:
         if self.origin is not None:
             live, recorded = (o.rstrip("/") for o in self.origin)
-            if request.uri.startswith(live):
-                request.uri = recorded + request.uri[len(live) :]
+            if uri.startswith(live):
+                return recorded + uri[len(live) :]
+        return uri
+
+    def __call__(self, request: Any) -> Any:
+        request.uri = self.rewrite_uri(request.uri)
         return request
 
 
@@ -322,6 +224,12 @@ class Cassette:
         """The vcrpy matchers in use (method, URL, canonical JSON body)."""
         self._persister = persister
         self._loaded = 0
+        self._index: dict[tuple[str, str, Any], list[int]] = {}
+        self._indexed = 0
+        self._raw_index: dict[tuple[str, str, bytes], list[int]] = {}
+        self._raw_indexed = 0
+        self.uri_filter: Any = None
+        """What the record hooks do to a URL (scrub, rewrite the origin), for the fast path."""
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -362,7 +270,7 @@ class Cassette:
         if not unplayed:
             return
         data = self.vcr_cassette.data
-        listed = "".join(f"\n  interaction {i}: {_describe(data[i][0])}" for i in unplayed[:5])
+        listed = "".join(f"\n  interaction {i}: {describe(data[i][0])}" for i in unplayed[:5])
         more = f"\n  … and {len(unplayed) - 5} more" if len(unplayed) > 5 else ""
         raise CassetteNotFullyPlayed(
             f"cassette {self.path} was only partly played: {len(unplayed)} of {self._loaded} "
@@ -384,18 +292,78 @@ class Cassette:
         index = self.requests_seen
         self.requests_seen += 1
         vcr_request = VcrRequest(request.method, str(request.url), body, dict(request.headers))
+        replaying = self.mode not in ("all", "rewrite") and cassette.rewound
+        if replaying:
+            position = self._playableas_sent(vcr_request.method, vcr_request.uri, body)
+            if position is not None:
+                return "play", self._play(position, vcr_request)
         try:
-            playable = cassette.can_play_response_for(vcr_request)
+            filtered = cassette.filter_request(vcr_request)
         except UnscrubbableBody as refusal:
             self.refusals.append(refusal)
             raise
-        if playable:
-            return "play", cassette.play_response(vcr_request)
+        if filtered and replaying:
+            position = self._playable(filtered)
+            if position is not None:
+                return "play", self._play(position, vcr_request)
         if cassette.write_protected:
             error = self._mismatch(vcr_request, index)
             self.mismatches.append(error)
             raise error
         return "record", vcr_request
+
+    def _playableas_sent(self, method: str, uri: str, body: bytes) -> int | None:
+        """The fast path of :meth:`_playable`: a recording whose body has exactly the bytes the
+        client sent (stored bodies are indexed as compact JSON, as httpx and the SDKs send it).
+
+        A recording is scrubbed, so one with the same bytes proves the live body had nothing
+        to scrub: neither the scrub pass nor the canonical form is needed. Anything else (other
+        JSON spacing or key order, a key to scrub) takes the full path.
+        """
+        if self.uri_filter is None:
+            return None
+        data = self.vcr_cassette.data
+        for position in range(self._raw_indexed, len(data)):
+            stored = data[position][0]
+            key = (stored.method, stored.uri, as_sent(stored.body))
+            self._raw_index.setdefault(key, []).append(position)
+        self._raw_indexed = len(data)
+        candidates = self._raw_index.get((method, self.uri_filter(uri), body))
+        if not candidates:
+            return None
+        counts = self.vcr_cassette.play_counts
+        return next((i for i in candidates if counts[i] == 0), None)
+
+    def _playable(self, request: Any) -> int | None:
+        """The first unplayed recording matching ``request`` (scrubbed), or ``None``.
+
+        vcrpy finds it by running every matcher against every recording, twice per request
+        (quadratic in the cassette); an index by (method, URL, canonical body) — exactly what
+        the matchers compare — finds it in one lookup, and each body is made canonical once.
+        """
+        data = self.vcr_cassette.data
+        for position in range(self._indexed, len(data)):
+            stored = data[position][0]
+            key = (stored.method, stored.uri, body_of(stored).canonical)
+            self._index.setdefault(key, []).append(position)
+        self._indexed = len(data)
+        key = (request.method, request.uri, body_of(request).canonical)
+        counts = self.vcr_cassette.play_counts
+        return next((i for i in self._index.get(key, ()) if counts[i] == 0), None)
+
+    def _play(self, position: int, request: Any) -> Any:
+        """Mark recording ``position`` played, as ``vcr.cassette.Cassette.play_response`` does
+        (its bookkeeping decides what ``drop_unused_requests`` keeps), and return its response."""
+        cassette = self.vcr_cassette
+        if not hasattr(cassette, "_played_interactions") or not hasattr(
+            cassette, "_loaded_count"
+        ):  # another vcrpy: let it find the same recording its own way
+            return cassette.play_response(request)
+        stored, response = cassette.data[position]
+        if cassette.play_counts[position] == 0 and position < cassette._loaded_count:
+            cassette._played_interactions.append((stored, response))
+        cassette.play_counts[position] += 1
+        return response
 
     def record(
         self,
@@ -419,95 +387,7 @@ class Cassette:
             raise
 
     def _mismatch(self, vcr_request: Any, index: int) -> CassetteMismatch:
-        from vcr.matchers import requests_match
-
-        cassette = self.vcr_cassette
-        live = cassette.filter_request(vcr_request)
-        described = _describe(live)
-        head = f"cassette {self.path} has no recording for request {index} (0-based): {described}"
-        fix = (
-            "What to do: if the change is intended, re-record the cassette from scratch "
-            "(pytest --dsh-record-mode=rewrite) or add the new request to it (pytest "
-            "--dsh-record-mode=new_episodes); otherwise fix the code that builds the request."
-        )
-        data = cassette.data
-        if not data:
-            return CassetteMismatch(
-                f"{head}\nThe cassette holds no recordings.\n{fix}",
-                path=str(self.path),
-                index=index,
-                request=described,
-                closest=None,
-                closest_index=None,
-                diff=(),
-            )
-        matching = [i for i, (r, _) in enumerate(data) if requests_match(live, r, self.match_on)]
-        if matching:
-            listed = ", ".join(str(i) for i in matching)
-            return CassetteMismatch(
-                f"{head}\nIt matches recorded interaction(s) {listed}, but each was already "
-                f"played: the code sends this request more often than it was recorded.\n{fix}",
-                path=str(self.path),
-                index=index,
-                request=described,
-                closest=_describe(data[matching[0]][0]),
-                closest_index=matching[0],
-                diff=(),
-            )
-        best = min(range(len(data)), key=lambda i: self._distance(live, data[i][0], i, index))
-        recorded = data[best][0]
-        diff = self._diff(recorded, live)
-        played = " (already played)" if cassette.play_counts[best] else ""
-        lines = (
-            "".join(f"\n  {line}" for line in diff) or "\n  (no difference in method, URL or body)"
-        )
-        return CassetteMismatch(
-            f"{head}\nClosest recording: interaction {best}{played}, {_describe(recorded)}; "
-            f"what differs (recorded → request), in order:{lines}\n{fix}",
-            path=str(self.path),
-            index=index,
-            request=described,
-            closest=_describe(recorded),
-            closest_index=best,
-            diff=diff,
-        )
-
-    @staticmethod
-    def _diff(recorded: Any, live: Any) -> tuple[str, ...]:
-        out: list[str] = []
-        if recorded.method != live.method:
-            out.append(f"method differs: recorded: {recorded.method}, request: {live.method}")
-        if recorded.uri != live.uri:
-            out.append(f"url differs: recorded: {recorded.uri}, request: {live.uri}")
-        a, b = chat_view(recorded.body), chat_view(live.body)
-        if a is not None and b is not None:
-            out.extend(diff_chat(a, b))
-        elif (old := _body_of(recorded)).canonical != (new := _body_of(live)).canonical:
-            body = text_difference("body", old.text(), new.text(), ("recorded", "request"))
-            out.append(body or "body differs")
-        return tuple(out)
-
-    @staticmethod
-    def _distance(live: Any, recorded: Any, position: int, index: int) -> tuple[int, ...]:
-        """Sort key: same method and URL first, then fewer differences, longer shared history,
-        and the recording at the live request's own position."""
-        route = int(recorded.method != live.method) + int(recorded.uri != live.uri)
-        a, b = chat_view(recorded.body), chat_view(live.body)
-        if a is not None and b is not None:
-            differences = len(diff_chat(a, b))
-            shared = common_message_prefix(a, b)
-        else:
-            differences = int(_body_of(recorded).canonical != _body_of(live).canonical)
-            shared = 0
-        return (route, differences, -shared, abs(position - index))
-
-
-def _text(body: Any) -> str:
-    if body is None:
-        return ""
-    if isinstance(body, bytes):
-        return body.decode("utf-8", errors="replace")
-    return str(body)
+        return build_mismatch(self.path, self.vcr_cassette, vcr_request, index, self.match_on)
 
 
 @contextmanager
@@ -546,10 +426,11 @@ def use_cassette(
         )
     from vcr.matchers import method, uri
 
-    persister = CassettePersister(metadata)
+    scrubber = Scrubber.for_rules(scrub)
+    persister = CassettePersister(metadata, fingerprint=scrubber.fingerprint)
     handle = Cassette(path, mode, persister, match_on=(method, uri, json_body_matcher))
     rewriter = _Rewriter(rewrite_origin)
-    scrubber = Scrubber.for_rules(scrub)
+    handle.uri_filter = lambda uri: rewriter.rewrite_uri(scrubber.url(uri))
 
     # vcrpy hands each live request to this hook three times (checking, then playing or
     # recording), once more as the hook's own output: scrub it once. The hook's output is
@@ -557,7 +438,10 @@ def use_cassette(
     last_request: list[Any] = [None, None]
 
     def before_record_request(request: Any) -> Any:
-        if handle.vcr_cassette is None and _loaded_request_is_final(request, rewriter, scrubber):
+        if handle.vcr_cassette is None and (
+            (persister.verified and not rewriter.applies(request))
+            or _loaded_request_is_final(request, rewriter, scrubber)
+        ):
             return request  # loading what these hooks wrote: nothing to scrub again
         live, filtered = last_request
         if request is live or request is filtered:
@@ -567,7 +451,9 @@ def use_cassette(
         return filtered
 
     def before_record_response(response: dict[str, Any]) -> dict[str, Any]:
-        if handle.vcr_cassette is None and _loaded_response_is_final(response, scrubber):
+        if handle.vcr_cassette is None and (
+            persister.verified or _loaded_response_is_final(response, scrubber)
+        ):
             return response
         response = scrubber.vcr_response(_decode_compressed(response))
         return _drop_volatile_response_headers(response)
@@ -588,7 +474,7 @@ def use_cassette(
     with ExitStack() as stack:
         import vcr.errors
 
-        stack.enter_context(_patch.patch.object(vcr.errors, "_suggestions", _vcr_suggestions))
+        stack.enter_context(_patch.patch.object(vcr.errors, "_suggestions", vcr_suggestions))
         handle.vcr_cassette = stack.enter_context(context)
         handle._loaded = len(handle.vcr_cassette)
         TransportPatches(handle).install(stack)

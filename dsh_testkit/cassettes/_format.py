@@ -1,21 +1,28 @@
-"""The cassette file format: versioned YAML with parsed JSON bodies and SSE as event lists.
+"""The cassette file format: versioned YAML whose bodies read like the conversation.
 
 vcrpy hands its serializer a dict of interactions whose bodies are opaque strings; this module
-stores them so a diff of a re-recorded cassette reads like a diff of the conversation:
+stores them so a diff of a re-recorded cassette reads like a diff of the conversation. Version 2
+(written) keeps each body as ONE YAML literal block, which the C YAML loader reads as a single
+string, and parses it with the C ``json`` module only when it is needed:
 
-- JSON bodies are stored parsed (``body: {json: …}``), and multi-line strings (system prompts,
-  tool output) as YAML literal blocks;
-- ``text/event-stream`` bodies are stored as their list of events, one per line
-  (``body: {sse: [{data: {…}}, {dataText: '[DONE]'}, …]}``), so the event boundaries survive
-  and replay can deliver one event per stream chunk. Storage is lossless: an event is stored in
-  a structured form only when that form renders back to the same bytes (a JSON payload written
-  with spaces or ``\\u`` escapes records its ``style``); anything else (several data lines,
-  CRLF, a missing blank line at EOF) is kept verbatim as ``{raw: …}``;
+- JSON bodies as laid-out JSON (``body: {json: |  {"model": …}}``): one top-level key a line,
+  one element a line of each top-level list (a request's messages, its tools), non-ASCII kept;
+  re-emitted compact when replayed;
+- ``text/event-stream`` bodies as their text (``body: {sse: |  data: {…}``), one event per line
+  and the blank line between events, exactly as the server sent them; replay cuts them into
+  events (one stream chunk each) when a response is first played;
 - other text as ``{text: …}``, anything else as ``{base64: …}``.
 
-Every file starts with ``format: dsh-cassette`` and ``version``; another version is refused,
+Version 1 (still read, no longer written) stored JSON bodies parsed into YAML nodes and SSE
+bodies as lists of events: building ~100,000 YAML nodes per 3 MB made loading 10× slower than
+vcrpy's own format (see BENCHMARKS.md §4).
+
+Every file starts with ``format: dsh-cassette`` and ``version``; any other version is refused,
 never migrated. Output is deterministic: the pure-Python YAML emitter, insertion-ordered keys,
-sorted header names, ``\\n`` line endings and UTF-8 on every machine.
+sorted header names, ``\\n`` line endings and UTF-8 on every machine. The metadata's
+``scrubChecksum`` (CRC-32 of the file and the scrub rules it was written under) lets a load skip
+re-scrubbing what these rules already wrote; a file edited by hand fails the check and is
+scrubbed again as it loads.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import json
 import os
 import re
 import tempfile
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -45,8 +53,9 @@ __all__ = [
 ]
 
 CASSETTE_FORMAT: Final = "dsh-cassette"
-CASSETTE_FORMAT_VERSION: Final = 1
-"""The one cassette format version written and read."""
+CASSETTE_FORMAT_VERSION: Final = 2
+"""The cassette format version written (version 1 is still read)."""
+_READ_VERSIONS: Final = (1, 2)
 
 _EVENT_END = re.compile(r"\r\n\r\n|\n\n|\r\r")
 
@@ -82,27 +91,6 @@ _STYLES: Final[dict[str, tuple[tuple[str, str], bool]]] = {
 def _render(value: Any, style: str) -> str:
     separators, ascii_only = _STYLES[style]
     return json.dumps(value, ensure_ascii=ascii_only, separators=separators)
-
-
-def _encode_event(event: str) -> dict[str, Any]:
-    """One SSE event in structured form when that form renders back to exactly ``event``."""
-    if event.endswith("\n\n") and "\n" not in event[:-2] and "\r" not in event:
-        line = event[:-2]
-        if line.startswith("data: "):
-            payload = line[len("data: ") :]
-            try:
-                parsed = json.loads(payload)
-            except ValueError:
-                return {"dataText": payload}
-            if not isinstance(parsed, (dict, list)):
-                return {"dataText": payload}
-            data = _Flow(parsed) if isinstance(parsed, dict) else parsed
-            for style in _STYLES:
-                if _render(parsed, style) == payload:
-                    return {"data": data} if style == "compact" else {"data": data, "style": style}
-        elif line.startswith(": "):
-            return {"comment": line[2:]}
-    return {"raw": event}
 
 
 def _decode_event(event: Any, where: str) -> str:
@@ -144,6 +132,7 @@ def is_event_stream(headers: Mapping[str, Any]) -> bool:
 
 
 def _encode_body(body: Any, headers: Mapping[str, Any], *, sse: bool) -> dict[str, Any] | None:
+    """A body in format 2: one literal block per body (see the module docstring)."""
     if body is None or body in (b"", ""):
         return None
     if isinstance(body, bytes):
@@ -154,12 +143,65 @@ def _encode_body(body: Any, headers: Mapping[str, Any], *, sse: bool) -> dict[st
     else:
         text = str(body)
     if sse and is_event_stream(headers):
-        return {"sse": [_encode_event(event) for event in split_sse(text)]}
+        return {"sse": text}
     try:
         parsed = json.loads(text)
     except ValueError:
         return {"text": text}
-    return {"json": parsed}
+    return {"json": _pretty(parsed)}
+
+
+def _inline(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _pretty(value: Any) -> str:
+    """JSON laid out for diffs: one top-level key a line, and one element a line of each
+    top-level list (a chat request's messages and tools: a changed message is a changed line).
+    Deeper values stay on their line, so a 100-message request is ~100 lines, not ~500."""
+
+    def listed(items: list[Any], indent: str) -> str:
+        if not items:
+            return "[]"
+        inner = ",\n".join(f"{indent}  {_inline(item)}" for item in items)
+        return f"[\n{inner}\n{indent}]"
+
+    if isinstance(value, dict) and value:
+        lines = []
+        for key, item in value.items():
+            shown = listed(item, "  ") if isinstance(item, list) else _inline(item)
+            lines.append(f"  {_inline(key)}: {shown}")
+        return "{\n" + ",\n".join(lines) + "\n}\n"
+    if isinstance(value, list):
+        return listed(value, "") + "\n"
+    return _inline(value) + "\n"
+
+
+def _decode_body_v2(
+    body: Any, where: str, *, response: bool
+) -> tuple[str | bytes | None, list[bytes] | None]:
+    """A format-2 body as vcrpy holds it: request JSON kept pretty (matching parses it once,
+    lazily), response JSON compact (what the client reads), SSE as its text."""
+    if body is None:
+        return None, None
+    if isinstance(body, Mapping) and len(body) == 1:
+        ((kind, value),) = body.items()
+        if isinstance(value, str):
+            if kind == "json":
+                if not response:
+                    return value, None
+                try:
+                    return _compact(json.loads(value)), None
+                except ValueError:
+                    raise _FormatError(f"{where}.json: not valid JSON") from None
+            if kind in ("text", "sse"):
+                return value, None
+            if kind == "base64":
+                return base64.b64decode(value), None
+    raise _FormatError(
+        f"{where}: a body must be one of {{json: str}}, {{text: str}}, {{base64: str}} or "
+        f"{{sse: str}}, got {body!r}"
+    )
 
 
 def _decode_body(body: Any, where: str) -> tuple[str | bytes | None, list[bytes] | None]:
@@ -193,11 +235,23 @@ def _sorted_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def response_chunks(response: Mapping[str, Any]) -> list[bytes]:
-    """The byte chunks a replayed response delivers: one per SSE event, else the whole body."""
+    """The byte chunks a replayed response delivers: one per SSE event, else the whole body.
+
+    An SSE body's events are cut and encoded when the response is first played, and kept on
+    the response (``body["chunks"]``) for the next play.
+    """
     body = response.get("body") or {}
     chunks = body.get("chunks")
     if chunks is not None:
         return [c if isinstance(c, bytes) else str(c).encode("utf-8") for c in chunks]
+    built = _response_chunks(response)
+    if isinstance(body, dict) and len(built) > 1:
+        body["chunks"] = built
+    return built
+
+
+def _response_chunks(response: Mapping[str, Any]) -> list[bytes]:
+    body = response.get("body") or {}
     string = body.get("string")
     if string is None or string in (b"", ""):
         return []
@@ -319,11 +373,11 @@ class CassetteSerializer:
                 "delete it and record it again"
             )
         version = document.get("version")
-        if version != CASSETTE_FORMAT_VERSION:
+        if version not in _READ_VERSIONS:
             raise _FormatError(
-                f"cassette format version {version!r}; this dsh-testkit reads version "
-                f"{CASSETTE_FORMAT_VERSION} only (cassettes are re-recorded, never migrated): "
-                "record it again with mode='all'"
+                f"cassette format version {version!r}; this dsh-testkit reads versions "
+                f"{', '.join(map(str, _READ_VERSIONS))} (cassettes are re-recorded, never "
+                "migrated): record it again with mode='rewrite'"
             )
         raw = document.get("interactions")
         if not isinstance(raw, list):
@@ -334,8 +388,16 @@ class CassetteSerializer:
             try:
                 request = interaction["request"]
                 response = interaction["response"]
-                req_body, _ = _decode_body(request.get("body"), f"{where}.request.body")
-                resp_body, chunks = _decode_body(response.get("body"), f"{where}.response.body")
+                if version == 1:
+                    req_body, _ = _decode_body(request.get("body"), f"{where}.request.body")
+                    resp_body, chunks = _decode_body(response.get("body"), f"{where}.response.body")
+                else:
+                    req_body, _ = _decode_body_v2(
+                        request.get("body"), f"{where}.request.body", response=False
+                    )
+                    resp_body, chunks = _decode_body_v2(
+                        response.get("body"), f"{where}.response.body", response=True
+                    )
                 out_request = {
                     "method": str(request["method"]),
                     "uri": str(request["uri"]),
@@ -367,16 +429,44 @@ class CassetteSerializer:
         return out
 
 
+_CHECKSUM_KEY: Final = "scrubChecksum"
+_CHECKSUM_PLACEHOLDER: Final = "crc32:--------"
+_CHECKSUM_LINE: Final = re.compile(rf"^  {_CHECKSUM_KEY}: (crc32:[0-9a-f]{{8}})$", re.MULTILINE)
+
+
+def _checksum(text: str, fingerprint: str) -> str:
+    """The checksum of a cassette's text (its own checksum line holding the placeholder)."""
+    crc = zlib.crc32(text.encode("utf-8"), zlib.crc32(fingerprint.encode("utf-8") + b"\n"))
+    return f"crc32:{crc:08x}"
+
+
+def _checksum_bytes(raw: bytes, start: int, end: int, fingerprint: str) -> str:
+    """:func:`_checksum` of a file's bytes whose checksum value sits at ``raw[start:end]``
+    (computed around it, without copying the file)."""
+    view = memoryview(raw)
+    crc = zlib.crc32(fingerprint.encode("utf-8") + b"\n")
+    crc = zlib.crc32(view[:start], crc)
+    crc = zlib.crc32(_CHECKSUM_PLACEHOLDER.encode("ascii"), crc)
+    crc = zlib.crc32(view[end:], crc)
+    return f"crc32:{crc:08x}"
+
+
 class CassettePersister:
     """vcrpy persister: UTF-8, ``\\n`` line endings, atomic writes, errors naming the file.
 
     ``metadata`` is merged into the cassette's metadata on every save (the recorder's note on
     what was recorded against); ``loaded_metadata`` is what the file held when it was read.
+    ``fingerprint`` names the scrub rules in force: every save records a checksum of the file
+    under them, and :attr:`verified` tells whether a loaded file still matches its checksum
+    (then nothing in it needs scrubbing again).
     """
 
-    def __init__(self, metadata: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, metadata: Mapping[str, Any] | None = None, *, fingerprint: str = "") -> None:
         self.metadata = dict(metadata or {})
         self.loaded_metadata: dict[str, Any] = {}
+        self.fingerprint = fingerprint
+        self.verified = False
+        """The loaded file is as these scrub rules wrote it (its checksum matches)."""
 
     def load_cassette(self, cassette_path: str | os.PathLike[str], serializer: Any) -> Any:
         from vcr.persisters.filesystem import CassetteNotFoundError
@@ -385,8 +475,9 @@ class CassettePersister:
         path = Path(cassette_path)
         if not path.is_file():
             raise CassetteNotFoundError()
+        raw = path.read_bytes()
         try:
-            text = path.read_text(encoding="utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise CassetteFormatError(
                 f"cassette {path} is not UTF-8 text", path=str(path)
@@ -399,6 +490,14 @@ class CassettePersister:
             raise CassetteFormatError(f"cassette {path}: {exc}", path=str(path)) from None
         if len(loaded) == 3:
             self.loaded_metadata = dict(loaded[2])
+            self.loaded_metadata.pop(_CHECKSUM_KEY, None)
+        # The metadata (and its checksum line) comes before the interactions.
+        head_end = text.find("\ninteractions:")
+        match = _CHECKSUM_LINE.search(text, 0, head_end if head_end >= 0 else len(text))
+        if match is not None:
+            start = len(text[: match.start(1)].encode("utf-8"))
+            end = start + len(match.group(1))
+            self.verified = match.group(1) == _checksum_bytes(raw, start, end, self.fingerprint)
         return loaded
 
     def save_cassette(
@@ -409,7 +508,13 @@ class CassettePersister:
         path = Path(cassette_path)
         metadata = {**self.loaded_metadata, **dict(cassette_dict.get("metadata") or {})}
         metadata.update(self.metadata)
+        metadata.pop(_CHECKSUM_KEY, None)
+        metadata[_CHECKSUM_KEY] = _CHECKSUM_PLACEHOLDER
         text = serialize({**cassette_dict, "metadata": metadata}, serializer)
+        line = f"  {_CHECKSUM_KEY}: {_CHECKSUM_PLACEHOLDER}\n"
+        if line in text:  # our serializer; another one (vcrpy's own) is simply not sealed
+            sealed = f"  {_CHECKSUM_KEY}: {_checksum(text, self.fingerprint)}\n"
+            text = text.replace(line, sealed, 1)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         try:

@@ -56,7 +56,7 @@ _AUTH_FORMAT: Final = (
     "Authentication Fails (auth header format should be Bearer sk-...)"  # [observed]
 )
 _AUTH_INVALID: Final = "Authentication Fails, Your api key is invalid"  # [observed], key not echoed
-_MODEL_NOT_EXIST: Final = "Model Not Exist"  # [observed] wire.md §1.9
+_MODEL_NOT_EXIST: Final = "Model Not Exist"  # [observed] docs/wire.md §1.9
 
 _CREDENTIAL_HEADERS: Final = frozenset(
     {

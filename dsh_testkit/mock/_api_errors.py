@@ -1,9 +1,9 @@
 """The API's error answers: status, message, type and code, rendered per endpoint.
 
 DeepSeek's Chat Completions endpoint answers ``{"error": {"message", "type", "param", "code"}}``
-(wire.md §1.9); its Anthropic-compatible endpoint answers Anthropic's shape
-``{"type": "error", "error": {"type", "message"}, "request_id"}`` (wire.md §4.4). Messages are the
-observed ones where wire.md or public issues quote them; the others are marked as ours.
+(docs/wire.md §1.9); its Anthropic-compatible endpoint answers Anthropic's shape
+``{"type": "error", "error": {"type", "message"}, "request_id"}`` (docs/wire.md §4.4). Messages are the
+observed ones where docs/wire.md or public issues quote them; the others are marked as ours.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ _DEFAULTS: dict[int, tuple[str, str, str | None]] = {
 def default_error(status: int) -> ApiError:
     """The error the API gives for ``status`` when nothing more specific is known.
 
-    Messages follow DeepSeek's error-code table (wire.md §1.9); the 401 and 402 texts are the
+    Messages follow DeepSeek's error-code table (docs/wire.md §1.9); the 401 and 402 texts are the
     observed ones (the 401 without the masked key suffix, which the mock never echoes).
     """
     message, kind, code = _DEFAULTS.get(

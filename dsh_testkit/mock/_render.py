@@ -2,9 +2,9 @@
 
 A :class:`Completion` is an answer with everything decided (ids, fragments, usage). This module
 renders it as DeepSeek's streaming ``chat.completion.chunk`` payloads and non-streaming
-``chat.completion`` body (wire.md §1.5, §1.8: the V4 sequence, usage on the last content chunk,
+``chat.completion`` body (docs/wire.md §1.5, §1.8: the V4 sequence, usage on the last content chunk,
 never an extra empty-``choices`` chunk), and as the Anthropic-format message and event sequence of
-DeepSeek's ``/anthropic`` endpoint (wire.md §3, §4.1). Pure functions, no I/O.
+DeepSeek's ``/anthropic`` endpoint (docs/wire.md §3, §4.1). Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class WireUsage:
         )
 
     def deepseek_json(self) -> dict[str, Any]:
-        """DeepSeek's usage object, in the key order of real V4 captures (wire.md §1.7)."""
+        """DeepSeek's usage object, in the key order of real V4 captures (docs/wire.md §1.7)."""
         return deepseek_usage(
             self.cache,
             completion_tokens=self.completion_tokens,
@@ -199,7 +199,7 @@ def chat_chunks(c: Completion, *, include_usage: bool) -> list[dict[str, Any]]:
 
 
 def chat_completion(c: Completion) -> dict[str, Any]:
-    """The non-streaming ``chat.completion`` body (wire.md §1.5)."""
+    """The non-streaming ``chat.completion`` body (docs/wire.md §1.5)."""
     message: dict[str, Any] = {"role": "assistant", "content": c.text}
     if c.thinking or c.reasoning is not None:
         message["reasoning_content"] = c.reasoning or ""

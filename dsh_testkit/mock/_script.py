@@ -10,8 +10,8 @@ test written in any language. Two kinds exist:
 * :class:`ErrorReply` — an error status with the API's body (or any body), ``Retry-After`` and a
   request id.
 
-:func:`behaviour` names the reference harness's wire-fault vocabulary (dsh-testing-spec §3.8:
-``rate_limit``, ``partial_eof``, ``tool_call_success``, …) as entries, and :func:`random_script`
+:func:`behaviour` names the reference harness's wire-fault vocabulary (``rate_limit``,
+``partial_eof``, ``tool_call_success``, …) as entries, and :func:`random_script`
 draws a seeded, reproducible script from it.
 """
 
@@ -73,7 +73,7 @@ request, ``disconnect``/``eof``/``stall`` cut the JSON body in half and the malf
 FinishReasonName: TypeAlias = Literal[
     "stop", "length", "tool_calls", "content_filter", "insufficient_system_resource", "aborted"
 ]
-"""DeepSeek's ``finish_reason`` values (wire.md §1.6)."""
+"""DeepSeek's ``finish_reason`` values (docs/wire.md §1.6)."""
 
 OnExhausted: TypeAlias = Literal["default", "error", "repeat-last", "call-tools"]
 """What an empty queue answers: ``default``, the deterministic default reply; ``error``, a 410
@@ -561,7 +561,7 @@ BEHAVIOURS: Final[Mapping[str, ScriptEntry]] = {
     ),
     "max_tokens": Reply(text="This answer is cut", finish_reason="length"),
 }
-"""The reference harness's wire-fault vocabulary (dsh-testing-spec §3.8) as script entries."""
+"""The reference harness's wire-fault vocabulary as script entries."""
 
 _DEFAULT_WEIGHTS: Final[Mapping[str, float]] = {
     name: (8.0 if name.endswith("success") else 1.0) for name in BEHAVIOURS

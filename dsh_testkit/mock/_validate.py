@@ -4,11 +4,11 @@ The codec (``dsh_core.providers.deepseek.parse_request`` / ``anthropic.parse_req
 every field's type and shape, as the server's deserializer does. This module checks what a
 deserializer cannot: the conversation's meaning — tool messages answer the preceding calls, every
 call is answered, tool schemas are well formed, ``tool_choice`` fits the tools and the mode, and
-the thinking-mode rule that reasoning must be passed back (wire.md §1.4). It reads the codec's
+the thinking-mode rule that reasoning must be passed back (docs/wire.md §1.4). It reads the codec's
 typed request (:class:`~dsh_core.providers.ChatRequest` /
 :class:`~dsh_core.providers.AnthropicRequest`), so it relies on the shapes the codec checked.
 
-Messages quoted from real DeepSeek answers are marked [observed] (wire.md §1.3–§1.9 and public
+Messages quoted from real DeepSeek answers are marked [observed] (docs/wire.md §1.3–§1.9 and public
 issue threads); the rest are ours, in the API's style.
 """
 
@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 PassbackRule: TypeAlias = Literal["strict", "tool-calls", "off"]
-"""When thinking-mode reasoning must come back (wire.md §1.4, §7: the rule changed in 2026).
+"""When thinking-mode reasoning must come back (docs/wire.md §1.4, §7: the rule changed in 2026).
 
 ``strict`` (default): an assistant message needs its reasoning when it made tool calls (V4
 wording) or when the request carries tools (V4.1 wording). ``tool-calls``: only assistant messages
@@ -42,8 +42,8 @@ _TOOL_ORDER_MISSING: Final = (
     "'tool_call_id'. (insufficient tool messages following tool_calls message)"
 )  # [observed]
 _TOOL_ORDER_ORPHAN: Final = "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'"  # [observed]
-_PASSBACK: Final = "The `reasoning_content` in the thinking mode must be passed back to the API."  # [observed] wire.md §1.4
-_PASSBACK_ANTHROPIC: Final = "The `content[].thinking` in the thinking mode must be passed back to the API."  # [observed] wire.md §3
+_PASSBACK: Final = "The `reasoning_content` in the thinking mode must be passed back to the API."  # [observed] docs/wire.md §1.4
+_PASSBACK_ANTHROPIC: Final = "The `content[].thinking` in the thinking mode must be passed back to the API."  # [observed] docs/wire.md §3
 _THINKING_TOOL_CHOICE: Final = "Thinking mode does not support this tool_choice"  # [observed]
 
 

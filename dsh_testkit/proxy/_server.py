@@ -28,6 +28,7 @@ from typing import Any, Final, Self
 from urllib.parse import parse_qs, urlsplit
 
 from .._errors import TestkitError
+from .._secrets import scrub_json, scrub_url
 from ..mock._server import (
     HEAD_TIMEOUT,
     IDLE_TIMEOUT,
@@ -106,7 +107,10 @@ class Recorder:
         self._lock = threading.Lock()
 
     def record(self, record: dict[str, Any], secrets: list[str]) -> None:
-        record = _redacted(record, secrets)
+        # The client's own credential, then anything key-shaped and credential query
+        # parameters: neither the trace file nor the reports (stdout, /_dsh/report) show them.
+        record = scrub_json(_redacted(record, secrets))
+        record["url"] = scrub_url(record["url"])
         with self._lock:
             record["index"] = len(self.exchanges)
             usage = record.get("usage")
@@ -186,12 +190,15 @@ class _Proxy:
 
     async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         try:
-            raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT)
+            # asyncio.timeout, not wait_for: wait_for (3.11) wraps the read in a new task.
+            async with asyncio.timeout(IDLE_TIMEOUT):
+                raw = await reader.readuntil(b"\r\n\r\n")
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             return False
         try:
             head = _parse_head(raw)
-            body = await asyncio.wait_for(_read_body(reader, writer, head), HEAD_TIMEOUT)
+            async with asyncio.timeout(HEAD_TIMEOUT):
+                body = await _read_body(reader, writer, head)
         except _BadRequest as bad:
             await self._plain(writer, bad.status, str(bad).encode(), "text/plain")
             return False

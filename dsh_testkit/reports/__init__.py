@@ -4,7 +4,8 @@
   rebuilt and compared with the one before;
 - ``_cache_report``: ``dsh-testkit cache-report`` — per-request cache hits, the best possible,
   and the log event behind each drop;
-- ``_doctor``: the cache doctor over any trace — cause codes with evidence, defined figures;
+- ``_doctor``: the cache doctor over any trace — defined figures per request and conversation;
+  ``_evidence``: its cause codes and the wire-level comparison behind each finding;
   ``_doctor_render``: its terminal, JSON and HTML output and the trace dispatch of the commands;
 - ``_log_facts``: what both read from a log (header steps, surface rewrites, recorded usage);
 - ``_compare``: request-to-request comparison in the project's vocabulary;

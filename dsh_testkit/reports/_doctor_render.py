@@ -235,12 +235,18 @@ def _load(args: argparse.Namespace, command: str) -> DoctorReport | int:
     except (TraceError, UnicodeDecodeError) as exc:
         print(f"dsh-testkit {command}: {exc}", file=sys.stderr)
         return 1
+    unit = getattr(args, "block_tokens", None)
+    if unit is not None and unit < 1:
+        print(
+            f"dsh-testkit {command}: --block-tokens must be at least 1, got {unit}", file=sys.stderr
+        )
+        return 2
     try:
         return diagnose(
             trace,
             simulate=True if getattr(args, "simulate", False) else None,
             conversation=getattr(args, "conversation", None),
-            unit_tokens=getattr(args, "block_tokens", 64),
+            **({"unit_tokens": unit} if unit is not None else {}),
         )
     except KeyError as exc:
         print(f"dsh-testkit {command}: {exc.args[0]}", file=sys.stderr)

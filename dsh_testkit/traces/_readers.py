@@ -27,7 +27,7 @@ from typing import Any
 from .._secrets import scrub_json, scrub_url
 from ._errors import TraceError
 from ._file import read_trace_lines
-from ._model import Exchange, Trace, TraceSource, TraceUsage
+from ._model import Exchange, Trace, TraceSource, TraceUsage, paused_gc
 from ._wire import answer_of_events, answer_of_text, endpoint_of
 
 __all__ = ["load_trace", "loads_trace", "trace_of"]
@@ -372,6 +372,11 @@ def _from_har(document: Mapping[str, Any], path: str | None) -> Trace:
 
 def loads_trace(text: str, *, path: str | None = None) -> Trace:
     """A trace from a recording's text; the kind is detected from the content."""
+    with paused_gc():
+        return _loads_trace(text, path)
+
+
+def _loads_trace(text: str, path: str | None) -> Trace:
     stripped = text.lstrip()
     first = stripped.split("\n", 1)[0]
     head = _json_or_none(first)

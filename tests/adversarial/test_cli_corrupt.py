@@ -33,7 +33,6 @@ CORRUPT: dict[str, tuple[bytes, int | None]] = {
         2,
     ),
     "not-utf8": (HEADER.encode() + b'{"type":"turn/start\xff","seq":0}\n', 2),
-    "binary": (bytes(range(256)), 1),
 }
 
 
@@ -64,7 +63,7 @@ def test_cache_report_prints_one_line_and_exits_1(tmp_path: Path, name: str) -> 
 
 
 @pytest.mark.parametrize(
-    "name", ["type-is-a-list", "step-is-a-string", "terminated-corrupt-last-line", "binary"]
+    "name", ["type-is-a-list", "step-is-a-string", "terminated-corrupt-last-line"]
 )
 def test_audit_reports_the_file_unreadable_and_exits_1(tmp_path: Path, name: str) -> None:
     data, line = CORRUPT[name]
@@ -79,3 +78,15 @@ def test_audit_reports_the_file_unreadable_and_exits_1(tmp_path: Path, name: str
     assert "\n" not in violation["message"] and str(path) in violation["message"]
     if line is not None:
         assert violation["line"] == line
+
+
+@pytest.mark.parametrize("command", ["audit", "cache-report"])
+def test_a_file_that_is_not_a_log_at_all_is_one_line_too(tmp_path: Path, command: str) -> None:
+    """Binary garbage has no session header, so the CLI reads it as a trace: still one line."""
+    path = tmp_path / "garbage.jsonl"
+    path.write_bytes(bytes(range(256)) * 4)
+    done = _run(command, str(path))
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr + done.stdout
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.startswith(f"dsh-testkit {command}: ")

@@ -26,6 +26,7 @@ from dsh_testkit.cassettes import (
     CassetteMismatch,
     CassetteNotFound,
     CassetteNotFullyPlayed,
+    ScrubRules,
     find_secrets,
     json_body_matcher,
     scrub_json,
@@ -33,7 +34,7 @@ from dsh_testkit.cassettes import (
     scrub_url,
     use_cassette,
 )
-from dsh_testkit.cassettes._format import CassetteSerializer, split_sse
+from dsh_testkit.cassettes._format import CassetteSerializer, response_chunks, split_sse
 
 URL = "https://api.deepseek.com/chat/completions"
 KEY = "sk-" + "A1b2C3d4E5" * 4
@@ -102,12 +103,19 @@ def test_recording_writes_a_versioned_readable_cassette(tmp_path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     assert text.startswith(f"format: dsh-cassette\nversion: {CASSETTE_FORMAT_VERSION}\n")
     assert "scenario: plain-chat" in text
-    # JSON bodies are stored parsed, multi-line strings as literal blocks, SSE one event a line
-    assert "      json:\n        model: deepseek-v4-flash\n" in text
-    assert "content: |-\n            You are terse.\n            Answer in English.\n" in text
-    assert "      - comment: keep-alive\n" in text
-    assert "      - dataText: '[DONE]'\n" in text
-    assert "      - data: {id: c1, choices: [{index: 0, delta: {content: Hel}}]}\n" in text
+    # JSON bodies pretty-printed in a literal block, one key a line; SSE as sent, one event a
+    # line with the blank line between events
+    assert '      json: |\n        {\n          "model": "deepseek-v4-flash",\n' in text
+    assert (
+        '          "messages": [\n'
+        '            {"role": "system", "content": "You are terse.\\nAnswer in English."},\n'
+        '            {"role": "user", "content": "hello"}\n'
+        "          ],\n"
+    ) in text
+    assert "      sse: |+\n        data: {" in text
+    assert "\n\n        : keep-alive\n\n" in text
+    assert '        data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\n' in text
+    assert "        data: [DONE]\n" in text
 
 
 def test_recording_is_byte_identical_across_runs(tmp_path: Path) -> None:
@@ -135,7 +143,7 @@ def test_volatile_headers_are_not_stored_and_compressed_bodies_are_decoded(tmp_p
     text = path.read_text(encoding="utf-8")
     assert "user-agent" not in text and "date:" not in text and "content-encoding" not in text
     assert "x-ds-trace-id: abc" in text
-    assert "json:\n        answer: 42" in text
+    assert 'json: |\n        {\n          "answer": 42\n        }\n' in text
     with use_cassette(path), httpx.Client() as client:
         assert client.post(URL, json=chat_body()).json() == {"answer": 42}
 
@@ -302,7 +310,8 @@ def test_an_sse_body_survives_the_cassette_byte_for_byte(text: str) -> None:
         assert body["string"] == b""
         return
     assert body["string"] == text
-    assert body["chunks"] == [e.encode("utf-8") for e in split_sse(text)]
+    response = back["interactions"][0]["response"]
+    assert response_chunks(response) == [e.encode("utf-8") for e in split_sse(text)]
 
 
 def test_openai_sdk_streaming_replays_through_httpx2(tmp_path: Path) -> None:
@@ -631,15 +640,18 @@ def _stored(tmp_path: Path, marker: str, replacement: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    "stored",
+    ("stored", "redactions"),
     [
-        KEY,
-        # YAML escapes spell the key out only once parsed: no scan of the file text sees it
-        '"\\x73k-' + KEY[3:] + '"',
+        (KEY, 3),
+        # JSON escapes spell the key out only once parsed: no scan of the file text sees it
+        # (in the header, where nothing parses it, it stays harmless text)
+        ("\\u0073k-" + KEY[3:], 2),
     ],
-    ids=["plain", "yaml-escaped"],
+    ids=["plain", "json-escaped"],
 )
-def test_a_key_in_a_stored_cassette_is_never_served(tmp_path: Path, stored: str) -> None:
+def test_a_key_in_a_stored_cassette_is_never_served(
+    tmp_path: Path, stored: str, redactions: int
+) -> None:
     path = _stored(tmp_path, "MARKER", stored)
     assert ("sk-" in path.read_text(encoding="utf-8")) == (stored == KEY)
     with use_cassette(path), httpx.Client() as client:
@@ -647,9 +659,9 @@ def test_a_key_in_a_stored_cassette_is_never_served(tmp_path: Path, stored: str)
         with client.stream("POST", URL, json=chat_body(stream=True)) as streamed:
             events = list(streamed.iter_raw())
     served = plain.text + plain.headers["x-echo"] + b"".join(events).decode()
-    assert KEY not in served
+    assert KEY not in served and KEY not in json.dumps(plain.json())
     assert find_secrets(served) == []
-    assert served.count(REDACTED) == 3
+    assert served.count(REDACTED) == redactions
 
 
 def test_a_key_in_a_stored_request_is_scrubbed_on_load_and_still_matches(tmp_path: Path) -> None:
@@ -820,7 +832,7 @@ def test_mismatch_names_the_message_index_and_field(tmp_path: Path) -> None:
     # assistant message is messages[2] there (not messages[1], counted after the system).
     assert error.diff == ("messages[2].content differs: recorded: 'Hi.', request: 'Hello.'",)
     stored = yaml.safe_load((tmp_path / "c.yaml").read_text(encoding="utf-8"))
-    assert stored["interactions"][1]["request"]["body"]["json"]["messages"][2] == {
+    assert json.loads(stored["interactions"][1]["request"]["body"]["json"])["messages"][2] == {
         "role": "assistant",
         "content": "Hi.",
     }
@@ -967,7 +979,7 @@ def test_each_request_body_is_made_canonical_once() -> None:
 
     from vcr.request import Request
 
-    from dsh_testkit.cassettes import _api as cassettes
+    from dsh_testkit.cassettes import _matching as cassettes
 
     real = cassettes._canonical_body
     seen: list[Any] = []
@@ -1120,7 +1132,11 @@ def test_mode_all_never_replays_and_keeps_old_recordings_it_did_not_redo(tmp_pat
     assert cassette.recorded == 3
     stored = yaml.safe_load(path.read_text("utf-8"))["interactions"]
     assert [
-        (i["request"]["body"]["json"]["model"], i["response"]["body"]["json"]["n"]) for i in stored
+        (
+            json.loads(i["request"]["body"]["json"])["model"],
+            json.loads(i["response"]["body"]["json"])["n"],
+        )
+        for i in stored
     ] == [
         ("kept", "old"),
         ("deepseek-v4-flash", "new"),
@@ -1178,8 +1194,8 @@ def test_an_unknown_mode_is_refused(tmp_path: Path) -> None:
         ("format: other\n", "not a dsh cassette"),
         ("- [unclosed\n", "not valid YAML"),
         (
-            "format: dsh-cassette\nversion: 2\ninteractions: []\n",
-            "format version 2; this dsh-testkit reads version 1 only",
+            "format: dsh-cassette\nversion: 3\ninteractions: []\n",
+            "format version 3; this dsh-testkit reads versions 1, 2",
         ),
         ("format: dsh-cassette\nversion: 1\ninteractions: {}\n", "'interactions' must be a list"),
         (
@@ -1245,7 +1261,7 @@ def test_serializer_round_trips_every_body_kind() -> None:
     back = CassetteSerializer.deserialize(text)
     first = back["interactions"][0]
     assert json.loads(first["request"]["body"]) == {"a": [1, {"b": None}]}
-    assert first["response"]["body"]["chunks"] == [
+    assert response_chunks(first["response"]) == [
         b'data: {"x":1}\n\n',
         b": c\n\n",
         b"data: [DONE]\n\n",
@@ -1313,3 +1329,99 @@ def test_json_bodies_survive_the_cassette(value: Any) -> None:
     back = CassetteSerializer.deserialize(CassetteSerializer.serialize(data))["interactions"][0]
     assert json.loads(back["request"]["body"]) == value
     assert json.loads(back["response"]["body"]["string"]) == value
+
+
+# ------------------------------------------------------------------ format 2, checksums
+
+V1 = """format: dsh-cassette
+version: 1
+interactions:
+- request:
+    method: POST
+    uri: https://api.deepseek.com/chat/completions
+    headers:
+      content-type: application/json
+    body:
+      json:
+        model: m
+        messages:
+        - role: user
+          content: hi
+  response:
+    status: {code: 200, message: OK}
+    headers:
+      content-type: text/event-stream
+    body:
+      sse:
+      - data: {choices: [{delta: {content: Hel}}]}
+      - comment: keep-alive
+      - dataText: '[DONE]'
+"""
+
+
+def test_a_format_1_cassette_still_replays_one_event_per_chunk(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(V1, encoding="utf-8")
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    with use_cassette(path) as cassette, httpx.Client() as client:
+        with client.stream("POST", URL, json=body) as response:
+            chunks = list(response.iter_raw())
+        assert cassette.play_count == 1
+    assert chunks == [
+        b'data: {"choices":[{"delta":{"content":"Hel"}}]}\n\n',
+        b": keep-alive\n\n",
+        b"data: [DONE]\n\n",
+    ]
+
+
+def test_a_file_as_written_is_trusted_and_an_edited_one_is_scrubbed_again(tmp_path: Path) -> None:
+    from dsh_testkit.cassettes._format import CassettePersister
+
+    path = tmp_path / "c.yaml"
+    record(path, json_handler({"ok": 1}), chat_body())
+    text = path.read_text(encoding="utf-8")
+    assert re.search(r"^  scrubChecksum: crc32:[0-9a-f]{8}$", text, re.MULTILINE)
+
+    def verified(content: str, fingerprint: str) -> bool:
+        path.write_text(content, encoding="utf-8")
+        persister = CassettePersister(fingerprint=fingerprint)
+        persister.load_cassette(path, CassetteSerializer)
+        return persister.verified
+
+    from dsh_testkit._secrets import Scrubber
+
+    fingerprint = Scrubber().fingerprint
+    assert verified(text, fingerprint)
+    assert not verified(text.replace('"ok": 1', '"ok": 2'), fingerprint)  # edited by hand
+    other_rules = Scrubber(ScrubRules(headers=frozenset({"x-new"}))).fingerprint
+    assert not verified(text, other_rules)  # written under other rules: scrub it again
+    # a rule added after recording applies to what was recorded before it
+    path.write_text(text.replace("content-type: application/json", "x-new: s3cret"), "utf-8")
+    with use_cassette(path, scrub=ScrubRules(headers=frozenset({"x-new"}))) as cassette:
+        ((request, _),) = cassette.vcr_cassette.data
+        assert request.headers["x-new"] == REDACTED
+        with httpx.Client() as client:
+            client.post(URL, json=chat_body())
+
+
+def test_a_request_sent_with_other_json_spacing_or_key_order_still_matches(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, json_handler({"n": 1}), chat_body(), chat_body(model="two"))
+    with use_cassette(path) as cassette, httpx.Client() as client:
+        spaced = json.dumps(chat_body(model="two"), indent=1).encode()
+        reordered = json.dumps(dict(reversed(list(chat_body().items())))).encode()
+        assert client.post(URL, content=spaced).json() == {"n": 1}
+        assert client.post(URL, content=reordered).json() == {"n": 1}
+        assert cassette.play_count == 2
+
+
+def test_a_request_with_a_key_matches_its_scrubbed_recording(tmp_path: Path) -> None:
+    body = chat_body(messages=[{"role": "user", "content": f"use {KEY}"}])
+    path = tmp_path / "c.yaml"
+    record(path, json_handler({"n": 1}), body)
+    assert KEY not in path.read_text(encoding="utf-8")
+    with use_cassette(path) as cassette, httpx.Client() as client:
+        assert client.post(URL, json=body).json() == {"n": 1}  # scrubbed, then matched
+        assert cassette.play_count == 1

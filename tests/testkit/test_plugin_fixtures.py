@@ -41,6 +41,7 @@ from dsh_testkit.mock import ErrorReply, Reply
 
 OFF = {"thinking": {"type": "disabled"}}
 SERVERS = []
+pytestmark = pytest.mark.dsh_lenient  # several tests here live on the default replies
 
 
 # ------------------------------------------------------------------------------- dsh_mock

@@ -355,6 +355,7 @@ import httpx
 import pytest
 
 
+@pytest.mark.dsh_lenient
 @pytest.mark.dsh_cassette
 def test_team_call():
     httpx.post(

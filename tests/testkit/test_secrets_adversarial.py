@@ -347,12 +347,23 @@ def _reassembled(document: Any) -> list[str]:
         if not events:
             continue
         fields: dict[tuple[Any, ...], list[str]] = {}
-        for event in events:
-            if "data" in event:
-                _by_path(event["data"], (), fields)
-            for kind in ("dataText", "raw"):
-                if kind in event:
-                    fields.setdefault((kind,), []).append(event[kind])
+        if isinstance(events, str):  # format 2: the stream as sent
+            for block in events.split("\n\n"):
+                for line in block.splitlines():
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[5:].lstrip(" ")
+                    try:
+                        _by_path(json.loads(payload), (), fields)
+                    except ValueError:
+                        fields.setdefault(("dataText",), []).append(payload)
+        else:  # format 1: a list of events
+            for event in events:
+                if "data" in event:
+                    _by_path(event["data"], (), fields)
+                for kind in ("dataText", "raw"):
+                    if kind in event:
+                        fields.setdefault((kind,), []).append(event[kind])
         texts += ["".join(parts) for parts in fields.values()]
     return texts
 
@@ -392,6 +403,12 @@ def test_the_scan_finds_every_secret_it_is_for(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(planted), encoding="utf-8")
     found = " ".join(leaks(path))
     assert all(secret in found for secret in SECRETS)
+    # format 2 keeps a stream as sent: pieces of a key in consecutive events are found too
+    stream = _split_stream(lambda piece: _delta(content=piece)).decode()
+    planted = {"interactions": [{"request": {}, "response": {"body": {"sse": stream}}}]}
+    path.write_text(yaml.safe_dump(planted), encoding="utf-8")
+    assert KEY not in path.read_text(encoding="utf-8")
+    assert any(KEY in leak for leak in leaks(path))
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
@@ -566,9 +583,7 @@ def test_a_split_key_in_a_hand_edited_cassette_is_never_served(tmp_path: Path) -
     assert leaks(path) == []
     # put the pieces back by hand, as an edited file would hold them
     document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    sse = document["interactions"][0]["response"]["body"]["sse"]
-    for event, piece in zip(sse, _pieces(KEY), strict=False):
-        event["data"]["choices"][0]["delta"]["content"] = piece
+    document["interactions"][0]["response"]["body"]["sse"] = b"".join(events).decode()
     path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
     assert leaks(path) != []
     with use_cassette(path) as cassette, httpx.Client() as client:

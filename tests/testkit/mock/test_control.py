@@ -295,6 +295,7 @@ def test_serve_applies_its_options_and_reset_rereads_the_script_file(tmp_path: P
         ["--script", str(script), "--on-exhausted", "error", "--api-key", "k1"],
         ["--request-log-limit", "2", "--passback", "tool-calls", "--cache-granularity", "128"],
         ["--cache-interval", "0", "--max-connections", "8", "--head-timeout", "5"],
+        ["--cache-visibility", "live", "--cache-delay-output", "0", "--cache-ttl", "60"],
     ]
     process = subprocess.Popen(
         [
@@ -347,6 +348,7 @@ def test_serve_applies_its_options_and_reset_rereads_the_script_file(tmp_path: P
     ("args", "message"),
     [
         (["--cache-granularity", "0"], "granularity"),
+        (["--cache-delay-input", "-1"], "UnitVisibility.input"),
         (["--request-log-limit", "0"], "request_log_limit"),
     ],
 )

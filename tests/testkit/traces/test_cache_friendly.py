@@ -46,7 +46,8 @@ def test_a_volatile_system_prompt_fails_with_the_code_and_the_evidence() -> None
     text = str(error)
     assert "request #2 volatile-system-text at system line 31 column 12" in text
     assert "'7f3a9c2e41' → '0b81d4ff93'" in text
-    assert "⏎request id ⟦7f3a9c2e41⟧" in text and "⏎request id ⟦0b81d4ff93⟧" in text
+    assert "request #1: 'request id 7f3a9c2e41'" in text
+    assert "request #2: 'request id 0b81d4ff93'" in text
     assert_cache_friendly(bodies, allow=["volatile-system-text"])
 
 

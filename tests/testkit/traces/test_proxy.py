@@ -54,6 +54,9 @@ def test_openai_agent_through_the_proxy_is_recorded_and_diagnosed(tmp_path: Path
     assert as_json["causeCounts"] == {"tool-args-reserialized": 2}
     doctor = diagnose(trace)
     assert doctor.counts() == {"tool-args-reserialized": 2}
+    finding = doctor.conversations[0].findings()[0][1]
+    # The mock's V4 template renders tool arguments by value: the resent bytes cost no tokens.
+    assert "so it cost nothing this time" in finding.detail
 
 
 def test_sse_is_relayed_event_by_event_before_the_upstream_finishes(tmp_path: Path) -> None:
@@ -125,6 +128,33 @@ def test_proxy_command_prints_where_it_listens_and_the_report_on_ctrl_c(tmp_path
     assert json.loads(lines[0])["format"] == "dsh-trace"
     assert len(lines) == 3
     assert KEY not in "".join(lines)
+
+
+def test_keys_in_bodies_and_query_strings_are_never_recorded_or_reported(tmp_path: Path) -> None:
+    out = tmp_path / "leak.trace"
+    other = "sk-" + "L3akyK3y99" * 4
+    with (
+        MockServer(MockDeepSeek()) as upstream,
+        ProxyServer(upstream.base_url, out=str(out)) as proxy,
+    ):
+        body = {
+            "model": "deepseek-chat",
+            "messages": [
+                {"role": "system", "content": RULES},
+                {"role": "user", "content": f"my key is {other}"},
+            ],
+        }
+        httpx.post(
+            proxy.base_url + f"/chat/completions?api_key={other}",
+            json=body,
+            headers={"authorization": f"Bearer {KEY}"},
+        )
+        report = httpx.get(proxy.base_url + "/_dsh/report?format=json").text
+        in_memory = json.dumps([e.to_json() for e in proxy.trace()])
+    text = out.read_text(encoding="utf-8")
+    for secret in (KEY, other):
+        assert secret not in text and secret not in report and secret not in in_memory
+    assert len(load_trace(out)) == 1
 
 
 def test_tools_reach_the_upstream_unchanged() -> None:

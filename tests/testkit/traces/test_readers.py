@@ -75,7 +75,8 @@ def test_cassette_gives_answers_and_real_usage() -> None:
     call = first.response["tool_calls"][0]
     assert call["function"] == {"name": "read_file", "arguments": '{"path":"notes.txt"}'}
     assert first.response["reasoning_content"] == "I should read the file."
-    assert first.usage is not None and first.usage.prompt_tokens == 328
+    recorded = (CASSETTES / "one-tool-call.yaml").read_text(encoding="utf-8")
+    assert first.usage is not None and f"prompt_tokens: {first.usage.prompt_tokens}," in recorded
     assert first.usage.hit_tokens == 0
     assert second.usage is not None and second.usage.hit_tokens is not None
     assert first.conversation == "cassette-scenario"
