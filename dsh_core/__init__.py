@@ -26,7 +26,9 @@ from ._errors import (
     InvalidEventError,
     InvariantViolation,
     JsonValueError,
+    SidecarError,
     SurfaceError,
+    UnfilledPlaceholderError,
     UnsupportedVersionError,
 )
 from ._events import (
@@ -49,6 +51,7 @@ from ._header import (
     SystemDelta,
     ToolSchema,
     ToolsDelta,
+    ToolsPlaceholder,
     apply_header_delta,
     canonical_header,
     diff_header,
@@ -101,6 +104,7 @@ from ._reconstruct import (
 )
 from ._retry import RetryPolicy
 from ._session import SESSION_FORMAT_VERSION, EventLog, Session, SessionInfo, fork
+from ._sidecars import PLACEHOLDERS, Sidecars
 from ._stream import (
     BlockAssembler,
     BlockEnd,
@@ -123,6 +127,7 @@ from ._stream import (
 from ._surface import SurfaceReplacement, fold_surface
 from ._tools import Tool, ToolContext, ToolFunction, ToolOutput, ToolRegistry, tool
 from ._views import MessageView
+from ._wire_body import WireApi, check_sendable, request_wire_body
 from .persistence import (
     JsonlWriter,
     LoadedLog,
@@ -136,6 +141,7 @@ from .providers import AnthropicProvider, DeepSeekProvider, SseTruncatedError, W
 __all__ = [
     "CORE_EVENT_TYPES",
     "MAX_JSON_DEPTH",
+    "PLACEHOLDERS",
     "SESSION_FORMAT_VERSION",
     "SURFACE_EVENT_TYPES",
     "AddedTool",
@@ -193,6 +199,8 @@ __all__ = [
     "RetryPolicy",
     "Session",
     "SessionInfo",
+    "SidecarError",
+    "Sidecars",
     "SseTruncatedError",
     "StreamChunk",
     "SurfaceError",
@@ -214,14 +222,18 @@ __all__ = [
     "ToolResultBlock",
     "ToolSchema",
     "ToolsDelta",
+    "ToolsPlaceholder",
     "TurnCancelledError",
     "TurnStep",
+    "UnfilledPlaceholderError",
     "UnsupportedVersionError",
     "UsageChunk",
+    "WireApi",
     "WireFormatError",
     "apply_header_delta",
     "assistant_message",
     "canonical_header",
+    "check_sendable",
     "chunk_from_json",
     "config_differences",
     "count_difference",
@@ -248,6 +260,7 @@ __all__ = [
     "preview_value",
     "reconstruct_request",
     "reconstruct_requests",
+    "request_wire_body",
     "system_difference",
     "text_difference",
     "thaw_json",

@@ -23,7 +23,7 @@ from typing import (
 )
 
 from ._errors import DshError, HeaderError, InvalidEventError
-from ._header import EpochHeader, LlmCallConfig, ToolSchema
+from ._header import EpochHeader, LlmCallConfig, ToolSchema, ToolsPlaceholder, prefix_to_json
 from ._json import FrozenDict, dumps_canonical, freeze_json
 from ._messages import (
     ContentBlock,
@@ -428,7 +428,7 @@ class CancelToken:
 
 _CONFIG_KEYS: Final = ("provider", "model", "reasoningEffort", "temperature", "maxTokens", "stop")
 _REQUEST_KEYS: Final = frozenset(
-    {*_CONFIG_KEYS, "messages", "system", "tools", "sessionId", "purpose"}
+    {*_CONFIG_KEYS, "messages", "system", "tools", "messagePrefix", "sessionId", "purpose"}
 )
 
 
@@ -442,8 +442,11 @@ class GenerateOptions:
     """Immutable: a tuple or a :class:`MessageView` (never a list)."""
     reasoning_effort: str | None = None
     system: str | None = None
-    tools: tuple[ToolSchema, ...] | str | None = None
-    """Schemas in the order the model sees them (a string only for an opaque placeholder)."""
+    tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None = None
+    """Schemas in the order the model sees them (a placeholder only in normalized logs)."""
+    message_prefix: tuple[Message | str, ...] = ()
+    """The header's request-only messages, sent right after the system prompt and before
+    ``messages`` (strings are placeholders of a normalized log: such a request cannot be sent)."""
     temperature: float | None = None
     max_tokens: int | None = None
     stop: tuple[str, ...] | None = None
@@ -460,6 +463,10 @@ class GenerateOptions:
             object.__setattr__(self, "stop", tuple(self.stop))
         if isinstance(self.tools, list):
             object.__setattr__(self, "tools", tuple(self.tools))
+        if isinstance(self.tools, str):
+            object.__setattr__(self, "tools", ToolsPlaceholder(token=self.tools))
+        if isinstance(self.message_prefix, list):
+            object.__setattr__(self, "message_prefix", tuple(self.message_prefix))
 
     @classmethod
     def from_header(
@@ -483,6 +490,7 @@ class GenerateOptions:
             messages=messages,
             system=header.system,
             tools=header.tools,
+            message_prefix=header.message_prefix,
             temperature=config.temperature,
             max_tokens=config.max_tokens,
             stop=config.stop,
@@ -510,8 +518,12 @@ class GenerateOptions:
             out["system"] = self.system
         if self.tools is not None:
             out["tools"] = (
-                self.tools if isinstance(self.tools, str) else [t.to_json() for t in self.tools]
+                self.tools.to_json()
+                if isinstance(self.tools, ToolsPlaceholder)
+                else [t.to_json() for t in self.tools]
             )
+        if self.message_prefix:
+            out["messagePrefix"] = prefix_to_json(self.message_prefix)
         if self.session_id is not None:
             out["sessionId"] = self.session_id
         if self.purpose is not None:
@@ -539,7 +551,7 @@ class GenerateOptions:
             )
         header_json: dict[str, Any] = {
             "config": {key: obj[key] for key in _CONFIG_KEYS if key in obj},
-            **{key: obj[key] for key in ("system", "tools") if key in obj},
+            **{key: obj[key] for key in ("system", "tools", "messagePrefix") if key in obj},
         }
         try:
             header = EpochHeader.from_json(header_json)

@@ -141,10 +141,11 @@ def _script() -> list[Any]:
 def _target(live: bool, console: Console) -> Iterator[tuple[str, str, str]]:
     """``(base_url, api_key, where)``; a loopback mock unless ``live``."""
     if live:
-        key = os.environ.get("DEEPSEEK_API_KEY")
+        from dsh_core.providers.deepseek import API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL
+
+        key = os.environ.get(API_KEY_ENV)
         if not key:
-            raise SystemExit("dsh-testkit demo --live needs DEEPSEEK_API_KEY in the environment")
-        from dsh_core.providers.deepseek import BASE_URL_ENV, DEFAULT_BASE_URL
+            raise SystemExit(f"dsh-testkit demo --live needs {API_KEY_ENV} in the environment")
 
         base = os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
         yield base, key, f"the live DeepSeek API at {base}"

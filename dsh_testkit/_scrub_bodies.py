@@ -22,6 +22,7 @@ from ._errors import UnscrubbableBody
 __all__ = [
     "Piece",
     "content_type",
+    "cut_pieces",
     "data_line",
     "decompress",
     "gunzip",
@@ -213,3 +214,30 @@ def rewrite_event(event: str, changes: dict[tuple[str | int, ...], str]) -> str:
             value = _set_path(value, path, text)
         new_payload = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return event[: span[0]] + new_payload + event[span[1] :]
+
+
+def cut_pieces(pieces: list[str], matches: list[tuple[int, int, str]]) -> list[str]:
+    """Each piece's new text once every match (``start, end, replacement`` in the pieces'
+    concatenation) is removed from the pieces it spans; the piece where a match starts keeps
+    its replacement. Overlapping matches: the first one wins (the caller passes again)."""
+    kept: list[tuple[int, int, str]] = []
+    for start, end, replacement in sorted(matches):
+        if not kept or start >= kept[-1][1]:
+            kept.append((start, end, replacement))
+    out = []
+    offset = 0
+    for text in pieces:
+        p_start, p_end = offset, offset + len(text)
+        offset = p_end
+        result = []
+        cursor = p_start
+        for start, end, replacement in kept:
+            if end <= p_start or start >= p_end:
+                continue
+            result.append(text[cursor - p_start : max(start, p_start) - p_start])
+            if p_start <= start:
+                result.append(replacement)
+            cursor = min(end, p_end)
+        result.append(text[cursor - p_start :])
+        out.append("".join(result))
+    return out

@@ -1,8 +1,10 @@
-"""Scrub rules of the user's own: header, query and JSON names, JSON paths, regexes.
+"""What counts as a secret: the built-in rules, and the user's own (:class:`ScrubRules`).
 
-Kept apart from the scrubber (:mod:`dsh_testkit._secrets`) because they are configuration:
-validated once, at the boundary (a ``pyproject.toml`` table, the ``dsh_scrub`` fixture), with a
-:class:`~dsh_testkit.cassettes.ScrubRuleError` naming the rule that is wrong.
+Kept apart from the scrubber (:mod:`dsh_testkit._secrets`), which applies them: the built-in
+names and key shapes are listed here once, and the user's rules (header, query and JSON names,
+JSON paths, regexes) are configuration, validated once at the boundary (a ``pyproject.toml``
+table, the ``dsh_scrub`` fixture) with a :class:`~dsh_testkit.cassettes.ScrubRuleError` naming
+the rule that is wrong.
 """
 
 from __future__ import annotations
@@ -14,11 +16,121 @@ from typing import Any, Final
 
 from ._errors import ScrubRuleError
 
-__all__ = ["REDACTED", "ScrubRules", "path_matches"]
+__all__ = [
+    "REDACTED",
+    "SECRET_HEADERS",
+    "SECRET_HEADER_WORDS",
+    "SECRET_JSON_NAMES",
+    "SECRET_QUERY_NAMES",
+    "ScrubRules",
+    "path_matches",
+]
 
 REDACTED: Final = "<REDACTED>"
 """What a secret is replaced with: not key-shaped, and ends every key pattern's character run.
 The one spelling the test kit uses (cassettes, captured requests, the mock's request log)."""
+
+_URL_REDACTED: Final = "REDACTED"
+"""The replacement inside URLs, where ``<`` and ``>`` would need escaping."""
+
+SECRET_HEADERS: Final = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie", "set-cookie"}
+)
+"""Headers whose values are always replaced, whatever they look like (compared lowercased)."""
+
+SECRET_HEADER_WORDS: Final = frozenset(
+    {
+        "apikey",
+        "auth",
+        "authorization",
+        "cookie",
+        "credential",
+        "credentials",
+        "key",
+        "passwd",
+        "password",
+        "secret",
+        "signature",
+        "token",
+    }
+)
+"""A header (or query parameter) whose name has one of these words (split on ``-``/``_``,
+lowercased) is a credential: ``x-team-token``, ``x-goog-api-key``. Plurals are not words here,
+so ``x-ratelimit-remaining-tokens`` keeps its value."""
+
+SECRET_JSON_NAMES: Final = frozenset(
+    {
+        "access_token",
+        "accesstoken",
+        "api-key",
+        "api_key",
+        "apikey",
+        "auth_token",
+        "authorization",
+        "client_secret",
+        "clientsecret",
+        "id_token",
+        "passwd",
+        "password",
+        "private_key",
+        "refresh_token",
+        "refreshtoken",
+        "secret",
+        "secret_key",
+        "session_token",
+        "x-api-key",
+    }
+)
+"""JSON keys whose values are always replaced, whatever their shape (compared lowercased).
+Not ``token`` or ``key``: the API's own fields use them (``logprobs[].token``)."""
+
+SECRET_QUERY_NAMES: Final = SECRET_JSON_NAMES | {"key", "sig", "signature", "token"}
+"""Query parameters are credentials more often than JSON keys are (``?key=…`` for Google APIs)."""
+
+# Each alternative is a secret on its own; a bearer scheme keeps its word and loses its token.
+_KEY_PATTERN: Final = re.compile(
+    r"(?P<bearer>(?i:bearer)\s+)[A-Za-z0-9\-._~+/]{20,}=*"
+    r"|(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{20,}"
+    r"|(?<![A-Za-z0-9])AKIA[0-9A-Z]{16}(?![0-9A-Z])"
+    r"|(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"
+    r"|(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{36,}"
+    r"|(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9\-]{10,}"
+    r"|(?<![A-Za-z0-9])eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"
+)
+
+_KEY_STARTS: Final = ("sk-", "AKIA", "AIza", "eyJ", "xox", "ghp_", "gho_", "ghu_", "ghs_", "ghr_")
+"""What every case-sensitive alternative of the key pattern starts with (``bearer`` aside)."""
+
+_URL_HEADERS: Final = frozenset({"location", "content-location", "referer", "origin"})
+"""Headers whose value is a URL: scrubbed as one (credential query parameters included)."""
+
+_RULES_VERSION: Final = 2
+"""Bumped whenever the built-in rules change: a cassette written under older rules is then
+scrubbed again as it loads (its checksum no longer matches)."""
+
+_WORD_SPLIT: Final = re.compile(r"[-_.\s]+")
+_MAX_PASSES: Final = 16
+"""A user pattern whose replacement feeds a new match stops here (see :class:`ScrubRuleError`)."""
+
+
+def _replace(match: re.Match[str]) -> str:
+    bearer = match.group("bearer")
+    return f"{bearer}{REDACTED}" if bearer else REDACTED
+
+
+def _may_hold_key(text: str) -> bool:
+    """``False`` only when ``text`` certainly holds nothing key-shaped.
+
+    The key pattern opens each alternative with a lookbehind, which keeps the regex engine from
+    skipping ahead: it costs ~90 ns per character. Substring search is ~50× faster, and every
+    match starts with one of :data:`_KEY_STARTS` or with ``bearer`` in any case (no character
+    outside ``bBeEaArR`` lowercases to those letters or matches them case-insensitively).
+    """
+    return any(start in text for start in _KEY_STARTS) or "bearer" in text.lower()
+
+
+def _name_words(name: str) -> set[str]:
+    return set(_WORD_SPLIT.split(name.lower()))
 
 
 _PATH_PART: Final = re.compile(r"\[(\*|\d+)\]|\.?([^.\[\]]+)")

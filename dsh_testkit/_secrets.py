@@ -46,7 +46,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import re
 import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
@@ -56,6 +55,7 @@ from ._errors import ScrubRuleError, UnscrubbableBody
 from ._scrub_bodies import (
     Piece,
     content_type,
+    cut_pieces,
     data_line,
     decompress,
     gunzip,
@@ -64,7 +64,25 @@ from ._scrub_bodies import (
     stream_fields,
     text_encoding,
 )
-from ._scrub_rules import REDACTED, ScrubRules, path_matches
+from ._scrub_rules import (
+    _KEY_PATTERN,
+    _MAX_PASSES,
+    _RULES_VERSION,
+    _URL_HEADERS,
+    _URL_REDACTED,
+    REDACTED,
+    SECRET_HEADER_WORDS,
+    SECRET_HEADERS,
+    SECRET_JSON_NAMES,
+    SECRET_QUERY_NAMES,
+    ScrubRules,
+    _name_words,
+    _replace,
+    path_matches,
+)
+from ._scrub_rules import (
+    _may_hold_key as _may_hold_key,  # also read by the trace writer
+)
 
 __all__ = [
     "REDACTED",
@@ -84,109 +102,6 @@ __all__ = [
     "scrub_vcr_request",
     "scrub_vcr_response",
 ]
-
-_URL_REDACTED: Final = "REDACTED"
-"""The replacement inside URLs, where ``<`` and ``>`` would need escaping."""
-
-SECRET_HEADERS: Final = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie", "set-cookie"}
-)
-"""Headers whose values are always replaced, whatever they look like (compared lowercased)."""
-
-SECRET_HEADER_WORDS: Final = frozenset(
-    {
-        "apikey",
-        "auth",
-        "authorization",
-        "cookie",
-        "credential",
-        "credentials",
-        "key",
-        "passwd",
-        "password",
-        "secret",
-        "signature",
-        "token",
-    }
-)
-"""A header (or query parameter) whose name has one of these words (split on ``-``/``_``,
-lowercased) is a credential: ``x-team-token``, ``x-goog-api-key``. Plurals are not words here,
-so ``x-ratelimit-remaining-tokens`` keeps its value."""
-
-SECRET_JSON_NAMES: Final = frozenset(
-    {
-        "access_token",
-        "accesstoken",
-        "api-key",
-        "api_key",
-        "apikey",
-        "auth_token",
-        "authorization",
-        "client_secret",
-        "clientsecret",
-        "id_token",
-        "passwd",
-        "password",
-        "private_key",
-        "refresh_token",
-        "refreshtoken",
-        "secret",
-        "secret_key",
-        "session_token",
-        "x-api-key",
-    }
-)
-"""JSON keys whose values are always replaced, whatever their shape (compared lowercased).
-Not ``token`` or ``key``: the API's own fields use them (``logprobs[].token``)."""
-
-SECRET_QUERY_NAMES: Final = SECRET_JSON_NAMES | {"key", "sig", "signature", "token"}
-"""Query parameters are credentials more often than JSON keys are (``?key=…`` for Google APIs)."""
-
-# Each alternative is a secret on its own; a bearer scheme keeps its word and loses its token.
-_KEY_PATTERN: Final = re.compile(
-    r"(?P<bearer>(?i:bearer)\s+)[A-Za-z0-9\-._~+/]{20,}=*"
-    r"|(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{20,}"
-    r"|(?<![A-Za-z0-9])AKIA[0-9A-Z]{16}(?![0-9A-Z])"
-    r"|(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"
-    r"|(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{36,}"
-    r"|(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9\-]{10,}"
-    r"|(?<![A-Za-z0-9])eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"
-)
-
-_KEY_STARTS: Final = ("sk-", "AKIA", "AIza", "eyJ", "xox", "ghp_", "gho_", "ghu_", "ghs_", "ghr_")
-"""What every case-sensitive alternative of the key pattern starts with (``bearer`` aside)."""
-
-_URL_HEADERS: Final = frozenset({"location", "content-location", "referer", "origin"})
-"""Headers whose value is a URL: scrubbed as one (credential query parameters included)."""
-
-_RULES_VERSION: Final = 2
-"""Bumped whenever the built-in rules change: a cassette written under older rules is then
-scrubbed again as it loads (its checksum no longer matches)."""
-
-_WORD_SPLIT: Final = re.compile(r"[-_.\s]+")
-_MAX_PASSES: Final = 16
-"""A user pattern whose replacement feeds a new match stops here (see :class:`ScrubRuleError`)."""
-
-
-def _replace(match: re.Match[str]) -> str:
-    bearer = match.group("bearer")
-    return f"{bearer}{REDACTED}" if bearer else REDACTED
-
-
-def _may_hold_key(text: str) -> bool:
-    """``False`` only when ``text`` certainly holds nothing key-shaped.
-
-    The key pattern opens each alternative with a lookbehind, which keeps the regex engine from
-    skipping ahead: it costs ~90 ns per character. Substring search is ~50× faster, and every
-    match starts with one of :data:`_KEY_STARTS` or with ``bearer`` in any case (no character
-    outside ``bBeEaArR`` lowercases to those letters or matches them case-insensitively).
-    """
-    return any(start in text for start in _KEY_STARTS) or "bearer" in text.lower()
-
-
-def _name_words(name: str) -> set[str]:
-    return set(_WORD_SPLIT.split(name.lower()))
-
 
 # ------------------------------------------------------------------------------ the scrubber
 
@@ -545,32 +460,7 @@ class Scrubber:
             matches += [(m.start(), m.end(), _replace(m)) for m in _KEY_PATTERN.finditer(joined)]
         for pattern in self._patterns:
             matches += [(m.start(), m.end(), REDACTED) for m in pattern.finditer(joined)]
-        matches.sort()
-        kept: list[tuple[int, int, str]] = []
-        for start, end, replacement in matches:
-            if kept and start < kept[-1][1]:
-                continue  # overlapping matches: the first one wins this pass
-            kept.append((start, end, replacement))
-        out = []
-        offset = 0
-        for piece in pieces:
-            p_start, p_end = offset, offset + len(piece.text)
-            offset = p_end
-            text = piece.text
-            result = []
-            cursor = p_start
-            for start, end, replacement in kept:
-                if end <= p_start or start >= p_end:
-                    if p_start <= start < p_end and start == end:  # pragma: no cover
-                        result.append(replacement)
-                    continue
-                result.append(text[cursor - p_start : max(start, p_start) - p_start])
-                if p_start <= start < p_end:
-                    result.append(replacement)
-                cursor = min(end, p_end)
-            result.append(text[cursor - p_start :])
-            out.append("".join(result))
-        return out
+        return cut_pieces([p.text for p in pieces], matches)
 
     # ------------------------------------------------------------------- vcr records
 

@@ -187,6 +187,12 @@ def _is_session_log(path: str) -> bool:
     return isinstance(header, dict) and header.get("type") == "session"
 
 
+def _rebuild_arguments(parser: argparse.ArgumentParser) -> None:
+    from .reports import add_rebuild_arguments
+
+    add_rebuild_arguments(parser)
+
+
 def _calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     from .calibration._cli import add_calibrate_arguments
 
@@ -406,6 +412,10 @@ _SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] =
         "per-request prompt-cache hits, the best possible, and why each drop happened",
         _cache_report_arguments,
     ),
+    "rebuild": (
+        "print every request a log rebuilds, as a summary or the exact wire body",
+        _rebuild_arguments,
+    ),
     "calibrate": (
         "how far the mock's prefix-cache simulator agrees with live usage in session logs",
         _calibrate_arguments,
@@ -464,6 +474,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.block_tokens = DEFAULT_BLOCK_TOKENS
             return run_cache_report(args)
         return run_trace_cache_report(args)
+    if args.command == "rebuild":
+        from .reports import run_rebuild
+
+        return run_rebuild(args)
     if args.command == "calibrate":
         from .calibration._cli import run_calibrate
 

@@ -56,6 +56,7 @@ from dsh_core import (
     Message,
     ReconstructedRequest,
     ToolSchema,
+    ToolsPlaceholder,
     reconstruct_requests,
 )
 from dsh_core.persistence import load_session
@@ -460,8 +461,9 @@ def _epoch_index(rebuilt: ReconstructedRequest, header_seqs: Sequence[int]) -> i
 
 def _without_placeholders(options: GenerateOptions) -> GenerateOptions:
     system = None if options.system in _PLACEHOLDERS else options.system
-    tools = None if isinstance(options.tools, str) else options.tools
-    return replace(options, system=system, tools=tools)
+    tools = None if isinstance(options.tools, ToolsPlaceholder) else options.tools
+    prefix = tuple(m for m in options.message_prefix if not isinstance(m, str))
+    return replace(options, system=system, tools=tools, message_prefix=prefix)
 
 
 def _with_header(
@@ -474,9 +476,9 @@ def _with_header(
     if sidecars is not None and epoch < len(sidecars.prompts) and epoch < len(sidecars.tools):
         if system == "{{system}}":
             system, used = sidecars.prompts[epoch], True
-        if tools == "{{tools}}":
+        if isinstance(tools, ToolsPlaceholder):
             tools, used = sidecars.tools[epoch], True
-    known = system not in _PLACEHOLDERS and tools not in _PLACEHOLDERS
+    known = system not in _PLACEHOLDERS and not isinstance(tools, ToolsPlaceholder)
     return _without_placeholders(replace(options, system=system, tools=tools)), known, used
 
 

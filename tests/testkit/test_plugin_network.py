@@ -478,3 +478,35 @@ def test_a_script_pushed_while_replaying_is_reported_visibly(project: pytest.Pyt
         ]
     )
     assert "test_scripted_only_when_recording:" not in replay.stdout.str()
+
+
+def test_the_ini_file_can_block_the_network_and_allow_hosts(project: pytest.Pytester) -> None:
+    project.makefile(
+        ".ini",
+        pytest=INI + "dsh_block_network = true\ndsh_allowed_hosts = example.org *.example.net\n",
+    )
+    project.makepyfile(
+        test_ini="""
+        import socket
+
+        import pytest
+        from dsh_testkit.cassettes import NetworkBlocked
+
+
+        def test_refused():
+            with pytest.raises(NetworkBlocked, match="--dsh-allowed-hosts=example.com"):
+                socket.getaddrinfo("example.com", 443)
+
+
+        def test_allowed():
+            try:
+                socket.getaddrinfo("a.example.net", 443)
+            except OSError:
+                pass  # offline: resolution fails, but it was not refused
+        """
+    )
+    result = project.runpytest()
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["dsh-testkit: *; network: blocked but loopback and *.example.net, example.org"]
+    )
