@@ -5,6 +5,7 @@ it; the loop builds each request from those folds and nothing else, so anyone ho
 rebuilds every request byte for byte (:func:`reconstruct_request`).
 """
 
+from ._assembly import BlockAssembler
 from ._compaction import CompactionError, Compactor, estimate_context_tokens
 from ._differences import (
     TextDifference,
@@ -102,19 +103,16 @@ from ._reconstruct import (
     reconstruct_request,
     reconstruct_requests,
 )
+from ._request import CancelToken, GenerateOptions, Provider
 from ._retry import RetryPolicy
 from ._session import SESSION_FORMAT_VERSION, EventLog, Session, SessionInfo, fork
 from ._sidecars import PLACEHOLDERS, Sidecars
 from ._stream import (
-    BlockAssembler,
     BlockEnd,
     BlockStart,
-    CancelToken,
     Finish,
     FinishReason,
-    GenerateOptions,
     LlmFailure,
-    Provider,
     ProviderError,
     ReasoningDelta,
     StreamChunk,

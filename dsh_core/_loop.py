@@ -39,26 +39,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from ._assembly import BlockAssembler, message_from_blocks
 from ._cancel import Aborted, CancelGuard
 from ._errors import AgentError
 from ._events import last_turn_boundary, open_turn, turn_step
 from ._header import EpochHeader, LlmCallConfig, ToolSchema, canonical_header, plan_header_event
 from ._invariants import LogInvariant, RequestInvariant
 from ._messages import Message, user_message
+from ._request import CancelToken, GenerateOptions, Provider
 from ._retry import RetryPolicy
 from ._session import Session
-from ._stream import (
-    BlockAssembler,
-    CancelToken,
-    Finish,
-    FinishReason,
-    GenerateOptions,
-    LlmFailure,
-    Provider,
-    ProviderError,
-    StreamChunk,
-    message_from_blocks,
-)
+from ._stream import Finish, FinishReason, LlmFailure, ProviderError, StreamChunk
 from ._tools import Tool, ToolRegistry, ToolScheduler
 from ._views import MessageView
 

@@ -36,7 +36,8 @@ from ._events import SURFACE_EVENT_TYPES, Event, turn_step
 from ._header import EpochHeader, ToolSchema, ToolsPlaceholder, fold_request_header
 from ._json import dumps_canonical
 from ._messages import Message, derive_event_message
-from ._stream import GenerateOptions, TokenUsage
+from ._request import GenerateOptions
+from ._stream import TokenUsage
 from ._surface import SurfaceFold
 from ._views import MessageView
 

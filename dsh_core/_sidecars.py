@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from ._errors import DshError, HeaderError, SidecarError
 from ._events import Event
@@ -37,7 +37,24 @@ from ._json import FrozenDict, freeze_json, thaw_json
 from ._messages import Message
 
 if TYPE_CHECKING:
-    from .persistence.jsonl import LoadedLog
+    from ._session import SessionInfo
+
+
+class _LoadedLike(Protocol):
+    """What :meth:`Sidecars.fill` reads of a loaded log (``persistence.LoadedLog``), named
+    structurally so this module does not import the persistence layer."""
+
+    @property
+    def info(self) -> SessionInfo: ...
+
+    @property
+    def events(self) -> tuple[Event, ...]: ...
+
+    @property
+    def closers(self) -> tuple[Event, ...]: ...
+
+
+_Loaded = TypeVar("_Loaded", bound=_LoadedLike)
 
 __all__ = ["PLACEHOLDERS", "Sidecars", "sidecar_paths"]
 
@@ -222,15 +239,16 @@ class Sidecars:
             out.append(event)
         return tuple(out)
 
-    def fill(self, loaded: LoadedLog) -> LoadedLog:
-        """A :class:`LoadedLog` with its placeholders filled (header record included)."""
+    def fill(self, loaded: _Loaded) -> _Loaded:
+        """A loaded log (:class:`dsh_core.persistence.LoadedLog`) with its placeholders filled,
+        header record included."""
         from dataclasses import replace
 
         info = loaded.info
         if self.values:
             raw = _deep_replace(info.to_json(), self.values)
             info = type(info).from_json(freeze_json(raw, path="header"))
-        return replace(
+        return replace(  # type: ignore[type-var]  # every _LoadedLike here is a dataclass
             loaded,
             info=info,
             events=self.fill_events(loaded.events),

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeAlias
 from ._errors import UnfilledPlaceholderError
 from ._header import ToolsPlaceholder, is_placeholder
 from ._reconstruct import ReconstructedRequest
-from ._stream import GenerateOptions
+from ._request import GenerateOptions
 
 __all__ = ["WireApi", "check_sendable", "request_wire_body"]
 

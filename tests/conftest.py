@@ -1,9 +1,8 @@
-"""Shared test configuration: hypothesis profiles and the reference-logs location."""
+"""Shared test configuration: the hypothesis profiles (helpers live in tests/_support.py)."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
@@ -26,8 +25,3 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
-
-REFERENCE_LOGS = (
-    Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "reference-logs"
-)
-"""Real logs of the reference harness, beside the checkout (absent on some machines)."""

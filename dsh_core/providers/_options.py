@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from .._header import ToolSchema, ToolsPlaceholder
 from .._messages import Message
-from .._stream import GenerateOptions, ProviderError
+from .._request import GenerateOptions
+from .._stream import ProviderError
 from ._failures import failure
 
 __all__ = [

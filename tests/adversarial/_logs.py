@@ -29,7 +29,7 @@ from typing import Any
 from dsh_core import CorruptLogError, DshError, dumps_canonical
 from dsh_core.persistence import ChunkRow, LoadedLog, load_session, open_session
 from dsh_testkit.reports import audit_loaded, cache_report_loaded
-from tests.conftest import REFERENCE_LOGS
+from tests._support import REFERENCE_LOGS
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "scenarios" / "recordings"
 

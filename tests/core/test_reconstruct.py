@@ -25,7 +25,7 @@ from dsh_core import (
     reconstruct_requests,
 )
 from dsh_core.persistence import load_session
-from tests.conftest import REFERENCE_LOGS
+from tests._support import REFERENCE_LOGS
 
 pytestmark = pytest.mark.skipif(
     not REFERENCE_LOGS.is_dir(), reason=f"reference logs not found at {REFERENCE_LOGS}"

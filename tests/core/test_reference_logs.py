@@ -15,7 +15,7 @@ import pytest
 
 from dsh_core import CORE_EVENT_TYPES, CorruptLogError, ToolsPlaceholder, fold_request_header
 from dsh_core.persistence import dumps_session, load_session, open_session
-from tests.conftest import REFERENCE_LOGS
+from tests._support import REFERENCE_LOGS
 
 ROW_TYPES = {"text-chunks", "reasoning-chunks", "tool-call-chunks"}
 

@@ -14,7 +14,7 @@ import pytest
 
 from dsh_core import Session, SessionInfo
 from dsh_core.persistence import dumps_session
-from tests.conftest import REFERENCE_LOGS
+from tests._support import REFERENCE_LOGS
 
 SYSTEM_LINES = [f"rule {i}: answer precisely and cite the file you read" for i in range(1, 41)]
 SYSTEM = "\n".join(SYSTEM_LINES)

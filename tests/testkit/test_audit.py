@@ -31,7 +31,7 @@ from dsh_testkit.reports import (
     run_audit,
 )
 from dsh_testkit.reports._compare import header_changes, header_summary
-from tests.conftest import REFERENCE_LOGS
+from tests._support import REFERENCE_LOGS
 
 from ._report_builders import (
     GREP,

@@ -29,7 +29,7 @@ from dsh_testkit.calibration import (
 )
 from dsh_testkit.mock._template import PromptRenderer
 from dsh_testkit.tokenizers import HeuristicTokenizer
-from tests.conftest import REFERENCE_LOGS
+from tests._support import REFERENCE_LOGS
 
 from ._report_builders import LogBuilder, header
 

@@ -44,7 +44,7 @@ from dsh_testkit.replay import (
     UnrecordedSession,
     derive_replay_script,
 )
-from tests.conftest import REFERENCE_LOGS
+from tests._support import REFERENCE_LOGS
 
 
 def ids() -> Callable[[], str]:

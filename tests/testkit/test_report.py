@@ -27,7 +27,7 @@ from dsh_testkit.reports import (
     run_cache_report,
 )
 from dsh_testkit.reports._html import render_cache_report_html
-from tests.conftest import REFERENCE_LOGS
+from tests._support import REFERENCE_LOGS
 
 from ._report_builders import (
     GREP,

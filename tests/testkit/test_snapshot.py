@@ -53,7 +53,7 @@ from dsh_testkit.golden import (
 )
 from dsh_testkit.golden._inputs import logs_of
 from dsh_testkit.golden._text import _value_lines
-from tests.conftest import REFERENCE_LOGS
+from tests._support import REFERENCE_LOGS
 
 # ---------------------------------------------------------------------------------------------
 # Helpers: real loop runs (random ids and real times, as in production) and hand-built logs

@@ -21,9 +21,7 @@ from ..._messages import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ..._stream import (
-    GenerateOptions,
-)
+from ..._request import GenerateOptions
 from .._models import MODELS, thinking_enabled
 from .._options import (
     NO_OUTPUT,

@@ -20,9 +20,7 @@ from ..._messages import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ..._stream import (
-    GenerateOptions,
-)
+from ..._request import GenerateOptions
 from .._options import (
     NO_OUTPUT,
     options_thinking,
