@@ -30,7 +30,7 @@ from ._audit import (
     render_audit,
     run_audit,
 )
-from ._cache_report import (
+from ._cache_model import (
     CACHE_REPORT_FORMAT_VERSION,
     CHARS_PER_TOKEN,
     DEFAULT_BLOCK_TOKENS,
@@ -41,13 +41,13 @@ from ._cache_report import (
     CacheTotals,
     RequestCache,
     TokenEstimator,
-    add_cache_report_arguments,
+    named_estimator,
+)
+from ._cache_render import add_cache_report_arguments, render_cache_report, run_cache_report
+from ._cache_report import (
     cache_report,
     cache_report_file,
     cache_report_loaded,
-    named_estimator,
-    render_cache_report,
-    run_cache_report,
 )
 from ._doctor import (
     CAUSE_CODES,
