@@ -1,4 +1,4 @@
-"""Lossless JSON (dsh-core-spec §2.3): what is accepted, what is refused and where, immutability,
+"""Lossless JSON (docs/design.md §2.3): what is accepted, what is refused and where, immutability,
 canonical text, and deep nesting without the recursion limit."""
 
 from __future__ import annotations
