@@ -90,7 +90,7 @@ def run(quick: bool) -> Section:
         section.notes.append(f"the reference logs are absent ({REFERENCE_LOGS})")
         return section
     sizes = QUICK_SIZES if quick else SIZES
-    rounds = 1 if quick else 3
+    rounds = 1 if quick else 5
     root = Path(tempfile.mkdtemp(prefix="dsh-bench-calibrate-"))
     try:
         folders = {n: _folder(root, n, sources) for n in sizes}

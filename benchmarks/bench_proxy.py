@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import subprocess
 import sys
@@ -50,9 +51,19 @@ def _body(client: int, n: int) -> dict[str, Any]:
     }
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process, from /proc (``None`` where there is no /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
-def _process(args: list[str], pattern: str) -> Iterator[str]:
-    """A child process whose first stdout line matches ``pattern``; yields the match's group 1."""
+def _process(args: list[str], pattern: str) -> Iterator[tuple[str, int]]:
+    """A child process whose first stdout line matches ``pattern``; yields the match's group 1
+    and the process id."""
     with subprocess.Popen(
         [sys.executable, "-m", "dsh_testkit.cli", *args],
         stdout=subprocess.PIPE,
@@ -65,7 +76,7 @@ def _process(args: list[str], pattern: str) -> Iterator[str]:
             match = re.search(pattern, line)
             if match is None:
                 raise RuntimeError(f"`dsh-testkit {args[0]}` printed {line!r}")
-            yield match.group(1)
+            yield match.group(1), process.pid
         finally:
             process.terminate()
             try:
@@ -147,20 +158,22 @@ def run(quick: bool) -> Section:
     loaded: dict[str, list[tuple[float, float]]] = {"direct": [], "proxy": []}
     with (
         tempfile.TemporaryDirectory() as tmp,
-        _process(["serve", "--port", "0"], r"^(http://\S+)") as upstream,
+        _process(["serve", "--port", "0"], r"^(http://\S+)") as (upstream, _),
         _process(
             ["proxy", "--upstream", upstream, "--out", str(Path(tmp) / "bench.trace")],
             r"listening on (http://\S+)",
-        ) as proxy,
+        ) as (proxy, proxy_pid),
     ):
         routes = {"direct": upstream, "proxy": proxy}
         for url in routes.values():
             asyncio.run(_load(url, 2, 2))  # warm up: imports, first connections
+        cpu_before = _cpu_seconds(proxy_pid)
         for _ in range(rounds):
             for route, url in routes.items():
                 single[route] += asyncio.run(_load(url, 1, sequential))
             for route, url in routes.items():
                 loaded[route] += asyncio.run(_load(url, clients, per_client))
+        cpu_after = _cpu_seconds(proxy_pid)
         recorded = sum(1 for _ in (Path(tmp) / "bench.trace").open(encoding="utf-8")) - 1
     for label, results in (("one client", single), (f"{clients} concurrent clients", loaded)):
         section.figures += _added(
@@ -175,6 +188,18 @@ def run(quick: bool) -> Section:
             [r[0] for r in results["proxy"]],
             goal=False,
         )
+    proxied = len(single["proxy"]) + len(loaded["proxy"])
+    section.figures.append(
+        Figure(
+            label="proxy CPU per request (forwarding + recording)",
+            value=None
+            if cpu_before is None or cpu_after is None
+            else (cpu_after - cpu_before) / proxied * 1000,
+            unit="ms",
+            note="user + system CPU of the proxy process over the measured requests "
+            "(independent of how loaded the machine is)",
+        )
+    )
     section.figures.append(
         Figure(
             label="exchanges recorded in the trace file",

@@ -5,6 +5,7 @@ it; the loop builds each request from those folds and nothing else, so anyone ho
 rebuilds every request byte for byte (:func:`reconstruct_request`).
 """
 
+from ._assembly import BlockAssembler
 from ._compaction import CompactionError, Compactor, estimate_context_tokens
 from ._differences import (
     TextDifference,
@@ -26,7 +27,9 @@ from ._errors import (
     InvalidEventError,
     InvariantViolation,
     JsonValueError,
+    SidecarError,
     SurfaceError,
+    UnfilledPlaceholderError,
     UnsupportedVersionError,
 )
 from ._events import (
@@ -49,6 +52,7 @@ from ._header import (
     SystemDelta,
     ToolSchema,
     ToolsDelta,
+    ToolsPlaceholder,
     apply_header_delta,
     canonical_header,
     diff_header,
@@ -99,18 +103,16 @@ from ._reconstruct import (
     reconstruct_request,
     reconstruct_requests,
 )
+from ._request import CancelToken, GenerateOptions, Provider
 from ._retry import RetryPolicy
 from ._session import SESSION_FORMAT_VERSION, EventLog, Session, SessionInfo, fork
+from ._sidecars import PLACEHOLDERS, Sidecars
 from ._stream import (
-    BlockAssembler,
     BlockEnd,
     BlockStart,
-    CancelToken,
     Finish,
     FinishReason,
-    GenerateOptions,
     LlmFailure,
-    Provider,
     ProviderError,
     ReasoningDelta,
     StreamChunk,
@@ -123,6 +125,7 @@ from ._stream import (
 from ._surface import SurfaceReplacement, fold_surface
 from ._tools import Tool, ToolContext, ToolFunction, ToolOutput, ToolRegistry, tool
 from ._views import MessageView
+from ._wire_body import WireApi, check_sendable, request_wire_body
 from .persistence import (
     JsonlWriter,
     LoadedLog,
@@ -136,6 +139,7 @@ from .providers import AnthropicProvider, DeepSeekProvider, SseTruncatedError, W
 __all__ = [
     "CORE_EVENT_TYPES",
     "MAX_JSON_DEPTH",
+    "PLACEHOLDERS",
     "SESSION_FORMAT_VERSION",
     "SURFACE_EVENT_TYPES",
     "AddedTool",
@@ -193,6 +197,8 @@ __all__ = [
     "RetryPolicy",
     "Session",
     "SessionInfo",
+    "SidecarError",
+    "Sidecars",
     "SseTruncatedError",
     "StreamChunk",
     "SurfaceError",
@@ -214,14 +220,18 @@ __all__ = [
     "ToolResultBlock",
     "ToolSchema",
     "ToolsDelta",
+    "ToolsPlaceholder",
     "TurnCancelledError",
     "TurnStep",
+    "UnfilledPlaceholderError",
     "UnsupportedVersionError",
     "UsageChunk",
+    "WireApi",
     "WireFormatError",
     "apply_header_delta",
     "assistant_message",
     "canonical_header",
+    "check_sendable",
     "chunk_from_json",
     "config_differences",
     "count_difference",
@@ -248,6 +258,7 @@ __all__ = [
     "preview_value",
     "reconstruct_request",
     "reconstruct_requests",
+    "request_wire_body",
     "system_difference",
     "text_difference",
     "thaw_json",

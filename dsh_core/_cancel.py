@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
-from ._stream import CancelToken
+from ._request import CancelToken
 
 __all__ = ["Aborted", "CancelGuard"]
 

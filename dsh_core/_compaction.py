@@ -24,11 +24,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from ._assembly import BlockAssembler
 from ._errors import AgentError
 from ._events import SurfaceReplace
 from ._messages import Message, TextBlock, derive_event_message, user_message
+from ._request import GenerateOptions
 from ._session import Session
-from ._stream import BlockAssembler, Finish, GenerateOptions, TokenUsage
+from ._stream import Finish, TokenUsage
 
 if TYPE_CHECKING:
     from ._loop import PreStepContext

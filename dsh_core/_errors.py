@@ -10,6 +10,8 @@ as attributes (``.seq``, ``.path``, ``.line``), not only in its message::
     ├── HeaderError           an invalid request header or header delta (duplicate tool names, …)
     ├── CorruptLogError       a stored or folded log cannot be read as written (``.seq``, ``.line``, ``.path``)
     │   └── UnsupportedVersionError   a log of another format version (never migrated)
+    ├── SidecarError          a placeholder sidecar does not read or does not fit its log (``.path``)
+    ├── UnfilledPlaceholderError  a request to send still holds a placeholder (``.placeholder``, ``.field``)
     ├── LogLockedError        a second writer opened a session file (``.path``)   [persistence]
     ├── ForkError             a fork at an invalid boundary (``.seq``)
     ├── InvariantViolation    a dev-mode invariant failed (``.diff``)
@@ -35,7 +37,9 @@ __all__ = [
     "InvalidEventError",
     "InvariantViolation",
     "JsonValueError",
+    "SidecarError",
     "SurfaceError",
+    "UnfilledPlaceholderError",
     "UnsupportedVersionError",
 ]
 
@@ -100,6 +104,28 @@ class CorruptLogError(DshError):
 
 class UnsupportedVersionError(CorruptLogError):
     """The log was written in another session format version; logs are rejected, never migrated."""
+
+
+class SidecarError(DshError, ValueError):
+    """A sidecar file (the real values of a normalized log's placeholders) does not read, or
+    does not fit the log (fewer header epochs, other tool names). ``path`` names the file or
+    folder when known."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class UnfilledPlaceholderError(DshError, ValueError):
+    """A request about to become a wire body still holds a normalized log's placeholder.
+
+    ``placeholder`` is the token (``"{{system}}"``, ``"{{tools}}"``, the tool-name list …) and
+    ``field`` where it sits (``system``, ``tools``, ``messagePrefix[0]``)."""
+
+    def __init__(self, message: str, *, placeholder: str, field: str) -> None:
+        super().__init__(message)
+        self.placeholder = placeholder
+        self.field = field
 
 
 class ForkError(DshError, ValueError):

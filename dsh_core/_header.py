@@ -1,11 +1,17 @@
 """The request header: everything a request carries besides its messages, and its delta codec.
 
-An :class:`EpochHeader` (call config, rendered system prompt, tool schemas) is logged session
-state. Snapshots (``request/header``) anchor the fold; deltas (``request/header-delta``) amend it:
+An :class:`EpochHeader` (call config, rendered system prompt, tool schemas, an optional
+request-only message prefix) is logged session state. Snapshots (``request/header``) anchor the fold; deltas (``request/header-delta``) amend it:
 :class:`SystemDelta` trims a common line prefix and suffix, :class:`ToolsDelta` is name-keyed and
 also records where added tools go and any reordering of kept tools, so every pair of valid headers
 round-trips (the reference harness appended added tools at the end and fell back to a full
-snapshot for any mid-list insertion or reorder). The config is replaced whole.
+snapshot for any mid-list insertion or reorder). The config and the message prefix are replaced
+whole.
+
+Normalized logs (the reference harness's snapshot fixtures) elide content behind placeholders:
+``"{{system}}"``, tools as ``"{{tools}}"`` or as a list of tool names (:class:`ToolsPlaceholder`),
+prefix messages as ``"{{messagePrefix}}"``. They are kept and compared by value; filling them is
+:class:`dsh_core.Sidecars`' job.
 
 The writer (:func:`plan_header_event`) never trusts its encoder: a delta is written only after
 applying it to the previous header is verified to reproduce the new one; otherwise it writes a
@@ -20,9 +26,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, TypeGuard
 
-from ._errors import CorruptLogError, HeaderError, JsonValueError
+from ._errors import CorruptLogError, DshError, HeaderError, JsonValueError
 from ._events import Event
 from ._json import FrozenDict, dumps_canonical, freeze_json
+from ._messages import Message
 
 __all__ = [
     "AddedTool",
@@ -30,18 +37,26 @@ __all__ = [
     "HeaderDelta",
     "HeaderEventPlan",
     "LlmCallConfig",
+    "PrefixEntry",
     "SystemDelta",
     "ToolSchema",
     "ToolsDelta",
+    "ToolsPlaceholder",
     "apply_header_delta",
     "canonical_header",
     "diff_header",
     "fold_request_header",
     "header_equals",
+    "is_placeholder",
     "plan_header_event",
 ]
 
 _PLACEHOLDER = re.compile(r"^\{\{[A-Za-z0-9_.:-]+\}\}$")
+
+
+def is_placeholder(value: object) -> bool:
+    """Whether ``value`` is a placeholder token such as ``"{{system}}"`` (a normalized log's)."""
+    return isinstance(value, str) and bool(_PLACEHOLDER.match(value))
 
 
 def _non_empty_str(value: object) -> bool:
@@ -192,6 +207,96 @@ class ToolSchema:
         return cls(name=name, description=description, parameters=parameters)  # type: ignore[arg-type]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolsPlaceholder:
+    """Tool schemas a normalized log elided; exactly one of ``token`` and ``names`` is set.
+
+    - ``token``: one opaque placeholder for the whole list (``"{{tools}}"``);
+    - ``names``: the tool names in the order the model saw them, schemas elided (the reference
+      harness's ``"tools": ["job_list", …]``). A change of tool set or order stays visible.
+
+    A request with placeholder tools can be rebuilt and compared, but not sent: a provider
+    needs the schemas (fill them with :class:`dsh_core.Sidecars`).
+    """
+
+    token: str | None = None
+    """The placeholder text, e.g. ``"{{tools}}"``."""
+    names: tuple[str, ...] | None = None
+    """The tool names in order (non-empty, unique)."""
+
+    def __post_init__(self) -> None:
+        if (self.token is None) == (self.names is None):
+            raise HeaderError("a tools placeholder has either a token or a list of names")
+        if self.token is not None and not is_placeholder(self.token):
+            raise HeaderError(
+                f"header tools must be an array of tool schemas, got the string {self.token[:40]!r}"
+            )
+        if self.names is not None:
+            if not isinstance(self.names, tuple):
+                object.__setattr__(self, "names", tuple(self.names))
+            assert self.names is not None
+            if not self.names or not all(isinstance(n, str) and n for n in self.names):
+                raise HeaderError(
+                    f"a tool-name list needs non-empty names, got {list(self.names)!r}"
+                )
+            if len(set(self.names)) != len(self.names):
+                dup = next(n for n in self.names if self.names.count(n) > 1)
+                raise HeaderError(
+                    f"duplicate tool name {dup!r} in one header: a model cannot tell them apart"
+                )
+
+    def to_json(self) -> str | list[str]:
+        """``"{{tools}}"`` or ``["name", …]``, as the log writes it."""
+        return self.token if self.token is not None else list(self.names or ())
+
+    def describe(self) -> str:
+        """``the placeholder '{{tools}}'`` or ``the tool names ['a', 'b'] (schemas elided)``."""
+        if self.token is not None:
+            return f"the placeholder {self.token!r}"
+        return f"the tool names {list(self.names or ())} (schemas elided)"
+
+    @classmethod
+    def of(cls, value: str | Sequence[str]) -> ToolsPlaceholder:
+        """A token (a string) or a names list (a sequence of strings)."""
+        if isinstance(value, str):
+            return cls(token=value)
+        return cls(names=tuple(value))
+
+
+PrefixEntry: TypeAlias = "Message | str"
+"""One message of a header's message prefix, or a placeholder token (``"{{messagePrefix}}"``)
+standing for one elided message."""
+
+
+def _prefix_entry(value: object, index: int) -> Message | str:
+    if isinstance(value, Message):
+        return value
+    if isinstance(value, str):
+        if not is_placeholder(value):
+            raise HeaderError(
+                f"messagePrefix[{index}] must be a message or a placeholder such as "
+                f"'{{{{messagePrefix}}}}', got the string {value[:40]!r}"
+            )
+        return value
+    try:
+        return Message.from_json(value)
+    except DshError as exc:
+        raise HeaderError(f"messagePrefix[{index}] is not a message: {exc}") from exc
+
+
+def _prefix_from_json(value: object) -> tuple[Message | str, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise HeaderError(
+            f"header messagePrefix must be an array of messages, got {type(value).__name__}"
+        )
+    return tuple(_prefix_entry(v, i) for i, v in enumerate(value))
+
+
+def prefix_to_json(prefix: Sequence[Message | str]) -> list[Any]:
+    """A message prefix as the log writes it: messages as JSON, placeholders as strings."""
+    return [m if isinstance(m, str) else m.to_json() for m in prefix]
+
+
 def _check_unique(tools: Sequence[ToolSchema]) -> None:
     seen: set[str] = set()
     for tool in tools:
@@ -233,9 +338,14 @@ class EpochHeader:
     rather than the caller (the reference harness's current headers carry it). Empty ≡ absent."""
     system: str | None = None
     """The rendered system prompt; ``''`` is equivalent to absent (see :func:`canonical_header`)."""
-    tools: tuple[ToolSchema, ...] | str | None = None
-    """Tool schemas in the order the model sees them. A string is an opaque placeholder such as
-    ``"{{tools}}"`` (the reference harness's normalized logs), compared by value."""
+    tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None = None
+    """Tool schemas in the order the model sees them, or a :class:`ToolsPlaceholder` (the
+    reference harness's normalized logs), compared by value. A placeholder string given here
+    (``"{{tools}}"``) becomes a token placeholder."""
+    message_prefix: tuple[Message | str, ...] = ()
+    """Request-only messages placed before the derived history in every request of this header
+    epoch (right after the system prompt); message derivation never returns them, so the header
+    is their only record. Placeholder strings stand for elided messages. Empty ≡ absent."""
     _text: list[str] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -247,11 +357,17 @@ class EpochHeader:
             )
         if self.system is not None and not isinstance(self.system, str):
             raise HeaderError(f"header system must be a string, got {type(self.system).__name__}")
+        if not isinstance(self.message_prefix, tuple) or not all(
+            isinstance(m, (Message, str)) for m in self.message_prefix
+        ):
+            object.__setattr__(self, "message_prefix", _prefix_from_json(self.message_prefix))
+        else:
+            for i, entry in enumerate(self.message_prefix):
+                _prefix_entry(entry, i)
         if isinstance(self.tools, str):
-            if not _PLACEHOLDER.match(self.tools):
-                raise HeaderError(
-                    f"header tools must be an array of tool schemas, got the string {self.tools[:40]!r}"
-                )
+            object.__setattr__(self, "tools", ToolsPlaceholder(token=self.tools))
+        elif isinstance(self.tools, ToolsPlaceholder):
+            pass
         elif self.tools is not None:
             if not isinstance(self.tools, tuple) or not all(
                 isinstance(t, ToolSchema) for t in self.tools
@@ -274,8 +390,12 @@ class EpochHeader:
             out["system"] = self.system
         if self.tools is not None:
             out["tools"] = (
-                self.tools if isinstance(self.tools, str) else [t.to_json() for t in self.tools]
+                self.tools.to_json()
+                if isinstance(self.tools, ToolsPlaceholder)
+                else [t.to_json() for t in self.tools]
             )
+        if self.message_prefix:
+            out["messagePrefix"] = prefix_to_json(self.message_prefix)
         return out
 
     def canonical_text(self) -> str:
@@ -289,21 +409,26 @@ class EpochHeader:
         """The tools as a tuple (empty when absent or a placeholder)."""
         return self.tools if isinstance(self.tools, tuple) else ()
 
+    @property
+    def has_placeholders(self) -> bool:
+        """Whether any part of this header is a normalized log's placeholder."""
+        return (
+            isinstance(self.tools, ToolsPlaceholder)
+            or is_placeholder(self.system)
+            or any(isinstance(m, str) for m in self.message_prefix)
+        )
+
     @classmethod
     def from_json(cls, obj: object) -> EpochHeader:
         o = _obj(obj, "header")
-        _keys(o, ("config", "adapterDefaults", "system", "tools"), "header")
+        _keys(o, ("config", "adapterDefaults", "system", "tools", "messagePrefix"), "header")
         system = o.get("system")
         if system is not None and not isinstance(system, str):
             raise HeaderError(f"header system must be a string, got {type(system).__name__}")
-        tools_raw = o.get("tools")
-        tools: tuple[ToolSchema, ...] | str | None
-        if tools_raw is None or isinstance(tools_raw, str):
-            tools = tools_raw
-        elif isinstance(tools_raw, list):
-            tools = tuple(ToolSchema.from_json(t) for t in tools_raw)
-        else:
-            raise HeaderError(f"header tools must be an array, got {type(tools_raw).__name__}")
+        tools = _tools_from_json(o.get("tools"))
+        prefix_raw = o.get("messagePrefix")
+        if "messagePrefix" in o and prefix_raw is None:
+            raise HeaderError("header has invalid messagePrefix: null (omit the key instead)")
         defaults = o.get("adapterDefaults")
         if "adapterDefaults" in o and defaults is None:
             raise HeaderError("header has invalid adapterDefaults: null (omit the key instead)")
@@ -312,17 +437,42 @@ class EpochHeader:
             adapter_defaults=defaults if defaults is None else _check_adapter_defaults(defaults),
             system=system,
             tools=tools,
+            message_prefix=_prefix_from_json(prefix_raw) if prefix_raw is not None else (),
         )
 
 
+def _tools_from_json(raw: object) -> tuple[ToolSchema, ...] | ToolsPlaceholder | None:
+    """``null``/absent, a placeholder token, a list of names, or a list of schemas."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        return ToolsPlaceholder(token=raw)
+    if not isinstance(raw, list):
+        raise HeaderError(f"header tools must be an array, got {type(raw).__name__}")
+    if raw and all(isinstance(t, str) for t in raw):
+        return ToolsPlaceholder(names=tuple(raw))
+    if any(isinstance(t, str) for t in raw):
+        raise HeaderError(
+            "header tools mixes tool names and tool schemas: a list is either all names "
+            "(a normalized snapshot) or all schemas"
+        )
+    return tuple(ToolSchema.from_json(t) for t in raw)
+
+
 def canonical_header(header: EpochHeader) -> EpochHeader:
-    """Empty system and empty tools are the same as absent; everything else is kept as given."""
+    """Empty system, tools and message prefix are the same as absent; the rest is kept as given."""
     system = header.system or None
     tools = header.tools or None
     defaults = header.adapter_defaults or None
     if system is header.system and tools is header.tools and defaults is header.adapter_defaults:
         return header
-    return EpochHeader(config=header.config, adapter_defaults=defaults, system=system, tools=tools)
+    return EpochHeader(
+        config=header.config,
+        adapter_defaults=defaults,
+        system=system,
+        tools=tools,
+        message_prefix=header.message_prefix,
+    )
 
 
 def header_equals(a: EpochHeader, b: EpochHeader) -> bool:
@@ -453,6 +603,18 @@ class HeaderDelta:
     """Replaces the config whole when present (and, with it, its ``adapterDefaults``)."""
     adapter_defaults: FrozenDict | None = None
     """The new config's adapter-default markers (only with ``config``; absent = none)."""
+    message_prefix: tuple[Message | str, ...] | None = None
+    """Replaces the message prefix whole when present; ``()`` clears it (``None``: unchanged)."""
+
+    def __post_init__(self) -> None:
+        if self.message_prefix is not None and (
+            not isinstance(self.message_prefix, tuple)
+            or not all(isinstance(m, (Message, str)) for m in self.message_prefix)
+        ):
+            object.__setattr__(self, "message_prefix", _prefix_from_json(self.message_prefix))
+        elif self.message_prefix is not None:
+            for i, entry in enumerate(self.message_prefix):
+                _prefix_entry(entry, i)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -464,21 +626,27 @@ class HeaderDelta:
             out["config"] = self.config.to_json()
             if self.adapter_defaults:
                 out["adapterDefaults"] = self.adapter_defaults
+        if self.message_prefix is not None:
+            out["messagePrefix"] = prefix_to_json(self.message_prefix)
         return out
 
     @classmethod
     def from_json(cls, obj: object) -> HeaderDelta:
         o = _obj(obj, "header delta")
-        _keys(o, ("system", "tools", "config", "adapterDefaults"), "header delta")
+        _keys(o, ("system", "tools", "config", "adapterDefaults", "messagePrefix"), "header delta")
         config = LlmCallConfig.from_json(o["config"]) if o.get("config") is not None else None
         defaults = o.get("adapterDefaults")
         if defaults is not None and config is None:
             raise HeaderError("a header delta carries adapterDefaults only with a config")
+        prefix_raw = o.get("messagePrefix")
+        if "messagePrefix" in o and prefix_raw is None:
+            raise HeaderError("a header delta's messagePrefix is an array ([] clears it), not null")
         return cls(
             system=SystemDelta.from_json(o["system"]) if o.get("system") is not None else None,
             tools=ToolsDelta.from_json(o["tools"]) if o.get("tools") is not None else None,
             config=config,
             adapter_defaults=_check_adapter_defaults(defaults, config) if defaults else None,
+            message_prefix=_prefix_from_json(prefix_raw) if prefix_raw is not None else None,
         )
 
 
@@ -570,7 +738,7 @@ def diff_header(prev: EpochHeader, nxt: EpochHeader) -> HeaderDelta | None:
         return None
     system = _diff_system(a.system, b.system) if a.system != b.system else None
     tools: ToolsDelta | None = None
-    if isinstance(a.tools, str) or isinstance(b.tools, str):
+    if isinstance(a.tools, ToolsPlaceholder) or isinstance(b.tools, ToolsPlaceholder):
         if a.tools != b.tools:
             raise HeaderError(
                 "a tools placeholder (as in normalized reference logs) cannot be encoded as a "
@@ -586,12 +754,24 @@ def diff_header(prev: EpochHeader, nxt: EpochHeader) -> HeaderDelta | None:
     ) == dumps_canonical([b.config.to_json(), b.adapter_defaults or {}])
     config = None if same_config else b.config
     defaults = None if same_config else b.adapter_defaults
-    return HeaderDelta(system=system, tools=tools, config=config, adapter_defaults=defaults)
+    prefix = (
+        b.message_prefix
+        if dumps_canonical(prefix_to_json(a.message_prefix))
+        != dumps_canonical(prefix_to_json(b.message_prefix))
+        else None
+    )
+    return HeaderDelta(
+        system=system,
+        tools=tools,
+        config=config,
+        adapter_defaults=defaults,
+        message_prefix=prefix,
+    )
 
 
-def _placeholder_text(tools: tuple[ToolSchema, ...] | str | None) -> str:
-    if isinstance(tools, str):
-        return repr(tools)
+def _placeholder_text(tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None) -> str:
+    if isinstance(tools, ToolsPlaceholder):
+        return tools.describe()
     return "no tools" if not tools else f"{len(tools)} tools"
 
 
@@ -599,17 +779,24 @@ def apply_header_delta(prev: EpochHeader, delta: HeaderDelta) -> EpochHeader:
     """Apply ``delta`` to ``prev``; raises :class:`HeaderError` when it does not fit."""
     base = canonical_header(prev)
     system = _apply_system(base.system, delta.system) if delta.system is not None else base.system
-    tools: tuple[ToolSchema, ...] | str | None = base.tools
+    tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None = base.tools
     if delta.tools is not None:
-        if isinstance(base.tools, str):
-            raise HeaderError(f"cannot apply a tools delta to the placeholder {base.tools!r}")
+        if isinstance(base.tools, ToolsPlaceholder):
+            raise HeaderError(f"cannot apply a tools delta to {base.tools.describe()}")
         tools = _apply_tools(base.tool_list, delta.tools)
     if delta.config is not None:
         config, defaults = delta.config, delta.adapter_defaults
     else:
         config, defaults = base.config, base.adapter_defaults
+    prefix = base.message_prefix if delta.message_prefix is None else delta.message_prefix
     return canonical_header(
-        EpochHeader(config=config, adapter_defaults=defaults, system=system, tools=tools or None)
+        EpochHeader(
+            config=config,
+            adapter_defaults=defaults,
+            system=system,
+            tools=tools or None,
+            message_prefix=prefix,
+        )
     )
 
 

@@ -14,8 +14,8 @@ from ._errors import InvariantViolation
 from ._events import Event, turn_step
 from ._messages import Message
 from ._reconstruct import RequestWitness, diff_requests
+from ._request import GenerateOptions
 from ._session import Session
-from ._stream import GenerateOptions
 from ._views import PrefixView
 
 __all__ = ["LogInvariant", "RequestInvariant"]

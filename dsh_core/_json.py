@@ -627,17 +627,14 @@ def _text_too_deep(max_depth: int, pos: int) -> JsonValueError:
 
 
 def _value_depth(value: Any) -> int:
-    """How deep the containers of a plain parsed value nest (iterative)."""
+    """How deep the containers of a plain parsed container nest (iterative)."""
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
+    while stack:  # only containers are pushed
         node, depth = stack.pop()
-        if isinstance(node, (dict, list)):
-            deepest = max(deepest, depth)
-            children = node.values() if isinstance(node, dict) else node
-            stack.extend(
-                (child, depth + 1) for child in children if isinstance(child, (dict, list))
-            )
+        deepest = max(deepest, depth)
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return deepest
 
 

@@ -39,26 +39,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from ._assembly import BlockAssembler, message_from_blocks
 from ._cancel import Aborted, CancelGuard
 from ._errors import AgentError
 from ._events import last_turn_boundary, open_turn, turn_step
 from ._header import EpochHeader, LlmCallConfig, ToolSchema, canonical_header, plan_header_event
 from ._invariants import LogInvariant, RequestInvariant
 from ._messages import Message, user_message
+from ._request import CancelToken, GenerateOptions, Provider
 from ._retry import RetryPolicy
 from ._session import Session
-from ._stream import (
-    BlockAssembler,
-    CancelToken,
-    Finish,
-    FinishReason,
-    GenerateOptions,
-    LlmFailure,
-    Provider,
-    ProviderError,
-    StreamChunk,
-    message_from_blocks,
-)
+from ._stream import Finish, FinishReason, LlmFailure, ProviderError, StreamChunk
 from ._tools import Tool, ToolRegistry, ToolScheduler
 from ._views import MessageView
 
@@ -121,6 +112,11 @@ class AgentOptions:
     (empty sections are dropped)."""
     tool_order: tuple[str, ...] = ()
     """Tool names to put first in the header, in this order; the rest follow sorted by name."""
+    message_prefix: tuple[Message, ...] = ()
+    """Request-only messages sent right after the system prompt, before the history, in every
+    request of this agent (a skills catalog, a workspace digest). Logged in the request header
+    like the system prompt and tools (a change is a header change), never part of the derived
+    history, so compaction cannot touch it and a fork does not bake it in."""
     max_parallel_tools: int = 10
     """Cap on concurrency-safe calls running at once (1 runs every call serially)."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -145,6 +141,14 @@ class AgentOptions:
             object.__setattr__(self, "system", tuple(self.system))
         if not isinstance(self.tool_order, tuple):
             object.__setattr__(self, "tool_order", tuple(self.tool_order))
+        if not isinstance(self.message_prefix, tuple):
+            object.__setattr__(self, "message_prefix", tuple(self.message_prefix))
+        for i, message in enumerate(self.message_prefix):
+            if not isinstance(message, Message):
+                raise AgentError(
+                    f"AgentOptions.message_prefix[{i}] must be a Message, got "
+                    f"{type(message).__name__}"
+                )
         if self.max_parallel_tools < 1:
             raise AgentError(
                 f"AgentOptions.max_parallel_tools must be at least 1, got {self.max_parallel_tools}"
@@ -535,7 +539,12 @@ class Agent:
             config = proposed
         state.guard.check()
         header = canonical_header(
-            EpochHeader(config=config, system=system or None, tools=tools or None)
+            EpochHeader(
+                config=config,
+                system=system or None,
+                tools=tools or None,
+                message_prefix=self.options.message_prefix,
+            )
         )
         plan = plan_header_event(
             session.request_header(),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from ._differences import (
     Sides,
@@ -31,12 +31,13 @@ from ._differences import (
     system_difference,
     tools_differences,
 )
-from ._errors import CorruptLogError
+from ._errors import CorruptLogError, DshError
 from ._events import SURFACE_EVENT_TYPES, Event, turn_step
-from ._header import EpochHeader, ToolSchema, fold_request_header
+from ._header import EpochHeader, ToolSchema, ToolsPlaceholder, fold_request_header
 from ._json import dumps_canonical
 from ._messages import Message, derive_event_message
-from ._stream import GenerateOptions
+from ._request import GenerateOptions
+from ._stream import TokenUsage
 from ._surface import SurfaceFold
 from ._views import MessageView
 
@@ -116,13 +117,23 @@ class ReconstructedRequest:
     """Seq of the attempt's first chunk (or its message), ``None`` if nothing was logged."""
     header_seq: int | None
     """Seq of the last header event folded into this request's header."""
+    reply: Message | None = None
+    """The attempt's answer: the assistant message the log recorded for it (``None`` when the
+    attempt failed, was retried or was cut off before one was logged)."""
+    reply_seq: int | None = None
+    """Seq of the ``assistant/message`` that holds :attr:`reply`."""
+    usage: TokenUsage | None = None
+    """The usage the provider reported for this attempt, when logged: the reply's usage, else
+    the attempt's last ``usage`` chunk (input = cache-miss tokens, output, cache read, …)."""
 
 
 class _Fold:
     """An independent incremental fold: surface, derived messages, header (no Session state)."""
 
-    def __init__(self, events: Sequence[Event]) -> None:
+    def __init__(self, events: Sequence[Event], errors: list[DshError] | None = None) -> None:
         self.events = events
+        self.errors = errors
+        """Where to report an event that does not derive (it is then left out); ``None``: raise."""
         self.surface = SurfaceFold()
         self.count = 0
         self.messages: list[Message] = []
@@ -142,7 +153,13 @@ class _Fold:
             self.messages, self.projected, self.generation = [], 0, self.surface.generation
         nodes = self.surface.nodes
         for seq in nodes[self.projected :]:
-            message = derive_event_message(events[seq])
+            try:
+                message = derive_event_message(events[seq])
+            except DshError as exc:
+                if self.errors is None:
+                    raise
+                self.errors.append(exc)
+                continue
             if message is not None:
                 self.messages.append(message)
         self.projected = len(nodes)
@@ -169,16 +186,69 @@ def _build(
     return GenerateOptions.from_header(header, messages, session_id=session_id)
 
 
+_ATTEMPT_END_TYPES = frozenset({"step/start", "step/end", "turn/start", "turn/end"})
+
+
+def _usage_of(value: object) -> TokenUsage | None:
+    try:
+        return TokenUsage.from_json(value) if value is not None else None
+    except DshError:  # an unreadable usage object counts as none; the audit reports shapes
+        return None
+
+
+def _outcome(
+    events: Sequence[Event], start: int
+) -> tuple[Message | None, int | None, TokenUsage | None]:
+    """The reply, its seq and the usage of the attempt whose first response is at ``start``.
+
+    The attempt ends at its ``assistant/message``, at a step or turn boundary, or where a new
+    run of chunks starts after a ``finish`` chunk (a retry).
+    """
+    usage: TokenUsage | None = None
+    finished = False
+    for i in range(start, len(events)):
+        event = events[i]
+        kind = event.type
+        if kind in _ATTEMPT_END_TYPES:
+            break
+        data = event.data if isinstance(event.data, Mapping) else {}
+        if kind == "assistant/chunk":
+            if finished:
+                break
+            chunk = data.get("chunk")
+            if isinstance(chunk, Mapping):
+                if chunk.get("type") == "usage":
+                    usage = _usage_of(chunk.get("usage")) or usage
+                elif chunk.get("type") == "finish":
+                    finished = True
+        elif kind == "assistant/message":
+            try:
+                reply = derive_event_message(event)
+            except DshError:
+                reply = None
+            return reply, event.seq, _usage_of(data.get("usage")) or usage
+    return None, None, usage
+
+
 def reconstruct_requests(
-    events: Sequence[Event], *, session_id: str | None = None, rule: BoundaryRule | None = None
+    events: Sequence[Event],
+    *,
+    session_id: str | None = None,
+    rule: BoundaryRule | None = None,
+    errors: list[DshError] | None = None,
 ) -> Iterator[ReconstructedRequest]:
     """Every request of a log, in order: one per attempt (retries included). Linear in the log.
 
     An attempt is a run of ``assistant/chunk`` events of one step ended by a ``finish`` chunk (a
     retry starts a new run), or an ``assistant/message`` with no chunks before it.
+
+    By default a log that cannot be rebuilt raises (:class:`CorruptLogError`, naming the seq).
+    With ``errors`` (a list), rebuilding goes on: a message event that does not derive is left
+    out of the messages, a request with no header before it is skipped, and each problem is
+    appended to ``errors`` (an auditor reports them all, not only the first).
     """
     rule = rule or detect_boundary_rule(events)
-    fold = _Fold(events)
+    fold = _Fold(events, errors)
     step_start: Event | None = None
     attempt = 0
     in_attempt = False
@@ -201,16 +271,28 @@ def reconstruct_requests(
             header = fold.header_through(event.seq)
             named = turn_step(step_start)
             turn, step = named.turn or 0, named.step or 0
-            yield ReconstructedRequest(
-                request=_build(header, messages, session_id, event.seq),
-                turn=turn,
-                step=step,
-                attempt=attempt,
-                step_start_seq=step_start.seq,
-                boundary_seq=boundary,
-                first_response_seq=event.seq,
-                header_seq=fold.header_seq,
-            )
+            reply, reply_seq, usage = _outcome(events, event.seq)
+            request: GenerateOptions | None = None
+            try:
+                request = _build(header, messages, session_id, event.seq)
+            except CorruptLogError as exc:
+                if errors is None:
+                    raise
+                errors.append(exc)
+            if request is not None:
+                yield ReconstructedRequest(
+                    request=request,
+                    turn=turn,
+                    step=step,
+                    attempt=attempt,
+                    step_start_seq=step_start.seq,
+                    boundary_seq=boundary,
+                    first_response_seq=event.seq,
+                    header_seq=fold.header_seq,
+                    reply=reply,
+                    reply_seq=reply_seq,
+                    usage=usage,
+                )
             attempt += 1
             in_attempt = kind == "assistant/chunk"
         if kind == "assistant/chunk" and in_attempt:
@@ -264,16 +346,50 @@ def reconstruct_request(
 # Diffs in this project's vocabulary (worded by ._differences, shared with the testkit)
 
 
-def _tool_pairs(tools: tuple[ToolSchema, ...] | str | None) -> ToolList:
-    if tools is None or isinstance(tools, str):
-        return tools
+def _tool_pairs(tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None) -> ToolList:
+    if tools is None:
+        return None
+    if isinstance(tools, ToolsPlaceholder):
+        # Compared as a whole: a token, or the names list as JSON text.
+        return tools.token or dumps_canonical(list(tools.names or ()))
     return [(t.name, t.to_json()) for t in tools]
 
 
-def _tools_text(tools: tuple[ToolSchema, ...] | str | None) -> str:
-    if tools is None or isinstance(tools, str):
-        return dumps_canonical(tools)
+def _tools_text(tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None) -> str:
+    if tools is None or isinstance(tools, ToolsPlaceholder):
+        return dumps_canonical(tools.to_json() if tools is not None else None)
     return dumps_canonical([t.to_json() for t in tools])
+
+
+def _prefix_json(request: GenerateOptions, model_visible_only: bool) -> list[Any]:
+    return [
+        entry
+        if isinstance(entry, str)
+        else entry.visible_json()
+        if model_visible_only
+        else entry.to_json()
+        for entry in request.message_prefix
+    ]
+
+
+def _prefix_difference(
+    expected: GenerateOptions, actual: GenerateOptions, names: Sides, *, model_visible_only: bool
+) -> str | None:
+    """Where two message prefixes differ (the request-only messages before the history)."""
+    a = _prefix_json(expected, model_visible_only)
+    b = _prefix_json(actual, model_visible_only)
+    if dumps_canonical(a) == dumps_canonical(b):
+        return None
+    shorter = min(len(a), len(b))
+    for i in range(shorter):
+        if dumps_canonical(a[i]) != dumps_canonical(b[i]):
+            return first_json_difference(f"messagePrefix[{i}]", a[i], b[i], names) or (
+                f"messagePrefix[{i}] differs"
+            )
+    first = (b if len(b) > len(a) else a)[shorter]
+    return count_difference(
+        "messagePrefix", len(a), len(b), names, at=f"messagePrefix[{shorter}]", item=first
+    )
 
 
 def diff_requests(
@@ -303,6 +419,9 @@ def diff_requests(
     # equality (dict equality) would miss it.
     if _tools_text(exp_tools) != _tools_text(act_tools):
         out.extend(tools_differences(_tool_pairs(exp_tools), _tool_pairs(act_tools), names))
+    prefix = _prefix_difference(expected, actual, names, model_visible_only=model_visible_only)
+    if prefix is not None:
+        out.append(prefix)
     exp_msgs, act_msgs = expected.messages, actual.messages
     for i in range(
         min(known_equal_messages, len(exp_msgs), len(act_msgs)), min(len(exp_msgs), len(act_msgs))

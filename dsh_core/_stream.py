@@ -1,49 +1,34 @@
-"""The provider-facing vocabulary: stream chunks, usage, finish reasons, failures, requests.
+"""The provider-facing vocabulary of a stream: chunks, usage, finish reasons, failures.
 
 JSON forms use the reference harness's field names (``block-start``, ``argumentsDelta``,
-``cacheReadTokens``, …) so ``assistant/chunk`` events interchange. :class:`BlockAssembler` is the
-one chunk → message assembly, shared by the loop, replay and the interrupted-prefix rule.
-"""
+``cacheReadTokens``, …) so ``assistant/chunk`` events interchange."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import (
     Any,
-    Final,
     Literal,
-    Protocol,
     TypeAlias,
     TypeGuard,
     TypeVar,
     cast,
-    runtime_checkable,
 )
 
-from ._errors import DshError, HeaderError, InvalidEventError
-from ._header import EpochHeader, LlmCallConfig, ToolSchema
-from ._json import FrozenDict, dumps_canonical, freeze_json
+from ._errors import DshError, InvalidEventError
+from ._json import FrozenDict, freeze_json
 from ._messages import (
     ContentBlock,
-    Message,
-    ReasoningBlock,
-    TextBlock,
-    ToolCallBlock,
     block_from_json,
 )
 
 __all__ = [
-    "BlockAssembler",
     "BlockEnd",
     "BlockStart",
-    "CancelToken",
     "Finish",
     "FinishReason",
-    "GenerateOptions",
     "LlmFailure",
-    "Provider",
     "ProviderError",
     "ReasoningDelta",
     "StreamChunk",
@@ -402,287 +387,3 @@ def chunk_from_json(obj: object) -> StreamChunk:
             replay_state=_replay_state(obj.get("replayState")),
         )
     raise InvalidEventError(f"unknown chunk type {kind!r}")
-
-
-class CancelToken:
-    """The one live control channel of a request: cancellation (never frozen, never compared)."""
-
-    __slots__ = ("_event", "reason")
-
-    def __init__(self) -> None:
-        self._event = asyncio.Event()
-        self.reason: str | None = None
-
-    @property
-    def cancelled(self) -> bool:
-        return self._event.is_set()
-
-    def cancel(self, reason: str = "user") -> None:
-        if not self._event.is_set():
-            self.reason = reason
-            self._event.set()
-
-    async def wait(self) -> None:
-        await self._event.wait()
-
-
-_CONFIG_KEYS: Final = ("provider", "model", "reasoningEffort", "temperature", "maxTokens", "stop")
-_REQUEST_KEYS: Final = frozenset(
-    {*_CONFIG_KEYS, "messages", "system", "tools", "sessionId", "purpose"}
-)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GenerateOptions:
-    """One request, deep-immutable. A loop-built one is a pure function of the log."""
-
-    provider: str
-    model: str
-    messages: Sequence[Message]
-    """Immutable: a tuple or a :class:`MessageView` (never a list)."""
-    reasoning_effort: str | None = None
-    system: str | None = None
-    tools: tuple[ToolSchema, ...] | str | None = None
-    """Schemas in the order the model sees them (a string only for an opaque placeholder)."""
-    temperature: float | None = None
-    max_tokens: int | None = None
-    stop: tuple[str, ...] | None = None
-    session_id: str | None = None
-    purpose: str | None = None
-    """Unset on conversation requests; ``compaction`` for the one-shot summary call."""
-    cancel: CancelToken | None = field(default=None, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        # Deep immutability: a mutable list of messages (stop words, tools) becomes a tuple.
-        if isinstance(self.messages, list):
-            object.__setattr__(self, "messages", tuple(self.messages))
-        if isinstance(self.stop, list):
-            object.__setattr__(self, "stop", tuple(self.stop))
-        if isinstance(self.tools, list):
-            object.__setattr__(self, "tools", tuple(self.tools))
-
-    @classmethod
-    def from_header(
-        cls,
-        header: EpochHeader,
-        messages: Sequence[Message],
-        *,
-        session_id: str | None = None,
-        cancel: CancelToken | None = None,
-    ) -> GenerateOptions:
-        """A conversation request: the header's config, system and tools, then the messages.
-
-        The loop and the reconstructor both build requests here, so they cannot disagree on
-        how a header and a message snapshot become a request.
-        """
-        config = header.config
-        return cls(
-            provider=config.provider,
-            model=config.model,
-            reasoning_effort=config.reasoning_effort,
-            messages=messages,
-            system=header.system,
-            tools=header.tools,
-            temperature=config.temperature,
-            max_tokens=config.max_tokens,
-            stop=config.stop,
-            session_id=session_id,
-            cancel=cancel,
-        )
-
-    @property
-    def config(self) -> LlmCallConfig:
-        """The call-config fields of this request."""
-        return LlmCallConfig(
-            provider=self.provider,
-            model=self.model,
-            reasoning_effort=self.reasoning_effort,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            stop=self.stop,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The request as JSON (the cancellation token is not part of it)."""
-        out: dict[str, Any] = dict(self.config.to_json())
-        out["messages"] = [m.to_json() for m in self.messages]
-        if self.system is not None:
-            out["system"] = self.system
-        if self.tools is not None:
-            out["tools"] = (
-                self.tools if isinstance(self.tools, str) else [t.to_json() for t in self.tools]
-            )
-        if self.session_id is not None:
-            out["sessionId"] = self.session_id
-        if self.purpose is not None:
-            out["purpose"] = self.purpose
-        return out
-
-    def canonical_json(self) -> str:
-        return dumps_canonical(self.to_json())
-
-    @classmethod
-    def from_json(cls, obj: object) -> GenerateOptions:
-        """The inverse of :meth:`to_json` (the cancellation token is not part of the JSON).
-
-        Messages parse with :meth:`Message.from_json`; the config, system and tools are checked
-        as a header is (tool schemas, unique names, a placeholder string such as
-        ``"{{tools}}"``). Anything else raises :class:`InvalidEventError` naming the field.
-        """
-        if not isinstance(obj, Mapping):
-            raise InvalidEventError(f"a request must be an object, got {type(obj).__name__}")
-        unknown = set(obj) - _REQUEST_KEYS
-        if unknown:
-            raise InvalidEventError(
-                f"request has unknown keys {sorted(unknown)}; expected some of "
-                f"{sorted(_REQUEST_KEYS)}"
-            )
-        header_json: dict[str, Any] = {
-            "config": {key: obj[key] for key in _CONFIG_KEYS if key in obj},
-            **{key: obj[key] for key in ("system", "tools") if key in obj},
-        }
-        try:
-            header = EpochHeader.from_json(header_json)
-        except HeaderError as exc:
-            raise InvalidEventError(f"request: {exc}") from exc
-        raw_messages = obj.get("messages")
-        if not isinstance(raw_messages, list):
-            raise InvalidEventError(
-                f"request.messages must be an array, got {type(raw_messages).__name__}"
-            )
-        messages: list[Message] = []
-        for i, raw in enumerate(raw_messages):
-            try:
-                messages.append(Message.from_json(raw))
-            except InvalidEventError as exc:
-                raise InvalidEventError(f"request.messages[{i}]: {exc}") from exc
-        session_id, purpose = obj.get("sessionId"), obj.get("purpose")
-        for key, value in (("sessionId", session_id), ("purpose", purpose)):
-            if value is not None and not isinstance(value, str):
-                raise InvalidEventError(f"request.{key} must be a string, got {value!r}")
-        request = cls.from_header(header, messages, session_id=session_id)
-        return request if purpose is None else replace(request, purpose=purpose)
-
-
-@runtime_checkable
-class Provider(Protocol):
-    """A model provider: streams the chunks of one call.
-
-    A failure may be reported either as a terminal ``Finish`` with kind ``error`` (preferred:
-    it is logged like any chunk) or by raising :class:`ProviderError`.
-    """
-
-    def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]: ...
-
-
-@dataclass(slots=True)
-class _OpenBlock:
-    kind: str
-    text: list[str] = field(default_factory=list)
-    call_id: str | None = None
-    name: str | None = None
-
-
-class BlockAssembler:
-    """Assembles chunks into content blocks (dsh-core-spec §6.4 assembler rules).
-
-    Blocks in first-seen index order; a ``block-end`` is authoritative (first close wins, later
-    deltas for a closed index are ignored); an open block is assembled from its deltas (a tool call
-    without id becomes ``call-<index>``); on a ``max-tokens`` finish tool calls are dropped; a
-    missing finish counts as ``stop``; the last usage wins.
-    """
-
-    def __init__(self) -> None:
-        self._order: list[int] = []
-        self._open: dict[int, _OpenBlock] = {}
-        self._closed: dict[int, ContentBlock] = {}
-        self.usage: TokenUsage | None = None
-        self.finish: Finish | None = None
-
-    def _touch(self, index: int, kind: str) -> _OpenBlock | None:
-        if index in self._closed:
-            return None
-        block = self._open.get(index)
-        if block is None:
-            block = self._open[index] = _OpenBlock(kind)
-            self._order.append(index)
-        return block
-
-    def feed(self, chunk: StreamChunk) -> None:
-        if isinstance(chunk, BlockStart):
-            self._touch(chunk.index, chunk.block_type)
-        elif isinstance(chunk, (TextDelta, ReasoningDelta)):
-            block = self._touch(
-                chunk.index, "text" if isinstance(chunk, TextDelta) else "reasoning"
-            )
-            if block is not None:
-                block.text.append(chunk.text)
-        elif isinstance(chunk, ToolCallDelta):
-            block = self._touch(chunk.index, "tool-call")
-            if block is not None:
-                block.call_id = block.call_id or chunk.id or None
-                if chunk.name is not None and block.name is None:
-                    block.name = chunk.name
-                block.text.append(chunk.arguments_delta)
-        elif isinstance(chunk, BlockEnd):
-            if chunk.index not in self._closed:
-                if chunk.index not in self._open:
-                    self._order.append(chunk.index)
-                self._open.pop(chunk.index, None)
-                self._closed[chunk.index] = chunk.block
-        elif isinstance(chunk, UsageChunk):
-            self.usage = chunk.usage
-        elif isinstance(chunk, Finish):
-            self.finish = chunk
-        else:
-            raise TypeError(f"not a stream chunk: {chunk!r}")
-
-    @property
-    def finish_reason(self) -> FinishReason:
-        return self.finish.reason if self.finish is not None else FinishReason(kind="stop")
-
-    def _assemble_open(self, index: int, block: _OpenBlock) -> ContentBlock:
-        text = "".join(block.text)
-        if block.kind == "reasoning":
-            return ReasoningBlock(text=text)
-        if block.kind == "tool-call":
-            return ToolCallBlock(
-                id=block.call_id or f"call-{index}", name=block.name or "", arguments=text
-            )
-        return TextBlock(text=text)
-
-    def blocks(self) -> tuple[ContentBlock, ...]:
-        """The assembled blocks; tool calls are dropped on a ``max-tokens`` finish."""
-        out: list[ContentBlock] = []
-        drop_calls = self.finish_reason.kind == "max-tokens"
-        for index in self._order:
-            block = self._closed.get(index)
-            if block is None:
-                block = self._assemble_open(index, self._open[index])
-            if drop_calls and isinstance(block, ToolCallBlock):
-                continue
-            out.append(block)
-        return tuple(out)
-
-    def interrupted_blocks(self) -> tuple[ContentBlock, ...]:
-        """What survives a cancellation: non-blank text and reasoning only, closed or open."""
-        out: list[ContentBlock] = []
-        for index in self._order:
-            block = self._closed.get(index)
-            if block is None:
-                block = self._assemble_open(index, self._open[index])
-            if isinstance(block, (TextBlock, ReasoningBlock)) and block.text.strip():
-                out.append(block)
-        return tuple(out)
-
-
-def message_from_blocks(
-    blocks: tuple[ContentBlock, ...], *, provider: str, model: str, id: str
-) -> Message:
-    """An assistant message over assembled blocks."""
-    return Message(
-        id=id,
-        role="assistant",
-        content=blocks,
-        source=freeze_json({"kind": "model", "provider": provider, "model": model}, path="source"),
-    )

@@ -26,8 +26,8 @@ from ._errors import AgentError, JsonValueError
 from ._header import ToolSchema
 from ._json import FrozenDict, freeze_json, loads_json
 from ._messages import ContentBlock, Message, ToolCallBlock, tool_result_message
+from ._request import CancelToken
 from ._session import Session
-from ._stream import CancelToken
 
 __all__ = [
     "Tool",

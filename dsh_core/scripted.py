@@ -24,12 +24,12 @@ from typing import Any, TypeAlias
 
 from ._errors import DshError
 from ._messages import ReasoningBlock, TextBlock, ToolCallBlock
+from ._request import GenerateOptions
 from ._stream import (
     BlockEnd,
     BlockStart,
     Finish,
     FinishReason,
-    GenerateOptions,
     LlmFailure,
     ProviderError,
     ReasoningDelta,

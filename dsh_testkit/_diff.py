@@ -21,6 +21,7 @@ from typing import Any
 
 from dsh_core import (
     GenerateOptions,
+    ToolsPlaceholder,
     config_differences,
     count_difference,
     first_json_difference,
@@ -46,8 +47,8 @@ class ChatView:
     """Every request field except system, tools and messages (``model``, ``temperature``, …)."""
     system: str | None = None
     """The system prompt (leading system messages joined by newlines, or a top-level field)."""
-    tools: list[dict[str, Any]] | str | None = None
-    """Tool definitions in request order (a string only for an opaque placeholder)."""
+    tools: list[dict[str, Any]] | str | list[str] | None = None
+    """Tool definitions in request order (a placeholder token or tool names in normalized logs)."""
     messages: list[Any] = field(default_factory=list)
     """The conversation after the system prompt, as JSON."""
     message_offset: int = 0
@@ -104,7 +105,13 @@ def chat_view_of_options(options: GenerateOptions) -> ChatView:
     return ChatView(
         config=dict(options.config.to_json()),
         system=options.system,
-        tools=tools if isinstance(tools, str) or tools is None else [t.to_json() for t in tools],
+        tools=(
+            None
+            if tools is None
+            else tools.to_json()
+            if isinstance(tools, ToolsPlaceholder)
+            else [t.to_json() for t in tools]
+        ),
         messages=messages,
     )
 

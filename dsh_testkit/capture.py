@@ -178,6 +178,13 @@ class RequestCapture:
         __tracebackhide__ = True
         assert_prefix_stable(self.requests)
 
+    def assert_cache_friendly(
+        self, allow: Iterable[str] = ("below-cache-unit", "provider-miss")
+    ) -> None:
+        """:func:`assert_cache_friendly` over the captured requests."""
+        __tracebackhide__ = True
+        assert_cache_friendly(self, allow)
+
     def clear(self) -> None:
         self.requests.clear()
 

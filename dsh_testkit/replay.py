@@ -37,8 +37,10 @@ from dsh_core import (
     InvalidEventError,
     LlmFailure,
     ReconstructedRequest,
+    Sidecars,
     StreamChunk,
     TokenUsage,
+    ToolsPlaceholder,
     UsageChunk,
     chunk_from_json,
     diff_requests,
@@ -232,12 +234,14 @@ LogSource = Any
 sequence of :class:`~dsh_core.Event`, or a path to a ``session.jsonl``."""
 
 
-def _recorded(source: LogSource, *, child: bool, ordinal: int) -> RecordedSession:
+def _recorded(
+    source: LogSource, *, child: bool, ordinal: int, sidecars: Any = None
+) -> RecordedSession:
     info: Any = None
     if isinstance(source, (str, os.PathLike)):
         from dsh_core.persistence import load_session
 
-        source = load_session(Path(source), audit=True)
+        source = load_session(Path(source), audit=True, fill=sidecars)
     if hasattr(source, "events") and hasattr(source, "info"):
         info = source.info
         events = tuple(source.events)
@@ -268,6 +272,8 @@ _ANONYMOUS: Final = _Anonymous()
 
 
 def _opaque(expected: Any) -> bool:
+    if isinstance(expected, ToolsPlaceholder):
+        return True
     return isinstance(expected, str) and _PLACEHOLDER.fullmatch(expected) is not None
 
 
@@ -280,11 +286,26 @@ class ReplayProvider:
     gets that recording's Nth call. With ``strict=True`` each conversation call's live request
     must equal the request the recorded log rebuilds for it (compaction calls are checked for
     their purpose only). Errors are raised when the returned stream is first iterated.
+
+    ``sidecars`` fills a normalized log's placeholders when logs are given as paths:
+    ``"auto"`` reads the sidecar files beside each log (``session.N.jsonl`` takes its numbered
+    ones), a :class:`dsh_core.Sidecars` applies to the primary log only; ``None`` (the default)
+    keeps placeholders, which strict mode then compares as opaque.
     """
 
-    def __init__(self, log: LogSource, *children: LogSource, strict: bool = True) -> None:
-        primary = _recorded(log, child=False, ordinal=0)
-        kids = [_recorded(c, child=True, ordinal=i + 1) for i, c in enumerate(children)]
+    def __init__(
+        self,
+        log: LogSource,
+        *children: LogSource,
+        strict: bool = True,
+        sidecars: Sidecars | Literal["auto"] | None = None,
+    ) -> None:
+        primary = _recorded(log, child=False, ordinal=0, sidecars=sidecars)
+        child_sidecars = "auto" if sidecars == "auto" else None
+        kids = [
+            _recorded(c, child=True, ordinal=i + 1, sidecars=child_sidecars)
+            for i, c in enumerate(children)
+        ]
         kids.sort(key=lambda s: (s.created_at, s.session_id))
         self.recordings: tuple[RecordedSession, ...] = (primary, *kids)
         """The recorded sessions in binding order (primary first)."""
@@ -387,6 +408,11 @@ class ReplayProvider:
             session_id=actual.session_id,
             system=actual.system if _opaque(expected.system) else expected.system,
             tools=actual.tools if _opaque(expected.tools) else expected.tools,
+            message_prefix=(
+                actual.message_prefix
+                if any(isinstance(e, str) for e in expected.message_prefix)
+                else expected.message_prefix
+            ),
         )
         diff = diff_requests(expected, actual, model_visible_only=True, names=("recorded", "live"))
         if diff:

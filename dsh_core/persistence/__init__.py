@@ -8,6 +8,7 @@ record, one event or packed chunk row per line), so logs interchange both ways.
 """
 
 from ._chunk_rows import ChunkRow, expand_chunk_rows, pack_chunk_rows
+from ._header_line import HEADER_LINE_FIELDS, header_line
 from ._repair import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, interrupted_turn_closers
 from .jsonl import (
     DroppedTail,
@@ -23,6 +24,7 @@ from .jsonl import (
 )
 
 __all__ = [
+    "HEADER_LINE_FIELDS",
     "TOOL_NOT_STARTED",
     "TOOL_OUTCOME_UNKNOWN",
     "ChunkRow",
@@ -33,6 +35,7 @@ __all__ = [
     "LogLockedError",
     "dumps_session",
     "expand_chunk_rows",
+    "header_line",
     "interrupted_turn_closers",
     "load_session",
     "loads_session",

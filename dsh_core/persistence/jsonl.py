@@ -1,8 +1,8 @@
 """The JSONL session store: one append-only file per session, interchangeable with the reference
 harness's ``session.jsonl``.
 
-Layout: line 1 is the header record ``{"type":"session","version":0,"id":…,"createdAt":…}``
-(:meth:`SessionInfo.to_json`); every further line is one storage record, compact JSON with
+Layout: line 1 is the header record ``{"type":"session","version":0,"id":…,"createdAt":…,
+"delegationDepth":0}`` (:func:`header_line`, which the reference harness's reader accepts); every further line is one storage record, compact JSON with
 ``type`` first, UTF-8, ``\\n``-terminated: an event (:meth:`Event.to_json`) or, when the writer
 packs, a chunk row (:class:`ChunkRow`). The same events always encode to the same bytes.
 
@@ -62,8 +62,10 @@ from .._errors import (
 from .._events import CORE_EVENT_TYPES, Event
 from .._json import MAX_JSON_DEPTH, dumps_canonical, freeze_json, loads_json
 from .._session import SESSION_FORMAT_VERSION, Session, SessionInfo
+from .._sidecars import Sidecars
 from ._checks import RECORD_NESTING, check_positions, describe, is_cut_short
 from ._chunk_rows import CHUNK_ROW_TYPES, ChunkRow, RunPacker, pack_chunk_rows
+from ._header_line import header_line
 from ._lock import LogLockedError, lock_for_writing, open_new
 from ._repair import interrupted_turn_closers
 
@@ -93,6 +95,7 @@ StrPath: TypeAlias = "str | os.PathLike[str]"
 
 
 _LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_SURROGATE_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 
 def _line(record: Mapping[str, Any]) -> bytes:
@@ -102,7 +105,16 @@ def _line(record: Mapping[str, Any]) -> bytes:
         return (text + "\n").encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate is valid in a JSON string only as an escape; json.loads turns the
-        # escape back into the same code point, so the round trip stays lossless.
+        # escape back into the same code point, so the round trip stays lossless. A pair held as
+        # two code points would read back as one character: frozen event data never holds one
+        # (freeze_json refuses it), but a header's fields are plain strings, so check here too.
+        pair = _SURROGATE_PAIR.search(text)
+        if pair is not None:
+            raise JsonValueError(
+                f"a string holds the surrogates {pair.group()!r} as two code points; JSON text "
+                "reads them back as one character, so the record would not survive a round trip",
+                path=str(record.get("type", "record")),
+            ) from None
         text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
         return (text + "\n").encode("utf-8")
 
@@ -119,7 +131,7 @@ def dumps_session(
     ``pack_chunks`` packs runs of delta chunks into rows, as the reference harness writes them.
     """
     records = pack_chunk_rows(events) if pack_chunks else events
-    return _line(info.to_json()) + _record_lines(records)
+    return _line(header_line(info)) + _record_lines(records)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,6 +248,15 @@ def _parse_header(value: object, *, line: int, path: str | None) -> SessionInfo:
         raise corrupt(
             f"session header seedLength must be a non-negative integer, got {seed_length!r}"
         )
+    depth = value.get("delegationDepth")
+    if "delegationDepth" in value and not (_is_int(depth) and depth >= 0):
+        raise corrupt(
+            f"session header delegationDepth must be a non-negative integer, got {depth!r}"
+        )
+    if depth == 0:
+        # The default every header we write carries (the reference reader requires it): 0 and
+        # absent are one value, so a log read and written again keeps its bytes.
+        value = {k: v for k, v in value.items() if k != "delegationDepth"}
     try:
         return SessionInfo.from_json(freeze_json(value, path="header"))
     except JsonValueError as exc:
@@ -397,7 +418,9 @@ def _check_seeds(
         raise CorruptLogError(f"{exc}{repair}", seq=seq, line=line, path=path) from exc
 
 
-def load_session(path: StrPath, *, audit: bool = False) -> LoadedLog:
+def load_session(
+    path: StrPath, *, audit: bool = False, fill: Sidecars | Literal["auto"] | None = None
+) -> LoadedLog:
     """Read a session file (never modifying it).
 
     Returns the header, the events (packed rows expanded), the crash-repair closers when the
@@ -406,11 +429,18 @@ def load_session(path: StrPath, *, audit: bool = False) -> LoadedLog:
     events and message shapes are not checked. Raises :class:`CorruptLogError` (``.line``,
     ``.path``, ``.seq``) for a log that does not read, :class:`UnsupportedVersionError` for
     another format version.
+
+    ``fill`` fills a normalized log's placeholders (``{{system}}``, ``{{tools}}``, …) in memory:
+    a :class:`~dsh_core.Sidecars`, or ``"auto"`` for the sidecar files found beside the log
+    (none found: nothing filled).
     """
     name = os.fspath(path)
     with open(name, "rb") as file:
         raw = file.read()
-    return loads_session(raw, audit=audit, path=name)
+    loaded = loads_session(raw, audit=audit, path=name)
+    if fill == "auto":
+        fill = Sidecars.for_log(name)
+    return loaded if fill is None or fill.empty else fill.fill(loaded)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -501,6 +531,7 @@ class JsonlWriter:
         unless ``overwrite``)."""
         _check_fsync(fsync)
         name = os.fspath(path)
+        header = _line(header_line(info))  # a header that cannot be written leaves no file
         file = open_new(name, overwrite=overwrite)
         try:
             lock_for_writing(file, name)
@@ -518,7 +549,7 @@ class JsonlWriter:
             pack_chunks=pack_chunks,
         )
         try:
-            writer._write_bytes(_line(info.to_json()))
+            writer._write_bytes(header)
             if fsync == "always":
                 _fsync_directory(name)
         except BaseException:

@@ -19,15 +19,8 @@ from typing import Any, ClassVar, Self, TypeVar, cast
 
 import httpx
 
-from .._stream import (
-    CancelToken,
-    Finish,
-    FinishReason,
-    GenerateOptions,
-    LlmFailure,
-    ProviderError,
-    StreamChunk,
-)
+from .._request import CancelToken, GenerateOptions
+from .._stream import Finish, FinishReason, LlmFailure, ProviderError, StreamChunk
 from ._failures import classify_http_error, failure
 from ._sse import SseEvent, SseParser, SseTruncatedError
 from ._wire import WireFormatError

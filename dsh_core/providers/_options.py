@@ -3,10 +3,20 @@ switch and effort, and how an option the wire cannot carry is refused."""
 
 from __future__ import annotations
 
-from .._stream import GenerateOptions, ProviderError
+from .._header import ToolSchema, ToolsPlaceholder
+from .._messages import Message
+from .._request import GenerateOptions
+from .._stream import ProviderError
 from ._failures import failure
 
-__all__ = ["NO_OUTPUT", "REASONING_EFFORTS", "options_thinking", "unsupported"]
+__all__ = [
+    "NO_OUTPUT",
+    "REASONING_EFFORTS",
+    "options_thinking",
+    "sendable_prefix",
+    "sendable_tools",
+    "unsupported",
+]
 
 NO_OUTPUT = "(no output)"
 """What a tool result says when the tool's result has no text (both formats want a string)."""
@@ -19,6 +29,30 @@ REASONING_EFFORTS = ("off", "low", "high", "max")
 def unsupported(code: str, message: str) -> ProviderError:
     """The error a serializer raises for options the wire cannot carry."""
     return ProviderError(failure(code, message))
+
+
+def sendable_prefix(options: GenerateOptions) -> tuple[Message, ...]:
+    """The request's message prefix (sent after the system prompt, before the history);
+    refused (``INVALID_REQUEST``) while it holds a normalized log's placeholder."""
+    for entry in options.message_prefix:
+        if isinstance(entry, str):
+            raise unsupported(
+                "INVALID_REQUEST",
+                f"the request's message prefix holds the placeholder {entry!r}; a provider "
+                "needs the real messages",
+            )
+    return tuple(m for m in options.message_prefix if not isinstance(m, str))
+
+
+def sendable_tools(options: GenerateOptions) -> tuple[ToolSchema, ...]:
+    """The request's tool schemas; refused (``INVALID_REQUEST``) when a normalized log elided
+    them (a :class:`ToolsPlaceholder`): a provider needs the schemas."""
+    if isinstance(options.tools, ToolsPlaceholder):
+        raise unsupported(
+            "INVALID_REQUEST",
+            f"the request's tools are {options.tools.describe()}; a provider needs the real schemas",
+        )
+    return options.tools or ()
 
 
 def options_thinking(options: GenerateOptions) -> tuple[dict[str, str] | None, str | None]:

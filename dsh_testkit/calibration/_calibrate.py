@@ -18,9 +18,13 @@ Header placeholders: logs normalized for storage carry ``"{{system}}"`` / ``"{{t
 real values come from sidecars (``system-prompt[.N].expected.md`` and
 ``tool-schemas[.N].expected.json`` beside ``session[.N].jsonl`` or in ``--sidecars DIR``). Without
 them the header's size is unknown: it is *anchored*, i.e. taken as the live prompt tokens minus
-the rendered rest at the first request of each header epoch, and stands in the prompt as opaque
-tokens (unique per log and epoch). Anchored requests still count for every cache metric but not
-for ``prompt_tokens_error`` (their prompt size is partly measured, not predicted).
+the rendered rest at the first request of each header epoch (the initial header and each change;
+a ``resume`` snapshot restating the header keeps the epoch), and stands in the prompt as opaque
+tokens: one sequence per folder, cut to each epoch's size (see :func:`_anchor_tokens`). Anchored
+requests still count for every cache metric but not for ``prompt_tokens_error`` (their prompt
+size is partly measured, not predicted). Sidecars whose system prompt and tools alone render to
+at least the live prompt cannot be that recording's header: they are anchored instead, and the
+report's ``notes`` say so.
 
 Per request, the *simulated unit* is the kind of unit the simulator hit; the *live unit* is the
 unit, among those the simulator holds that the prompt matches in full (visible or not yet), whose
@@ -44,7 +48,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
@@ -56,6 +60,7 @@ from dsh_core import (
     Message,
     ReconstructedRequest,
     ToolSchema,
+    ToolsPlaceholder,
     reconstruct_requests,
 )
 from dsh_core.persistence import load_session
@@ -131,8 +136,8 @@ class CalibrationSettings:
     """Seconds assumed between a reply and the next request where the log's clock goes back."""
     tokenizer: TokenizerName = "deepseek"
 
-    def simulator(self) -> PrefixCacheSimulator:
-        """A fresh simulator on a manual clock (:class:`_Clock`)."""
+    def simulator(self, clock: Callable[[], float]) -> PrefixCacheSimulator:
+        """A fresh simulator with these settings on ``clock`` (seconds), with no expiry."""
         return PrefixCacheSimulator(
             rules=self.rules,
             granularity=self.granularity,
@@ -140,7 +145,7 @@ class CalibrationSettings:
             visibility=self.visibility,
             common_prefix=self.common_prefix,
             ttl=None,
-            clock=_Clock(),
+            clock=clock,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -460,8 +465,9 @@ def _epoch_index(rebuilt: ReconstructedRequest, header_seqs: Sequence[int]) -> i
 
 def _without_placeholders(options: GenerateOptions) -> GenerateOptions:
     system = None if options.system in _PLACEHOLDERS else options.system
-    tools = None if isinstance(options.tools, str) else options.tools
-    return replace(options, system=system, tools=tools)
+    tools = None if isinstance(options.tools, ToolsPlaceholder) else options.tools
+    prefix = tuple(m for m in options.message_prefix if not isinstance(m, str))
+    return replace(options, system=system, tools=tools, message_prefix=prefix)
 
 
 def _with_header(
@@ -474,9 +480,9 @@ def _with_header(
     if sidecars is not None and epoch < len(sidecars.prompts) and epoch < len(sidecars.tools):
         if system == "{{system}}":
             system, used = sidecars.prompts[epoch], True
-        if tools == "{{tools}}":
+        if isinstance(tools, ToolsPlaceholder):
             tools, used = sidecars.tools[epoch], True
-    known = system not in _PLACEHOLDERS and tools not in _PLACEHOLDERS
+    known = system not in _PLACEHOLDERS and not isinstance(tools, ToolsPlaceholder)
     return _without_placeholders(replace(options, system=system, tools=tools)), known, used
 
 
@@ -621,9 +627,8 @@ def _simulate(
     renderer: PromptRenderer,
     notes: list[str],
 ) -> list[RequestCalibration]:
-    cache = settings.simulator()
-    clock = cache._clock  # the manual clock the settings built it with
-    assert isinstance(clock, _Clock)
+    clock = _Clock()
+    cache = settings.simulator(clock)
     granularity = settings.granularity
     anchors: dict[tuple[str, int], tuple[int, ...]] = {}
     sidecar_fits: dict[tuple[str, int], bool] = {}

@@ -44,17 +44,10 @@ from syrupy.data import SnapshotCollection
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from syrupy.types import PropertyFilter, PropertyMatcher, SerializableData, SerializedData
 
+from ._inputs import LogInput, SnapshotInputError
 from ._normalize import CWD_TOKEN, TIME_KEYS, Normalizer, cwd_spellings
-from ._transcript import (
-    TRANSCRIPT_FORMAT,
-    TRANSCRIPT_FORMAT_VERSION,
-    WIRE_FORMAT,
-    WIRE_FORMAT_VERSION,
-    LogInput,
-    SnapshotInputError,
-    render_transcript,
-    render_wire_requests,
-)
+from ._transcript import TRANSCRIPT_FORMAT, TRANSCRIPT_FORMAT_VERSION, render_transcript
+from ._wire import WIRE_FORMAT, WIRE_FORMAT_VERSION, render_wire_requests
 
 __all__ = [
     "CWD_TOKEN",

@@ -1,4 +1,4 @@
-"""Session logs rendered as goldens: a readable transcript, and the exact wire requests.
+"""The transcript golden: a session log as readable turns, steps, headers and requests.
 
 Both renderings are folds over the log alone (the single source of truth): the requests are
 rebuilt with :func:`dsh_core.reconstruct_requests`, never taken from a provider. Both are pure
@@ -19,18 +19,12 @@ compaction and turn ends. Text is a JSON string when short or when it has anythi
 invisible (trailing whitespace, control characters), otherwise a literal block (``|`` keeps
 one final newline, ``|-`` none). No line ends in whitespace.
 
-Wire format (version :data:`WIRE_FORMAT_VERSION`): one JSON document, two-space indented,
-UTF-8, listing for every request the DeepSeek Chat Completions body
-(:func:`dsh_core.providers.deepseek.serialize_request`) exactly as serialized — keys in wire
-order, only ids and paths normalized; a retried request appears once with ``attempts``.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -43,16 +37,14 @@ from dsh_core import (
     LlmFailure,
     Message,
     OpaqueBlock,
-    ProviderError,
     ReasoningBlock,
     ReconstructedRequest,
-    Session,
-    SessionInfo,
     TextBlock,
     TokenUsage,
     ToolCallBlock,
     ToolResultBlock,
     ToolSchema,
+    ToolsPlaceholder,
     chunk_from_json,
     count_difference,
     derive_event_message,
@@ -61,20 +53,26 @@ from dsh_core import (
     reconstruct_requests,
 )
 
-from .._errors import TestkitError
+from ._inputs import LogInput, _Log, _primed, logs_of
 from ._normalize import Normalizer
+from ._text import (
+    _COMPACT_JSON_LIMIT,
+    _LEGEND,
+    _block_safe,
+    _compact,
+    _inline_raw,
+    _pretty,
+    _quote,
+    _snippet,
+    _usage_line,
+    _value_lines,
+)
 
 __all__ = [
     "TRANSCRIPT_FORMAT",
     "TRANSCRIPT_FORMAT_VERSION",
     "TRANSCRIPT_HEADER",
-    "WIRE_FORMAT",
-    "WIRE_FORMAT_VERSION",
-    "LogInput",
-    "SnapshotInputError",
-    "logs_of",
     "render_transcript",
-    "render_wire_requests",
 ]
 
 TRANSCRIPT_FORMAT: Final = "dsh-testkit transcript"
@@ -82,205 +80,6 @@ TRANSCRIPT_FORMAT_VERSION: Final = 2
 """Bumped whenever the transcript rendering changes, so a stale golden says why it differs."""
 TRANSCRIPT_HEADER: Final = f"# {TRANSCRIPT_FORMAT} · format {TRANSCRIPT_FORMAT_VERSION}"
 """The first line of every transcript."""
-
-WIRE_FORMAT: Final = "dsh-testkit wire requests"
-WIRE_FORMAT_VERSION: Final = 1
-"""Bumped whenever the wire-requests rendering changes."""
-
-_LEGEND: Final = (
-    "# normalized: ids → {{kind-n}} in first-seen order · times dropped · "
-    "working directory → {{cwd}} · other UUIDs → {{uuid-n}}"
-)
-_INLINE_LIMIT: Final = 72
-"""Longer text goes in a literal block."""
-_SNIPPET: Final = 48
-"""Characters of a message quoted in a request's message list."""
-_COMPACT_JSON_LIMIT: Final = 100
-_UNSAFE: Final = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u2060\ufeff]")
-"""Characters never written raw: controls (tab included), invisible and line-separating ones."""
-_UNSAFE_IN_JSON: Final = re.compile("[\x7f-\x9f\u200b-\u200f\u2028\u2029\u2060\ufeff]")
-"""What ``json.dumps(ensure_ascii=False)`` leaves raw among :data:`_UNSAFE`."""
-
-
-class SnapshotInputError(TestkitError, TypeError):
-    """A value the golden extensions cannot render (``.value_type`` names what was given)."""
-
-    def __init__(self, message: str, *, value_type: str) -> None:
-        super().__init__(message)
-        self.value_type = value_type
-
-
-# ---------------------------------------------------------------------------------------------
-# Inputs
-
-
-@dataclass(frozen=True, slots=True)
-class _Log:
-    info: SessionInfo | None
-    events: tuple[Event, ...]
-
-    @property
-    def seed_length(self) -> int:
-        """Events a fork child inherited from its parent (rendered by the parent, not here)."""
-        info = self.info
-        if info is None or info.parent_session is None or info.seed_length is None:
-            return 0
-        return max(0, min(int(info.seed_length), len(self.events)))
-
-
-LogInput = Any
-"""What the renderers take: a :class:`~dsh_core.Session`, a loaded log (``.info`` and
-``.events``, as :func:`dsh_core.persistence.load_session` returns), a sequence of
-:class:`~dsh_core.Event`, or a list of those (the primary session first, then its children)."""
-
-
-def _one(value: object) -> _Log | None:
-    if isinstance(value, Session):
-        return _Log(value.info, tuple(value.events))
-    info = getattr(value, "info", None)
-    events = getattr(value, "events", None)
-    if (
-        isinstance(info, SessionInfo)
-        and isinstance(events, Sequence)
-        and all(isinstance(e, Event) for e in events)
-    ):
-        return _Log(info, tuple(events))
-    if (
-        isinstance(value, Sequence)
-        and not isinstance(value, (str, bytes))
-        and len(value) > 0
-        and all(isinstance(e, Event) for e in value)
-    ):
-        return _Log(None, tuple(value))
-    return None
-
-
-def logs_of(value: LogInput) -> list[_Log]:
-    """The logs in ``value`` (see :data:`LogInput`), or :class:`SnapshotInputError`."""
-    single = _one(value)
-    if single is not None:
-        return [single]
-    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and len(value) > 0:
-        many = [_one(item) for item in value]
-        if all(log is not None for log in many):
-            return [log for log in many if log is not None]
-    raise SnapshotInputError(
-        f"cannot render a {type(value).__name__} as a golden: pass a Session, a loaded log "
-        "(dsh_core.persistence.load_session), a non-empty sequence of Events, or a list of "
-        "those (primary session first)",
-        value_type=type(value).__name__,
-    )
-
-
-def _primed(logs: Sequence[_Log], cwd: Any, cwd_aliases: Iterable[Any]) -> Normalizer:
-    """A normalizer that knows every cwd spelling and has registered every id in log order."""
-    normalizer = Normalizer(cwd=cwd, cwd_aliases=cwd_aliases)
-    for log in logs:
-        if log.info is not None:
-            normalizer.add_cwd(log.info.cwd)
-    for log in logs:
-        if log.info is not None:
-            normalizer.token("session", log.info.id)
-            if log.info.parent_session is not None:
-                normalizer.token("session", log.info.parent_session)
-        for event in log.events:
-            _register_ids(normalizer, event.data)
-    return normalizer
-
-
-def _register_ids(normalizer: Normalizer, value: Any) -> None:
-    if isinstance(value, Mapping):
-        if "role" in value and "content" in value and isinstance(value.get("id"), str):
-            normalizer.token("msg", value["id"])
-        if value.get("type") in ("tool-call", "tool-call-delta") and isinstance(
-            value.get("id"), str
-        ):
-            normalizer.token("call", value["id"])
-        for key, kind in _ID_KEYS.items():
-            item = value.get(key)
-            if isinstance(item, str) and item:
-                normalizer.token(kind, item)
-        for item in value.values():
-            _register_ids(normalizer, item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _register_ids(normalizer, item)
-
-
-_ID_KEYS: Final = {
-    "callId": "call",
-    "toolCallId": "call",
-    "tool_call_id": "call",
-    "requestId": "req",
-    "sessionId": "session",
-    "parentSession": "session",
-}
-
-
-# ---------------------------------------------------------------------------------------------
-# Text helpers
-
-
-def _quote(text: str) -> str:
-    """``text`` as a JSON string, with invisible characters escaped too."""
-    raw = json.dumps(text, ensure_ascii=False)
-    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", raw)
-
-
-def _compact(value: Any) -> str:
-    raw = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", raw)
-
-
-def _pretty(value: Any) -> str:
-    raw = json.dumps(value, ensure_ascii=False, indent=2)
-    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", raw)
-
-
-def _block_safe(text: str) -> bool:
-    """Whether ``text`` reads back unambiguously from a literal block."""
-    if _UNSAFE.search(text):
-        return False
-    return all(line == line.rstrip() for line in text.split("\n"))
-
-
-def _value_lines(key: str, text: str) -> list[str]:
-    """``key: "text"`` or ``key: |`` + the lines (relative indentation 2)."""
-    inline = "\n" not in text and len(text) <= _INLINE_LIMIT
-    if inline or not _block_safe(text):
-        return [f"{key}: {_quote(text)}"]
-    body, chomp = (text[:-1], "|") if text.endswith("\n") else (text, "|-")
-    if body == "" or body.endswith("\n"):
-        return [f"{key}: {_quote(text)}"]  # several final newlines: a block cannot say how many
-    return [f"{key}: {chomp}", *(f"  {line}" if line else "" for line in body.split("\n"))]
-
-
-def _snippet(text: str) -> str:
-    first = text.split("\n", 1)[0]
-    if first == text and len(text) <= _SNIPPET:
-        return _quote(text)
-    return _quote(first[:_SNIPPET] + "…")
-
-
-def _inline_raw(text: str) -> str:
-    """Raw when it is one safe line without outer whitespace (tool arguments), else quoted."""
-    if text and "\n" not in text and _block_safe(text) and text == text.strip():
-        return text
-    return _quote(text)
-
-
-def _usage_line(usage: TokenUsage) -> str:
-    if usage.cache_read_tokens is None and usage.cache_write_tokens is None:
-        split = f"miss {usage.input_tokens} (no cache figures)"
-    else:
-        parts = [f"cache hit {usage.cache_read_tokens or 0}", f"miss {usage.input_tokens}"]
-        if usage.cache_write_tokens is not None:
-            parts.append(f"cache write {usage.cache_write_tokens}")
-        split = " + ".join(parts)
-    line = f"usage: prompt {usage.prompt_tokens} = {split} · output {usage.output_tokens}"
-    if usage.reasoning_tokens is not None:
-        line += f" (reasoning {usage.reasoning_tokens})"
-    return line
 
 
 # ---------------------------------------------------------------------------------------------
@@ -491,9 +290,11 @@ class _Transcript:
             self.line(depth, "system: none")
         self.tools_full(depth, header.tools)
 
-    def tools_full(self, depth: int, tools: tuple[ToolSchema, ...] | str | None) -> None:
-        if isinstance(tools, str):
-            self.line(depth, f"tools: {_quote(tools)}")
+    def tools_full(
+        self, depth: int, tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None
+    ) -> None:
+        if isinstance(tools, ToolsPlaceholder):
+            self.line(depth, f"tools: {self.tool_names(tools)}")
             return
         if not tools:
             self.line(depth, "tools: none")
@@ -542,10 +343,10 @@ class _Transcript:
     def tools_diff(
         self,
         depth: int,
-        old: tuple[ToolSchema, ...] | str | None,
-        new: tuple[ToolSchema, ...] | str | None,
+        old: tuple[ToolSchema, ...] | ToolsPlaceholder | None,
+        new: tuple[ToolSchema, ...] | ToolsPlaceholder | None,
     ) -> None:
-        if isinstance(old, str) or isinstance(new, str):
+        if isinstance(old, ToolsPlaceholder) or isinstance(new, ToolsPlaceholder):
             if old != new:
                 self.line(depth, f"tools: {self.tool_names(old)} → {self.tool_names(new)}")
             return
@@ -575,9 +376,11 @@ class _Transcript:
             self.line(depth, f"tools: order {', '.join(kept_old)} → {', '.join(kept_new)}")
 
     @staticmethod
-    def tool_names(tools: tuple[ToolSchema, ...] | str | None) -> str:
-        if isinstance(tools, str):
-            return _quote(tools)
+    def tool_names(tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None) -> str:
+        if isinstance(tools, ToolsPlaceholder):
+            if tools.token is not None:
+                return _quote(tools.token)
+            return "[" + ", ".join(tools.names or ()) + "] (schemas elided)"
         return ", ".join(t.name for t in tools) if tools else "none"
 
     # ---------------------------------------------------------------- requests and responses
@@ -884,64 +687,3 @@ def render_transcript(
 
 # ---------------------------------------------------------------------------------------------
 # Wire requests
-
-
-def _wire_ids(normalizer: Normalizer, body: dict[str, Any]) -> dict[str, Any]:
-    """Tool-call ids where the DeepSeek body names them (it carries no other ids)."""
-    for message in body["messages"]:
-        if "tool_call_id" in message:
-            message["tool_call_id"] = normalizer.token("call", message["tool_call_id"])
-        for call in message.get("tool_calls", ()):
-            call["id"] = normalizer.token("call", call["id"])
-    return body
-
-
-def render_wire_requests(
-    logs: LogInput,
-    *,
-    cwd: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None = None,
-    cwd_aliases: Iterable[str | os.PathLike[str]] = (),
-) -> str:
-    """The wire-requests golden of ``logs``: every rebuilt request as its DeepSeek body.
-
-    Raises :class:`SnapshotInputError` when a request cannot be put on the wire (a
-    placeholder tool list, an unsupported reasoning effort), naming the turn and step.
-    """
-    from dsh_core.providers.deepseek import serialize_request
-
-    parsed = logs_of(logs)
-    normalizer = _primed(parsed, cwd, cwd_aliases)
-    entries: list[dict[str, Any]] = []
-    for ordinal, log in enumerate(parsed, start=1):
-        session = (
-            normalizer.token("session", log.info.id) if log.info is not None else f"log {ordinal}"
-        )
-        seed = log.seed_length
-        for rebuilt in reconstruct_requests(log.events):
-            if rebuilt.first_response_seq is not None and rebuilt.first_response_seq < seed:
-                continue
-            try:
-                body = serialize_request(rebuilt.request)
-            except ProviderError as exc:
-                raise SnapshotInputError(
-                    f"the request of turn {rebuilt.turn} step {rebuilt.step} (session "
-                    f"{session}) cannot be serialized for the DeepSeek wire: {exc}",
-                    value_type="request",
-                ) from exc
-            body = normalizer.json(_wire_ids(normalizer, body), zero_times=False)
-            last = entries[-1] if entries else None
-            if (
-                rebuilt.attempt > 0
-                and last is not None
-                and (last["session"], last["turn"], last["step"])
-                == (session, rebuilt.turn, rebuilt.step)
-                and last["body"] == body
-            ):
-                last["attempts"] = last.get("attempts", 1) + 1
-                last["body"] = last.pop("body")  # keep "body" last, after "attempts"
-                continue
-            entries.append(
-                {"session": session, "turn": rebuilt.turn, "step": rebuilt.step, "body": body}
-            )
-    document = {"format": WIRE_FORMAT, "version": WIRE_FORMAT_VERSION, "requests": entries}
-    return _pretty(document) + "\n"

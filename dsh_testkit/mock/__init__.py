@@ -29,6 +29,7 @@ from ._render import (
 )
 from ._request import MockRequest, ReceivedRequest
 from ._responder import call_each_tool_once, default_reply, example_arguments
+from ._schema import script_schema
 from ._script import (
     BEHAVIOURS,
     SCRIPT_FORMAT_VERSION,
@@ -92,5 +93,6 @@ __all__ = [
     "mock_transport",
     "random_script",
     "respx_route",
+    "script_schema",
     "serve",
 ]

@@ -66,6 +66,8 @@ def _requests_json(mock: MockDeepSeek) -> dict[str, Any]:
         "requests": [r.to_json() for r in mock.requests],
         "dropped": mock.dropped_requests,
         "limit": mock.request_log_limit,
+        "bodyBytes": mock.request_log_bytes[0],
+        "bodyBytesLimit": mock.request_log_bytes[1],
         "pending": len(mock.pending),
         "unscripted": [r.seq for r in mock.unscripted_requests],
     }

@@ -60,6 +60,8 @@ exhausted script says. Pass it as ``MockDeepSeek(responder)`` or set it with
 
 DEFAULT_REQUEST_LOG_LIMIT: Final = 1000
 """Requests the log keeps by default; older ones are dropped (and counted)."""
+DEFAULT_REQUEST_LOG_BYTES: Final = 256 * 1024 * 1024
+"""Request-body bytes the log keeps by default (the newest record is always kept)."""
 
 _CHAT_PATHS: Final = frozenset(
     {"/chat/completions", "/v1/chat/completions", "/beta/chat/completions"}
@@ -82,7 +84,8 @@ class MockDeepSeek:
     ``api_keys`` restricts the accepted keys (default: any non-empty key). ``passback`` selects
     the reasoning pass-back rule. ``cache`` is the prefix-cache simulator (a fresh default one
     when omitted); ``renderer`` the prompt renderer / tokenizer. ``request_log_limit`` caps the
-    request log (oldest dropped; :attr:`dropped_requests` counts them). ``strict_tools`` (the
+    request log (oldest dropped; :attr:`dropped_requests` counts them) and ``request_log_bytes``
+    the request-body bytes it holds (oldest dropped the same way). ``strict_tools`` (the
     default) refuses a reply that calls a tool the request did not offer — the real API never
     does — with a 410 ``MOCK_TOOL_NOT_OFFERED`` error naming the offered tools; ``False`` sends
     such calls as scripted.
@@ -101,12 +104,20 @@ class MockDeepSeek:
         cache: PrefixCacheSimulator | None = None,
         renderer: PromptRenderer | None = None,
         request_log_limit: int = DEFAULT_REQUEST_LOG_LIMIT,
+        request_log_bytes: int = DEFAULT_REQUEST_LOG_BYTES,
         strict_tools: bool = True,
     ) -> None:
         if isinstance(request_log_limit, bool) or not (
             isinstance(request_log_limit, int) and request_log_limit >= 1
         ):
             raise ValueError(f"request_log_limit must be an integer ≥ 1, got {request_log_limit!r}")
+        if isinstance(request_log_bytes, bool) or not (
+            isinstance(request_log_bytes, int) and request_log_bytes >= 0
+        ):
+            raise ValueError(f"request_log_bytes must be an integer ≥ 0, got {request_log_bytes!r}")
+        self._log_bytes_limit = request_log_bytes
+        self._log_sizes: deque[int] = deque()
+        self._log_bytes = 0
         self._lock = threading.RLock()
         self._strict_tools = strict_tools
         self._api_keys = frozenset(api_keys) if api_keys is not None else None
@@ -172,6 +183,8 @@ class MockDeepSeek:
             self._queue = deque(self._initial)
             self.on_exhausted = self._initial_on_exhausted
             self._requests = deque(maxlen=self._log_limit)
+            self._log_sizes = deque()
+            self._log_bytes = 0
             self._seq = 0
             self._unscripted = deque(maxlen=self._log_limit)
             self._last_entry = None
@@ -220,8 +233,14 @@ class MockDeepSeek:
 
     @property
     def request_log_limit(self) -> int:
-        """The request log's cap."""
+        """The request log's cap, in records."""
         return self._log_limit
+
+    @property
+    def request_log_bytes(self) -> tuple[int, int]:
+        """``(request-body bytes the log holds, its cap in bytes)``."""
+        with self._lock:
+            return self._log_bytes, self._log_bytes_limit
 
     @property
     def cache(self) -> PrefixCacheSimulator:
@@ -440,6 +459,14 @@ class MockDeepSeek:
                 extras=dict(extras or {}),
             )
         )
+        size = len(request.body)
+        if len(self._log_sizes) == self._log_limit:  # the deque just dropped its oldest
+            self._log_bytes -= self._log_sizes.popleft()
+        self._log_sizes.append(size)
+        self._log_bytes += size
+        while self._log_bytes > self._log_bytes_limit and len(self._requests) > 1:
+            self._requests.popleft()
+            self._log_bytes -= self._log_sizes.popleft()
 
 
 def _unoffered_tool_error(entry: Reply, view: MockRequest) -> ApiError | None:

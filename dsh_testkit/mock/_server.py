@@ -22,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import re
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from email.utils import formatdate
 from http import HTTPStatus
@@ -208,6 +210,34 @@ def _error_body(message: str) -> bytes:
     return json.dumps(body).encode("utf-8")
 
 
+class _AcceptErrorThrottle(logging.Filter):
+    """Lets one asyncio "out of system resource" accept error through per ``every`` seconds.
+
+    When the process runs out of descriptors, asyncio logs every failed ``accept()`` with a
+    traceback; a flood of clients turns that into thousands of lines a second. The server keeps
+    running (asyncio retries the accept a moment later); one line every few seconds says so.
+    """
+
+    def __init__(self, every: float = 5.0) -> None:
+        super().__init__()
+        self.every = every
+        self.last = float("-inf")
+        self.suppressed = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "out of system resource" not in str(record.msg):
+            return True
+        now = time.monotonic()
+        if now - self.last < self.every:
+            self.suppressed += 1
+            return False
+        self.last = now
+        if self.suppressed:
+            record.msg = f"{record.msg} ({self.suppressed} more since the last report)"
+            self.suppressed = 0
+        return True
+
+
 class _Connections:
     """The live connection tasks, so a stop can end stalled and idle ones."""
 
@@ -236,16 +266,17 @@ def _reset(writer: asyncio.StreamWriter) -> None:
 async def _refuse_over_cap(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int
 ) -> None:
-    """Answer a connection over the cap with a 503 and close it. The request is read first (a
-    moment at most) and the rest drained, so the close is a clean FIN, not a reset that could
-    discard the answer before the client reads it."""
+    """Answer a connection over the cap with a 503 and close it. The request head is read first
+    and the rest drained (a quarter second each at most, so a flood of refusals holds few
+    descriptors), so the close is a clean FIN, not a reset that could discard the answer before
+    the client reads it."""
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 1.0)
+        await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 0.25)
     await _Protocol._refuse(
         writer, _BadRequest(503, f"too many connections (the limit is {limit})")
     )
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(_wait_for_close(reader), 0.5)
+        await asyncio.wait_for(_wait_for_close(reader), 0.25)
     with contextlib.suppress(Exception):
         writer.close()
         await writer.wait_closed()
@@ -448,11 +479,15 @@ async def serve(
         finally:
             connections.tasks.discard(task)
 
+    throttle = _AcceptErrorThrottle()
+    asyncio_logger = logging.getLogger("asyncio")
+    asyncio_logger.addFilter(throttle)
     try:
         server = await asyncio.start_server(
             on_connect, host, port, limit=MAX_HEAD_BYTES, reuse_address=True
         )
     except OSError as exc:
+        asyncio_logger.removeFilter(throttle)
         raise MockServerError(
             f"cannot listen: {exc.strerror or exc}", host=host, port=port
         ) from exc
@@ -470,6 +505,7 @@ async def serve(
         if connections.tasks:
             await asyncio.gather(*connections.tasks, return_exceptions=True)
         await server.wait_closed()
+        asyncio_logger.removeFilter(throttle)
 
 
 class MockServer:

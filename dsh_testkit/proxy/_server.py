@@ -62,6 +62,7 @@ _HOP_BY_HOP: Final = frozenset(
     }
 )
 _CREDENTIAL_HEADERS: Final = ("authorization", "x-api-key", "api-key")
+_REDACTED: Final = "<redacted>"
 
 
 class ProxyError(TestkitError):
@@ -84,20 +85,6 @@ def _credentials(head: _Head) -> list[str]:
     return out
 
 
-def _redacted(value: Any, secrets: list[str]) -> Any:
-    if not secrets:
-        return value
-    if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, "<redacted>")
-        return value
-    if isinstance(value, list):
-        return [_redacted(v, secrets) for v in value]
-    if isinstance(value, dict):
-        return {k: _redacted(v, secrets) for k, v in value.items()}
-    return value
-
-
 class Recorder:
     """The exchanges seen so far, in memory and (optionally) in the trace file."""
 
@@ -106,10 +93,13 @@ class Recorder:
         self.writer = TraceWriter(out, source="proxy") if out else None
         self._lock = threading.Lock()
 
-    def record(self, record: dict[str, Any], secrets: list[str]) -> None:
-        # The client's own credential, then anything key-shaped and credential query
-        # parameters: neither the trace file nor the reports (stdout, /_dsh/report) show them.
-        record = scrub_json(_redacted(record, secrets))
+    def record(self, record: dict[str, Any]) -> None:
+        """Keep one exchange (the caller removed the client's own credential from its texts).
+
+        Anything key-shaped and credential query parameters are scrubbed here, once: neither the
+        trace file nor the reports (stdout, ``/_dsh/report``) show them.
+        """
+        record = scrub_json(record)
         record["url"] = scrub_url(record["url"])
         with self._lock:
             record["index"] = len(self.exchanges)
@@ -130,7 +120,7 @@ class Recorder:
                 )
             )
             if self.writer is not None:
-                self.writer.append(record)
+                self.writer.append(record, scrubbed=True)
 
     def trace(self) -> Trace:
         with self._lock:
@@ -271,6 +261,17 @@ class _Proxy:
         first_byte: float | None,
         finished: float,
     ) -> None:
+        secrets = _credentials(head)
+        text = received.decode("utf-8", "replace")
+        conversation = next((v for name in SESSION_HEADERS for v in head.values(name)), None)
+        # The client's credential out of every text before parsing: a C-level replace, not a
+        # walk over the parsed values (the replacement keeps JSON valid).
+        for secret in secrets:
+            body = body.replace(secret.encode("utf-8"), _REDACTED.encode("ascii"))
+            text = text.replace(secret, _REDACTED)
+            url = url.replace(secret, _REDACTED)
+            if conversation is not None:
+                conversation = conversation.replace(secret, _REDACTED)
         try:
             parsed = json.loads(body) if body else None
         except ValueError:
@@ -278,7 +279,6 @@ class _Proxy:
         endpoint = endpoint_of(head.target, parsed)
         if endpoint is None:
             return
-        text = received.decode("utf-8", "replace")
         if "event-stream" in (response.header("content-type") or ""):
             from ..traces._wire import _EVENT_END
 
@@ -288,7 +288,6 @@ class _Proxy:
                 answer, usage = answer_of_json(json.loads(text), endpoint)
             except ValueError:
                 answer, usage = None, None
-        conversation = next((v for name in SESSION_HEADERS for v in head.values(name)), None)
         self.recorder.record(
             {
                 "index": 0,
@@ -302,8 +301,7 @@ class _Proxy:
                 "request": parsed,
                 "response": answer,
                 "usage": usage.to_json() if usage is not None else None,
-            },
-            _credentials(head),
+            }
         )
 
 

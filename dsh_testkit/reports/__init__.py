@@ -4,6 +4,9 @@
   rebuilt and compared with the one before;
 - ``_cache_report``: ``dsh-testkit cache-report`` — per-request cache hits, the best possible,
   and the log event behind each drop;
+- ``_rebuild``: ``dsh-testkit rebuild`` — every request a log rebuilds, as a summary or the
+  exact wire body;
+- ``_loading``: reading a log for a report (sidecars, "not a session log", the readable prefix);
 - ``_doctor``: the cache doctor over any trace — defined figures per request and conversation;
   ``_evidence``: its cause codes and the wire-level comparison behind each finding;
   ``_doctor_render``: its terminal, JSON and HTML output and the trace dispatch of the commands;
@@ -64,6 +67,8 @@ from ._doctor_render import (
     run_trace_audit,
     run_trace_cache_report,
 )
+from ._loading import NotASessionLogError, add_sidecar_arguments, load_log
+from ._rebuild import REBUILD_FORMAT_VERSION, add_rebuild_arguments, run_rebuild
 
 __all__ = [
     "AUDIT_FORMAT_VERSION",
@@ -75,6 +80,7 @@ __all__ = [
     "DOCTOR_FORMAT_VERSION",
     "ESTIMATOR_NAMES",
     "LEGEND",
+    "REBUILD_FORMAT_VERSION",
     "AuditReport",
     "CacheCause",
     "CacheCauseKind",
@@ -85,6 +91,7 @@ __all__ = [
     "DoctorReport",
     "Finding",
     "HeaderTimelineEntry",
+    "NotASessionLogError",
     "RequestAudit",
     "RequestCache",
     "RequestDiagnosis",
@@ -94,6 +101,8 @@ __all__ = [
     "ViolationCode",
     "add_audit_arguments",
     "add_cache_report_arguments",
+    "add_rebuild_arguments",
+    "add_sidecar_arguments",
     "audit_file",
     "audit_loaded",
     "audit_log",
@@ -101,6 +110,7 @@ __all__ = [
     "cache_report_file",
     "cache_report_loaded",
     "diagnose",
+    "load_log",
     "named_estimator",
     "render_audit",
     "render_cache_report",
@@ -108,6 +118,7 @@ __all__ = [
     "render_doctor_report",
     "run_audit",
     "run_cache_report",
+    "run_rebuild",
     "run_trace_audit",
     "run_trace_cache_report",
 ]

@@ -14,8 +14,11 @@ build does not model are carried as opaque events), then:
 
 The data comes first (:func:`audit_log` → :class:`AuditReport`, frozen values with ``to_json``),
 rendering second (:func:`render_audit`). Exit status of :func:`run_audit`: 0 when the log has no
-violation, 1 when it has any (a corrupt or truncated file included), 2 when the file cannot be
-opened.
+violation, 1 when it has any (a corrupt or truncated log included), 2 when the file cannot be
+opened or is not a session log (one line on stderr: ``not a session log: <reason>``).
+
+Normalized logs (the reference harness's snapshot fixtures) are audited with their placeholders
+filled from sidecar files: those beside the log by default, ``--sidecars DIR`` to name them.
 
 JSON document (``--json``; keys sorted, ``formatVersion`` bumps on any incompatible change)::
 
@@ -40,7 +43,8 @@ JSON document (``--json``; keys sorted, ``formatVersion`` bumps on any incompati
       "notes": ["…"]
     }
 
-Violation codes: ``unreadable`` (the file does not parse as a session log), ``truncated-tail``
+Violation codes: ``unreadable`` (the log's body breaks at a line; the events before it are
+audited), ``truncated-tail``
 (an unfinished last line was dropped), ``log-invariant``, ``surface``, ``header-fold``,
 ``reconstruct`` (a request cannot be rebuilt), ``history-rewrite``.
 """
@@ -51,7 +55,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeAlias
 
 from rich.table import Table
@@ -66,13 +70,23 @@ from dsh_core import (
     LogInvariant,
     ReconstructedRequest,
     Session,
+    SidecarError,
     fold_surface,
     reconstruct_requests,
 )
-from dsh_core.persistence import LoadedLog, load_session
+from dsh_core.persistence import LoadedLog
 
 from ._compare import compare_requests
 from ._console import dumps_report_json, emit, make_console
+from ._loading import (
+    NotASessionLogError,
+    SidecarOption,
+    add_sidecar_arguments,
+    load_log,
+    readable_prefix,
+    refusal,
+    sidecar_option,
+)
 from ._log_facts import (
     HeaderStep,
     changes_between,
@@ -302,19 +316,32 @@ def _valid_prefix(events: Sequence[Event]) -> tuple[int, list[Violation]]:
     return end, found
 
 
-def _rebuild(events: Sequence[Event]) -> tuple[list[ReconstructedRequest], Violation | None]:
+def _rebuild(events: Sequence[Event]) -> tuple[list[ReconstructedRequest], list[Violation]]:
+    """Every request that can be rebuilt, and one violation per distinct problem (rebuilding
+    goes on past a bad event or a request with no header, so one problem hides nothing else)."""
     rebuilt: list[ReconstructedRequest] = []
+    errors: list[DshError] = []
+    violations: list[Violation] = []
     try:
-        for request in reconstruct_requests(events):
+        for request in reconstruct_requests(events, errors=errors):
             rebuilt.append(request)
-    except DshError as exc:
-        seq = getattr(exc, "seq", None)
-        return rebuilt, Violation(
-            code="reconstruct",
-            message=f"request {len(rebuilt) + 1} cannot be rebuilt from the log: {exc}",
-            seq=seq if isinstance(seq, int) else None,
+    except DshError as exc:  # a fold rule broke: nothing after it can be rebuilt
+        errors.append(exc)
+    seen: set[str] = set()
+    for error in errors:
+        text = str(error)
+        if text in seen:
+            continue
+        seen.add(text)
+        seq = getattr(error, "seq", None)
+        violations.append(
+            Violation(
+                code="reconstruct",
+                message=f"a request cannot be rebuilt from the log as written: {text}",
+                seq=seq if isinstance(seq, int) else None,
+            )
         )
-    return rebuilt, None
+    return rebuilt, violations
 
 
 def audit_log(events: Sequence[Event], *, session_id: str | None = None) -> AuditReport:
@@ -341,9 +368,8 @@ def audit_log(events: Sequence[Event], *, session_id: str | None = None) -> Audi
         for r in rewrites
         if r.kind == "rewrite"
     )
-    rebuilt, failure = _rebuild(valid)
-    if failure is not None:
-        violations.append(failure)
+    rebuilt, failures = _rebuild(valid)
+    violations.extend(failures)
     notes: list[str] = [
         f"{s.label} at seq {s.seq} changes nothing in the logged values "
         "(a normalized log may hide what changed)"
@@ -437,23 +463,40 @@ def audit_loaded(loaded: LoadedLog) -> AuditReport:
     )
 
 
-def audit_file(path: str | os.PathLike[str]) -> AuditReport:
-    """Load and audit a JSONL session log. A file that does not read is a report with one
-    ``unreadable`` violation; a file that cannot be opened raises :class:`OSError`."""
+def audit_file(path: str | os.PathLike[str], *, sidecars: SidecarOption = "auto") -> AuditReport:
+    """Load and audit a JSONL session log, placeholders filled from ``sidecars`` (by default
+    the sidecar files beside the log).
+
+    A log whose body breaks at some line is a report with an ``unreadable`` violation, the
+    events before that line audited as usual. Raises :class:`NotASessionLogError` for a file
+    that is not a session log (no valid session header), :class:`OSError` for a file that
+    cannot be opened, :class:`dsh_core.SidecarError` for sidecars that do not fit.
+    """
     try:
-        loaded = load_session(path, audit=True)
+        loaded = load_log(path, sidecars=sidecars)
     except CorruptLogError as exc:
-        return AuditReport(
-            session_id=None,
-            event_count=0,
-            opaque_types=(),
-            header_timeline=(),
-            rewrites=(),
-            requests=(),
-            violations=(
-                Violation(code="unreadable", message=str(exc), seq=exc.seq, line=exc.line),
+        unreadable = Violation(code="unreadable", message=str(exc), seq=exc.seq, line=exc.line)
+        prefix = readable_prefix(path, exc.line, sidecars=sidecars) if exc.line else None
+        if prefix is None:
+            return AuditReport(
+                session_id=None,
+                event_count=0,
+                opaque_types=(),
+                header_timeline=(),
+                rewrites=(),
+                requests=(),
+                violations=(unreadable,),
+                notes=(),
+            )
+        report = audit_loaded(prefix)
+        return replace(
+            report,
+            violations=(*report.violations, unreadable),
+            notes=(
+                *report.notes,
+                f"the log does not read from line {exc.line} on; the {report.event_count} "
+                "event(s) before it were audited",
             ),
-            notes=(),
         )
     return audit_loaded(loaded)
 
@@ -590,15 +633,15 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help=f"print a JSON document (formatVersion {AUDIT_FORMAT_VERSION}) instead of tables",
     )
+    add_sidecar_arguments(parser)
 
 
 def run_audit(args: argparse.Namespace) -> int:
     """Run ``dsh-testkit audit`` with parsed arguments; returns the exit status."""
     try:
-        report = audit_file(args.log)
-    except OSError as exc:
-        print(f"dsh-testkit audit: cannot read {args.log}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        report = audit_file(args.log, sidecars=sidecar_option(args))
+    except (OSError, NotASessionLogError, SidecarError) as exc:
+        return refusal("audit", args, exc)
     if args.json:
         sys.stdout.write(dumps_report_json(report.to_json()))
     else:

@@ -88,13 +88,23 @@ from dsh_core import (
     GenerateOptions,
     Message,
     ReconstructedRequest,
+    SidecarError,
+    ToolsPlaceholder,
     dumps_canonical,
     reconstruct_requests,
 )
-from dsh_core.persistence import LoadedLog, load_session
+from dsh_core.persistence import LoadedLog
 
 from ._compare import compare_requests, message_history, same_header, shared_history
 from ._console import dumps_report_json, emit, make_console
+from ._loading import (
+    NotASessionLogError,
+    SidecarOption,
+    add_sidecar_arguments,
+    load_log,
+    refusal,
+    sidecar_option,
+)
 from ._log_facts import (
     HeaderStep,
     SurfaceRewrite,
@@ -428,13 +438,20 @@ class _WireTexts:
         return message.visible_canonical_json()
 
     def header(self, request: GenerateOptions) -> tuple[str, str]:
-        """The system prompt and the tool schemas as sent."""
+        """The system prompt, then the tool schemas and the message prefix as sent (the
+        prefix sits between the system prompt and the history on the wire)."""
+        return request.system or "", self._tools_text(request) + self._prefix_text(request)
+
+    def _tools_text(self, request: GenerateOptions) -> str:
         tools = request.tools
-        if isinstance(tools, str):
-            return request.system or "", tools
+        if isinstance(tools, ToolsPlaceholder):
+            return dumps_canonical(tools.to_json())
         if self._tools is None or self._tools[0] is not tools:
             self._tools = (tools, dumps_canonical([t.to_json() for t in tools or ()]))
-        return request.system or "", self._tools[1]
+        return self._tools[1]
+
+    def _prefix_text(self, request: GenerateOptions) -> str:
+        return "".join(m if isinstance(m, str) else self.message(m) for m in request.message_prefix)
 
     def parts(self, request: GenerateOptions) -> list[str]:
         """System, tools, then each message (what :func:`_shared_prefix` compares)."""
@@ -667,10 +684,13 @@ def cache_report_file(
     estimator: TokenEstimator = CHARS_PER_TOKEN,
     block_tokens: int = DEFAULT_BLOCK_TOKENS,
     tolerance_tokens: int | None = None,
+    sidecars: SidecarOption = "auto",
 ) -> CacheReport:
-    """Load a JSONL session log (audit mode) and report on it."""
+    """Load a JSONL session log (audit mode, placeholders filled from ``sidecars``: by default
+    the sidecar files beside the log) and report on it. Raises :class:`NotASessionLogError`
+    for a file that is not a session log."""
     return cache_report_loaded(
-        load_session(path, audit=True),
+        load_log(path, sidecars=sidecars),
         estimator=estimator,
         block_tokens=block_tokens,
         tolerance_tokens=tolerance_tokens,
@@ -821,7 +841,7 @@ def add_cache_report_arguments(parser: argparse.ArgumentParser) -> None:
         parser.description = (
             "Per request: prompt tokens, cache hit and miss, the best hit the provider could "
             "have given, and the cause of every drop. Exit status: 0 report written, 1 the log "
-            "does not fold (run `dsh-testkit audit`), 2 file not readable."
+            "does not fold (run `dsh-testkit audit`), 2 file not readable or not a session log."
         )
     parser.add_argument(
         "log", help="a JSONL session log (this project's or the reference harness's)"
@@ -858,6 +878,7 @@ def add_cache_report_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="a loss of at most N tokens is not a drop (default: one cache block)",
     )
+    add_sidecar_arguments(parser)
 
 
 def run_cache_report(args: argparse.Namespace) -> int:
@@ -883,13 +904,9 @@ def run_cache_report(args: argparse.Namespace) -> int:
         print(f"dsh-testkit cache-report: {exc}", file=sys.stderr)
         return 2
     try:
-        loaded = load_session(args.log, audit=True)
-    except OSError as exc:
-        print(
-            f"dsh-testkit cache-report: cannot read {args.log}: {exc.strerror or exc}",
-            file=sys.stderr,
-        )
-        return 2
+        loaded = load_log(args.log, sidecars=sidecar_option(args))
+    except (OSError, NotASessionLogError, SidecarError) as exc:
+        return refusal("cache-report", args, exc)
     except CorruptLogError as exc:
         print(
             f"dsh-testkit cache-report: the log does not read: {exc}\n"

@@ -24,9 +24,11 @@ from dsh_core import (
     SystemDelta,
     ToolSchema,
     ToolsDelta,
+    ToolsPlaceholder,
     canonical_header,
     config_differences,
     diff_header,
+    dumps_canonical,
     first_json_difference,
     header_equals,
     preview_value,
@@ -79,8 +81,11 @@ def header_summary(header: EpochHeader) -> str:
     tools = header.tools
     if tools is None:
         parts.append("no tools")
-    elif isinstance(tools, str):
-        parts.append(f"tools {tools}")
+    elif isinstance(tools, ToolsPlaceholder) and tools.token is not None:
+        parts.append(f"tools {tools.token}")
+    elif isinstance(tools, ToolsPlaceholder):
+        count = len(tools.names or ())
+        parts.append(f"{count} tool{'s' if count != 1 else ''} (names only)")
     else:
         parts.append(f"{len(tools)} tool{'s' if len(tools) != 1 else ''}")
     return " · ".join(parts)
@@ -123,9 +128,13 @@ def _tool_changes(previous: tuple[ToolSchema, ...], delta: ToolsDelta) -> list[s
     return out
 
 
-def _tool_pairs(tools: tuple[ToolSchema, ...] | str | None) -> list[tuple[str, Any]] | str | None:
-    if tools is None or isinstance(tools, str):
-        return tools
+def _tool_pairs(
+    tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None,
+) -> list[tuple[str, Any]] | str | None:
+    if tools is None:
+        return None
+    if isinstance(tools, ToolsPlaceholder):
+        return tools.token or dumps_canonical(list(tools.names or ()))
     return [(t.name, t.to_json()) for t in tools]
 
 
@@ -141,7 +150,7 @@ def header_changes(previous: EpochHeader | None, header: EpochHeader) -> tuple[s
     a, b = canonical_header(previous), canonical_header(header)
     if header_equals(a, b):
         return ()
-    placeholders = isinstance(a.tools, str) or isinstance(b.tools, str)
+    placeholders = isinstance(a.tools, ToolsPlaceholder) or isinstance(b.tools, ToolsPlaceholder)
     # A placeholder cannot be encoded as a delta: diff the rest without the tools.
     delta = (
         diff_header(replace(a, tools=None), replace(b, tools=None))
@@ -152,16 +161,48 @@ def header_changes(previous: EpochHeader | None, header: EpochHeader) -> tuple[s
     if delta.system is not None:
         out.append(_system_change(a.system, b.system, delta.system))
     if placeholders:
-        out.extend(
-            tools_differences(
-                _tool_pairs(a.tools),
-                _tool_pairs(b.tools),
-                _SIDES,
+        old_names, new_names = _tool_names(a.tools), _tool_names(b.tools)
+        if old_names is not None and new_names is not None:
+            # Names on both sides (schemas elided on one at least): added, removed, reordered.
+            out.extend(_name_changes(old_names, new_names))
+        else:
+            out.extend(
+                tools_differences(
+                    _tool_pairs(a.tools),
+                    _tool_pairs(b.tools),
+                    _SIDES,
+                )
             )
-        )
     elif delta.tools is not None:
         out.extend(_tool_changes(a.tool_list, delta.tools))
+    if delta.message_prefix is not None:
+        old_n, new_n = len(a.message_prefix), len(b.message_prefix)
+        out.append(
+            f"messagePrefix: {_plural(old_n, 'message')} → {_plural(new_n, 'message')}"
+            if old_n != new_n
+            else f"messagePrefix changed ({_plural(new_n, 'message')})"
+        )
     return tuple(out)
+
+
+def _tool_names(tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None) -> list[str] | None:
+    """The tool names in order, when known (schemas or a names list); ``None`` for a token."""
+    if isinstance(tools, ToolsPlaceholder):
+        return list(tools.names) if tools.names is not None else None
+    return [t.name for t in tools or ()]
+
+
+def _name_changes(old: list[str], new: list[str]) -> list[str]:
+    """Added, removed and reordered tools, by name (schemas may be elided on either side)."""
+    out = [f"tool {n!r} added" for n in new if n not in old]
+    out.extend(f"tool {n!r} removed" for n in old if n not in new)
+    kept_old = [n for n in old if n in new]
+    kept_new = [n for n in new if n in old]
+    if kept_old != kept_new:
+        out.append(f"tools reordered ({', '.join(kept_new)})")
+    if not out and old == new:
+        out.append("tools: schemas elided on one side (names unchanged)")
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

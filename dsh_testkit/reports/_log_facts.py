@@ -32,6 +32,7 @@ __all__ = [
     "SurfaceRewrite",
     "UsageFound",
     "changes_between",
+    "compaction_checkpoint_id",
     "find_usage",
     "header_steps",
     "opaque_type_counts",
@@ -45,7 +46,35 @@ _BRACKET_CLOSE: Final = frozenset({"compaction/end", "compact/end"})
 _METERING: Final = frozenset(
     {"compaction/summary", "compaction/prune", "compact/summary", "compact/prune"}
 )
-"""Events that price a surface replace (dsh-core-spec §10.1: the replace follows right after)."""
+"""Events that price a surface replace (the replace follows right after)."""
+
+_COMPACT_PLUGIN: Final = "compact"
+"""The plugin name the reference harness's compaction checkpoints carry in their source."""
+
+
+def compaction_checkpoint_id(event: Event) -> str | None:
+    """The compaction id of a reference-harness compaction checkpoint, else ``None``.
+
+    The reference harness's compaction rewrites history by a surface replace whose new node is
+    a ``user/message`` with source ``{"kind": "plugin", "plugin": "compact", "compactionId": …}``
+    (its summary checkpoint). Inside a ``compaction/start`` … ``compaction/end`` bracket or on
+    its own (trimmed fixtures, backends that log no bracket), that source says "compaction".
+    """
+    if event.type != "user/message" or not isinstance(event.surface_op, SurfaceReplace):
+        return None
+    data = event.data if isinstance(event.data, Mapping) else {}
+    source = data.get("source")
+    if not isinstance(source, Mapping):
+        message = data.get("message")
+        source = message.get("source") if isinstance(message, Mapping) else None
+    if (
+        isinstance(source, Mapping)
+        and source.get("kind") == "plugin"
+        and source.get("plugin") == _COMPACT_PLUGIN
+    ):
+        compaction_id = source.get("compactionId")
+        return compaction_id if isinstance(compaction_id, str) else ""
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,7 +145,11 @@ class SurfaceRewrite:
     """``compaction`` (inside a compaction or priced by its summary), ``prune`` (a tool/result
     replace priced by a prune event), ``rewrite`` (nothing in the log explains it)."""
     explained_by: int | None
-    """Seq of the compaction or metering event that explains it."""
+    """Seq of the compaction or metering event that explains it (for a compaction checkpoint
+    with no bracket: the checkpoint itself)."""
+    compaction_id: str | None = None
+    """Set when a reference-harness compaction checkpoint alone explains the replace: the
+    compaction id it names (``""`` when it names none)."""
 
     @property
     def description(self) -> str:
@@ -127,6 +160,8 @@ class SurfaceRewrite:
                 "or prune event before it"
             )
         what = "compaction" if self.kind == "compaction" else "tool-result prune"
+        if self.compaction_id is not None:
+            what += f" (checkpoint of compaction {self.compaction_id or '(no id)'})"
         return f"{what}: {self.event_type} at seq {self.seq} replaced {span}"
 
 
@@ -134,17 +169,24 @@ def surface_rewrites(events: Sequence[Event]) -> tuple[SurfaceRewrite, ...]:
     """Every surface replace, classified (dsh-core-spec §10: compactions and prunes are priced)."""
     out: list[SurfaceRewrite] = []
     bracket: int | None = None
+    starts: dict[str, int] = {}
     previous: Event | None = None
     for event in events:
         op = event.surface_op
         if isinstance(op, SurfaceReplace):
             kind: RewriteKind = "rewrite"
             explained: int | None = None
+            checkpoint = compaction_checkpoint_id(event)
+            decided_by_checkpoint = False
             if previous is not None and previous.type in _METERING:
                 explained = previous.seq
                 kind = "prune" if previous.type.endswith("/prune") else "compaction"
             elif bracket is not None:
                 explained, kind = bracket, "compaction"
+            elif checkpoint is not None:
+                # The reference's checkpoint form: the replacing message names its compaction.
+                explained, kind = starts.get(checkpoint, event.seq), "compaction"
+                decided_by_checkpoint = True
             if kind == "compaction" and event.type == "tool/result":
                 kind = "prune"
             out.append(
@@ -155,10 +197,14 @@ def surface_rewrites(events: Sequence[Event]) -> tuple[SurfaceRewrite, ...]:
                     end=op.end,
                     kind=kind,
                     explained_by=explained,
+                    compaction_id=checkpoint if decided_by_checkpoint else None,
                 )
             )
         elif event.type in _BRACKET_OPEN:
             bracket = event.seq
+            data = event.data if isinstance(event.data, Mapping) else {}
+            if isinstance(data.get("compactionId"), str):
+                starts[data["compactionId"]] = event.seq
         elif event.type in _BRACKET_CLOSE:
             bracket = None
         previous = event

@@ -15,6 +15,7 @@ from dsh_core import (
     HeaderDelta,
     LlmCallConfig,
     ToolSchema,
+    ToolsPlaceholder,
     diff_header,
 )
 
@@ -336,7 +337,7 @@ def _edit_config(draw: st.DrawFn, config: LlmCallConfig) -> LlmCallConfig:
 @st.composite
 def _edited(draw: st.DrawFn, base: EpochHeader, max_edits: int) -> EpochHeader:
     system = base.system
-    tools = base.tools if not isinstance(base.tools, str) else None
+    tools = base.tools if not isinstance(base.tools, ToolsPlaceholder) else None
     config = base.config
     # Mostly one edit (each hard case in its pure form), sometimes none or several at once.
     count = draw(st.sampled_from((1, 1, 1, 0, 2, max_edits)))

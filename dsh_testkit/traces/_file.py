@@ -28,8 +28,11 @@ TRACE_FORMAT_VERSION: Final = 1
 """The one trace file version written and read; another version is refused."""
 
 
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _line(record: Mapping[str, Any]) -> str:
-    return json.dumps(scrub_json(record), ensure_ascii=False, separators=(",", ":")) + "\n"
+    return _ENCODER.encode(scrub_json(record)) + "\n"
 
 
 class TraceWriter:
@@ -50,8 +53,15 @@ class TraceWriter:
         if self._fsync:
             os.fsync(self._file.fileno())
 
-    def append(self, record: Mapping[str, Any]) -> None:
-        """Write one exchange record (scrubbed) and flush it."""
+    def append(self, record: Mapping[str, Any], *, scrubbed: bool = False) -> None:
+        """Write one exchange record and flush it; scrubbed first unless ``scrubbed`` says the
+        caller did it already."""
+        if scrubbed:
+            self._file.write(_ENCODER.encode(record) + "\n")
+            self._file.flush()
+            if self._fsync:
+                os.fsync(self._file.fileno())
+            return
         self._write(record)
 
     def close(self) -> None:

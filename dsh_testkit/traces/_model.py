@@ -224,6 +224,18 @@ def shared_chars(a: Sequence[str], b: Sequence[str]) -> int:
     return total
 
 
+def _first_chars(parts: Sequence[str], count: int) -> str | None:
+    """The first ``count`` characters of the joined parts (``None`` when shorter)."""
+    taken: list[str] = []
+    total = 0
+    for part in parts:
+        taken.append(part[: count - total])
+        total += len(taken[-1])
+        if total >= count:
+            return "".join(taken)
+    return None
+
+
 def continuation_score(last: Sequence[str], parts: Sequence[str], unit_tokens: int) -> int:
     """How strongly ``parts`` continues the request ``last`` (0: not at all).
 
@@ -310,9 +322,10 @@ class Trace:
         keyed: dict[str, list[Exchange]] = {}
         order: list[str] = []
         open_auto: list[list[Exchange]] = []
-        # Candidates first: conversations that had this system prompt or this first message
-        # (a dictionary lookup); a full scan only when none of them continues (a new
-        # conversation, or one that changed both), so splitting stays linear in the trace.
+        # Only candidates are scored, found by dictionary lookups, so splitting stays linear in
+        # the trace: conversations that had this system prompt, this first message, or the
+        # same first unit of prompt text (two prompts that share a unit share exactly that).
+        threshold = unit_tokens * _CHARS_PER_TOKEN
         by_head: dict[tuple[int, str], set[int]] = {}
         for exchange in self.exchanges:
             name = key(exchange) if key is not None else exchange.conversation
@@ -326,10 +339,11 @@ class Trace:
             heads = [(0, parts[0])] if parts and parts[0] else []
             if len(parts) > 2:
                 heads.append((2, parts[2]))
+            unit = _first_chars(parts, threshold)
+            if unit is not None:
+                heads.append((1, unit))
             candidates = set().union(*(by_head.get(h, set()) for h in heads))
             best = self._best(open_auto, sorted(candidates), parts, unit_tokens)
-            if best is None:
-                best = self._best(open_auto, range(len(open_auto)), parts, unit_tokens)
             if best is None:
                 best = len(open_auto)
                 open_auto.append([])

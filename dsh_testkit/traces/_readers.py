@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from dsh_core import ToolsPlaceholder
+
 from .._secrets import scrub_json, scrub_url
 from ._errors import TraceError
 from ._file import read_trace_lines
@@ -175,7 +177,9 @@ def _from_session_log(text: str, path: str | None) -> Trace:
                 hit_tokens=found.usage.cache_read_tokens,
                 completion_tokens=found.usage.output_tokens,
             )
-        placeholder = options.tools if isinstance(options.tools, str) else None
+        placeholder = (
+            options.tools.to_json() if isinstance(options.tools, ToolsPlaceholder) else None
+        )
         if placeholder is not None:
             # The reference harness logs its tools as a placeholder: serialize without them and
             # keep the placeholder text, so a change of it still shows.

@@ -23,6 +23,7 @@ from dsh_core import (
     SystemDelta,
     ToolSchema,
     ToolsDelta,
+    ToolsPlaceholder,
     apply_header_delta,
     canonical_header,
     diff_header,
@@ -218,7 +219,7 @@ def test_a_placeholder_tool_list_is_kept_and_compared_by_value() -> None:
     h = EpochHeader.from_json(
         {"config": CONFIG.to_json(), "system": "{{system}}", "tools": "{{tools}}"}
     )
-    assert h.tools == "{{tools}}"
+    assert h.tools == ToolsPlaceholder(token="{{tools}}")
     assert h.tool_list == ()
     assert h.to_json()["tools"] == "{{tools}}"
     assert header_equals(h, EpochHeader.from_json(h.to_json()))
@@ -583,7 +584,8 @@ def test_a_config_only_change_replaces_the_config_whole() -> None:
     ("raw", "fragment"),
     [
         ("x", "header delta must be a JSON object"),
-        ({"messagePrefix": []}, "header delta has unknown keys ['messagePrefix']"),
+        ({"messagePrefix": None}, "messagePrefix is an array ([] clears it), not null"),
+        ({"systemPrompt": []}, "header delta has unknown keys ['systemPrompt']"),
         ({"config": {"model": "m"}}, "config lacks provider/model"),
     ],
 )

@@ -22,7 +22,7 @@ from dsh_core import (
     tool,
     user_message,
 )
-from dsh_core._stream import CancelToken
+from dsh_core._request import CancelToken
 from dsh_core.scripted import ScriptedProvider, text_response, tool_call, tool_call_response
 
 from ._loop_helpers import (

@@ -32,13 +32,14 @@ from dsh_core.persistence import (
     DroppedTail,
     JsonlWriter,
     dumps_session,
+    header_line,
     load_session,
     loads_session,
     open_session,
     write_session,
 )
 
-HEADER = '{"type":"session","version":0,"id":"s1","createdAt":5}\n'
+HEADER = '{"type":"session","version":0,"id":"s1","createdAt":5,"delegationDepth":0}\n'
 
 
 def clock_from(times: list[int] | None = None) -> Callable[[], int]:
@@ -122,7 +123,7 @@ def test_the_file_is_a_header_record_then_one_compact_event_per_line() -> None:
     session.append("user/message", user_message("héllo ✓", id="m1").to_json(), surface_op="append")
     data = dumps_session(session.info, session.events)
     assert data == (
-        b'{"type":"session","version":0,"id":"s1","createdAt":5}\n'
+        b'{"type":"session","version":0,"id":"s1","createdAt":5,"delegationDepth":0}\n'
         b'{"type":"turn/start","seq":0,"time":1000,"data":{"turn":1}}\n'
         b'{"type":"user/message","seq":1,"time":1001,"data":{"id":"m1","role":"user",'
         b'"content":[{"type":"text","text":"h\xc3\xa9llo \xe2\x9c\x93"}],"source":{"kind":"user"}},'
@@ -550,7 +551,7 @@ def test_every_append_is_on_disk_before_append_returns(tmp_path: Path, fsync: An
     path = tmp_path / "s.jsonl"
     with write_session(path, session, fsync=fsync) as writer:
         assert writer.attached and writer.session is session
-        assert read_lines(path) == [session.info.to_json()]
+        assert read_lines(path) == [header_line(session.info)]
         appends: list[tuple[str, Any, dict[str, Any]]] = []
         for turn in (1, 2):
             appends += [

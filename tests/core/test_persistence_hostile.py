@@ -8,6 +8,7 @@ The longer sweeps (every cut, every field) live in ``tests/adversarial``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dsh_core import (
     MAX_JSON_DEPTH,
@@ -135,6 +138,16 @@ def test_turn_and_step_are_checked_on_every_event_that_carries_them(event_type: 
     assert info.value.line == 2
 
 
+@pytest.mark.parametrize("event_type", ["turn/start", "turn/end", "step/start", "step/end"])
+def test_turn_and_step_events_must_carry_their_positions(event_type: str) -> None:
+    with pytest.raises(CorruptLogError, match=r"data\.turn is missing") as info:
+        loads_session(HEADER + ev(0, event_type, {"other": 1}), audit=True)
+    assert info.value.line == 2
+    with pytest.raises(CorruptLogError, match="data must be an object holding turn") as info:
+        loads_session(HEADER + ev(0, event_type, "x"), audit=True)
+    assert info.value.line == 2
+
+
 # ------------------------------------------------------------- 3. only an unterminated tail drops
 
 
@@ -179,6 +192,26 @@ def test_bytes_that_are_not_utf8_inside_an_unterminated_tail_are_corruption() ->
     data = (HEADER + ev(0)).encode() + b'{"type":"turn/\xff\xfeend","seq":1'
     with pytest.raises(CorruptLogError, match="not the start of a record cut short"):
         loads_session(data)
+
+
+def test_a_complete_record_then_a_stray_partial_character_is_corruption() -> None:
+    data = (HEADER + ev(0) + ev(1, "turn/end", {"turn": 1})[:-1]).encode() + b"\xe2\x82"
+    with pytest.raises(CorruptLogError, match="not the start of a record cut short"):
+        loads_session(data)
+
+
+def test_an_unterminated_tail_nested_past_the_limit_is_corruption() -> None:
+    tail = '{"type":"x/y","seq":1,"time":7,"data":' + '{"a":' * (MAX_JSON_DEPTH + 5)
+    with pytest.raises(CorruptLogError, match="deeper than"):
+        loads_session(HEADER + ev(0) + tail, audit=True)
+    # ... also when it ends inside a character, so only its UTF-8 prefix is parsed
+    with pytest.raises(CorruptLogError, match="not the start of a record cut short"):
+        loads_session((HEADER + ev(0) + tail).encode() + b"\xe2", audit=True)
+
+
+def test_an_event_without_positions_may_hold_any_json_data_in_audit_mode() -> None:
+    loaded = loads_session(HEADER + ev(0, "todo/write", "just a string"), audit=True)
+    assert loaded.events[0].data == "just a string"
 
 
 def test_an_unterminated_prefix_of_a_record_is_still_a_crash_tail(tmp_path: Path) -> None:
@@ -233,6 +266,16 @@ def test_every_way_to_write_is_refused_while_a_writer_holds_the_log(
     assert len(load_session(path).events) == len(session.events)
 
 
+def test_overwrite_creates_a_missing_file_and_truncates_an_unlocked_one(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    session = new_session()
+    a_turn(session)
+    write_session(path, session, overwrite=True).close()  # no file yet: created
+    assert len(load_session(path).events) == 3
+    write_session(path, new_session(), overwrite=True).close()  # unlocked: truncated
+    assert load_session(path).events == ()
+
+
 def test_the_lock_holds_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     session = new_session()
@@ -268,6 +311,19 @@ def test_a_surrogate_pair_held_as_two_code_points_is_refused_at_append() -> None
         freeze_json({"\ud83d\ude00": 1})
 
 
+def test_a_header_holding_a_surrogate_pair_is_refused_before_a_file_exists(
+    tmp_path: Path,
+) -> None:
+    info = SessionInfo(id="s\ud83d\ude00", created_at=5)
+    path = tmp_path / "s.jsonl"
+    with pytest.raises(JsonValueError, match="two code points"):
+        JsonlWriter.create(path, info)
+    assert not path.exists()
+    lone = SessionInfo(id="s\ud83d", created_at=5)  # a lone one round-trips
+    JsonlWriter.create(path, lone).close()
+    assert load_session(path).info.id == "s\ud83d"
+
+
 @pytest.mark.parametrize(
     "text", ["\ud83d", "\ude00", "x\ud800y", "\ude00\ud83d", "\ud83d \ude00", "😀\ud83d"]
 )
@@ -281,6 +337,32 @@ def test_lone_surrogates_round_trip_byte_identically(tmp_path: Path, text: str) 
     loaded = load_session(path)
     assert loaded.events[0].data == session.events[0].data
     assert loaded.events[0].data["todos"][0]["content"] == text
+    assert dumps_session(loaded.info, loaded.events) == data
+
+
+_ANY_CODE_POINTS = st.text(
+    st.sampled_from(["a", "é", "😀", "\ud83d", "\ude00", "\udbff", "\udc00", '"', "\\"]),
+    max_size=8,
+)
+
+
+@given(text=_ANY_CODE_POINTS)
+def test_every_string_round_trips_byte_identically_or_is_refused_at_append(text: str) -> None:
+    """The lossless promise as a law: append refuses exactly the strings JSON cannot spell."""
+    session = new_session()
+    holds_pair = any(
+        "\ud800" <= a <= "\udbff" and "\udc00" <= b <= "\udfff" for a, b in itertools.pairwise(text)
+    )
+    try:
+        session.append("todo/write", {"t": text, text: [text]})
+    except InvalidEventError:
+        assert holds_pair
+        assert session.seq == 0
+        return
+    assert not holds_pair
+    data = dumps_session(session.info, session.events)
+    loaded = loads_session(data)
+    assert loaded.events[0].data["t"] == text
     assert dumps_session(loaded.info, loaded.events) == data
 
 

@@ -19,6 +19,7 @@ from dsh_core import (
     Event,
     Session,
     ToolSchema,
+    ToolsPlaceholder,
     dumps_canonical,
     fold_request_header,
     reconstruct_requests,
@@ -191,7 +192,8 @@ def test_pin_headers_restore_to_the_sidecars(path: Path) -> None:
             assert name not in names
 
     for r in reconstruct_requests(events, session_id=loaded.info.id):
-        assert r.request.system == "{{system}}" and r.request.tools == "{{tools}}"
+        assert r.request.system == "{{system}}"
+        assert r.request.tools == ToolsPlaceholder(token="{{tools}}")
         assert r.header_seq is not None
         k = _epoch(r.header_seq, changes)
         assert r.request.model == headers[k].data["header"]["config"]["model"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dsh_core import CORE_EVENT_TYPES, CorruptLogError, fold_request_header
+from dsh_core import CORE_EVENT_TYPES, CorruptLogError, ToolsPlaceholder, fold_request_header
 from dsh_core.persistence import dumps_session, load_session, open_session
 from tests._support import REFERENCE_LOGS
 
@@ -85,7 +85,7 @@ def test_a_reference_log_header_folds(path: Path) -> None:
     if isinstance(raw_tools, list):
         assert [t.to_json() for t in header.tool_list] == raw_tools  # names, order, schemas
     else:
-        assert header.tools == raw_tools  # a placeholder such as "{{tools}}", kept as is
+        assert header.tools == ToolsPlaceholder.of(raw_tools)  # "{{tools}}", kept as is
     assert json.dumps(header.to_json()) == json.dumps(last)  # nothing else, key order too
 
 
@@ -102,10 +102,12 @@ def test_a_reference_log_is_refused_outside_audit_mode(path: Path) -> None:
 def test_packing_a_reference_log_again_reproduces_its_records(path: Path) -> None:
     loaded = load_session(path, audit=True)
     again = dumps_session(loaded.info, loaded.events, pack_chunks=True).decode("utf-8")
-    original = path.read_text(encoding="utf-8")
-    assert [json.loads(t) for t in again.splitlines()] == [
-        json.loads(t) for t in original.splitlines() if t.strip()
-    ]
+    original = [json.loads(t) for t in path.read_text(encoding="utf-8").splitlines() if t.strip()]
+    written = [json.loads(t) for t in again.splitlines()]
+    assert written[1:] == original[1:]
+    # The header line gains the delegationDepth the reference reader requires (its own writer
+    # adds it too: 0 when the session records none); nothing else changes.
+    assert written[0] == {"delegationDepth": 0, **original[0]}
 
 
 @needs_logs
@@ -122,7 +124,7 @@ def test_known_figures_counted_by_hand() -> None:
     assert len(multi.events) == 71
     header = multi.to_session().request_header()
     assert header is not None
-    assert (header.system, header.tools) == ("{{system}}", "{{tools}}")
+    assert (header.system, header.tools) == ("{{system}}", ToolsPlaceholder(token="{{tools}}"))
     assert header.config.model == "deepseek-v4-flash"
 
     packed = load_session(REFERENCE_LOGS / "packed-chunks" / "session.jsonl", audit=True)

@@ -44,8 +44,8 @@ from dsh_core import (
     freeze_json,
     user_message,
 )
+from dsh_core._assembly import message_from_blocks
 from dsh_core._cancel import Aborted, CancelGuard
-from dsh_core._stream import message_from_blocks
 from dsh_testkit.strategies import epoch_headers, messages
 
 # --------------------------------------------------------------------------------------------

@@ -291,7 +291,10 @@ def _check_script_used(scenario: Scenario, pending: Sequence[Any]) -> None:
         )
 
 
-_VOLATILE_CASSETTE_LINE = re.compile(r"^\s*x-deepseek-harness-session-id: .*$", re.MULTILINE)
+_VOLATILE_CASSETTE_LINE = re.compile(
+    r"^\s*(x-deepseek-harness-session-id|scrubChecksum): .*$", re.MULTILINE
+)
+"""Lines that change with every recording: the session id, and the checksum over the file."""
 
 
 def _same_recording(scenario: Scenario, sessions: Sequence[Session], cassette: Path | None) -> bool:

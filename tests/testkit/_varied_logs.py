@@ -40,7 +40,9 @@ def detached(request: GenerateOptions) -> GenerateOptions:
         request,
         messages=tuple(request.messages),
         system=_fresh(request.system),
-        tools=tuple(t for t in tools) if isinstance(tools, tuple) else _fresh(tools),
+        tools=tuple(t for t in tools)
+        if isinstance(tools, tuple)
+        else tools and dataclasses.replace(tools),
     )
 
 

@@ -321,7 +321,7 @@ def test_a_request_without_a_header_cannot_be_rebuilt():
 
     (violation,) = report.violations
     assert violation.code == "reconstruct"
-    assert violation.message.startswith("request 1 cannot be rebuilt from the log: ")
+    assert violation.message.startswith("a request cannot be rebuilt from the log as written: ")
     assert "no request header" in violation.message
     assert report.requests == ()
 

@@ -26,6 +26,7 @@ from dsh_core import (
     TextBlock,
     TextDelta,
     TokenUsage,
+    ToolsPlaceholder,
     UsageChunk,
     reconstruct_requests,
     tool,
@@ -602,7 +603,7 @@ def live_requests(path: Path) -> list[GenerateOptions]:
     for rebuilt in reconstruct_requests(log.events):
         request = rebuilt.request
         system = "The real system prompt." if request.system == "{{system}}" else request.system
-        tools = () if request.tools == "{{tools}}" else request.tools
+        tools = () if request.tools == ToolsPlaceholder(token="{{tools}}") else request.tools
         out.append(replace(request, session_id="live", system=system, tools=tools))
     return out
 

@@ -18,6 +18,7 @@ from dsh_testkit.reports import (
     CACHE_REPORT_FORMAT_VERSION,
     CHARS_PER_TOKEN,
     CacheReport,
+    NotASessionLogError,
     TokenEstimator,
     add_cache_report_arguments,
     cache_report,
@@ -662,12 +663,14 @@ def test_reference_pure_extension_and_resume():
 def test_reference_log_unreadable_raises(tmp_path):
     broken = tmp_path / "session.jsonl"
     broken.write_text("{}\n", encoding="utf-8")
-    with pytest.raises(CorruptLogError) as caught:
+    with pytest.raises(NotASessionLogError) as caught:
         cache_report_file(broken)
-    assert (caught.value.path, caught.value.line) == (str(broken), 1)
+    assert caught.value.path == str(broken)
     assert str(caught.value).startswith(
-        f"{broken}:line 1: the first record is not a session header"
+        "not a session log: line 1: the first record is not a session header"
     )
+    cause = caught.value.__cause__
+    assert isinstance(cause, CorruptLogError) and (cause.path, cause.line) == (str(broken), 1)
 
 
 def test_several_causes_are_all_listed(tmp_path, capsys):

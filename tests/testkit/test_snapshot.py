@@ -51,7 +51,8 @@ from dsh_testkit.golden import (
     render_transcript,
     render_wire_requests,
 )
-from dsh_testkit.golden._transcript import _value_lines, logs_of
+from dsh_testkit.golden._inputs import logs_of
+from dsh_testkit.golden._text import _value_lines
 from tests._support import REFERENCE_LOGS
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..._stream import GenerateOptions
+from ..._request import GenerateOptions
 from .._http import EventHandler, Secret, SseProvider
 from ._serialize import encode_request
 from ._stream import EventTranslator

@@ -21,11 +21,15 @@ from ..._messages import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ..._stream import (
-    GenerateOptions,
-)
+from ..._request import GenerateOptions
 from .._models import MODELS, thinking_enabled
-from .._options import NO_OUTPUT, options_thinking, unsupported
+from .._options import (
+    NO_OUTPUT,
+    options_thinking,
+    sendable_prefix,
+    sendable_tools,
+    unsupported,
+)
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -161,16 +165,15 @@ def serialize_request(options: GenerateOptions, *, stream: bool = True) -> dict[
     if options.system:
         body["system"] = options.system
     thinking_on = thinking is None or thinking["type"] == "enabled"
-    body["messages"] = [serialize_message(m, thinking=thinking_on) for m in options.messages]
-    if isinstance(options.tools, str):
-        raise unsupported(
-            "INVALID_REQUEST",
-            f"the request's tools are the placeholder {options.tools!r}; a provider needs the real schemas",
-        )
-    if options.tools:
+    body["messages"] = [
+        serialize_message(m, thinking=thinking_on)
+        for m in (*sendable_prefix(options), *options.messages)
+    ]
+    tools = sendable_tools(options)
+    if tools:
         body["tools"] = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
-            for t in options.tools
+            for t in tools
         ]
     if thinking is not None:
         body["thinking"] = thinking

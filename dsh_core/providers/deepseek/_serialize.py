@@ -20,10 +20,14 @@ from ..._messages import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ..._stream import (
-    GenerateOptions,
+from ..._request import GenerateOptions
+from .._options import (
+    NO_OUTPUT,
+    options_thinking,
+    sendable_prefix,
+    sendable_tools,
+    unsupported,
 )
-from .._options import NO_OUTPUT, options_thinking, unsupported
 
 __all__ = ["encode_request", "serialize_message", "serialize_request"]
 
@@ -105,7 +109,7 @@ def serialize_request(options: GenerateOptions, *, stream: bool = True) -> dict[
     messages: list[dict[str, Any]] = []
     if options.system:
         messages.append({"role": "system", "content": options.system})
-    for message in options.messages:
+    for message in (*sendable_prefix(options), *options.messages):
         messages.extend(serialize_message(message, thinking=thinking_on))
     body: dict[str, Any] = {"model": options.model, "messages": messages, "stream": stream}
     if stream:
@@ -114,12 +118,8 @@ def serialize_request(options: GenerateOptions, *, stream: bool = True) -> dict[
         body["thinking"] = thinking
     if effort is not None:
         body["reasoning_effort"] = effort
-    if isinstance(options.tools, str):
-        raise unsupported(
-            "INVALID_REQUEST",
-            f"the request's tools are the placeholder {options.tools!r}; a provider needs the real schemas",
-        )
-    if options.tools:
+    tools = sendable_tools(options)
+    if tools:
         body["tools"] = [
             {
                 "type": "function",
@@ -129,7 +129,7 @@ def serialize_request(options: GenerateOptions, *, stream: bool = True) -> dict[
                     "parameters": t.parameters,
                 },
             }
-            for t in options.tools
+            for t in tools
         ]
     if options.temperature is not None:
         body["temperature"] = options.temperature

@@ -27,8 +27,8 @@ from dsh_testkit.mock import (
     ScriptError,
     ToolCall,
     call_each_tool_once,
+    script_schema,
 )
-from dsh_testkit.mock._schema import script_schema
 
 from ._helpers import ANTHROPIC, API_KEY, CHAT, anthropic_body, call, chat_body, payload, request
 
@@ -63,17 +63,21 @@ def test_reset_restores_the_initial_on_exhausted(mock: MockDeepSeek) -> None:
 
 def test_an_exhausted_script_is_not_retried_by_the_official_sdks() -> None:
     with MockServer(MockDeepSeek(on_exhausted="error")) as server:
-        client = openai.OpenAI(base_url=server.base_url, api_key=API_KEY, max_retries=2)
-        with pytest.raises(openai.APIStatusError) as caught:
+        with (
+            openai.OpenAI(base_url=server.base_url, api_key=API_KEY, max_retries=2) as client,
+            pytest.raises(openai.APIStatusError) as caught,
+        ):
             client.chat.completions.create(
                 model="deepseek-v4-flash", messages=[{"role": "user", "content": "hi"}]
             )
         assert caught.value.status_code == 410
         assert "script ran out" in str(caught.value)
-        claude = anthropic.Anthropic(
-            base_url=server.anthropic_base_url, api_key=API_KEY, max_retries=2
-        )
-        with pytest.raises(anthropic.APIStatusError) as refused:
+        with (
+            anthropic.Anthropic(
+                base_url=server.anthropic_base_url, api_key=API_KEY, max_retries=2
+            ) as claude,
+            pytest.raises(anthropic.APIStatusError) as refused,
+        ):
             claude.messages.create(
                 model="deepseek-v4-flash",
                 max_tokens=64,
@@ -88,10 +92,12 @@ def test_an_exhausted_script_is_not_retried_by_the_official_sdks() -> None:
 
 def test_anthropic_errors_carry_a_request_id_header_the_sdk_reads() -> None:
     with MockServer(MockDeepSeek(api_keys=["right"])) as server:
-        claude = anthropic.Anthropic(
-            base_url=server.anthropic_base_url, api_key="wrong", max_retries=0
-        )
-        with pytest.raises(anthropic.AuthenticationError) as caught:
+        with (
+            anthropic.Anthropic(
+                base_url=server.anthropic_base_url, api_key="wrong", max_retries=0
+            ) as claude,
+            pytest.raises(anthropic.AuthenticationError) as caught,
+        ):
             claude.messages.create(
                 model="deepseek-v4-flash",
                 max_tokens=64,

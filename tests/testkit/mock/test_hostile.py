@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import time
 from typing import Any
 
@@ -163,6 +164,22 @@ def test_the_request_log_is_capped_and_counts_what_it_dropped() -> None:
     assert (mock.requests, mock.dropped_requests) == ((), 0)
     with pytest.raises(ValueError, match="request_log_limit"):
         MockDeepSeek(request_log_limit=0)
+
+
+def test_the_request_log_is_capped_in_body_bytes_too() -> None:
+    mock = MockDeepSeek(request_log_limit=100, request_log_bytes=25_000)
+    for i in range(6):
+        call(mock, CHAT, chat_body(user(f"{i}" * 10_000)))
+    held, limit = mock.request_log_bytes
+    assert limit == 25_000 and held <= 25_000
+    assert [r.seq for r in mock.requests] == [5, 6] and mock.dropped_requests == 4
+    huge = MockDeepSeek(request_log_bytes=10)
+    call(huge, CHAT, chat_body())
+    assert len(huge.requests) == 1  # the newest record is always kept
+    log = payload(mock.handle(request("/_dsh/requests", method="GET")))
+    assert (log["bodyBytes"], log["bodyBytesLimit"], log["dropped"]) == (held, 25_000, 4)
+    mock.reset()
+    assert mock.request_log_bytes == (0, 25_000)
 
 
 SECRET = "sk-live-0123456789abcdefSECRET"
@@ -420,3 +437,63 @@ def test_fuzzed_bytes_on_the_wire_always_get_an_answer(server: MockServer) -> No
     exchange()
     health = httpx.get(server.base_url + "/v1/models", headers={"authorization": "Bearer k"})
     assert health.is_success
+
+
+@FUZZ
+@given(
+    method=st.sampled_from(["POST", "GET", "PUT", "DELETE", "HEAD", "PATCH"]) | st.text(max_size=8),
+    path=st.sampled_from([CHAT, ANTHROPIC, "/models", "/_dsh/", "/_dsh/script", "/_dsh/reset"])
+    | st.text(max_size=30),
+    headers=st.lists(st.tuples(st.text(max_size=20), st.text(max_size=40)), max_size=5),
+    body=st.binary(max_size=120),
+)
+def test_handle_never_raises_nor_answers_5xx_for_any_request(
+    method: str, path: str, headers: list[tuple[str, str]], body: bytes
+) -> None:
+    from dsh_testkit.mock import HttpRequest
+
+    mock = MockDeepSeek()
+    plan = mock.handle(HttpRequest(method=method, path=path, headers=tuple(headers), body=body))
+    assert plan.status < 500, plan.body_bytes[:300]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs POSIX resource limits")
+def test_out_of_descriptors_the_server_refuses_cleanly_and_logs_little() -> None:
+    """A flood of clients against a server whose process may hold 64 descriptors: the cap keeps
+    it serving, extras get a 503, asyncio's accept errors are throttled, and it serves after."""
+    import resource
+    import subprocess
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dsh_testkit.cli", "serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=limit,
+    )
+    try:
+        assert process.stdout is not None
+        base = process.stdout.readline().strip()
+        port = int(base.rsplit(":", 1)[1])
+        held: list[socket.socket] = []
+        for _ in range(120):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.sendall(b"GET /v1/models HTTP/1.1\r\nAuthorization: Bearer k\r\n\r\n")
+            held.append(sock)
+        statuses: dict[bytes, int] = {}
+        for sock in held:
+            line = sock.recv(64).split(b"\r\n", 1)[0]
+            statuses[line[9:12]] = statuses.get(line[9:12], 0) + 1
+        for sock in held:
+            sock.close()
+        assert set(statuses) <= {b"200", b"503"} and statuses.get(b"200", 0) >= 8, statuses
+        time.sleep(0.5)
+        health = httpx.get(base + "/v1/models", headers={"authorization": "Bearer k"})
+        assert health.status_code == 200
+    finally:
+        process.terminate()
+        _, errors = process.communicate(timeout=30)
+    assert len(errors.splitlines()) < 40, errors[-2000:]

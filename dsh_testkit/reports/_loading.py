@@ -1,0 +1,267 @@
+"""Loading a log for a report: sidecars, the "not a session log" verdict, and the readable prefix.
+
+Every report command (audit, cache-report, rebuild) reads its log here, so they agree on three
+things:
+
+- **sidecars**: a normalized log's placeholders are filled from ``--sidecars DIR`` or, by
+  default, from the sidecar files found beside the log (:class:`dsh_core.Sidecars`);
+- **not a session log**: what the reference harness's own reader refuses is refused here with
+  one line (:class:`NotASessionLogError`; the commands exit 2): a first record that is not a
+  session header it accepts (not JSON, not ``{"type":"session",…}``, no integer ``version``,
+  no ``id`` or ``createdAt``, or no header at all), a message event without an identified
+  message (no ``id``, the wrong ``role``, no ``source.kind``, no ``content`` list: its load
+  boundary checks these), and a seq gap with a ``turn/end`` after it (its scanner keeps the
+  prefix before a gap only when no turn completes after it). A log of another format version is
+  refused the same way, with the loader's "upgrade" message;
+- **the readable prefix**: a log whose body breaks at some line (a seq gap left by trimming, a
+  malformed event) is still a log; :func:`readable_prefix` loads the events before that line
+  so the audit can report them beside the violation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Literal, TypeAlias
+
+from dsh_core import (
+    CorruptLogError,
+    DshError,
+    Event,
+    FrozenDict,
+    SidecarError,
+    Sidecars,
+    UnsupportedVersionError,
+    loads_json,
+)
+from dsh_core.persistence import ChunkRow, LoadedLog, load_session, loads_session
+
+from .._errors import TestkitError
+
+__all__ = [
+    "NotASessionLogError",
+    "SidecarOption",
+    "add_sidecar_arguments",
+    "load_log",
+    "readable_prefix",
+    "refusal",
+    "sidecar_option",
+]
+
+SidecarOption: TypeAlias = "Sidecars | Literal['auto'] | None"
+"""``"auto"``: the sidecars beside the log; a :class:`Sidecars`; ``None``: fill nothing."""
+
+
+class NotASessionLogError(TestkitError, ValueError):
+    """The file is not a session log (or not one this build reads): ``.path``, ``.reason``."""
+
+    def __init__(self, reason: str, *, path: str) -> None:
+        super().__init__(f"not a session log: {reason}")
+        self.reason = reason
+        self.path = path
+
+
+def _header_line(path: str) -> int | None:
+    """The 1-based line of the first non-blank line (the session header's), if any."""
+    with open(path, "rb") as file:
+        for number, line in enumerate(file, start=1):
+            if line.strip(b" \t\r\n"):
+                return number
+    return None
+
+
+_MESSAGE_EVENTS = ("user/message", "assistant/message", "tool/result")
+
+
+def message_shape_problem(event: Event) -> str | None:
+    """Why the reference harness's load boundary refuses this message event, or ``None``."""
+    if event.type not in _MESSAGE_EVENTS:
+        return None
+    data = event.data if isinstance(event.data, Mapping) else None
+    message = data if event.type == "user/message" else (data or {}).get("message")
+    where = f"{event.type} at seq {event.seq}"
+    if (
+        not isinstance(message, Mapping)
+        or not isinstance(message.get("id"), str)
+        or not message["id"]
+    ):
+        return f"{where} lacks an identified message (a message object with a non-empty id)"
+    role = "assistant" if event.type == "assistant/message" else "user"
+    if message.get("role") != role:
+        return f"{where}: its message must have role {role!r}, got {message.get('role')!r}"
+    source = message.get("source")
+    if (
+        not isinstance(source, Mapping)
+        or not isinstance(source.get("kind"), str)
+        or not source["kind"]
+    ):
+        return f"{where}: its message has no source kind"
+    if not isinstance(message.get("content"), (list, tuple)):
+        return f"{where}: its message content is not a list"
+    return None
+
+
+def _seq_gap(path: str) -> tuple[int, int, int, bool] | None:
+    """The first seq gap as ``(line, expected seq, found seq, a turn/end follows)``."""
+    with open(path, "rb") as file:
+        lines = file.read().split(b"\n")
+    expected = 0
+    gap: tuple[int, int, int] | None = None
+    for number, raw in enumerate(lines[1:], start=2):
+        if not raw.strip():
+            continue
+        try:
+            value = loads_json(raw.decode("utf-8"))
+            events = (
+                ChunkRow.from_json(value).expand()
+                if isinstance(value, Mapping) and "seq0" in value
+                else [Event.from_json(value)]
+            )
+        except (ValueError, DshError):
+            continue  # the loader reports unreadable lines itself
+        for event in events:
+            if gap is not None:
+                if event.type == "turn/end":
+                    return (*gap, True)
+            elif event.seq != expected:
+                gap = (number, expected, event.seq)
+            else:
+                expected += 1
+    return (*gap, False) if gap is not None else None
+
+
+def load_log(path: str | os.PathLike[str], *, sidecars: SidecarOption = "auto") -> LoadedLog:
+    """Load ``path`` in audit mode, placeholders filled from ``sidecars``.
+
+    Raises :class:`NotASessionLogError` when the header record is missing or invalid,
+    :class:`CorruptLogError` when the body breaks (``.line`` says where), :class:`OSError` when
+    the file cannot be read, :class:`dsh_core.SidecarError` when a sidecar does not fit.
+    """
+    name = os.fspath(path)
+    try:
+        loaded = load_session(name, audit=True, fill=sidecars)
+    except UnsupportedVersionError as exc:
+        raise NotASessionLogError(_without_path(exc, name), path=name) from exc
+    except CorruptLogError as exc:
+        header = _header_line(name)
+        if header is None or (exc.seq is None and exc.line in (None, header)):
+            raise NotASessionLogError(_without_path(exc, name), path=name) from exc
+        gap = _seq_gap(name) if exc.seq is not None else None
+        if gap is not None and gap[3]:
+            line, expected, found, _ = gap
+            raise NotASessionLogError(
+                f"seq gap at line {line} (seq {found} where seq {expected} was expected) with a "
+                "completed turn after it: events were removed from this file (the reference "
+                "harness's reader refuses it too)",
+                path=name,
+            ) from exc
+        raise
+    for event in loaded.events:
+        problem = message_shape_problem(event)
+        if problem is not None:
+            raise NotASessionLogError(
+                f"{problem} (the reference harness's reader refuses it too)", path=name
+            )
+    return loaded
+
+
+def _without_path(exc: CorruptLogError, name: str) -> str:
+    text = str(exc)
+    for prefix in (f"{name}:", f"{exc.path}:"):
+        if text.startswith(prefix):
+            text = text[len(prefix) :].lstrip()
+    # The loader's advice about damaged lines inside a log does not apply to its first line.
+    text = text.split(". Only an unfinished last line")[0]
+    return " ".join(text.split())
+
+
+def readable_prefix(
+    path: str | os.PathLike[str], line: int, *, sidecars: SidecarOption = "auto"
+) -> LoadedLog | None:
+    """The log made of the lines before ``line`` (``None`` when even that does not read)."""
+    name = os.fspath(path)
+    with open(name, "rb") as file:
+        raw = file.read()
+    cut = 0
+    for _ in range(line - 1):
+        newline = raw.find(b"\n", cut)
+        if newline < 0:
+            return None
+        cut = newline + 1
+    try:
+        loaded = loads_session(raw[:cut], audit=True, path=name)
+        if sidecars == "auto":
+            sidecars = Sidecars.for_log(name)
+        return loaded if sidecars is None or sidecars.empty else sidecars.fill(loaded)
+    except CorruptLogError:
+        return None
+
+
+def add_sidecar_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--sidecars DIR`` / ``--no-sidecars``: how a normalized log's placeholders are filled."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--sidecars",
+        metavar="DIR",
+        help=(
+            "fill {{system}}, {{tools}} and {{messagePrefix}} placeholders from the sidecar files "
+            "in DIR (system-prompt.expected.md, tool-schemas.expected.json, "
+            "message-prefix.expected.json); default: the sidecars beside the log, if any"
+        ),
+    )
+    group.add_argument(
+        "--no-sidecars",
+        action="store_true",
+        help="do not fill placeholders, even when sidecar files lie beside the log",
+    )
+    parser.add_argument(
+        "--fill",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help=(
+            "replace an inline placeholder in every string of the log, e.g. "
+            "--fill cwd=/home/me/project for {{cwd}} (repeatable)"
+        ),
+    )
+
+
+def sidecar_option(args: argparse.Namespace) -> SidecarOption:
+    """The sidecars the parsed ``--sidecars`` / ``--no-sidecars`` ask for (may raise
+    :class:`SidecarError`)."""
+    values: dict[str, str] = {}
+    for item in getattr(args, "fill", None) or ():
+        name, sep, value = item.partition("=")
+        name = name.strip().removeprefix("{{").removesuffix("}}")
+        if not sep or not name:
+            raise SidecarError(f"--fill {item!r}: expected NAME=VALUE, e.g. cwd=/home/me/project")
+        values["{{" + name + "}}"] = value
+    if getattr(args, "no_sidecars", False):
+        return Sidecars(values=FrozenDict(values)) if values else None
+    directory = getattr(args, "sidecars", None)
+    if directory is None:
+        if not values:
+            return "auto"
+        return replace(Sidecars.for_log(args.log), values=FrozenDict(values))
+    if not os.path.isdir(directory):
+        raise SidecarError(f"--sidecars {directory}: not a directory", path=directory)
+    return Sidecars.from_dir(directory, log_name=os.path.basename(args.log), values=values)
+
+
+def refusal(command: str, args: argparse.Namespace, exc: Exception) -> int:
+    """Print the one-line refusal of a log (exit status 2) for the errors every report shares;
+    re-raise anything else."""
+    if isinstance(exc, NotASessionLogError):
+        print(f"dsh-testkit {command}: {args.log}: {exc}", file=sys.stderr)
+    elif isinstance(exc, SidecarError):
+        print(f"dsh-testkit {command}: sidecars: {exc}", file=sys.stderr)
+    elif isinstance(exc, OSError):
+        print(
+            f"dsh-testkit {command}: cannot read {args.log}: {exc.strerror or exc}", file=sys.stderr
+        )
+    else:
+        raise exc
+    return 2
