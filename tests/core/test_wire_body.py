@@ -32,7 +32,7 @@ from dsh_core import (
 )
 from dsh_core.providers.anthropic import encode_request as anthropic_bytes
 from dsh_core.providers.deepseek import encode_request as deepseek_bytes
-from tests.conftest import REFERENCE_LOGS
+from tests._support import REFERENCE_LOGS
 
 FORMS = Path(__file__).parent.parent / "fixtures" / "reference-forms"
 PREFIX_LOG = FORMS / "message-prefix" / "session.jsonl"

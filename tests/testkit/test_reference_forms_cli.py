@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from dsh_testkit.reports import audit_file
-from tests.conftest import REFERENCE_LOGS
+from tests._support import REFERENCE_LOGS
 
 FORMS = Path(__file__).parent.parent / "fixtures" / "reference-forms"
 PREFIX = FORMS / "message-prefix" / "session.jsonl"
