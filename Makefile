@@ -16,6 +16,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# mypy --strict on the packages and tools; tests/, e2e/ and benchmarks/ too, looser (see the
+# [[tool.mypy.overrides]] for them in pyproject.toml).
 typecheck: $(STAMP)
 	$(BIN)/mypy
 

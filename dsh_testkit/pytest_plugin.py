@@ -23,7 +23,8 @@ like ``@pytest.mark.vcr``), ``dsh_live``, ``dsh_lenient`` (the mock fixtures are
 respx: a passing test fails for scripted entries left unused or requests nobody scripted; this
 marker, or ``dsh_mock.lenient()``, opts a test out). Async tests run under pytest-asyncio or
 anyio (``@pytest.mark.anyio``), whichever the project uses: the fixtures are synchronous, and
-cassette names leave out anyio's ``[asyncio]`` backend parameter. Fixtures: ``dsh_mock``, ``dsh_mock_server``,
+cassette names and the golden extensions' file names leave out anyio's ``[asyncio]`` backend
+parameter. Fixtures: ``dsh_mock``, ``dsh_mock_server``,
 ``dsh_cassette``, ``dsh_cassette_provider``, ``dsh_scrub``, ``dsh_replay``, ``dsh_capture``,
 ``dsh_agent`` (``pytest --fixtures`` shows one line each; ``-v`` the whole docstring).
 Scrub rules of your own go in ``pyproject.toml`` under ``[tool.dsh_testkit.scrub]``.

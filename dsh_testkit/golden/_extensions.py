@@ -37,13 +37,22 @@ import json
 import os
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from syrupy.data import SnapshotCollection
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
-from syrupy.types import PropertyFilter, PropertyMatcher, SerializableData, SerializedData
+from syrupy.location import PyTestLocation
+from syrupy.types import (
+    PropertyFilter,
+    PropertyMatcher,
+    SerializableData,
+    SerializedData,
+    SnapshotIndex,
+)
 
+from .._plugin_settings import cassette_test_name
 from ._inputs import LogInput, SnapshotInputError
 from ._normalize import CWD_TOKEN, TIME_KEYS, Normalizer, cwd_spellings
 from ._transcript import TRANSCRIPT_FORMAT, TRANSCRIPT_FORMAT_VERSION, render_transcript
@@ -130,16 +139,70 @@ def render_trace_requests(data: Any) -> str:
     return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _RenamedLocation:
+    """The one attribute syrupy's base naming reads of a test location, with another value."""
+
+    snapshot_name: str
+
+
+def _runner_free_name(test_location: PyTestLocation) -> str | None:
+    """The test's snapshot name without anyio's backend parameter, or ``None`` if it has none.
+
+    anyio parametrizes every ``@pytest.mark.anyio`` test with ``anyio_backend`` (the node is
+    ``test_x[asyncio]``); the same test under pytest-asyncio is ``test_x``. Its golden, like its
+    cassette, is one file whichever runner the project uses.
+    """
+    item = test_location.item
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if "anyio_backend" not in params or test_location.is_doctest:
+        return None
+    return cassette_test_name(item)
+
+
 class _TextGolden(SingleFileSnapshotExtension):
     """A single-file text golden written byte for byte: UTF-8, ``\\n`` line ends everywhere.
 
     (syrupy's text mode would write the platform's line ends, so a golden committed on Linux
-    would be rewritten on Windows.)
+    would be rewritten on Windows.) Its file name leaves out anyio's ``[asyncio]`` backend
+    parameter, as cassette names do.
     """
 
     _write_mode = WriteMode.TEXT
     format_name: ClassVar[str] = ""
     format_version: ClassVar[int] = 0
+
+    @classmethod
+    def get_snapshot_name(cls, *, test_location: PyTestLocation, index: SnapshotIndex = 0) -> str:
+        plain = _runner_free_name(test_location)
+        if plain is None:
+            return super().get_snapshot_name(test_location=test_location, index=index)
+        renamed: Any = _RenamedLocation(snapshot_name=plain)
+        return super().get_snapshot_name(test_location=renamed, index=index)
+
+    @classmethod
+    def matches_test_location(
+        cls, *, test_location: PyTestLocation, snapshot_location: str
+    ) -> bool:
+        # syrupy claims a parametrized test's file by its full id (test_x[asyncio]); without
+        # this, a runner-free golden would be reported unused and deleted by --snapshot-update.
+        if super().matches_test_location(
+            test_location=test_location, snapshot_location=snapshot_location
+        ):
+            return True
+        if _runner_free_name(test_location) is None:
+            return False
+        location = Path(snapshot_location)
+        suffix = f".{cls.file_extension}"
+        if (
+            location.parent.name != test_location.basename
+            or not location.name.endswith(suffix)
+            or not test_location.matches_snapshot_site(snapshot_location)
+        ):
+            return False
+        stem = location.name[: -len(suffix)]
+        name = cls.get_snapshot_name(test_location=test_location)
+        return stem == name or stem.startswith((f"{name}.", f"{name}["))
 
     def render(self, data: LogInput) -> str:
         raise NotImplementedError

@@ -11,6 +11,7 @@ picks the sample, so a failure is reproducible.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import resource
@@ -94,7 +95,7 @@ def main() -> int:
         for log in logs:
             raw = log.read_bytes()
             for cut in cuts(raw, 60, rng):
-                yield lambda raw=raw, cut=cut, name=log.name: judge_cut(raw, cut, scratch, name)
+                yield functools.partial(judge_cut, raw, cut, scratch, log.name)
 
     def fields() -> Attempts:
         raws = [log.read_bytes() for log in logs]
@@ -102,13 +103,13 @@ def main() -> int:
         rng.shuffle(pool)
         for i, spec in pool:
             corruption = apply_field(raws[i], spec)
-            yield lambda c=corruption, name=logs[i].name: judge_corruption(c, scratch, name)
+            yield functools.partial(judge_corruption, corruption, scratch, logs[i].name)
 
     def bytes_() -> Attempts:
         while True:
             log = rng.choice(logs)
             (corruption,) = byte_corruptions(log.read_bytes(), rng, 1)
-            yield lambda c=corruption, name=log.name: judge_corruption(c, scratch, name)
+            yield functools.partial(judge_corruption, corruption, scratch, log.name)
 
     def deep() -> Attempts:
         def attempt() -> str:

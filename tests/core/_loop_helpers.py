@@ -137,3 +137,11 @@ async def read(args: dict[str, Any], ctx: Any) -> str:
 async def write(args: dict[str, Any], ctx: Any) -> str:
     """Write a file (exclusive)."""
     return "written"
+
+
+def tool_names(request: Any) -> list[str]:
+    """The names of a request's tools, in order (the request carries real schemas, not a
+    placeholder)."""
+    tools = request.tools
+    assert isinstance(tools, tuple), f"expected tool schemas, got {tools!r}"
+    return [t.name for t in tools]

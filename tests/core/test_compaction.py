@@ -52,6 +52,7 @@ from ._loop_helpers import (
     of_type,
     options,
     read,
+    tool_names,
     types,
 )
 
@@ -99,13 +100,13 @@ async def test_compaction_replaces_the_oldest_range_before_the_step() -> None:
     assert data["shadowedRange"] == {"start": shadowed[0], "end": shadowed[-1]}
     assert data["shadowedTokenCount"] > 0
     checkpoint = session.events[summary_event.seq + 1]
-    assert checkpoint.surface_op.start == shadowed[0] and checkpoint.surface_op.end == shadowed[-1]  # type: ignore[union-attr]
+    assert checkpoint.surface_op.start == shadowed[0] and checkpoint.surface_op.end == shadowed[-1]
     assert list(checkpoint.source_event_seqs) == [*shadowed, summary_event.seq]
     assert of_type(session, "compact/end")[0].data == {"turn": 3}
 
     one_shot = provider.requests[3]
     assert one_shot.purpose == "compaction" and one_shot.session_id == "s1"
-    assert one_shot.system == "Be brief." and [t.name for t in one_shot.tools] == ["read"]
+    assert one_shot.system == "Be brief." and tool_names(one_shot) == ["read"]
     assert one_shot.max_tokens == 512
     assert one_shot.messages[-1].text.startswith("Summarize the conversation")
     last = provider.requests[4]
@@ -214,7 +215,7 @@ async def test_compaction_without_a_logged_header_uses_the_rendered_assembly() -
     await agent.run("q")
     one_shot = provider.requests[0]
     assert one_shot.purpose == "compaction" and one_shot.system == "Sys"
-    assert [t.name for t in one_shot.tools] == ["read"]
+    assert tool_names(one_shot) == ["read"]
     assert one_shot.model == "m1" and one_shot.max_tokens is None
     assert "maxTokens" not in of_type(session, "compact/summary")[0].data
     assert_reconstructs(session.events, provider.requests, "s1")

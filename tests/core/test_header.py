@@ -37,9 +37,8 @@ CONFIG = LlmCallConfig(provider="deepseek", model="deepseek-v4-flash")
 
 def tool(name: str, description: str = "", **props: str) -> ToolSchema:
     properties = {k: {"type": v} for k, v in props.items()}
-    return ToolSchema(
-        name=name, description=description, parameters={"type": "object", "properties": properties}
-    )
+    parameters: Any = {"type": "object", "properties": properties}  # frozen by ToolSchema
+    return ToolSchema(name=name, description=description, parameters=parameters)
 
 
 def header(
@@ -156,8 +155,8 @@ def test_tool_schema_round_trips_and_freezes_parameters_in_order() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         schema.name = "x"  # type: ignore[misc]
     assert ToolSchema.from_json({"name": "n", "parameters": {}}).description == ""
-    source = {"type": "object", "properties": {"a": {"type": "string"}}}
-    built = ToolSchema(name="t", description="", parameters=source)  # type: ignore[arg-type]
+    source: Any = {"type": "object", "properties": {"a": {"type": "string"}}}
+    built = ToolSchema(name="t", description="", parameters=source)
     source["properties"]["a"]["type"] = "integer"
     assert built.parameters["properties"]["a"]["type"] == "string"
 
@@ -192,7 +191,7 @@ def test_tool_schema_constructor_checks_description_and_parameters() -> None:
 
 def test_tool_schema_errors_are_value_errors_of_the_tree() -> None:
     with pytest.raises(ValueError):
-        ToolSchema(name="n", description="", parameters={"a": (1,)})  # type: ignore[dict-item]
+        ToolSchema(name="n", description="", parameters={"a": (1,)})  # type: ignore[arg-type]
     assert not issubclass(HeaderError, JsonValueError)
 
 
@@ -330,8 +329,10 @@ def test_header_equals(a: EpochHeader, b: EpochHeader, equal: bool) -> None:
 
 
 def test_header_equals_is_key_order_sensitive_in_schemas() -> None:
-    a = ToolSchema(name="t", description="", parameters={"type": "object", "properties": {}})
-    b = ToolSchema(name="t", description="", parameters={"properties": {}, "type": "object"})
+    first: Any = {"type": "object", "properties": {}}
+    second: Any = {"properties": {}, "type": "object"}
+    a = ToolSchema(name="t", description="", parameters=first)
+    b = ToolSchema(name="t", description="", parameters=second)
     assert a == b  # equal as Python values ...
     assert not header_equals(
         header(tools=[a]), header(tools=[b])

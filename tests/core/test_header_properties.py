@@ -266,21 +266,22 @@ def test_a_one_line_edit_of_a_long_prompt_is_a_tiny_delta(index: int, line: str,
 
 
 def _realistic_tool(name: str, description: str) -> ToolSchema:
+    parameters: Any = {  # a plain dict: ToolSchema freezes it
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "A path relative to the workspace."},
+            "limit": {"type": "integer", "description": "At most this many results."},
+        },
+        "required": ["path"],
+    }
     return ToolSchema(
         name=name,
         description=f"{description} Use it when the task needs it; it never changes files.",
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "A path relative to the workspace."},
-                "limit": {"type": "integer", "description": "At most this many results."},
-            },
-            "required": ["path"],
-        },
+        parameters=parameters,
     )
 
 
-_TOOLS = [_realistic_tool(f"tool_{i:02d}", f"Tool number {i}.") for i in range(50)]
+_TOOLS = tuple(_realistic_tool(f"tool_{i:02d}", f"Tool number {i}.") for i in range(50))
 
 
 @settings(max_examples=30)
@@ -293,7 +294,7 @@ def test_adding_one_tool_to_fifty_costs_about_one_tool(index: int, name: str, te
     config = LlmCallConfig(provider="deepseek", model="deepseek-v4-flash")
     new = _realistic_tool(name, text)
     before = EpochHeader(config=config, tools=_TOOLS)
-    after = EpochHeader(config=config, tools=[*_TOOLS[:index], new, *_TOOLS[index:]])
+    after = EpochHeader(config=config, tools=(*_TOOLS[:index], new, *_TOOLS[index:]))
     plan = plan_header_event(before, after, first_of_instance=False)
     assert plan is not None and plan[0] == "request/header-delta"
     assert _size(plan[1]) < 1.5 * _size(new.to_json())

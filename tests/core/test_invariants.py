@@ -19,6 +19,7 @@ from dsh_core import (
     RequestContext,
     ToolContext,
     ToolSchema,
+    ToolsPlaceholder,
     tool,
     user_message,
 )
@@ -66,6 +67,7 @@ class ExtraToolAgent(Agent):
     ) -> GenerateOptions:
         request = super()._build_request(header, messages, cancel)
         extra = ToolSchema(name="sneaky_tool", description="?", parameters={"type": "object"})  # type: ignore[arg-type]
+        assert not isinstance(request.tools, ToolsPlaceholder)
         return dataclasses.replace(request, tools=(*(request.tools or ()), extra))
 
 

@@ -96,9 +96,9 @@ def test_accepts_lossless_json_and_copies_it(value: Any) -> None:
 
 
 def test_the_copy_is_detached_from_the_caller() -> None:
-    source = {"a": [1, {"b": 2}]}
+    source: dict[str, Any] = {"a": [1, {"b": 2}]}
     frozen = freeze_json(source)
-    source["a"][1]["b"] = 3  # type: ignore[index]
+    source["a"][1]["b"] = 3
     source["c"] = 4
     assert frozen == {"a": [1, {"b": 2}]}
 

@@ -19,8 +19,10 @@ from dsh_core import (
     PreStepContext,
     RequestContext,
     Session,
+    TextBlock,
     ToolContext,
     ToolRegistry,
+    ToolResultBlock,
     fork,
     reconstruct_requests,
     tool,
@@ -43,6 +45,7 @@ from ._loop_helpers import (
     of_type,
     options,
     read,
+    tool_names,
     types,
     write,
 )
@@ -76,7 +79,7 @@ async def test_assistant_message_cites_its_chunks_and_carries_usage() -> None:
     assert [b.type for b in message.content] == ["reasoning", "text"]
     (event,) = of_type(session, "assistant/message")
     chunks = [e.seq for e in of_type(session, "assistant/chunk")]
-    assert list(event.source_event_seqs) == chunks
+    assert event.source_event_seqs is not None and list(event.source_event_seqs) == chunks
     assert event.data["usage"] == {"inputTokens": 7, "outputTokens": 3}
     assert event.data["message"]["source"] == {
         "kind": "model",
@@ -96,7 +99,9 @@ async def test_a_tool_turn_runs_two_steps_and_messages_extend() -> None:
     first, second = provider.requests
     assert list(second.messages[: len(first.messages)]) == list(first.messages)
     assert [m.role for m in second.messages] == ["user", "assistant", "user"]
-    assert second.messages[2].content[0].content[0].text == "contents of a"
+    result = second.messages[2].content[0]
+    assert isinstance(result, ToolResultBlock) and isinstance(result.content[0], TextBlock)
+    assert result.content[0].text == "contents of a"
     assert len(of_type(session, "request/header")) == 1  # nothing changed in step 2
     assert_balanced(session)
     assert_reconstructs(session.events, provider.requests, "s1")
@@ -110,7 +115,7 @@ async def test_requests_are_deep_immutable_and_share_the_snapshot() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         request.model = "other"  # type: ignore[misc]
     with pytest.raises(TypeError):
-        request.messages[0].source["kind"] = "x"  # type: ignore[index]
+        request.messages[0].source["kind"] = "x"
     with pytest.raises(TypeError):
         request.tools[0].parameters["type"] = "x"  # type: ignore[index]
     assert not hasattr(request.messages, "append")
@@ -192,8 +197,8 @@ async def test_tool_added_mid_list_is_a_logged_header_change() -> None:
     await agent.run("1")
     agent.register_tool(beta)
     await agent.run("2")
-    assert [t.name for t in provider.requests[0].tools] == ["read", "write"]
-    assert [t.name for t in provider.requests[1].tools] == ["beta", "read", "write"]
+    assert tool_names(provider.requests[0]) == ["read", "write"]
+    assert tool_names(provider.requests[1]) == ["beta", "read", "write"]
     (delta,) = of_type(session, "request/header-delta")
     assert delta.data["tools"]["added"][0]["index"] == 0
     assert_reconstructs(session.events, provider.requests, "s1")
@@ -204,7 +209,7 @@ async def test_tool_order_option_puts_listed_tools_first() -> None:
         text_response("a"), tools=[read, write], tool_order=("write", "missing")
     )
     await agent.run("1")
-    assert [t.name for t in provider.requests[0].tools] == ["write", "read"]
+    assert tool_names(provider.requests[0]) == ["write", "read"]
 
 
 async def test_middleware_changes_sampling_and_the_header_records_it() -> None:
@@ -418,7 +423,7 @@ async def test_pre_step_hooks_see_the_assembly_and_may_append_for_this_request()
     await agent.run("q")
     (ctx,) = seen
     assert (ctx.turn, ctx.step, ctx.system) == (1, 1, "S")
-    assert [t.name for t in ctx.tools] == ["read"]
+    assert tool_names(ctx) == ["read"]
     kinds = types(session)
     assert kinds.index("user/message", 2) < kinds.index("step/start")  # before the boundary
     assert [m.text for m in provider.requests[0].messages] == ["q", "pre-step context"]

@@ -159,6 +159,7 @@ async def test_a_retry_resends_the_byte_identical_request() -> None:
     assert retries[0].data["failure"]["code"] == "RATE_LIMIT"
     assert agent.options.sleep.delays == [0.5, 1.0]  # type: ignore[attr-defined]
     (message,) = of_type(session, "assistant/message")
+    assert message.source_event_seqs is not None
     last_attempt = [e.seq for e in of_type(session, "assistant/chunk")][
         -len(message.source_event_seqs) :
     ]
@@ -204,6 +205,7 @@ async def test_an_eof_mid_stream_is_retried_and_the_partial_attempt_stays_uncite
     chunks = of_type(session, "assistant/chunk")
     assert chunks[2].data["chunk"]["reason"]["failure"]["code"] == "STREAM_CLOSED"
     (message,) = of_type(session, "assistant/message")
+    assert message.source_event_seqs is not None
     assert min(message.source_event_seqs) > chunks[2].seq
     assert_reconstructs(session.events, provider.requests, "s1")
 
@@ -267,6 +269,7 @@ async def test_cancel_mid_stream_logs_the_interrupted_prefix_and_balances() -> N
     assert chunks[-1].data["chunk"]["reason"]["kind"] == "aborted"
     (message,) = of_type(session, "assistant/message")
     assert message.data["interrupted"] is True
+    assert message.source_event_seqs is not None
     assert list(message.source_event_seqs) == [c.seq for c in chunks]
     assert _end_reason(session) == {"kind": "aborted", "reason": {"kind": "user"}}
     assert types(session)[-2:] == ["step/end", "turn/end"]

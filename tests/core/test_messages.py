@@ -304,7 +304,7 @@ def test_messages_are_immutable_all_the_way_down() -> None:
     with pytest.raises(AttributeError):
         block.content.append(TextBlock(text="x"))  # type: ignore[attr-defined]
     with pytest.raises(dataclasses.FrozenInstanceError):
-        block.content[0].text = "x"  # type: ignore[union-attr]
+        block.content[0].text = "x"  # type: ignore[union-attr, misc]
     with pytest.raises(TypeError):
         message.source["kind"] = "user"
 

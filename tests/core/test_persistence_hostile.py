@@ -96,7 +96,7 @@ def test_every_envelope_field_of_the_wrong_type_is_a_typed_error(
 
 @pytest.mark.parametrize("wrong", WRONG, ids=repr)
 def test_a_chunk_row_with_wrong_typed_fields_is_a_typed_error(wrong: Any) -> None:
-    row = {
+    row: dict[str, Any] = {
         "type": "text-chunks",
         "seq0": 0,
         "time0": 7,

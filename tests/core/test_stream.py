@@ -954,7 +954,8 @@ def test_to_json_minimal_and_full() -> None:
         '"tools":[{"name":"read","description":"Read.","parameters":{"type":"object"}}],'
         '"sessionId":"s1","purpose":"compaction"}'
     )
-    placeholder = GenerateOptions(provider="p", model="m", messages=(), tools="{{tools}}")
+    # a str is accepted and becomes a ToolsPlaceholder
+    placeholder = GenerateOptions(provider="p", model="m", messages=(), tools="{{tools}}")  # type: ignore[arg-type]
     assert placeholder.to_json()["tools"] == "{{tools}}"
 
 
@@ -1004,8 +1005,12 @@ def test_generate_options_from_json_reads_the_full_and_the_placeholder_forms() -
     parsed = GenerateOptions.from_json(full.to_json())
     assert parsed == full and parsed.messages == (hi,) and parsed.tools == (TOOL,)
     assert parsed.cancel is None
-    placeholder = GenerateOptions(
-        provider="p", model="m", messages=(), system="{{system}}", tools="{{tools}}"
+    placeholder = GenerateOptions(  # a str tools becomes a ToolsPlaceholder
+        provider="p",
+        model="m",
+        messages=(),
+        system="{{system}}",
+        tools="{{tools}}",  # type: ignore[arg-type]
     )
     assert GenerateOptions.from_json(placeholder.to_json()) == placeholder
     empty = GenerateOptions(provider="p", model="m", messages=(), system="", tools=())

@@ -34,7 +34,7 @@ from dsh_core.scripted import (
     tool_call_response,
 )
 
-from ._loop_helpers import Clock, options
+from ._loop_helpers import Clock, options, tool_names
 
 
 def _tool(name: str) -> Any:
@@ -94,7 +94,7 @@ async def test_every_request_is_reconstructed_from_the_saved_file(tmp_path: Path
     agent.register_tool(BETA)  # lands mid-list: alpha, beta, gamma
     await agent.run("Now ask beta.")
     writer.close()
-    assert [t.name for t in first.requests[-1].tools] == ["alpha", "beta", "gamma"]
+    assert tool_names(first.requests[-1]) == ["alpha", "beta", "gamma"]
 
     # Process 2: resume from the file, compact, answer.
     writer = open_session(path, pack_chunks=True, clock=Clock())

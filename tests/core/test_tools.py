@@ -9,11 +9,13 @@ import pytest
 
 from dsh_core import (
     AgentError,
+    FrozenDict,
     TextBlock,
     Tool,
     ToolContext,
     ToolOutput,
     ToolRegistry,
+    ToolResultBlock,
     ToolSchema,
     tool,
 )
@@ -111,7 +113,7 @@ def test_concurrency_predicates() -> None:
     flag = Tool(schema=read.schema, run=read.run, concurrency_safe=lambda a: a.get("ro"))
     assert flag.is_concurrency_safe({"ro": True})
     assert not flag.is_concurrency_safe({"ro": 1})  # exactly True, not truthy
-    boom = Tool(schema=read.schema, run=read.run, concurrency_safe=lambda a: 1 / 0)
+    boom = Tool(schema=read.schema, run=read.run, concurrency_safe=lambda a: bool(1 / 0))
     assert not boom.is_concurrency_safe({})
 
 
@@ -136,6 +138,7 @@ async def test_concurrency_safe_calls_run_in_parallel() -> None:
     assert activity.peak == 2
     assert _order(session) == ["call:a", "call:b", "result:a", "result:b"]
     for result in of_type(session, "tool/result"):
+        assert result.source_event_seqs is not None
         (cited,) = result.source_event_seqs
         assert session.events[cited].type == "tool/call"
         assert session.events[cited].data["callId"] == result.data["message"]["source"]["callId"]
@@ -232,7 +235,12 @@ async def test_results_are_committed_in_model_order_even_when_a_later_call_settl
     assert activity.finished == ["quick", "slow"]
     assert [c for c, _ in _results(session)] == ["slow", "quick"]
     messages = provider.requests[1].messages
-    assert [m.content[0].tool_call_id for m in messages[2:]] == ["slow", "quick"]
+    answered: list[str] = []
+    for m in messages[2:]:
+        block = m.content[0]
+        assert isinstance(block, ToolResultBlock)
+        answered.append(block.tool_call_id)
+    assert answered == ["slow", "quick"]
 
 
 async def test_unknown_tools_and_bad_arguments_become_error_results() -> None:
@@ -302,7 +310,7 @@ async def test_tool_output_error_meta_and_blocks_are_logged() -> None:
         return ToolOutput(
             content=(TextBlock(text="a"), TextBlock(text="b")),
             is_error=True,
-            error={"name": "Denied", "code": "DENIED"},
+            error=FrozenDict({"name": "Denied", "code": "DENIED"}),
             meta={"rows": 2},
         )
 

@@ -416,10 +416,14 @@ def test_tool_and_config_changes_are_named():
 
 def test_placeholders_are_compared_as_values():
     a = EpochHeader(
-        config=LlmCallConfig(provider="p", model="m"), system="{{system}}", tools="{{tools}}"
+        config=LlmCallConfig(provider="p", model="m"),
+        system="{{system}}",
+        tools="{{tools}}",  # type: ignore[arg-type]
     )
     b = EpochHeader(
-        config=LlmCallConfig(provider="p", model="m"), system="{{system}}", tools="{{tools2}}"
+        config=LlmCallConfig(provider="p", model="m"),
+        system="{{system}}",
+        tools="{{tools2}}",  # type: ignore[arg-type]
     )
     assert header_changes(a, b) == (
         "tools differ: previous: the placeholder '{{tools}}', this: the placeholder '{{tools2}}'",

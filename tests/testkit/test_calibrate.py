@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from dsh_core import ToolSchema, reconstruct_requests
+from dsh_core import FrozenDict, ToolSchema, reconstruct_requests
 from dsh_core.persistence import load_session
 from dsh_core.providers.deepseek import serialize_request
 from dsh_testkit.calibration import (
@@ -373,7 +373,11 @@ def test_sidecars_from_another_folder_give_the_real_header(tmp_path: Path) -> No
     real = replace(
         rebuilt.request,
         system=SYSTEM,
-        tools=(ToolSchema(name="grep", description="search files", parameters={"type": "object"}),),
+        tools=(
+            ToolSchema(
+                name="grep", description="search files", parameters=FrozenDict(type="object")
+            ),
+        ),
     )
     expected = PromptRenderer(HeuristicTokenizer()).render_chat(serialize_request(real))
     assert row.simulated_prompt_tokens == expected.prompt_tokens

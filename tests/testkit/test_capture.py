@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import httpx2
 import openai
 import pytest
 
-from dsh_core import GenerateOptions, ToolSchema, user_message
+from dsh_core import FrozenDict, GenerateOptions, ToolSchema, user_message
 from dsh_testkit._errors import TestkitError
 from dsh_testkit.capture import (
     CapturedRequest,
@@ -64,7 +64,7 @@ def run_agent(
         params: dict[str, Any] = {"model": "deepseek-v4-flash", "tools": [TOOL]}
         if bust is not None:
             bust(turn, messages, params)
-        reply = client.chat.completions.create(messages=messages, **params)
+        reply = client.chat.completions.create(messages=cast(Any, messages), **params)
         messages.append({"role": "assistant", "content": reply.choices[0].message.content})
 
 
@@ -394,7 +394,9 @@ def test_non_chat_requests_are_skipped_and_indexes_stay_those_of_the_input() -> 
 
 
 def test_generate_options_are_accepted() -> None:
-    tools = (ToolSchema(name="read", description="Read a file", parameters={"type": "object"}),)
+    tools = (
+        ToolSchema(name="read", description="Read a file", parameters=FrozenDict(type="object")),
+    )
     base = GenerateOptions(
         provider="deepseek",
         model="m",

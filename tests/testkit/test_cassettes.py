@@ -417,7 +417,7 @@ def test_scrub_hooks_never_mutate_their_input() -> None:
     )
     scrub_vcr_request(request)
     assert KEY in request.uri and KEY in request.headers["authorization"]
-    response = {
+    response: dict[str, Any] = {
         "status": {"code": 200, "message": "OK"},
         "headers": {},
         "body": {"string": KEY.encode()},
@@ -508,7 +508,7 @@ def test_scrub_keeps_ordinary_words_that_contain_sk() -> None:
 
 def _reference_scrub(text: str) -> str:
     """scrub_text without its substring pre-check: the key pattern alone, to a fixpoint."""
-    from dsh_testkit._secrets import _KEY_PATTERN, _replace
+    from dsh_testkit._scrub_rules import _KEY_PATTERN, _replace
 
     while True:
         scrubbed = _KEY_PATTERN.sub(_replace, text)
@@ -528,7 +528,7 @@ _cased_bearer = st.builds(
 
 @given(st.one_of(_texts, st.text(max_size=40), st.lists(_cased_bearer | _noise).map("".join)))
 def test_the_pre_check_changes_nothing_the_key_pattern_finds(text: str) -> None:
-    from dsh_testkit._secrets import _KEY_PATTERN
+    from dsh_testkit._scrub_rules import _KEY_PATTERN
 
     assert scrub_text(text) == _reference_scrub(text)
     assert find_secrets(text) == [m.group(0) for m in _KEY_PATTERN.finditer(text)]
@@ -598,7 +598,7 @@ def test_what_makes_a_request_or_response_unclean() -> None:
     assert not clean(f"{URL}?api_key=x")
     assert not clean("https://user:pw@api.deepseek.com/x")
     assert not clean(authorization="Bearer short")
-    assert not clean(**{"x-note": KEY})
+    assert not request_is_clean(Request("POST", URL, b'{"a":1}', {"x-note": KEY}))
     assert not clean(body=json.dumps({"k": KEY}).encode())
     assert not clean(body=b'{"API_KEY":"short"}')
     assert not clean(body=b'{"a":"\\u0073k-not-visible-as-text"}')
@@ -709,7 +709,7 @@ def test_loading_still_rewrites_the_origin_and_drops_volatile_headers(tmp_path: 
 def test_hooks_skip_what_they_wrote_and_scrub_each_live_request_once(tmp_path: Path) -> None:
     from unittest import mock
 
-    from dsh_testkit.cassettes import _api as cassettes
+    from dsh_testkit._secrets import Scrubber
 
     bodies = [
         chat_body(messages=[{"role": "user", "content": f"{n}: my key {KEY}"}]) for n in range(3)
@@ -725,7 +725,7 @@ def test_hooks_skip_what_they_wrote_and_scrub_each_live_request_once(tmp_path: P
 
         return wrapper
 
-    scrubber = cassettes.Scrubber
+    scrubber = Scrubber
     with (
         mock.patch.object(scrubber, "vcr_request", counted("request", scrubber.vcr_request)),
         mock.patch.object(scrubber, "vcr_response", counted("response", scrubber.vcr_response)),

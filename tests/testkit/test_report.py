@@ -7,6 +7,7 @@ import inspect
 import json
 import re
 from html.parser import HTMLParser
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -435,7 +436,7 @@ def _assert_incremental_equals_full(events, **options) -> None:
 
     from ._varied_logs import detached_requests
 
-    def both(estimator: TokenEstimator) -> tuple[dict, dict]:
+    def both(estimator: TokenEstimator) -> tuple[dict[str, Any], dict[str, Any]]:
         fast = cache_report(events, estimator=estimator, **options).to_json()
         with mock.patch(
             "dsh_testkit.reports._cache_report.reconstruct_requests", detached_requests

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from dsh_core import DshError, GenerateOptions
+from dsh_core import DshError, GenerateOptions, ToolsPlaceholder
 from dsh_core.providers import WireFormatError
 from dsh_core.providers.deepseek import (
     ChatRequest,
@@ -32,6 +32,7 @@ def test_parse_inverts_serialize(options: GenerateOptions) -> None:
     assert parse_request(encode_request(options)) == parsed
     assert parsed.model == options.model
     assert parsed.include_usage is True
+    assert not isinstance(options.tools, ToolsPlaceholder)  # the serializer refuses those
     assert len(parsed.tools or ()) == len(options.tools or ())
 
 

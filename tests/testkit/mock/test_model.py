@@ -40,7 +40,7 @@ from ._helpers import (
     user,
 )
 
-TOOL = {
+TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "get_weather",
@@ -408,7 +408,7 @@ def test_example_arguments_satisfy_the_schema(
 
 def test_default_reply_is_a_pure_function_of_the_request(mock: MockDeepSeek) -> None:
     captured: list[MockRequest] = []
-    mock.respond_with(lambda r: captured.append(r))  # type: ignore[func-returns-value]
+    mock.respond_with(lambda r: captured.append(r))
     long_text = "word " * 100
     call(mock, CHAT, chat_body(user(long_text)))
     reply = default_reply(captured[0])
@@ -518,10 +518,10 @@ def test_keep_alives_and_pacing(mock: MockDeepSeek) -> None:
     ("fault", "after", "tail"),
     [("disconnect", 2, Hangup()), ("stall", 1, Stall()), ("eof", 3, None)],
 )
-def test_stream_cuts(mock: MockDeepSeek, fault: str, after: int, tail: Any) -> None:
+def test_stream_cuts(mock: MockDeepSeek, fault: Any, after: int, tail: Any) -> None:
     plan = stream_plan(
         mock, Reply(text="abcdefghijklmnop", chunk_size=2, fault=fault, fault_after=after)
-    )  # type: ignore[arg-type]
+    )
     emitted = [a for a in plan.body if isinstance(a, Emit)]
     assert len(emitted) == after
     if tail is None:  # eof: the body ends cleanly after the last whole chunk

@@ -7,6 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dsh_core.providers.anthropic import tool_input
 from dsh_testkit.mock import (
     Completion,
     CompletionToolCall,
@@ -17,7 +18,7 @@ from dsh_testkit.mock import (
     chat_completion,
 )
 from dsh_testkit.mock._cache import anthropic_usage, deepseek_usage
-from dsh_testkit.mock._render import split_evenly, split_text, tool_input
+from dsh_testkit.mock._render import split_evenly, split_text
 
 USAGE = WireUsage(
     prompt_tokens=306, completion_tokens=85, cache_hit_tokens=256, reasoning_tokens=31

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -71,7 +72,7 @@ def test_entries_round_trip_through_json(entry: Reply | ErrorReply) -> None:
     st.lists(replies | http_errors, max_size=4),
     st.sampled_from(["default", "error", "repeat-last"]),
 )
-def test_scripts_round_trip_through_their_file_text(entries: list, on_exhausted: str) -> None:
+def test_scripts_round_trip_through_their_file_text(entries: list[Any], on_exhausted: str) -> None:
     script = Script(entries=tuple(entries), on_exhausted=on_exhausted)  # type: ignore[arg-type]
     assert Script.from_json(json.loads(script.dumps())) == script
 
@@ -200,7 +201,7 @@ def test_random_scripts_are_reproducible_from_their_seed() -> None:
         ({"weights": {"success": 0.0}}, "needs a positive weight"),
     ],
 )
-def test_random_script_refuses_bad_weights(kwargs: dict, words: str) -> None:
+def test_random_script_refuses_bad_weights(kwargs: dict[str, Any], words: str) -> None:
     with pytest.raises(ScriptError, match=words.replace("[", r"\[").replace("]", r"\]")):
         random_script(3, seed=0, **kwargs)
 

@@ -83,12 +83,15 @@ class Chat:
 
     def ask(self, *messages: dict[str, Any], **extra: Any) -> Any:
         """One request; returns the SDK's usage object, checked against the documented laws."""
+        wire_messages: Any = list(messages)  # plain dicts, as on the wire
         reply = self.client.chat.completions.create(
-            model="deepseek-v4-flash", messages=list(messages), extra_body=extra or None
+            model="deepseek-v4-flash", messages=wire_messages, extra_body=extra or None
         )
         usage = reply.usage
-        assert usage is not None
-        hit, miss = usage.prompt_cache_hit_tokens, usage.prompt_cache_miss_tokens
+        assert usage is not None and usage.model_extra is not None
+        # DeepSeek's own usage fields are extras to the SDK's model
+        hit = usage.model_extra["prompt_cache_hit_tokens"]
+        miss = usage.model_extra["prompt_cache_miss_tokens"]
         assert isinstance(hit, int) and isinstance(miss, int)
         assert usage.prompt_tokens == hit + miss  # docs/wire.md §1.7
         assert usage.prompt_tokens_details is not None

@@ -94,14 +94,17 @@ def _call(
     *,
     stream: bool,
 ) -> dict[str, Any]:
+    # Plain dicts on the wire: the SDK's TypedDict params are not what this agent builds.
+    wire_messages: Any = messages
+    wire_tools: Any = tools
     if not stream:
-        done = client.chat.completions.create(model=model, messages=messages, tools=tools)  # type: ignore[call-overload]
-        return done.choices[0].message.model_dump()  # type: ignore[no-any-return]
+        done = client.chat.completions.create(model=model, messages=wire_messages, tools=wire_tools)
+        return done.choices[0].message.model_dump()
     content: list[str] = []
     reasoning: list[str] | None = None
     calls: dict[int, dict[str, Any]] = {}
-    for chunk in client.chat.completions.create(  # type: ignore[call-overload]
-        model=model, messages=messages, tools=tools, stream=True
+    for chunk in client.chat.completions.create(
+        model=model, messages=wire_messages, tools=wire_tools, stream=True
     ):
         if not chunk.choices:
             continue

@@ -158,7 +158,7 @@ def test_cache_report_of_a_cassette_uses_its_recorded_usage(
 
 
 def test_reserialized_arguments_say_what_they_cost() -> None:
-    call = {
+    call: dict[str, Any] = {
         "id": "c1",
         "type": "function",
         "function": {"name": "read_file", "arguments": '{"path": "a"}'},
