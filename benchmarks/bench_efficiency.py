@@ -37,7 +37,7 @@ from typing import Any
 from dsh_core import Agent, AgentOptions, Session, tool
 from dsh_testkit.mock import MockDeepSeek, MockServer, PrefixCacheSimulator, Reply, ToolCall
 from dsh_testkit.mock._cache import CacheLookup
-from dsh_testkit.mock._template import USER, RenderedCompletion
+from dsh_testkit.mock._template_tokens import USER, RenderedCompletion
 
 from ._common import Figure, Section
 

@@ -67,7 +67,7 @@ def _table(schema: dict[str, Any]) -> list[str]:
 
 
 def script_reference() -> str:
-    from dsh_testkit.mock import _schema as mock  # the function b2 exports publicly
+    from dsh_testkit import mock
 
     schema: dict[str, Any] = mock.script_schema()
     parts = ["## The script document", "", *_table(schema)]

@@ -41,7 +41,7 @@ class _OpenBlock:
 
 
 class BlockAssembler:
-    """Assembles chunks into content blocks (dsh-core-spec §6.4 assembler rules).
+    """Assembles chunks into content blocks (docs/design.md §6.4).
 
     Blocks in first-seen index order; a ``block-end`` is authoritative (first close wins, later
     deltas for a closed index are ignored); an open block is assembled from its deltas (a tool call

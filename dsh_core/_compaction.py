@@ -7,7 +7,7 @@ reuses the conversation's logged system prompt and tools, so it shares the cache
 last request; its envelope scalars (``model``, ``maxTokens``) are logged in ``compact/summary``,
 so it is reconstructable from the log and this code.
 
-The transaction (generation-B event names, dsh-core-spec §10):
+The transaction (generation-B event names, docs/design.md §10):
 ``compact/start {turn}`` → summarize → ``compact/summary {summary, shadowedRange, shadowedSeqs,
 shadowedTokenCount, model, maxTokens?, usage?}`` (``usage``: the summary call's token usage when
 the provider reported one, so replay serves it and cache reports count the call) → the checkpoint ``user/message`` with

@@ -284,7 +284,7 @@ def _message_of(event: Event) -> Any:
 
 
 def check_event_shape(event: Event) -> None:
-    """The shape checks a seed or a loaded log must pass (dsh-core-spec §2.4 steps 3–5).
+    """The shape checks a seed or a loaded log must pass (docs/design.md §2.4).
 
     Surface types must hold an identified message of the right role and source; header events
     must carry a config with a provider and a model. Live appends skip these checks (as in the

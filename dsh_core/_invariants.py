@@ -81,7 +81,7 @@ def _pair(event: Event) -> tuple[int | None, int | None]:
 _IN_TURN_TYPES = frozenset(
     {"request/header", "request/header-delta", "request/context", "todo/write"}
 )
-"""Log-only types that belong to a turn (dsh-core-spec §8.3)."""
+"""Log-only types that belong to a turn (docs/design.md §8)."""
 
 
 def _not_started(event: Event) -> bool:

@@ -1,6 +1,6 @@
 """The agent loop: turns and steps whose every request is a pure function of the session log.
 
-Per step, in exactly this order (the seed RFC's loop, "transmission-stateless"):
+Per step, in exactly this order (docs/design.md §6, "transmission-stateless"):
 
 1. render the prompt assembly: system sections and the tool registry, every step, so a section
    that varies per step surfaces as a logged header event instead of a silent cache bust;

@@ -355,7 +355,7 @@ def tool_result_message(
 
 
 def derive_event_message(event: Event) -> Message | None:
-    """The model-visible projection of one event (dsh-core-spec §4.1).
+    """The model-visible projection of one event (docs/design.md §4).
 
     ``user/message`` → its data; ``assistant/message`` and ``tool/result`` → ``data.message``,
     except an assistant message with empty content, which projects to nothing (a max-tokens step

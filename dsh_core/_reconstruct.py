@@ -6,7 +6,7 @@ witness: the dev-mode invariant compares each dispatched request with it.
 
 Two boundary rules exist, one per generation of the design, and a log follows exactly one:
 
-- ``step-start`` (this project, the seed RFC): a step's messages are the derivation over the
+- ``step-start`` (this project; docs/design.md §7): a step's messages are the derivation over the
   events before its ``step/start``; its header is the fold through the step's own header event.
   The turn's prompt is appended before the ``step/start``.
 - ``first-chunk`` (the reference harness's current logs): the boundary is just before the

@@ -3,7 +3,7 @@
 It is the only source of derived history. Each event goes through one transition, shared by live
 appends, seeds and :func:`fold_surface`: ``plan`` validates a candidate against the current
 nodes without changing anything, ``apply`` commits the plan. A refused candidate therefore
-leaves nodes and generation untouched (dsh-core-spec §3).
+leaves nodes and generation untouched (docs/design.md §3).
 """
 
 from __future__ import annotations

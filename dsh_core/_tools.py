@@ -5,7 +5,7 @@ The :class:`ToolRegistry` renders the schemas in a deterministic order every ste
 name unless an explicit order is given), so a tool added mid-session shows up as a logged header
 change, never as a silent difference.
 
-:class:`ToolScheduler` runs one assistant message's calls (dsh-core-spec §6.6): a call whose tool
+:class:`ToolScheduler` runs one assistant message's calls (docs/design.md §6.6): a call whose tool
 declares itself concurrency-safe joins a rolling parallel group (capped), any other call is an
 exclusive barrier. ``tool/call`` is logged when a call starts; ``tool/result`` is committed in
 model order, citing its ``tool/call``. Every call id gets exactly one result: a tool's exception,

@@ -1,7 +1,7 @@
 """Replay a recorded session log as a provider: keyless, networkless, and strict by default.
 
 :class:`ReplayProvider` serves the ``assistant/chunk`` stream a log recorded, call by call, to
-an agent under test (dsh-testing-spec §1). The script is derived from the log alone
+an agent under test (docs/design.md §T1). The script is derived from the log alone
 (:func:`derive_replay_script`): each model call is a run of chunks of one ``(turn, step)`` ended
 by its ``finish`` chunk, so retries that share a step split at each finish, and a compaction
 summary that went through the model becomes a call of its own. Calls bind per session in
@@ -144,7 +144,7 @@ def _summary_entry(event: Event) -> ReplayEntry | None:
 
 
 def derive_replay_script(events: Sequence[Event]) -> tuple[ReplayEntry, ...]:
-    """The model calls a log recorded, in order (dsh-testing-spec §1.4).
+    """The model calls a log recorded, in order (docs/design.md §T1).
 
     A call is a run of ``assistant/chunk`` events of one ``(turn, step)`` closed by a ``finish``
     chunk; a new ``(turn, step)`` closes the run before it. A compaction summary made by the

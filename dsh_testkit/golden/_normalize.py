@@ -1,7 +1,7 @@
 """Normalization for goldens: what differs between runs, machines and working directories is
 replaced by stable tokens, and nothing else is touched.
 
-The rules, applied by :class:`Normalizer` (dsh-testing-spec §2.6, §2.9 — the churn they fought:
+The rules, applied by :class:`Normalizer` (docs/design.md §T2 — the churn they fought:
 fresh UUIDs, cwd spellings and timestamps rewriting every golden on every run):
 
 1. **The working directory** → ``{{cwd}}``. Every spelling is replaced (the path as given, its

@@ -23,14 +23,12 @@ from ._audit import (
     RewriteEntry,
     Violation,
     ViolationCode,
-    add_audit_arguments,
     audit_file,
     audit_loaded,
     audit_log,
-    render_audit,
-    run_audit,
 )
-from ._cache_report import (
+from ._audit_render import add_audit_arguments, render_audit, run_audit
+from ._cache_model import (
     CACHE_REPORT_FORMAT_VERSION,
     CHARS_PER_TOKEN,
     DEFAULT_BLOCK_TOKENS,
@@ -41,13 +39,13 @@ from ._cache_report import (
     CacheTotals,
     RequestCache,
     TokenEstimator,
-    add_cache_report_arguments,
+    named_estimator,
+)
+from ._cache_render import add_cache_report_arguments, render_cache_report, run_cache_report
+from ._cache_report import (
     cache_report,
     cache_report_file,
     cache_report_loaded,
-    named_estimator,
-    render_cache_report,
-    run_cache_report,
 )
 from ._doctor import (
     CAUSE_CODES,

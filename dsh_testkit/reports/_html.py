@@ -12,7 +12,8 @@ import json
 from html import escape
 from typing import Final
 
-from ._cache_report import _LEGEND, CacheReport, RequestCache
+from ._cache_model import CacheReport, RequestCache
+from ._cache_render import _LEGEND
 
 __all__ = ["render_cache_report_html"]
 

@@ -166,7 +166,7 @@ class SurfaceRewrite:
 
 
 def surface_rewrites(events: Sequence[Event]) -> tuple[SurfaceRewrite, ...]:
-    """Every surface replace, classified (dsh-core-spec §10: compactions and prunes are priced)."""
+    """Every surface replace, classified (docs/design.md §10: compactions and prunes are priced)."""
     out: list[SurfaceRewrite] = []
     bracket: int | None = None
     starts: dict[str, int] = {}

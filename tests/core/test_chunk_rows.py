@@ -1,4 +1,4 @@
-"""Packed chunk rows (dsh-core-spec §14): the packer's whitelist and runs, the strict decoder,
+"""Packed chunk rows (docs/design.md §14): the packer's whitelist and runs, the strict decoder,
 and the law "pack, store as JSON, decode, expand" is the identity."""
 
 from __future__ import annotations

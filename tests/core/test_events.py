@@ -1,4 +1,4 @@
-"""The event envelope (dsh-core-spec §2.1): exact keys, each field's rule, and each rejection."""
+"""The event envelope (docs/design.md §2.1): exact keys, each field's rule, and each rejection."""
 
 from __future__ import annotations
 

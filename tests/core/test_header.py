@@ -1,4 +1,4 @@
-"""The request header (dsh-core-spec §1.4, §5, §11): config, tools, canonical form, equality, the
+"""The request header (docs/design.md §1, §5, §11): config, tools, canonical form, equality, the
 delta codec, the fold and the writer's decision. Laws are in ``test_header_properties.py``."""
 
 from __future__ import annotations
@@ -771,7 +771,7 @@ def test_adapter_defaults_are_read_kept_and_compared() -> None:
         "config": _config(maxTokens=256000),
         "adapterDefaults": {"maxTokens": True},
     }
-    assert not header_equals(marked, plain)  # dsh-core-spec §5.3
+    assert not header_equals(marked, plain)  # docs/design.md §5
     empty = EpochHeader.from_json({"config": _config(), "adapterDefaults": {}})
     assert canonical_header(empty).to_json() == {"config": _config()}
     assert header_equals(empty, EpochHeader.from_json({"config": _config()}))

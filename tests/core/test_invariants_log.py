@@ -213,7 +213,7 @@ def test_pending_calls_end_with_their_step() -> None:
 
 
 def test_a_synthetic_not_started_result_answers_no_pending_call() -> None:
-    """Crash repair answers a call that never logged a tool/call (dsh-core-spec §8.3)."""
+    """Crash repair answers a call that never logged a tool/call (docs/design.md §9.1)."""
     invariant = in_step()
     invariant.check(result("c1", error={"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}))
     other = result("c2", error={"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"})

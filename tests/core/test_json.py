@@ -1,4 +1,4 @@
-"""Lossless JSON (dsh-core-spec §2.3): what is accepted, what is refused and where, immutability,
+"""Lossless JSON (docs/design.md §2.3): what is accepted, what is refused and where, immutability,
 canonical text, and deep nesting without the recursion limit."""
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from dsh_core import (
     loads_json,
     thaw_json,
 )
-from dsh_core._json import _dumps_iterative, _loads_iterative, is_frozen_json
+from dsh_core._json import is_frozen_json
+from dsh_core._json_text import _dumps_iterative, _loads_iterative
 from dsh_testkit.strategies import json_values
 
 DEPTH = 20_000

@@ -1,5 +1,5 @@
 """Content blocks, :class:`Message` and the per-node projection ``derive_event_message``
-(dsh-core-spec §1.1, §1.2, §4.1)."""
+(docs/design.md §1, §4)."""
 
 from __future__ import annotations
 

@@ -153,7 +153,7 @@ def test_pin_headers_restore_to_the_sidecars(path: Path) -> None:
     prompts = _sidecar_prompts(folder)
     schema_text = (folder / "tool-schemas.expected.json").read_text(encoding="utf-8")
     schemas = json.loads(schema_text)
-    # The sidecar formats of dsh-testing-spec §2.7/§2.8: a newline-terminated prompt file, and
+    # The sidecar formats of docs/design.md §T2: a newline-terminated prompt file, and
     # the schemas as 2-space pretty JSON with a trailing newline (so their order is as written).
     assert prompt_text.endswith("\n") and all(p.strip() for p in prompts)
     assert schema_text == json.dumps(schemas, indent=2, ensure_ascii=False) + "\n"

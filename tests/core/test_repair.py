@@ -1,4 +1,4 @@
-"""Crash repair, ``interrupted_turn_closers`` (dsh-core-spec §9.1): every case of its test list,
+"""Crash repair, ``interrupted_turn_closers`` (docs/design.md §9.1): every case of its test list,
 plus determinism, purity, and that the closers seed a session."""
 
 from __future__ import annotations

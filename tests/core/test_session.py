@@ -1,4 +1,4 @@
-"""``Session`` (dsh-core-spec §2.4, §2.5, §4.2, §4.3, §9.2): create, seed validation, append,
+"""``Session`` (docs/design.md §2.4, §4, §9.2): create, seed validation, append,
 the cached derivation, the incremental header fold, immutability and fork."""
 
 from __future__ import annotations

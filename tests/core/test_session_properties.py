@@ -1,4 +1,4 @@
-"""Session laws (dsh-core-spec §12.1, and the cached derivation of §4.2 under random appends and
+"""Session laws (the cached derivation of docs/design.md §4 under random appends and
 replaces) over generated logs from ``dsh_testkit.strategies``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The surface (dsh-core-spec §3, cases of §12.3): appends, replaces by surface position, the
+"""The surface (docs/design.md §3): appends, replaces by surface position, the
 citation rules and the tool-result rewrite rule; a refused candidate changes nothing."""
 
 from __future__ import annotations

@@ -218,7 +218,7 @@ def initial_two_turns(*, hits: tuple[int | None, int | None] = (0, 960)) -> LogB
 
 
 def reference_logs() -> list[Path]:
-    """The reference harness's session logs (skips where ../shared is absent)."""
+    """The reference harness's session logs (skips where ../shared/fixtures is absent)."""
     if not REFERENCE_LOGS.is_dir():
         pytest.skip(f"reference logs not found at {REFERENCE_LOGS}")
     paths = sorted(REFERENCE_LOGS.glob("*/session*.jsonl"))

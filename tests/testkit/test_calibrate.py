@@ -2,7 +2,7 @@
 
 Hand-made logs carry usage figures chosen against what the simulator must give, so every
 metric is checked against a value computed here by hand; the reference logs check the command
-on real traffic (skipped where ../shared is absent).
+on real traffic (skipped where ../shared/fixtures is absent).
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ def common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     return length
 
 
-# -- the documented sequences (wire.md §2.1) -------------------------------------------------
+# -- the documented sequences (docs/wire.md §2.1) -------------------------------------------------
 
 
 def test_doc_a_b_then_a_b_c_hits_a_b() -> None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from dsh_core import freeze_json
 from dsh_testkit import tokenizers
-from dsh_testkit.mock import _template as _tokens
+from dsh_testkit.mock import _template_tokens as _tokens
 from dsh_testkit.mock._template import IMAGE_TOKENS, PromptRenderer, default_thinking
 from dsh_testkit.tokenizers import DeepSeekTokenizer, HeuristicTokenizer, Tokenizer, hashed_id
 

@@ -1,4 +1,4 @@
-"""The documented wire examples end to end: DeepSeek's four context-caching sequences (wire.md
+"""The documented wire examples end to end: DeepSeek's four context-caching sequences (docs/wire.md
 §2.1) through ``/chat/completions`` with the official openai SDK, and the README's snippet
 against ``dsh-testkit serve`` run as a user runs it."""
 
@@ -93,7 +93,7 @@ class Chat:
         hit = usage.model_extra["prompt_cache_hit_tokens"]
         miss = usage.model_extra["prompt_cache_miss_tokens"]
         assert isinstance(hit, int) and isinstance(miss, int)
-        assert usage.prompt_tokens == hit + miss  # wire.md §1.7
+        assert usage.prompt_tokens == hit + miss  # docs/wire.md §1.7
         assert usage.prompt_tokens_details is not None
         assert usage.prompt_tokens_details.cached_tokens == hit  # the OpenAI-style mirror
         assert hit % GRANULARITY == 0
@@ -133,7 +133,7 @@ def _chat(way: str, mock: MockDeepSeek) -> Iterator[Chat]:
         yield Chat(mock=mock, client=client)
 
 
-# -- wire.md §2.1, the documented sequences ------------------------------------------------------
+# -- docs/wire.md §2.1, the documented sequences ---------------------------------------------------
 
 
 def test_doc_a_b_then_a_b_c_hits_a_b(chat: Chat) -> None:
