@@ -26,7 +26,6 @@ import logging
 import re
 import socket
 import struct
-import threading
 import time
 from collections.abc import Callable
 from email.utils import formatdate
@@ -34,6 +33,7 @@ from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Final, Self
 
+from .._server_thread import ServerThread
 from ._errors import MockServerError
 from ._model import MockDeepSeek
 from ._plan import Emit, Hangup, HttpRequest, Pause, ResponsePlan
@@ -538,26 +538,21 @@ class MockServer:
             "idle_timeout": idle_timeout,
         }
         self._requested_port = port
-        self._base_url: str | None = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._started = threading.Event()
-        self._error: BaseException | None = None
+        self._runner = ServerThread("dsh-mock-server")
 
     def __repr__(self) -> str:
-        return f"MockServer(base_url={self._base_url!r})"
+        return f"MockServer(base_url={self._runner.base_url!r})"
 
     @property
     def base_url(self) -> str:
         """``http://host:port`` of the running server."""
-        if self._base_url is None:
+        if self._runner.base_url is None:
             raise MockServerError(
                 "not started; use it as a context manager or call start()",
                 host=self.host,
                 port=self._requested_port,
             )
-        return self._base_url
+        return self._runner.base_url
 
     @property
     def port(self) -> int:
@@ -570,56 +565,24 @@ class MockServer:
 
     def start(self) -> Self:
         """Start serving; returns once the port is bound (raises :class:`MockServerError`)."""
-        if self._thread is not None:
+        if self._runner.running:
             raise MockServerError("already started", host=self.host, port=self._requested_port)
-        self._thread = threading.Thread(target=self._run, name="dsh-mock-server", daemon=True)
-        self._thread.start()
-        self._started.wait()
-        if self._error is not None:
-            self._thread.join()
-            self._thread = None
-            error, self._error = self._error, None
-            raise error
-        return self
-
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._stop = asyncio.Event()
-
-        def ready(base_url: str) -> None:
-            self._base_url = base_url
-            self._started.set()
-
-        try:
-            loop.run_until_complete(
-                serve(
-                    self.mock,
-                    host=self.host,
-                    port=self._requested_port,
-                    stop=self._stop,
-                    ready=ready,
-                    **self._options,
-                )
+        self._runner.start(
+            lambda stop, ready: serve(
+                self.mock,
+                host=self.host,
+                port=self._requested_port,
+                stop=stop,
+                ready=ready,
+                **self._options,
             )
-        except BaseException as exc:
-            self._error = exc
-        finally:
-            self._started.set()
-            loop.close()
+        )
+        return self
 
     def stop(self) -> None:
         """Stop serving: open connections (streams, stalls) are closed; waits for the thread."""
-        thread, loop, stop = self._thread, self._loop, self._stop
-        if thread is None or loop is None or stop is None:
-            return
-        with contextlib.suppress(RuntimeError):  # the loop already ended
-            loop.call_soon_threadsafe(stop.set)
-        thread.join()
-        self._thread = None
-        self._base_url = None
-        if self._error is not None:
-            error, self._error = self._error, None
+        error = self._runner.stop()
+        if error is not None:
             raise MockServerError(
                 f"the server failed: {error!r}", host=self.host, port=self._requested_port
             ) from error

@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from .._errors import TestkitError
 from .._secrets import scrub_json, scrub_url
+from .._server_thread import ServerThread
 from ..mock._server import (
     HEAD_TIMEOUT,
     IDLE_TIMEOUT,
@@ -379,58 +380,32 @@ class ProxyServer:
         self.port = port
         self.recorder = Recorder(out)
         self.base_url = ""
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._started = threading.Event()
-        self._error: BaseException | None = None
+        self._runner = ServerThread("dsh-proxy")
 
     def trace(self) -> Trace:
         """The exchanges completed so far."""
         return self.recorder.trace()
 
     def start(self) -> Self:
-        self._thread = threading.Thread(target=self._run, name="dsh-proxy", daemon=True)
-        self._thread.start()
-        self._started.wait()
-        if self._error is not None:
-            raise self._error
+        self.base_url = self._runner.start(
+            lambda stop, ready: serve_proxy(
+                self.upstream,
+                host=self.host,
+                port=self.port,
+                stop=stop,
+                ready=ready,
+                recorder=self.recorder,
+            )
+        )
         return self
 
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._stop = asyncio.Event()
-
-        def ready(base_url: str) -> None:
-            self.base_url = base_url
-            self._started.set()
-
-        try:
-            loop.run_until_complete(
-                serve_proxy(
-                    self.upstream,
-                    host=self.host,
-                    port=self.port,
-                    stop=self._stop,
-                    ready=ready,
-                    recorder=self.recorder,
-                )
-            )
-        except BaseException as exc:
-            self._error = exc
-        finally:
-            self._started.set()
-            loop.close()
-
     def stop(self) -> None:
-        if self._thread is None or self._loop is None or self._stop is None:
+        if not self._runner.running:
             return
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join()
-        self._thread = None
+        error = self._runner.stop()
         self.recorder.close()
+        if error is not None:
+            raise error
 
     def __enter__(self) -> Self:
         return self.start()
