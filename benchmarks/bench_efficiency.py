@@ -292,10 +292,10 @@ async def _langchain(base_url: str, prompts: list[str]) -> None:
     http = httpx2.AsyncClient()  # closed here, inside the loop that used it
     llm = ChatDeepSeek(  # type: ignore[call-arg, unused-ignore]  # only with the bench extra
         model=MODEL,
-        api_key=API_KEY,
+        api_key=API_KEY,  # type: ignore[arg-type, unused-ignore]  # a SecretStr in langchain
         api_base=base_url,
         max_retries=0,
-        http_async_client=http,  # type: ignore[arg-type, unused-ignore]
+        http_async_client=http,
     )
     bound = llm.bind_tools([read_file])
     messages: list[BaseMessage] = [SystemMessage(SYSTEM_PROMPT)]
