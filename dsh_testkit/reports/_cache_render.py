@@ -23,7 +23,7 @@ from ._cache_model import (
     named_estimator,
 )
 from ._cache_report import cache_report_loaded
-from ._console import dumps_report_json, emit, make_console
+from ._console import output_report
 from ._loading import (
     NotASessionLogError,
     add_sidecar_arguments,
@@ -269,18 +269,11 @@ def run_cache_report(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    if args.html:
-        try:
-            with open(args.html, "w", encoding="utf-8", newline="\n") as file:
-                file.write(render_cache_report_html(report))
-        except OSError as exc:
-            print(
-                f"dsh-testkit cache-report: cannot write {args.html}: {exc.strerror or exc}",
-                file=sys.stderr,
-            )
-            return 2
-    if args.json:
-        sys.stdout.write(dumps_report_json(report.to_json()))
-    else:
-        emit(make_console(), *render_cache_report(report))
-    return 0
+    return output_report(
+        "cache-report",
+        document=report.to_json,
+        renderables=lambda: render_cache_report(report),
+        html=lambda: render_cache_report_html(report),
+        html_path=args.html,
+        as_json=args.json,
+    )

@@ -11,12 +11,13 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable, Sequence
 from typing import IO, Any, Final
 
 from rich.console import Console, RenderableType
 from rich.text import Text
 
-__all__ = ["PIPE_WIDTH", "dumps_report_json", "emit", "make_console"]
+__all__ = ["PIPE_WIDTH", "dumps_report_json", "emit", "make_console", "output_report"]
 
 PIPE_WIDTH: Final = 120
 """Line width when stdout is not a terminal and ``COLUMNS`` is unset."""
@@ -56,3 +57,33 @@ def emit(console: Console, *renderables: RenderableType) -> None:
 def dumps_report_json(document: Any) -> str:
     """A report document as stable JSON text: sorted keys, two-space indent, final newline."""
     return json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def output_report(
+    command: str,
+    *,
+    document: Callable[[], Any],
+    renderables: Callable[[], Sequence[RenderableType]],
+    html: Callable[[], str],
+    html_path: str | None,
+    as_json: bool,
+) -> int:
+    """The end of every report command: write the HTML page when asked (and say so on stderr),
+    then print the JSON document or the tables. Returns the exit status (2 when the page cannot
+    be written)."""
+    if html_path:
+        try:
+            with open(html_path, "w", encoding="utf-8", newline="\n") as file:
+                file.write(html())
+        except OSError as exc:
+            print(
+                f"dsh-testkit {command}: cannot write {html_path}: {exc.strerror or exc}",
+                file=sys.stderr,
+            )
+            return 2
+        print(f"dsh-testkit {command}: wrote the HTML report to {html_path}", file=sys.stderr)
+    if as_json:
+        sys.stdout.write(dumps_report_json(document()))
+    else:
+        emit(make_console(), *renderables())
+    return 0

@@ -14,7 +14,7 @@ from typing import Final
 from rich.table import Table
 from rich.text import Text
 
-from ._console import dumps_report_json, emit, make_console
+from ._console import dumps_report_json, output_report
 from ._doctor import CAUSE_CODES, ConversationDiagnosis, DoctorReport, diagnose
 
 __all__ = [
@@ -258,21 +258,14 @@ def run_trace_cache_report(args: argparse.Namespace) -> int:
     report = _load(args, "cache-report")
     if isinstance(report, int):
         return report
-    if args.html:
-        try:
-            with open(args.html, "w", encoding="utf-8", newline="\n") as file:
-                file.write(render_doctor_html(report))
-        except OSError as exc:
-            print(
-                f"dsh-testkit cache-report: cannot write {args.html}: {exc.strerror or exc}",
-                file=sys.stderr,
-            )
-            return 2
-    if args.json:
-        sys.stdout.write(dumps_report_json(report.to_json()))
-    else:
-        emit(make_console(), *render_doctor_report(report))
-    return 0
+    return output_report(
+        "cache-report",
+        document=report.to_json,
+        renderables=lambda: render_doctor_report(report),
+        html=lambda: render_doctor_html(report),
+        html_path=args.html,
+        as_json=args.json,
+    )
 
 
 _AUDIT_CODES: Final = {

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from dsh_testkit.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _modules_loaded_by(*argv: str) -> set[str]:
@@ -50,3 +53,18 @@ def test_the_top_level_help_lists_every_subcommand() -> None:
     help_text = build_parser(only="").format_help()
     for name in ("demo", "serve", "audit", "cache-report"):
         assert name in help_text
+
+
+def test_cache_report_says_where_it_wrote_the_html(tmp_path: Path) -> None:
+    log = sorted((ROOT / "tests" / "scenarios" / "recordings").glob("*.jsonl"))[0]
+    page = tmp_path / "report.html"
+    result = subprocess.run(
+        [sys.executable, "-m", "dsh_testkit.cli", "cache-report", str(log), "--html", str(page)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert f"wrote the HTML report to {page}" in result.stderr
