@@ -172,6 +172,7 @@ def test_the_report_header_says_what_the_run_will_do(
     key: str | None,
     line: str,
 ) -> None:
+    monkeypatch.delenv("CI", raising=False)  # CI=true forces mode none and says so (tested apart)
     if key is not None:
         monkeypatch.setenv("DEEPSEEK_API_KEY", key)
     project.makepyfile("def test_ok(): pass")
