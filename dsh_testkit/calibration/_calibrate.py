@@ -9,10 +9,11 @@ with :func:`dsh_core.reconstruct_requests`, rendered to its wire body by the Dee
 request's reply (the step's ``assistant/message``) is committed, so its output-end unit exists.
 
 The simulator runs on the log's clock: a request is looked up at its first response event (the
-server has read its input) and its reply ends at its ``assistant/message``. Where the clock goes
-back between a reply and the next request (reference logs mix recording runs), the gap is taken
-as the request's own time to first response (its dispatch to its first response event, both
-measured on its own events), or ``unknown_gap`` seconds when even that goes back.
+server has read its input) and its reply ends at its stream's last chunk. Stored logs mix
+recording runs (one stream's chunks can be stamped days apart), so a reply's end is its latest
+chunk on the clock of its first one, and a gap is measured only between events of one run (less
+than an hour apart, never backwards); elsewhere it is ``unknown_gap`` (default: long enough for
+every unit to be visible).
 
 Header placeholders: logs normalized for storage carry ``"{{system}}"`` / ``"{{tools}}"``. The
 real values come from sidecars (``system-prompt[.N].expected.md`` and
@@ -39,7 +40,9 @@ Metrics (fractions over compared requests unless said):
 - ``unit_agreement``: simulated and live unit agree, over later requests;
 - ``hit_tokens_mae``: mean absolute difference of hit tokens;
 - ``prompt_tokens_error``: mean absolute relative error of prompt tokens, over requests whose
-  header is known (``None`` when there are none).
+  header is known (``None`` when there are none);
+- ``anchored_prompt_tokens_error``: the same over anchored requests after the one that sized
+  their anchor (the header's size measured, the rest of the prompt predicted).
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ from ._values import (
     _ANCHOR_BASE,
     _CHANGE_MARK,
     _PLACEHOLDERS,
+    _SAME_RUN_MS,
     _SESSION_NAME,
     CALIBRATION_FORMAT_VERSION,
     CalibrationError,
@@ -182,10 +186,8 @@ class _Request:
     rebuilt: ReconstructedRequest
     read_at: float
     """Seconds: the first response event (the server has read the input)."""
-    sent_at: float
-    """Seconds: the last event before the first response (the request's dispatch)."""
     done_at: float
-    """Seconds: the reply's ``assistant/message``."""
+    """Seconds: the reply stream's last chunk on the same clock (:func:`_stream_end`)."""
     live_prompt: int
     live_hit: int
     body: dict[str, Any]
@@ -278,14 +280,14 @@ def _requests_of(
         except DshError as exc:
             return [], f"request {index} does not render to the wire: {exc}"
         assert request.first_response_seq is not None  # a request with usage has a response
+        read_at = events[request.first_response_seq].time
         out.append(
             _Request(
                 log=label,
                 index=index,
                 rebuilt=request,
-                read_at=events[request.first_response_seq].time / 1000,
-                sent_at=events[max(0, request.first_response_seq - 1)].time / 1000,
-                done_at=events[found.seq].time / 1000,
+                read_at=read_at / 1000,
+                done_at=_stream_end(events, request.first_response_seq, found.seq) / 1000,
                 live_prompt=found.usage.prompt_tokens,
                 live_hit=found.usage.cache_read_tokens or 0,
                 body=body,
@@ -302,6 +304,22 @@ def _requests_of(
     if not with_usage:
         return [], "no request with live cache figures (cacheReadTokens)"
     return out, None
+
+
+def _stream_end(events: Sequence[Event], first: int, last: int) -> int:
+    """When the reply's stream ended, in ms on the clock of its first response event: the latest
+    ``assistant/chunk`` from ``first`` to ``last`` (seqs) within :data:`_SAME_RUN_MS` after it.
+
+    Stored logs mix recording runs, so the chunks of one stream can carry times of several runs
+    (days apart); those of another run are left out, and the first response stands for the end
+    when no chunk is on its clock.
+    """
+    start = events[first].time
+    end = start
+    for event in events[first : last + 1]:
+        if event.type == "assistant/chunk" and start <= event.time <= start + _SAME_RUN_MS:
+            end = max(end, event.time)
+    return end
 
 
 def _reply_wire(event: Event, *, thinking: bool) -> dict[str, Any] | None:
@@ -411,9 +429,11 @@ def _simulate(
             if not fits:
                 body, header_known = request.bare_body, False
         prompt = renderer.render_chat(body)
+        anchoring = False
         if not header_known:
             anchor = anchors.get(request.epoch)
             if anchor is None:
+                anchoring = True
                 anchor = _anchor_tokens(
                     request.folder, max(0, request.live_prompt - len(prompt.tokens))
                 )
@@ -422,15 +442,12 @@ def _simulate(
         gap: float | None = None
         if last_done is None:
             clock.now = max(clock.now, request.read_at)
-        elif request.read_at >= last_done:
+        elif 0 <= request.read_at - last_done <= _SAME_RUN_MS / 1000:
             gap = request.read_at - last_done
             clock.now = max(clock.now, request.read_at)
-        elif request.read_at >= request.sent_at:
-            # The clock went back between the two requests (events of several runs): the gap
-            # is at least this request's own time to first response, measured on its events.
-            clock.now += request.read_at - request.sent_at
         else:
-            clock.now += settings.unknown_gap
+            # The two events are of different recording runs: the gap is unknown.
+            clock.now += settings.unknown_gap_seconds
         # One account and user per scope; the serving model keys the cache, as in the mock.
         key = CacheKey(account="calibration", model=cache_model(request.rebuilt.request.model))
         candidates = cache.matching_units(key, prompt)
@@ -439,8 +456,7 @@ def _simulate(
         completion = None
         if request.reply is not None:
             completion = renderer.render_chat_completion(request.reply, thinking=prompt.thinking)
-        done = request.done_at if request.done_at >= request.read_at else request.read_at
-        clock.now = max(clock.now, clock.now + (done - request.read_at))
+        clock.now += request.done_at - request.read_at
         cache.commit(found, completion)
         last_done = request.done_at
         rebuilt = request.rebuilt
@@ -459,6 +475,7 @@ def _simulate(
                 simulated_unit=_unit_name(found.unit_kind if found.usage.hit_tokens else None),
                 live_unit=live_unit,
                 header_known=header_known,
+                anchors=anchoring,
                 first_in_scope=position == 0,
                 gap_seconds=gap,
             )

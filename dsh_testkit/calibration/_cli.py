@@ -126,6 +126,9 @@ def render_calibration(report: CalibrationReport) -> list[Text | Table]:
                     + ("-" if s.hit_tokens_mae is None else f"{s.hit_tokens_mae:.1f}"),
                     f"prompt-token error        {_pct(s.prompt_tokens_error)} "
                     f"(over {s.prompt_requests} requests with a known header)",
+                    f"  after an anchor         {_pct(s.anchored_prompt_tokens_error)} "
+                    f"(over {s.anchored_prompt_requests} requests whose header was sized at an "
+                    "earlier one)",
                 ]
             )
         )

@@ -41,6 +41,9 @@ TokenizerName: TypeAlias = Literal["deepseek", "heuristic"]
 _PLACEHOLDERS: Final = frozenset({"{{system}}", "{{tools}}"})
 _SESSION_NAME: Final = re.compile(r"^(?P<stem>.+?)(?:\.(?P<n>\d+))?\.jsonl$")
 _CHANGE_MARK: Final = re.compile(r"\n\n<!-- request/header change \d+ -->\n\n")
+_SAME_RUN_MS: Final = 3_600_000
+"""Two events at most this far apart (ms) are taken as one recording run's: a log that mixes
+runs has them days apart, while a stream or a gap between steps lasts seconds to minutes."""
 _ANCHOR_BASE: Final = 1 << 33
 """Anchored header tokens get ids above every real and heuristic id."""
 
@@ -66,8 +69,20 @@ class CalibrationSettings:
     visibility: UnitVisibility = field(default_factory=UnitVisibility)
     """Per-kind visibility delays (default: the measured live timing)."""
     common_prefix: CommonPrefixRule = "blocks"
-    unknown_gap: float = 0.0
-    """Seconds assumed between a reply and the next request where the log's clock goes back."""
+    unknown_gap: float | None = None
+    """Seconds assumed between a reply and the next request where the log cannot tell (its
+    events are of different recording runs). ``None`` (the default): long enough for every unit
+    persisted so far to be visible, as in an agent loop whose next request follows tool work;
+    see docs/fidelity.md for the measurement behind it."""
+
+    @property
+    def unknown_gap_seconds(self) -> float:
+        """:attr:`unknown_gap`, or the longest visibility delay when it is ``None``."""
+        if self.unknown_gap is not None:
+            return self.unknown_gap
+        v = self.visibility
+        return max(v.input, v.output, v.common, v.interval)
+
     tokenizer: TokenizerName = "deepseek"
 
     def simulator(self, clock: Callable[[], float]) -> PrefixCacheSimulator:
@@ -143,6 +158,9 @@ class RequestCalibration:
     simulator holds no matching unit at all."""
     header_known: bool
     """The system prompt and tools are real (not anchored placeholders)."""
+    anchors: bool = False
+    """An anchored header's size was taken from this request's live prompt, so its prompt
+    tokens are measured, not predicted."""
     first_in_scope: bool
     """The first request its simulator saw."""
     gap_seconds: float | None
@@ -164,6 +182,7 @@ class RequestCalibration:
             "simulatedUnit": self.simulated_unit,
             "liveUnit": self.live_unit,
             "headerKnown": self.header_known,
+            "anchors": self.anchors,
             "firstInScope": self.first_in_scope,
             "gapSeconds": None if self.gap_seconds is None else round(self.gap_seconds, 3),
         }
@@ -178,6 +197,16 @@ class SkippedLog:
 
     def to_json(self) -> dict[str, str]:
         return {"log": self.log, "reason": self.reason}
+
+
+def _prompt_error(rows: Sequence[RequestCalibration]) -> float | None:
+    """Mean absolute relative error of the rows' prompt tokens (``None`` for no rows)."""
+    if not rows:
+        return None
+    total = sum(
+        abs(r.simulated_prompt_tokens - r.live_prompt_tokens) / r.live_prompt_tokens for r in rows
+    )
+    return round(total / len(rows), 4)
 
 
 def _ratio(hits: int, total: int) -> float | None:
@@ -200,6 +229,12 @@ class CalibrationSummary:
     prompt_tokens_error: float | None
     prompt_requests: int
     """Requests with a known header, which ``prompt_tokens_error`` is over."""
+    anchored_prompt_tokens_error: float | None = None
+    """Mean absolute relative error of prompt tokens over requests whose anchored header was
+    sized at an earlier request: the header's size is measured, everything after it (messages,
+    turn and tool framing, reasoning pass-back) predicted. ``None`` when there are none."""
+    anchored_prompt_requests: int = 0
+    """Requests ``anchored_prompt_tokens_error`` is over."""
 
     @classmethod
     def of(
@@ -208,6 +243,9 @@ class CalibrationSummary:
         n = len(rows)
         later = [r for r in rows if not r.first_in_scope]
         known = [r for r in rows if r.header_known and r.live_prompt_tokens > 0]
+        anchored = [
+            r for r in rows if not r.header_known and not r.anchors and r.live_prompt_tokens > 0
+        ]
         diffs = [abs(r.simulated_hit_tokens - r.live_hit_tokens) for r in rows]
         return cls(
             requests=n,
@@ -220,19 +258,10 @@ class CalibrationSummary:
             unit_agreement=_ratio(sum(r.simulated_unit == r.live_unit for r in later), len(later)),
             unit_requests=len(later),
             hit_tokens_mae=round(sum(diffs) / n, 2) if n else None,
-            prompt_tokens_error=(
-                round(
-                    sum(
-                        abs(r.simulated_prompt_tokens - r.live_prompt_tokens) / r.live_prompt_tokens
-                        for r in known
-                    )
-                    / len(known),
-                    4,
-                )
-                if known
-                else None
-            ),
+            prompt_tokens_error=_prompt_error(known),
             prompt_requests=len(known),
+            anchored_prompt_tokens_error=_prompt_error(anchored),
+            anchored_prompt_requests=len(anchored),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -247,6 +276,8 @@ class CalibrationSummary:
             "hit_tokens_mae": self.hit_tokens_mae,
             "prompt_tokens_error": self.prompt_tokens_error,
             "prompt_requests": self.prompt_requests,
+            "anchored_prompt_tokens_error": self.anchored_prompt_tokens_error,
+            "anchored_prompt_requests": self.anchored_prompt_requests,
         }
 
 

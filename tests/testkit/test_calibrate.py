@@ -58,6 +58,7 @@ def _row(
     live_prompt: int = 1000,
     sim_prompt: int = 1000,
     known: bool = True,
+    anchors: bool = False,
 ) -> RequestCalibration:
     return RequestCalibration(
         log="x.jsonl",
@@ -73,6 +74,7 @@ def _row(
         simulated_unit=sim_unit,
         live_unit=live_unit,
         header_known=known,
+        anchors=anchors,
         first_in_scope=first,
         gap_seconds=None,
     )
@@ -86,8 +88,8 @@ def test_summary_metrics_by_hand() -> None:
         _row(896, 896, live_unit="input", sim_unit="input", live_prompt=900, sim_prompt=900),
         # one unit apart, different unit
         _row(1024, 896, live_unit="output", sim_unit="input", live_prompt=1100, sim_prompt=1045),
-        # live hit, simulated miss; header anchored (no prompt error counted)
-        _row(512, 0, live_unit="common", sim_unit="none", known=False, sim_prompt=5),
+        # live hit, simulated miss; header anchored at an earlier request
+        _row(512, 0, live_unit="common", sim_unit="none", known=False, sim_prompt=950),
     ]
     s = CalibrationSummary.of(rows, granularity=G, logs=1)
     assert s.requests == 4
@@ -99,6 +101,12 @@ def test_summary_metrics_by_hand() -> None:
     # |1100-1000|/1000, 0, |1045-1100|/1100 over the three known headers
     assert s.prompt_tokens_error == round((0.1 + 0 + 0.05) / 3, 4)
     assert s.prompt_requests == 3
+    # the anchored row: only its error after the anchor, |950-1000|/1000
+    assert (s.anchored_prompt_tokens_error, s.anchored_prompt_requests) == (0.05, 1)
+    # the request that sized an anchor has a measured prompt: in neither figure
+    anchoring = _row(0, 0, live_unit="none", sim_unit="none", known=False, anchors=True)
+    both = CalibrationSummary.of([*rows, anchoring], granularity=G, logs=1)
+    assert both.anchored_prompt_requests == 1 and both.prompt_requests == 3
     empty = CalibrationSummary.of([], granularity=G, logs=0)
     assert empty.exact_hit_match is None and empty.prompt_tokens_error is None
 
@@ -286,6 +294,29 @@ def test_reference_logs_compare_every_request_with_live_cache_figures(
     )
 
 
+def test_reference_logs_meet_the_exact_match_and_prompt_targets(
+    reference: dict[str, Any],
+) -> None:
+    """The calibrated defaults on the reference logs, real tokenizer: at least 80 % exact
+    hit-token matches, prompts after an anchor within 5 %."""
+    assert reference["exact_hit_match"] >= 0.8
+    assert reference["anchored_prompt_requests"] >= 5
+    assert reference["anchored_prompt_tokens_error"] <= 0.05
+    # gaps measured on each stream's own clock: packed-chunks' tool step comes 0.93 s after
+    # the reply's last chunk, before the output-end unit is visible (1.1 s): the input-end
+    # unit is reused, as live; the forked parent's second step comes 1.97 s after: the
+    # output-end unit, as live
+    by_key = {(r["log"], r["index"]): r for r in reference["perRequest"]}
+    packed = by_key[("packed-chunks/session.jsonl", 1)]
+    assert packed["gapSeconds"] == pytest.approx(0.928)
+    assert packed["simulatedUnit"] == packed["liveUnit"] == "input"
+    assert packed["simulatedHitTokens"] == packed["liveHitTokens"] == 2816
+    fork = by_key[("subagent-fork-in-process/session.jsonl", 2)]
+    assert fork["gapSeconds"] == pytest.approx(1.969)
+    assert fork["simulatedUnit"] == fork["liveUnit"] == "output"
+    assert fork["simulatedHitTokens"] == fork["liveHitTokens"] == 3072
+
+
 def test_a_stale_sidecar_is_anchored_with_a_note(reference: dict[str, Any]) -> None:
     """code-mode-turn's sidecar prompt alone is longer than the live prompt it was recorded
     with, so it cannot be that recording's header."""
@@ -396,21 +427,53 @@ def _retimed(path: Path, times: dict[int, int]) -> None:
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
-@pytest.mark.parametrize(("time_to_first_chunk", "unit"), [(2000, "output"), (0, "input")])
-def test_when_the_clock_goes_back_the_requests_own_time_to_first_chunk_is_the_gap(
-    tmp_path: Path, time_to_first_chunk: int, unit: str
+@pytest.mark.parametrize(
+    ("unknown_gap", "unit"), [(None, "output"), (5.0, "output"), (0.0, "input"), (1.0, "input")]
+)
+def test_when_two_requests_are_of_different_runs_the_gap_is_unknown(
+    tmp_path: Path, unknown_gap: float | None, unit: str
 ) -> None:
-    """Stored logs mix recording runs: the second request's events are stamped before the
-    first reply. The gap is then the second request's dispatch to its first chunk."""
+    """Stored logs mix recording runs: here the second request's events are stamped days
+    before the first reply. The gap is then ``unknown_gap``; by default long enough for every
+    unit to be visible (the output-end unit's 1.1 s included)."""
     log = _log([_usage(10, 0)] * 2, answer="a long answer, " * 80)
     events = list(log.events)
     path = log.write(tmp_path / "session.jsonl")
     second_turn = next(e.seq for e in events if e.type == "turn/start" and e.data["turn"] == 2)
-    first_chunk = next(e.seq for e in events if e.type == "assistant/chunk" and e.seq > second_turn)
-    times = {e.seq: 50_000 for e in events if e.seq < second_turn}
-    times.update({e.seq: 1_000 for e in events if e.seq >= second_turn})
-    times[first_chunk] = 1_000 + time_to_first_chunk
+    day = 86_400_000
+    times = {e.seq: 3 * day for e in events if e.seq < second_turn}
+    times.update({e.seq: day for e in events if e.seq >= second_turn})
+    _retimed(path, times)
+    settings = CalibrationSettings(tokenizer="heuristic", unknown_gap=unknown_gap)
+    second = calibrate([path], settings=settings).requests[1]
+    assert second.gap_seconds is None
+    assert second.simulated_unit == unit
+
+
+@pytest.mark.parametrize(("gap_ms", "unit"), [(800, "input"), (1500, "output")])
+def test_a_reply_ends_at_its_last_chunk_on_its_own_clock(
+    tmp_path: Path, gap_ms: int, unit: str
+) -> None:
+    """The reply's end is its stream's last chunk; chunks and messages stamped by another
+    recording run (days away) are left out, so the gap to the next request is measured on one
+    clock: 0.8 s leaves the output-end unit invisible (1.1 s), 1.5 s does not."""
+    log = _log([_usage(10, 0)] * 2, answer="a long answer, " * 80)
+    events = list(log.events)
+    path = log.write(tmp_path / "session.jsonl")
+    second_turn = next(e.seq for e in events if e.type == "turn/start" and e.data["turn"] == 2)
+    first_chunks = [e.seq for e in events if e.type == "assistant/chunk" and e.seq < second_turn]
+    later_run = 40 * 86_400_000
+    times = {e.seq: later_run for e in events}  # every other event: another run
+    for offset, seq in enumerate(first_chunks):
+        times[seq] = 10_000 + 100 * offset  # the first stream, 100 ms a chunk
+    stray = first_chunks[-1]
+    times[stray] = later_run  # a chunk of the other run does not end the stream
+    last = max(times[seq] for seq in first_chunks if seq != stray)
+    second_first = next(
+        e.seq for e in events if e.type == "assistant/chunk" and e.seq > second_turn
+    )
+    times[second_first] = last + gap_ms
     _retimed(path, times)
     second = calibrate([path], settings=CalibrationSettings(tokenizer="heuristic")).requests[1]
-    assert second.gap_seconds is None  # the log's clock went back
+    assert second.gap_seconds == pytest.approx(gap_ms / 1000)
     assert second.simulated_unit == unit
