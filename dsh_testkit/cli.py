@@ -122,9 +122,11 @@ def _cache_settings(args: argparse.Namespace) -> dict[str, Any]:
         for kind in ("input", "output", "common", "interval")
         if (value := getattr(args, f"cache_delay_{kind}")) is not None
     }
-    if args.cache_visibility == "live" or delays:
+    if delays:
         base = UnitVisibility() if args.cache_visibility == "live" else UnitVisibility.uniform(0.0)
         settings["visibility"] = replace(base, **delays)
+    elif args.cache_visibility == "live":
+        settings["visibility"] = "live"  # each model's measured timing, from the model table
     return settings
 
 
@@ -287,7 +289,10 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     cache.add_argument("--cache-rules", choices=("2026", "2024"), default="2026")
     cache.add_argument(
-        "--cache-granularity", type=int, metavar="TOKENS", help="tokens per cache unit (128)"
+        "--cache-granularity",
+        type=int,
+        metavar="TOKENS",
+        help="tokens per cache unit (default: each model's, from the model table: 128)",
     )
     cache.add_argument(
         "--cache-interval",
@@ -304,8 +309,9 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--cache-visibility",
         choices=("instant", "live"),
         default="instant",
-        help="when stored units can hit: instant (default, deterministic tests) or live (the "
-        "measured timing: input-side units at once, output-end units 1.1 s after the reply)",
+        help="when stored units can hit: instant (default, deterministic tests) or live (each "
+        "model's measured timing from the model table: input-side units at once, output-end "
+        "units 1.1 s after the reply)",
     )
     for kind in ("input", "output", "common", "interval"):
         cache.add_argument(

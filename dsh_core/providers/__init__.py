@@ -8,14 +8,22 @@ Each is a package along the same seams: request serialization (``serialize_reque
 translator, ``map_usage``, ``classify_http_error``) and the provider class implementing
 :class:`dsh_core.Provider`. The codecs are pure public functions the mock DeepSeek reuses.
 
-Shared by both formats and the mock: the model table (:data:`MODELS`, :func:`resolve_model`) and
-the one thinking-mode rule (:func:`thinking_enabled`); :class:`WireFormatError` with a stable
+Shared by both formats and the mock: the model table (:data:`MODELS`, :func:`resolve_model`,
+each model's :class:`CacheFacts`) and the one thinking-mode rule (:func:`thinking_enabled`); :class:`WireFormatError` with a stable
 ``code`` (:data:`WireErrorCode`) for request shapes; SSE framing (:class:`SseParser`) and encoding
 (:meth:`SseEvent.encode`, :meth:`SseEvent.of_json`, :data:`SSE_DONE`).
 """
 
 from ._failures import RETRYABLE_CODES
-from ._models import Endpoint, resolve_model, thinking_enabled
+from ._models import (
+    CHAT_TEMPLATES,
+    CacheFacts,
+    ChatTemplate,
+    Endpoint,
+    UnitVisibility,
+    resolve_model,
+    thinking_enabled,
+)
 from ._sse import SSE_DONE, SseEvent, SseParser, SseTruncatedError
 from ._wire import TOOL_NAME_PATTERN, WireErrorCode, WireFormatError
 from .anthropic import AnthropicMessage, AnthropicProvider, AnthropicRequest, EventTranslator
@@ -31,6 +39,7 @@ from .deepseek import (
 )
 
 __all__ = [
+    "CHAT_TEMPLATES",
     "MODELS",
     "RETRYABLE_CODES",
     "SSE_DONE",
@@ -38,8 +47,10 @@ __all__ = [
     "AnthropicMessage",
     "AnthropicProvider",
     "AnthropicRequest",
+    "CacheFacts",
     "ChatMessage",
     "ChatRequest",
+    "ChatTemplate",
     "ChatTool",
     "ChatToolCall",
     "ChunkTranslator",
@@ -50,6 +61,7 @@ __all__ = [
     "SseEvent",
     "SseParser",
     "SseTruncatedError",
+    "UnitVisibility",
     "WireErrorCode",
     "WireFormatError",
     "resolve_model",

@@ -1,5 +1,5 @@
-"""The model table and the rules that follow from it: which model serves an id, and whether a
-request runs in thinking mode.
+"""The model table and the rules that follow from it: which model serves an id, whether a
+request runs in thinking mode, and how the model's prefix cache behaves (:class:`CacheFacts`).
 
 Both codecs (Chat Completions and the Anthropic format) and the mock DeepSeek read these facts
 from here, so a model's defaults and the thinking rule exist once. Facts and their public
@@ -15,16 +15,81 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 __all__ = [
+    "CHAT_TEMPLATES",
     "MODELS",
     "REASONING_EFFORT_ALIASES",
+    "CacheFacts",
+    "ChatTemplate",
     "Endpoint",
     "ModelInfo",
+    "UnitVisibility",
     "resolve_model",
     "thinking_enabled",
 ]
 
 Endpoint: TypeAlias = Literal["chat", "anthropic"]
 """Which of DeepSeek's two wire formats a request was sent to."""
+
+
+ChatTemplate: TypeAlias = Literal["deepseek-v4"]
+"""The chat template that turns a request into the model's prompt tokens."""
+
+CHAT_TEMPLATES: tuple[ChatTemplate, ...] = ("deepseek-v4",)
+"""Every template a model of the table can name."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnitVisibility:
+    """How long after it is persisted each kind of prefix-cache unit can hit, in seconds.
+
+    Input-side units (``input``, ``common``, and ``interval`` units inside the prompt) count from
+    the moment the server has read the request's input; output-side units (``output``, and
+    ``interval`` units inside the reply) from the reply's last chunk. The defaults are what
+    calibration against live DeepSeek traffic showed (docs/fidelity.md): units ending at the
+    user's input are reusable at once, units ending at the model's output about 1.1 s after the
+    reply's last chunk.
+    """
+
+    input: float = 0.0
+    """Units ending at the end of the user input."""
+    output: float = 1.1
+    """Units ending at the end of the model output."""
+    common: float = 0.0
+    """Prefixes shared with an earlier prompt."""
+    interval: float = 0.0
+    """Fixed-interval units (from the read inside the prompt, from the last chunk inside the
+    reply)."""
+
+    def __post_init__(self) -> None:
+        for name in ("input", "output", "common", "interval"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"UnitVisibility.{name} must be >= 0 seconds, got {value!r}")
+
+    @classmethod
+    def uniform(cls, delay: float) -> UnitVisibility:
+        """The same delay for every kind."""
+        return cls(input=delay, output=delay, common=delay, interval=delay)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheFacts:
+    """How one model's prompt cache and prompt look, as documented or measured
+    (docs/fidelity.md holds each fact's source and how well it agrees with live traffic)."""
+
+    granularity: int = 128
+    """Tokens per reported cache unit: every hit is a whole number of them (every V4-era live
+    hit measured is a multiple of 128)."""
+    template: ChatTemplate = "deepseek-v4"
+    """The chat template its prompts are rendered with (tool preamble, turn and tool framing)."""
+    visibility: UnitVisibility = UnitVisibility()
+    """When each kind of unit becomes reusable on the live service."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.granularity, bool) or self.granularity < 1:
+            raise ValueError(f"CacheFacts.granularity must be >= 1, got {self.granularity!r}")
+        if self.template not in CHAT_TEMPLATES:
+            raise ValueError(f"CacheFacts.template must be one of {CHAT_TEMPLATES}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,6 +123,8 @@ class ModelInfo:
     """The id this one is an alias of, if any."""
     retired_at: str | None = None
     """When the id stops working (ISO 8601, UTC), if announced."""
+    cache: CacheFacts = CacheFacts()
+    """Its prefix cache's granularity and unit visibility, and its chat template."""
     reported_as: str | None = None
     """The id a response names in its ``model`` field when it is not :attr:`id` (V4-era traffic
     for the ``deepseek-chat`` / ``deepseek-reasoner`` aliases names ``deepseek-v4-flash``)."""

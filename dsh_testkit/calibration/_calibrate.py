@@ -407,7 +407,6 @@ def _simulate(
 ) -> list[RequestCalibration]:
     clock = _Clock()
     cache = settings.simulator(clock)
-    granularity = settings.granularity
     anchors: dict[tuple[str, int], tuple[int, ...]] = {}
     sidecar_fits: dict[tuple[str, int], bool] = {}
     rows: list[RequestCalibration] = []
@@ -452,6 +451,7 @@ def _simulate(
         key = CacheKey(account="calibration", model=cache_model(request.rebuilt.request.model))
         candidates = cache.matching_units(key, prompt)
         found = cache.lookup(key, prompt)
+        granularity = cache.granularity_for(key)
         live_unit = _live_unit(request.live_hit, found, candidates, granularity)
         completion = None
         if request.reply is not None:
@@ -475,6 +475,7 @@ def _simulate(
                 simulated_unit=_unit_name(found.unit_kind if found.usage.hit_tokens else None),
                 live_unit=live_unit,
                 header_known=header_known,
+                granularity=granularity,
                 anchors=anchoring,
                 first_in_scope=position == 0,
                 gap_seconds=gap,

@@ -60,8 +60,8 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--granularity",
         type=int,
-        default=CalibrationSettings().granularity,
-        help="tokens per reported cache unit (default %(default)s)",
+        default=None,
+        help="tokens per reported cache unit (default: each model's, from the model table)",
     )
     parser.add_argument(
         "--rules",
@@ -117,7 +117,8 @@ def render_calibration(report: CalibrationReport) -> list[Text | Table]:
                 [
                     f"{s.requests} requests from {s.logs} logs ({len(report.skipped)} skipped); "
                     f"scope {report.scope}, rules {settings.rules}, granularity "
-                    f"{settings.granularity}, tokenizer {settings.tokenizer}",
+                    + ("per model" if settings.granularity is None else str(settings.granularity))
+                    + f", tokenizer {settings.tokenizer}",
                     f"classification agreement  {_pct(s.classification_agreement)}",
                     f"exact hit-token match     {_pct(s.exact_hit_match)}",
                     f"within one unit           {_pct(s.within_one_unit)}",

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
+
+from dsh_core.providers import MODELS
 
 from .._errors import TestkitError
 from ..mock._cache import (
@@ -64,10 +66,13 @@ class CalibrationSettings:
     """The simulator and tokenizer settings a calibration runs with."""
 
     rules: CacheRules = "2026"
-    granularity: int = DEFAULT_GRANULARITY
+    granularity: int | None = None
+    """Tokens per reported unit; ``None`` (the default): each request's model's, from the model
+    table (:attr:`dsh_core.providers.ModelInfo.cache`)."""
     interval_tokens: int | None = 4096
-    visibility: UnitVisibility = field(default_factory=UnitVisibility)
-    """Per-kind visibility delays (default: the measured live timing)."""
+    visibility: UnitVisibility | Literal["live"] = "live"
+    """Per-kind visibility delays; ``"live"`` (the default): each model's measured timing, from
+    the model table."""
     common_prefix: CommonPrefixRule = "blocks"
     unknown_gap: float | None = None
     """Seconds assumed between a reply and the next request where the log cannot tell (its
@@ -80,8 +85,11 @@ class CalibrationSettings:
         """:attr:`unknown_gap`, or the longest visibility delay when it is ``None``."""
         if self.unknown_gap is not None:
             return self.unknown_gap
-        v = self.visibility
-        return max(v.input, v.output, v.common, v.interval)
+        if self.visibility == "live":
+            every = [info.cache.visibility for info in MODELS.values()] or [UnitVisibility()]
+        else:
+            every = [self.visibility]
+        return max(max(v.input, v.output, v.common, v.interval) for v in every)
 
     tokenizer: TokenizerName = "deepseek"
 
@@ -103,12 +111,9 @@ class CalibrationSettings:
             "rules": self.rules,
             "granularity": self.granularity,
             "intervalTokens": self.interval_tokens,
-            "visibility": {
-                "input": v.input,
-                "output": v.output,
-                "common": v.common,
-                "interval": v.interval,
-            },
+            "visibility": v
+            if v == "live"
+            else {"input": v.input, "output": v.output, "common": v.common, "interval": v.interval},
             "commonPrefix": self.common_prefix,
             "unknownGap": self.unknown_gap,
             "tokenizer": self.tokenizer,
@@ -158,6 +163,8 @@ class RequestCalibration:
     simulator holds no matching unit at all."""
     header_known: bool
     """The system prompt and tools are real (not anchored placeholders)."""
+    granularity: int = DEFAULT_GRANULARITY
+    """Tokens per reported unit of the request's model's cache, as simulated."""
     anchors: bool = False
     """An anchored header's size was taken from this request's live prompt, so its prompt
     tokens are measured, not predicted."""
@@ -183,6 +190,7 @@ class RequestCalibration:
             "liveUnit": self.live_unit,
             "headerKnown": self.header_known,
             "anchors": self.anchors,
+            "granularity": self.granularity,
             "firstInScope": self.first_in_scope,
             "gapSeconds": None if self.gap_seconds is None else round(self.gap_seconds, 3),
         }
@@ -238,8 +246,10 @@ class CalibrationSummary:
 
     @classmethod
     def of(
-        cls, rows: Sequence[RequestCalibration], *, granularity: int, logs: int
+        cls, rows: Sequence[RequestCalibration], *, logs: int, granularity: int | None = None
     ) -> CalibrationSummary:
+        """The figures over ``rows``; "within one unit" is one ``granularity``, by default each
+        row's own."""
         n = len(rows)
         later = [r for r in rows if not r.first_in_scope]
         known = [r for r in rows if r.header_known and r.live_prompt_tokens > 0]
@@ -254,7 +264,13 @@ class CalibrationSummary:
                 sum((r.simulated_hit_tokens > 0) == (r.live_hit_tokens > 0) for r in rows), n
             ),
             exact_hit_match=_ratio(sum(d == 0 for d in diffs), n),
-            within_one_unit=_ratio(sum(d <= granularity for d in diffs), n),
+            within_one_unit=_ratio(
+                sum(
+                    d <= (granularity if granularity is not None else r.granularity)
+                    for d, r in zip(diffs, rows, strict=True)
+                ),
+                n,
+            ),
             unit_agreement=_ratio(sum(r.simulated_unit == r.live_unit for r in later), len(later)),
             unit_requests=len(later),
             hit_tokens_mae=round(sum(diffs) / n, 2) if n else None,

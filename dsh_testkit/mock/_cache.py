@@ -11,8 +11,9 @@ Rules ``"2026"`` (the default; docs/wire.md §2.1, §2.4), per isolation key:
   (:attr:`RenderedPrompt.input_end`), one ending at the end of the model output (prompt +
   completion), and one at every multiple of ``interval_tokens`` inside that sequence.
 - A request hits the **longest** visible unit it matches **in full** (no partial use of a unit);
-  the hit is reported rounded down to whole ``granularity`` units (default 128: every V4-era
-  live hit is a multiple of it). Units shorter than one granularity are never persisted.
+  the hit is reported rounded down to whole ``granularity`` units (by default the key's model's,
+  from the model table: 128 for every V4-era model, as every live hit measured is a multiple of
+  it). Units shorter than one granularity are never persisted.
 - Common prefixes (``common_prefix``): ``"blocks"`` (default, measured on live traffic) makes
   every granularity-aligned prefix of every earlier prompt of the key reusable, so a new
   session hits the system prompt an earlier one sent; ``"detected"`` persists a common prefix
@@ -21,8 +22,9 @@ Rules ``"2026"`` (the default; docs/wire.md §2.1, §2.4), per isolation key:
 - Visibility (:class:`UnitVisibility`): each unit kind becomes visible a delay after it was
   persisted: input-side units counted from the lookup (the input was read), output-side units
   from the commit (the reply's last chunk). The default is no delay, so back-to-back test
-  requests hit deterministically; ``UnitVisibility()`` is the measured live timing (output-end
-  units 1.1 s after the reply). The older ``visibility_delay`` applies one delay to every unit
+  requests hit deterministically; ``visibility="live"`` takes each key's model's measured timing
+  from the model table (output-end units 1.1 s after the reply, :class:`UnitVisibility`'s
+  defaults). The older ``visibility_delay`` applies one delay to every unit
   from the commit. A unit is forgotten after ``ttl`` idle seconds (a hit refreshes it) or when
   the key holds more than ``max_units_per_key`` units (least recently used first).
 - Keys (:class:`CacheKey`): account, ``user_id`` and the serving model; aliases of one model
@@ -54,7 +56,19 @@ import time
 from bisect import bisect_right, insort
 from collections.abc import Callable, Hashable, Sequence
 from itertools import islice
+from typing import Literal
 
+from dsh_core.providers import MODELS, CacheFacts
+
+from ._cache_state import (
+    _SEED,
+    _aligned_hash,
+    _extend_chain,
+    _extend_with_output,
+    _KeyState,
+    _prefix_hash,
+    _Unit,
+)
 from ._cache_values import (
     _RECENT_BLOCKS_PER_KEY,
     DEFAULT_GRANULARITY,
@@ -89,86 +103,24 @@ __all__ = [
 ]
 
 
-class _Unit:
-    """A unit's mutable bookkeeping."""
-
-    __slots__ = ("kind", "last_used", "length", "visible_at")
-
-    def __init__(self, length: int, kind: CacheUnitKind, visible_at: float, now: float) -> None:
-        self.length = length
-        self.kind: CacheUnitKind = kind
-        self.visible_at = visible_at
-        self.last_used = now
-
-
-class _KeyState:
-    """Everything one isolation key has cached."""
-
-    __slots__ = ("last_sweep", "length_counts", "lengths", "recent", "units")
-
-    def __init__(self, now: float) -> None:
-        self.units: dict[int, _Unit] = {}
-        """Prefix hash → unit, least recently used first (dict order)."""
-        self.lengths: list[int] = []
-        """Distinct unit lengths, ascending (rules 2026)."""
-        self.length_counts: dict[int, int] = {}
-        self.recent: dict[int, tuple[float, float]] = {}
-        """Block-chain hashes of recent prompts → (first seen, last seen); shorter prefixes are
-        more recent in dict order."""
-        self.last_sweep = now
-
-
-_SEED = 0x5EED
-
-
-def _extend_chain(chain: list[int], tail: Sequence[int], granularity: int) -> list[int]:
-    """Append to ``chain`` the hashes of the full blocks of ``tail``, which starts where the
-    blocks ``chain`` covers end (``chain[k]`` is the hash of the first ``k`` blocks)."""
-    last = chain[-1]
-    for start in range(0, len(tail) - granularity + 1, granularity):
-        last = hash((last, tuple(tail[start : start + granularity])))
-        chain.append(last)
-    return chain
-
-
-def _extend_with_output(
-    chain: list[int], tokens: Sequence[int], output: Sequence[int], granularity: int
-) -> int:
-    """Extend the prompt's ``chain`` over ``tokens + output`` without copying the prompt;
-    return the prefix hash of the whole sequence."""
-    start = (len(chain) - 1) * granularity
-    tail = [*tokens[start:], *output]
-    _extend_chain(chain, tail, granularity)
-    blocks = (start + len(tail)) // granularity
-    return hash((chain[blocks], tuple(tail[blocks * granularity - start :])))
-
-
-def _prefix_hash(chain: Sequence[int], tokens: Sequence[int], length: int, granularity: int) -> int:
-    """The identity of the first ``length`` tokens: their full blocks' chain, then the tail."""
-    blocks = length // granularity
-    return hash((chain[blocks], tuple(tokens[blocks * granularity : length])))
-
-
-def _aligned_hash(chain_hash: int) -> int:
-    """:func:`_prefix_hash` of a block-aligned length (an empty tail), from its chain hash."""
-    return hash((chain_hash, ()))
-
-
 class PrefixCacheSimulator:
     """DeepSeek's prefix cache, per isolation key. See the module docstring for the rules.
 
     Parameters (all keyword-only):
 
     - ``rules``: ``"2026"`` (default) or ``"2024"``.
-    - ``granularity``: tokens per reported unit (default 128: every V4-era live hit is a multiple
-      of 128; the 2024 documentation's storage unit was 64).
+    - ``granularity``: tokens per reported unit for every key; ``None`` (the default): each key's
+      model's (:attr:`CacheKey.model` in the model table, ``CacheFacts.granularity``: 128 for
+      every V4-era model), :data:`DEFAULT_GRANULARITY` for a key without a known model (the 2024
+      documentation's storage unit was 64).
     - ``interval_tokens``: rules 2026, a unit every this many tokens inside long sequences
       (default 4096; a multiple of ``granularity``; ``None`` turns interval units off). DeepSeek
       does not publish its interval.
-    - ``visibility``: a :class:`UnitVisibility`, the delay of each unit kind. The default is no
-      delay at all, so a test's back-to-back requests hit deterministically whatever the
-      machine's speed; ``UnitVisibility()`` is the live service's timing as measured (input-side
-      units at once, output-end units 1.1 s after the reply), for a simulation on a log's clock.
+    - ``visibility``: a :class:`UnitVisibility`, the delay of each unit kind for every key. The
+      default is no delay at all, so a test's back-to-back requests hit deterministically
+      whatever the machine's speed; ``"live"``: each key's model's measured timing from the
+      model table (``CacheFacts.visibility``: input-side units at once, output-end units 1.1 s
+      after the reply), for a simulation on a log's clock.
     - ``visibility_delay``: the older single setting; when given (and ``visibility`` is not), every
       unit becomes visible this many seconds after :meth:`commit`.
     - ``common_prefix``: rules 2026, a :data:`CommonPrefixRule` (default ``"blocks"``).
@@ -186,6 +138,7 @@ class PrefixCacheSimulator:
         "_interval",
         "_keys",
         "_max_units",
+        "_per_model",
         "_rules",
         "_ttl",
         "_visibility",
@@ -195,9 +148,9 @@ class PrefixCacheSimulator:
         self,
         *,
         rules: CacheRules = "2026",
-        granularity: int = DEFAULT_GRANULARITY,
+        granularity: int | None = None,
         interval_tokens: int | None = 4096,
-        visibility: UnitVisibility | None = None,
+        visibility: UnitVisibility | Literal["live"] | None = None,
         visibility_delay: float | None = None,
         common_prefix: CommonPrefixRule = "blocks",
         ttl: float | None = 6 * 3600.0,
@@ -206,14 +159,26 @@ class PrefixCacheSimulator:
     ) -> None:
         if rules not in ("2026", "2024"):
             raise ValueError(f'rules must be "2026" or "2024", got {rules!r}')
-        if granularity < 1:
+        if granularity is not None and granularity < 1:
             raise ValueError(f"granularity must be a positive number of tokens, got {granularity}")
-        if interval_tokens is not None and (
-            interval_tokens < granularity or interval_tokens % granularity
+        granularities = (
+            {granularity}
+            if granularity is not None
+            else {DEFAULT_GRANULARITY, *(info.cache.granularity for info in MODELS.values())}
+        )
+        for each in sorted(granularities):
+            if interval_tokens is not None and (interval_tokens < each or interval_tokens % each):
+                raise ValueError(
+                    f"interval_tokens must be a positive multiple of granularity ({each}) or "
+                    f"None to disable interval units, got {interval_tokens}"
+                )
+        if (
+            visibility is not None
+            and visibility != "live"
+            and not isinstance(visibility, UnitVisibility)
         ):
             raise ValueError(
-                f"interval_tokens must be a positive multiple of granularity ({granularity}) or "
-                f"None to disable interval units, got {interval_tokens}"
+                f'visibility must be a UnitVisibility, "live" or None, got {visibility!r}'
             )
         if visibility_delay is not None and visibility_delay < 0:
             raise ValueError(f"visibility_delay must be >= 0 seconds, got {visibility_delay}")
@@ -230,7 +195,10 @@ class PrefixCacheSimulator:
         self._interval = interval_tokens
         # ``_delay`` set: the single delay, counted from the commit, for every unit.
         self._delay = visibility_delay
-        self._visibility = visibility if visibility is not None else UnitVisibility.uniform(0.0)
+        self._visibility: UnitVisibility | Literal["live"] = (
+            visibility if visibility is not None else UnitVisibility.uniform(0.0)
+        )
+        self._per_model: dict[str, tuple[int, UnitVisibility]] = {}
         self._common_prefix: CommonPrefixRule = common_prefix
         self._ttl = ttl
         self._max_units = max_units_per_key
@@ -240,7 +208,7 @@ class PrefixCacheSimulator:
     def __repr__(self) -> str:
         return (
             f"PrefixCacheSimulator(rules={self._rules!r}, granularity={self._granularity}, "
-            f"interval_tokens={self._interval}, visibility={self.visibility!r}, "
+            f"interval_tokens={self._interval}, visibility={self._visibility_setting()!r}, "
             f"common_prefix={self._common_prefix!r}, ttl={self._ttl}, "
             f"max_units_per_key={self._max_units}, keys={len(self._keys)})"
         )
@@ -252,15 +220,48 @@ class PrefixCacheSimulator:
 
     @property
     def granularity(self) -> int:
-        """Tokens per reported unit; every hit is a multiple of it."""
-        return self._granularity
+        """Tokens per reported unit for a key without a model in the table (the one set, or
+        :data:`DEFAULT_GRANULARITY`); :meth:`granularity_for` gives a key's."""
+        return self._granularity if self._granularity is not None else DEFAULT_GRANULARITY
 
     @property
     def visibility(self) -> UnitVisibility:
-        """The delay of each unit kind (a uniform one when built with ``visibility_delay``)."""
+        """The delay of each unit kind for a key without a model in the table (a uniform one
+        when built with ``visibility_delay``); :meth:`visibility_for` gives a key's."""
+        return self.visibility_for(None)
+
+    def granularity_for(self, key: Hashable) -> int:
+        """Tokens per reported unit under ``key``: the one set, else the granularity of the
+        key's model in the model table (:attr:`CacheKey.model`)."""
+        return self._facts(key)[0]
+
+    def visibility_for(self, key: Hashable) -> UnitVisibility:
+        """The delay of each unit kind under ``key``: the one set; with ``"live"``, the
+        visibility of the key's model in the model table."""
+        return self._facts(key)[1]
+
+    def _visibility_setting(self) -> UnitVisibility | str:
         if self._delay is not None:
             return UnitVisibility.uniform(self._delay)
         return self._visibility
+
+    def _facts(self, key: Hashable) -> tuple[int, UnitVisibility]:
+        """The granularity and visibility of ``key``'s units: the settings, and where they
+        leave it to the model, the model table's :class:`~dsh_core.providers.CacheFacts`."""
+        model = key.model if isinstance(key, CacheKey) else ""
+        found = self._per_model.get(model)
+        if found is None:
+            info = MODELS.get(model)
+            facts = info.cache if info is not None else CacheFacts()
+            granularity = self._granularity if self._granularity is not None else facts.granularity
+            if self._delay is not None:
+                visibility = UnitVisibility.uniform(self._delay)
+            elif self._visibility == "live":
+                visibility = facts.visibility
+            else:
+                visibility = self._visibility
+            found = self._per_model[model] = (granularity, visibility)
+        return found
 
     # -- the two calls per request ----------------------------------------------------------
 
@@ -277,7 +278,8 @@ class PrefixCacheSimulator:
             input_end = prompt.input_end
         else:  # a copy, so a caller reusing its list cannot change what commit persists
             rendered, tokens, input_end = None, tuple(prompt), len(prompt)
-        chain = _extend_chain([_SEED], tokens, self._granularity)
+        granularity = self._facts(key)[0]
+        chain = _extend_chain([_SEED], tokens, granularity)
         state = self._keys.get(key)
         unit_tokens = 0
         kind: CacheUnitKind | None = None
@@ -285,13 +287,13 @@ class PrefixCacheSimulator:
             if self._rules == "2026":
                 unit_tokens, kind = self._match_unit(state, tokens, chain, now)
                 if self._common_prefix == "blocks":
-                    common = self._visible_common_blocks(state, chain, now) * self._granularity
+                    common = self._visible_common_blocks(state, chain, now) * granularity
                     if common > unit_tokens:
                         unit_tokens, kind = common, "common"
             else:
                 unit_tokens = self._match_blocks(state, chain, now)
                 kind = "block" if unit_tokens else None
-        hit = unit_tokens // self._granularity * self._granularity
+        hit = unit_tokens // granularity * granularity
         usage = CacheUsage(
             prompt_tokens=len(tokens),
             hit_tokens=hit,
@@ -320,7 +322,7 @@ class PrefixCacheSimulator:
         now = self._clock()
         state = self._keys.get(lookup.key)
         if state is None:
-            state = self._keys[lookup.key] = _KeyState(now)
+            state = self._keys[lookup.key] = _KeyState(now, *self._facts(lookup.key))
         self._sweep(state, now)
         output: Sequence[int] = ()
         if isinstance(completion, RenderedCompletion):
@@ -334,13 +336,13 @@ class PrefixCacheSimulator:
         self._evict(state)
 
     def _visible_at(
-        self, kind: CacheUnitKind, read_at: float, now: float, *, output: bool
+        self, state: _KeyState, kind: CacheUnitKind, read_at: float, now: float, *, output: bool
     ) -> float:
         """When a unit of ``kind`` persisted now becomes visible; ``output``: it ends inside the
         reply (counted from the commit), else inside the prompt (counted from the lookup)."""
         if self._delay is not None:
             return now + self._delay
-        rule = self._visibility
+        rule = state.visibility
         if kind == "output":
             return now + rule.output
         if kind == "interval" or kind == "block":
@@ -396,7 +398,7 @@ class PrefixCacheSimulator:
     def _match_unit(
         self, state: _KeyState, tokens: Sequence[int], chain: Sequence[int], now: float
     ) -> tuple[int, CacheUnitKind | None]:
-        granularity = self._granularity
+        granularity = state.granularity
         lengths = state.lengths
         for position in range(bisect_right(lengths, len(tokens)) - 1, -1, -1):
             length = lengths[position]
@@ -423,12 +425,13 @@ class PrefixCacheSimulator:
             return ()
         now = self._clock()
         tokens = prompt.tokens if isinstance(prompt, RenderedPrompt) else tuple(prompt)
-        chain = _extend_chain([_SEED], tokens, self._granularity)
+        granularity = state.granularity
+        chain = _extend_chain([_SEED], tokens, granularity)
         found: list[CacheUnit] = []
         for length in state.lengths:
             if length > len(tokens):
                 break
-            unit = state.units.get(_prefix_hash(chain, tokens, length, self._granularity))
+            unit = state.units.get(_prefix_hash(chain, tokens, length, granularity))
             if unit is None or unit.length != length or self._expired(unit, now):
                 continue
             found.append(
@@ -448,7 +451,7 @@ class PrefixCacheSimulator:
         output: Sequence[int],
         now: float,
     ) -> None:
-        granularity = self._granularity
+        granularity = state.granularity
         tokens = lookup.tokens
         read_at = lookup.time
         chain = list(lookup.chain)
@@ -456,22 +459,24 @@ class PrefixCacheSimulator:
             common = self._common_prefix_blocks(state, chain) * granularity
             if common > lookup.usage.unit_tokens:
                 prefix = _aligned_hash(chain[common // granularity])
-                visible = self._visible_at("common", read_at, now, output=False)
+                visible = self._visible_at(state, "common", read_at, now, output=False)
                 self._persist(state, prefix, common, "common", visible, now)
         self._remember_prompt(state, chain, read_at, now)
-        visible = self._visible_at("input", read_at, now, output=False)
+        visible = self._visible_at(state, "input", read_at, now, output=False)
         self._persist_length(state, tokens, chain, lookup.input_end, "input", visible, now)
         end = len(tokens)
         if output:
             whole = _extend_with_output(chain, tokens, output, granularity)
             end += len(output)
             if end >= granularity:
-                visible = self._visible_at("output", read_at, now, output=True)
+                visible = self._visible_at(state, "output", read_at, now, output=True)
                 self._persist(state, whole, end, "output", visible, now)
         if self._interval is not None:
             for length in range(self._interval, end, self._interval):
                 prefix = _aligned_hash(chain[length // granularity])
-                visible = self._visible_at("interval", read_at, now, output=length > len(tokens))
+                visible = self._visible_at(
+                    state, "interval", read_at, now, output=length > len(tokens)
+                )
                 self._persist(state, prefix, length, "interval", visible, now)
 
     def _persist_length(
@@ -484,8 +489,8 @@ class PrefixCacheSimulator:
         visible_at: float,
         now: float,
     ) -> None:
-        if length >= self._granularity:
-            prefix = _prefix_hash(chain, tokens, length, self._granularity)
+        if length >= state.granularity:
+            prefix = _prefix_hash(chain, tokens, length, state.granularity)
             self._persist(state, prefix, length, kind, visible_at, now)
 
     def _persist(
@@ -528,7 +533,7 @@ class PrefixCacheSimulator:
         by now (rule ``"blocks"``). A shorter prefix was always first seen no later than a longer
         one, so the predicate is monotonic and a binary search finds the longest."""
         recent = state.recent
-        delay = self.visibility.common
+        delay = state.visibility.common
         ttl = self._ttl
         low, high = 0, len(chain) - 1
         while low < high:
@@ -568,7 +573,7 @@ class PrefixCacheSimulator:
             if unit is None or unit.visible_at > now or self._expired(unit, now):
                 break
             blocks = block
-        return blocks * self._granularity
+        return blocks * state.granularity
 
     def _commit_blocks(
         self,
@@ -577,7 +582,7 @@ class PrefixCacheSimulator:
         output: Sequence[int],
         now: float,
     ) -> None:
-        granularity = self._granularity
+        granularity = state.granularity
         chain = list(lookup.chain)
         prompt_blocks = len(chain) - 1
         if output:
@@ -586,7 +591,9 @@ class PrefixCacheSimulator:
         # persisted blocks prefix-closed.
         for block in range(len(chain) - 1, 0, -1):
             prefix = _aligned_hash(chain[block])
-            visible = self._visible_at("block", lookup.time, now, output=block > prompt_blocks)
+            visible = self._visible_at(
+                state, "block", lookup.time, now, output=block > prompt_blocks
+            )
             self._persist(state, prefix, block * granularity, "block", visible, now)
 
     # -- expiry and eviction ----------------------------------------------------------------

@@ -8,7 +8,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from dsh_core.providers.deepseek import MODELS
+from dsh_core.providers import MODELS, UnitVisibility
 
 from ._template import RenderedPrompt
 
@@ -93,39 +93,6 @@ def cache_model(model: str) -> str:
             return model
         model = info.alias_of
     return model
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UnitVisibility:
-    """How long after it is persisted each kind of unit can hit, in seconds.
-
-    Input-side units (``input``, ``common``, and ``interval`` units inside the prompt) count from
-    the lookup, when the server has read the input; output-side units (``output``, and
-    ``interval`` units inside the reply) count from :meth:`PrefixCacheSimulator.commit`, the
-    reply's last chunk. The defaults are what calibration against live DeepSeek traffic showed:
-    units ending at the user's input are reusable at once, units ending at the model's output
-    about 1.1 s after the reply's last chunk (see docs/fidelity.md).
-    """
-
-    input: float = 0.0
-    """Units ending at the end of the user input."""
-    output: float = 1.1
-    """Units ending at the end of the model output."""
-    common: float = 0.0
-    """Prefixes shared with an earlier prompt."""
-    interval: float = 0.0
-    """Fixed-interval units (from the lookup inside the prompt, from the commit inside the reply)."""
-
-    def __post_init__(self) -> None:
-        for name in ("input", "output", "common", "interval"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"UnitVisibility.{name} must be >= 0 seconds, got {value!r}")
-
-    @classmethod
-    def uniform(cls, delay: float) -> UnitVisibility:
-        """The same delay for every kind."""
-        return cls(input=delay, output=delay, common=delay, interval=delay)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

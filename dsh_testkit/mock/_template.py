@@ -49,7 +49,9 @@ Text between the markers goes through a pluggable :class:`~dsh_testkit.tokenizer
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
+
+from dsh_core.providers import ChatTemplate
 
 from ..tokenizers import HeuristicTokenizer, Tokenizer
 from ._template_tokens import (
@@ -88,9 +90,15 @@ class PromptRenderer:
     its growing history tokenizes each message once. ``memo_entries`` bounds the memo (oldest
     entries go first). One renderer per mock server or test is the intended use; it is not
     thread-safe (the mock is single-threaded asyncio).
+
+    It renders the chat template :attr:`TEMPLATES` names, which every model of the model table
+    names in its :attr:`~dsh_core.providers.CacheFacts.template`.
     """
 
     __slots__ = ("_memo", "_memo_entries", "reasoning_rule", "tokenizer")
+
+    TEMPLATES: ClassVar[frozenset[ChatTemplate]] = frozenset({"deepseek-v4"})
+    """The chat templates this renderer implements."""
 
     def __init__(
         self,

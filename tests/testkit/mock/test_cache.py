@@ -444,7 +444,7 @@ def test_invalid_configuration(options: dict[str, Any], message: str) -> None:
 
 def test_repr_names_the_configuration() -> None:
     assert repr(PrefixCacheSimulator()) == (
-        "PrefixCacheSimulator(rules='2026', granularity=128, interval_tokens=4096, "
+        "PrefixCacheSimulator(rules='2026', granularity=None, interval_tokens=4096, "
         "visibility=UnitVisibility(input=0.0, output=0.0, common=0.0, interval=0.0), "
         "common_prefix='blocks', ttl=21600.0, max_units_per_key=10000, keys=0)"
     )

@@ -3,11 +3,15 @@ prefixes, and the inspection calls calibration uses (docs/fidelity.md)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from types import MappingProxyType
+
 import httpx2
 import openai
 import pytest
 
-from dsh_testkit.mock import MockDeepSeek, MockHandler, PrefixCacheSimulator
+from dsh_core.providers import CHAT_TEMPLATES, MODELS, CacheFacts
+from dsh_testkit.mock import MockDeepSeek, MockHandler, PrefixCacheSimulator, PromptRenderer
 from dsh_testkit.mock._cache import DEFAULT_GRANULARITY, CacheKey, UnitVisibility, cache_model
 
 KEY = "k"
@@ -32,6 +36,57 @@ def test_default_granularity_is_128_and_hits_are_multiples_of_it() -> None:
     usage = cache.process(KEY, [*tokens(300), 7, 7, 7])
     assert usage.unit_tokens == 300
     assert (usage.hit_tokens, usage.miss_tokens) == (256, 47)
+
+
+def _table_with(model: str, facts: CacheFacts) -> MappingProxyType[str, object]:
+    """The model table plus one model with its own cache facts."""
+    entry = MODELS["deepseek-flash"]
+    return MappingProxyType({**MODELS, model: replace(entry, id=model, cache=facts)})
+
+
+def test_every_table_model_names_its_cache_facts() -> None:
+    assert set(CHAT_TEMPLATES) <= PromptRenderer.TEMPLATES  # the mock renders each template
+    for info in MODELS.values():
+        assert info.cache.granularity == 128
+        assert info.cache.template == "deepseek-v4"
+        assert info.cache.visibility == UnitVisibility()
+    with pytest.raises(ValueError, match="granularity must be >= 1"):
+        CacheFacts(granularity=0)
+
+
+def test_granularity_and_live_visibility_follow_the_keys_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Left unset, a key's granularity is its model's in the table; ``visibility="live"``
+    takes the model's measured visibility. Settings given explicitly win for every key."""
+    facts = CacheFacts(granularity=64, visibility=UnitVisibility(output=3.0))
+    monkeypatch.setattr("dsh_testkit.mock._cache.MODELS", _table_with("small-units", facts))
+    clock = Clock()
+    cache = PrefixCacheSimulator(clock=clock, visibility="live", interval_tokens=None)
+    small = CacheKey(account="a", model="small-units")
+    usual = CacheKey(account="a", model=cache_model("deepseek-v4-flash"))
+    assert cache.granularity_for(small) == 64 and cache.granularity_for(usual) == 128
+    assert cache.visibility_for(small).output == 3.0
+    assert cache.visibility_for(usual) == MODELS["deepseek-flash"].cache.visibility
+    for key in (small, usual):
+        cache.process(key, tokens(300))
+    assert cache.process(small, [*tokens(300), 9]).hit_tokens == 256  # 4 units of 64
+    assert cache.process(usual, [*tokens(300), 9]).hit_tokens == 256  # 2 units of 128
+    cache.process(small, tokens(200))
+    assert cache.process(small, [*tokens(200), 9]).hit_tokens == 192  # 3 units of 64
+    cache.process(usual, tokens(200))
+    assert cache.process(usual, [*tokens(200), 9]).hit_tokens == 128
+    # the output-end unit of the small-unit model waits its 3 s; the usual model's 1.1 s
+    for key, wait, visible in ((small, 2.0, False), (small, 3.5, True), (usual, 1.5, True)):
+        clock.now += 100
+        prompt, reply = tokens(256, start=50_000), tokens(128, start=90_000)
+        cache.commit(cache.lookup(key, prompt), reply)
+        clock.now += wait
+        follow = cache.lookup(key, [*prompt, *reply, 1])
+        assert (follow.unit_kind == "output") is visible, (key, wait)
+        cache.clear(key)
+    fixed = PrefixCacheSimulator(granularity=32, visibility=UnitVisibility.uniform(0.5))
+    assert fixed.granularity_for(small) == 32 and fixed.visibility_for(small).output == 0.5
 
 
 def test_the_default_visibility_is_immediate_for_every_kind() -> None:
