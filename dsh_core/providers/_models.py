@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
@@ -44,15 +45,13 @@ class UnitVisibility:
 
     Input-side units (``input``, ``common``, and ``interval`` units inside the prompt) count from
     the moment the server has read the request's input; output-side units (``output``, and
-    ``interval`` units inside the reply) from the reply's last chunk. The defaults are what
-    calibration against live DeepSeek traffic showed (docs/fidelity.md): units ending at the
-    user's input are reusable at once, units ending at the model's output about 1.1 s after the
-    reply's last chunk.
+    ``interval`` units inside the reply) from the reply's last chunk. The default is no delay for
+    any kind; what the live service does is in each model's :class:`CacheFacts`.
     """
 
     input: float = 0.0
     """Units ending at the end of the user input."""
-    output: float = 1.1
+    output: float = 0.0
     """Units ending at the end of the model output."""
     common: float = 0.0
     """Prefixes shared with an earlier prompt."""
@@ -72,6 +71,15 @@ class UnitVisibility:
         return cls(input=delay, output=delay, common=delay, interval=delay)
 
 
+_EARLIER_VISIBILITY: tuple[tuple[str, UnitVisibility], ...] = (
+    ("2026-07-11T00:00:00Z", UnitVisibility(output=1.45)),
+)
+"""Measured on live traffic (docs/fidelity.md): through 2026-07-09 a tool step reused the
+previous reply's output-end unit only when it came at least ~1.45 s after the reply's last chunk
+(none at 1.41 s or less, all at 1.49 s or more); from 2026-07-13 on, output-end units were reused
+by the next request whatever the gap. The switch is put between the two."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheFacts:
     """How one model's prompt cache and prompt look, as documented or measured
@@ -83,13 +91,30 @@ class CacheFacts:
     template: ChatTemplate = "deepseek-v4"
     """The chat template its prompts are rendered with (tool preamble, turn and tool framing)."""
     visibility: UnitVisibility = UnitVisibility()
-    """When each kind of unit becomes reusable on the live service."""
+    """When each kind of unit becomes reusable on the live service now: every kind by the next
+    request (measured from July 2026 on)."""
+    earlier_visibility: tuple[tuple[str, UnitVisibility], ...] = _EARLIER_VISIBILITY
+    """The service's earlier behaviour, oldest first: ``(until, visibility)`` pairs, where
+    ``until`` is an ISO 8601 UTC instant before which requests saw ``visibility``."""
+
+    def visibility_at(self, when: float | None) -> UnitVisibility:
+        """The visibility a request made at ``when`` (Unix seconds) met; ``None``: now."""
+        if when is not None:
+            for until, visibility in self.earlier_visibility:
+                if when < _unix_seconds(until):
+                    return visibility
+        return self.visibility
 
     def __post_init__(self) -> None:
         if isinstance(self.granularity, bool) or self.granularity < 1:
             raise ValueError(f"CacheFacts.granularity must be >= 1, got {self.granularity!r}")
         if self.template not in CHAT_TEMPLATES:
             raise ValueError(f"CacheFacts.template must be one of {CHAT_TEMPLATES}")
+
+
+def _unix_seconds(instant: str) -> float:
+    """Unix seconds of an ISO 8601 UTC instant (``…Z``)."""
+    return datetime.fromisoformat(instant.replace("Z", "+00:00")).timestamp()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,7 +13,13 @@ server has read its input) and its reply ends at its stream's last chunk. Stored
 recording runs (one stream's chunks can be stamped days apart), so a reply's end is its latest
 chunk on the clock of its first one, and a gap is measured only between events of one run (less
 than an hour apart, never backwards); elsewhere it is ``unknown_gap`` (default: long enough for
-every unit to be visible).
+every unit to be visible). With ``visibility="live"`` each scope follows the service's rule as of
+its first request's time (the model table's ``CacheFacts.visibility_at``).
+
+Forked logs: a subagent's log starts with a copy of its parent's events (``seedLength``). Those
+requests are simulated (they warm its cache, as the parent's warmed the live one) but not
+compared; in scope ``folder`` with the parent's own log present, they only size the log's header
+anchor. A log whose only live figures are its seed's is skipped.
 
 Header placeholders: logs normalized for storage carry ``"{{system}}"`` / ``"{{tools}}"``. The
 real values come from sidecars (``system-prompt[.N].expected.md`` and
@@ -199,6 +205,16 @@ class _Request:
     """(log, header epoch): requests under one header share an anchor."""
     folder: str
     header_known: bool
+    seeded: bool
+    """Part of the log's seed: a copy of a parent's request (a forked subagent's log starts
+    with its parent's events), simulated to warm the cache but not compared."""
+    session: str
+    """The log's session id."""
+    parent: str | None
+    """The session it was forked from (its header's ``parentSession``), if any."""
+    shadow: bool = False
+    """Only sizes its header's anchor: a seeded copy whose original request is simulated from
+    the parent's own log in the same scope."""
 
 
 def _epoch_starts(events: Sequence[Event]) -> list[int]:
@@ -262,6 +278,7 @@ def _requests_of(
     except DshError as exc:
         return [], f"its requests cannot be rebuilt (dsh-testkit audit says why): {exc}"
     header_seqs = _epoch_starts(events)
+    seed_length = loaded.info.seed_length or 0
     sidecars = _read_sidecars(path, sidecar_folders)
     out: list[_Request] = []
     with_usage = 0
@@ -299,10 +316,15 @@ def _requests_of(
                 epoch=(label, epoch),
                 folder=os.fspath(path.parent),
                 header_known=known,
+                seeded=request.first_response_seq < seed_length,
+                session=loaded.info.id,
+                parent=loaded.info.parent_session,
             )
         )
     if not with_usage:
         return [], "no request with live cache figures (cacheReadTokens)"
+    if all(r.seeded for r in out):
+        return [], "only its seed (its parent's requests) carries live cache figures"
     return out, None
 
 
@@ -406,12 +428,13 @@ def _simulate(
     notes: list[str],
 ) -> list[RequestCalibration]:
     clock = _Clock()
-    cache = settings.simulator(clock)
+    # The live service's behaviour changed over time: follow it as of the scope's first request.
+    cache = settings.simulator(clock, live_at=requests[0].read_at if requests else None)
     anchors: dict[tuple[str, int], tuple[int, ...]] = {}
     sidecar_fits: dict[tuple[str, int], bool] = {}
     rows: list[RequestCalibration] = []
     last_done: float | None = None
-    for position, request in enumerate(requests):
+    for request in requests:
         body, header_known = request.body, request.header_known
         if request.bare_body is not None:
             fits = sidecar_fits.get(request.epoch)
@@ -438,7 +461,10 @@ def _simulate(
                 )
                 anchors[request.epoch] = anchor
             prompt = _spliced(prompt, anchor)
+        if request.shadow:
+            continue
         gap: float | None = None
+        first = last_done is None
         if last_done is None:
             clock.now = max(clock.now, request.read_at)
         elif 0 <= request.read_at - last_done <= _SAME_RUN_MS / 1000:
@@ -459,6 +485,8 @@ def _simulate(
         clock.now += request.done_at - request.read_at
         cache.commit(found, completion)
         last_done = request.done_at
+        if request.seeded:
+            continue
         rebuilt = request.rebuilt
         rows.append(
             RequestCalibration(
@@ -477,7 +505,7 @@ def _simulate(
                 header_known=header_known,
                 granularity=granularity,
                 anchors=anchoring,
-                first_in_scope=position == 0,
+                first_in_scope=first,
                 gap_seconds=gap,
             )
         )
@@ -516,6 +544,16 @@ def calibrate(
         scopes.setdefault(scope_key, []).extend(requests)
     rows: list[RequestCalibration] = []
     for requests in scopes.values():
+        if scope == "folder":
+            # A forked log's seed repeats its parent's requests: when the parent's own log is in
+            # the folder, its requests warm the cache; the copies would count them twice (and,
+            # sorted by time, come first and make the parent's first request a later one).
+            # The copies still size their log's header anchor, as in a scope of their own.
+            sessions = {r.session for r in requests}
+            requests = [
+                replace(r, shadow=True) if r.seeded and r.parent in sessions else r
+                for r in requests
+            ]
         # Within a folder, requests of several logs interleave by their time (stable).
         ordered = sorted(requests, key=lambda r: r.read_at) if scope == "folder" else requests
         rows.extend(_simulate(ordered, settings, renderer, notes))

@@ -86,16 +86,27 @@ class CalibrationSettings:
         if self.unknown_gap is not None:
             return self.unknown_gap
         if self.visibility == "live":
-            every = [info.cache.visibility for info in MODELS.values()] or [UnitVisibility()]
+            every = [
+                visibility
+                for info in MODELS.values()
+                for visibility in (
+                    info.cache.visibility,
+                    *(v for _, v in info.cache.earlier_visibility),
+                )
+            ]
         else:
             every = [self.visibility]
         return max(max(v.input, v.output, v.common, v.interval) for v in every)
 
     tokenizer: TokenizerName = "deepseek"
 
-    def simulator(self, clock: Callable[[], float]) -> PrefixCacheSimulator:
-        """A fresh simulator with these settings on ``clock`` (seconds), with no expiry."""
+    def simulator(
+        self, clock: Callable[[], float], *, live_at: float | None = None
+    ) -> PrefixCacheSimulator:
+        """A fresh simulator with these settings on ``clock`` (seconds), with no expiry;
+        ``live_at``: the Unix time whose live visibility ``"live"`` follows."""
         return PrefixCacheSimulator(
+            live_at=live_at,
             rules=self.rules,
             granularity=self.granularity,
             interval_tokens=self.interval_tokens,

@@ -23,8 +23,9 @@ Rules ``"2026"`` (the default; docs/wire.md §2.1, §2.4), per isolation key:
   persisted: input-side units counted from the lookup (the input was read), output-side units
   from the commit (the reply's last chunk). The default is no delay, so back-to-back test
   requests hit deterministically; ``visibility="live"`` takes each key's model's measured timing
-  from the model table (output-end units 1.1 s after the reply, :class:`UnitVisibility`'s
-  defaults). The older ``visibility_delay`` applies one delay to every unit
+  from the model table (``CacheFacts``: today every unit by the next request; before mid-July
+  2026, output-end units about 1.45 s after the reply; ``live_at`` picks the date). The older
+  ``visibility_delay`` applies one delay to every unit
   from the commit. A unit is forgotten after ``ttl`` idle seconds (a hit refreshes it) or when
   the key holds more than ``max_units_per_key`` units (least recently used first).
 - Keys (:class:`CacheKey`): account, ``user_id`` and the serving model; aliases of one model
@@ -119,11 +120,12 @@ class PrefixCacheSimulator:
     - ``visibility``: a :class:`UnitVisibility`, the delay of each unit kind for every key. The
       default is no delay at all, so a test's back-to-back requests hit deterministically
       whatever the machine's speed; ``"live"``: each key's model's measured timing from the
-      model table (``CacheFacts.visibility``: input-side units at once, output-end units 1.1 s
-      after the reply), for a simulation on a log's clock.
+      model table (``CacheFacts.visibility_at(live_at)``), for a simulation on a log's clock.
     - ``visibility_delay``: the older single setting; when given (and ``visibility`` is not), every
       unit becomes visible this many seconds after :meth:`commit`.
     - ``common_prefix``: rules 2026, a :data:`CommonPrefixRule` (default ``"blocks"``).
+    - ``live_at``: with ``visibility="live"``, the Unix time whose live behaviour to follow (the
+      service changed in July 2026); ``None`` (the default): today's.
     - ``ttl``: idle seconds before a unit is forgotten (default 6 h; the real service keeps
       units hours to days; ``None`` never expires).
     - ``max_units_per_key``: bound per key, least recently used evicted first (default 10 000).
@@ -137,6 +139,7 @@ class PrefixCacheSimulator:
         "_granularity",
         "_interval",
         "_keys",
+        "_live_at",
         "_max_units",
         "_per_model",
         "_rules",
@@ -153,6 +156,7 @@ class PrefixCacheSimulator:
         visibility: UnitVisibility | Literal["live"] | None = None,
         visibility_delay: float | None = None,
         common_prefix: CommonPrefixRule = "blocks",
+        live_at: float | None = None,
         ttl: float | None = 6 * 3600.0,
         max_units_per_key: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
@@ -199,6 +203,7 @@ class PrefixCacheSimulator:
             visibility if visibility is not None else UnitVisibility.uniform(0.0)
         )
         self._per_model: dict[str, tuple[int, UnitVisibility]] = {}
+        self._live_at = live_at
         self._common_prefix: CommonPrefixRule = common_prefix
         self._ttl = ttl
         self._max_units = max_units_per_key
@@ -257,7 +262,7 @@ class PrefixCacheSimulator:
             if self._delay is not None:
                 visibility = UnitVisibility.uniform(self._delay)
             elif self._visibility == "live":
-                visibility = facts.visibility
+                visibility = facts.visibility_at(self._live_at)
             else:
                 visibility = self._visibility
             found = self._per_model[model] = (granularity, visibility)

@@ -76,7 +76,8 @@ def test_granularity_and_live_visibility_follow_the_keys_model(
     assert cache.process(small, [*tokens(200), 9]).hit_tokens == 192  # 3 units of 64
     cache.process(usual, tokens(200))
     assert cache.process(usual, [*tokens(200), 9]).hit_tokens == 128
-    # the output-end unit of the small-unit model waits its 3 s; the usual model's 1.1 s
+    # the output-end unit of the small-unit model waits its 3 s; the usual model's is reused
+    # by the next request
     for key, wait, visible in ((small, 2.0, False), (small, 3.5, True), (usual, 1.5, True)):
         clock.now += 100
         prompt, reply = tokens(256, start=50_000), tokens(128, start=90_000)
@@ -89,6 +90,33 @@ def test_granularity_and_live_visibility_follow_the_keys_model(
     assert fixed.granularity_for(small) == 32 and fixed.visibility_for(small).output == 0.5
 
 
+def test_live_visibility_follows_the_services_eras() -> None:
+    """Measured on live traffic: until mid-July 2026 output-end units became reusable about
+    1.45 s after the reply's last chunk; since then by the next request. ``live_at`` picks the
+    era for a simulation on a log's clock; unset, today's."""
+    facts = MODELS["deepseek-flash"].cache
+    before = 1_783_352_165.0  # 2026-07-06
+    after = 1_785_498_765.0  # 2026-07-31
+    assert facts.visibility_at(before) == UnitVisibility(output=1.45)
+    assert facts.visibility_at(after) == facts.visibility_at(None) == UnitVisibility()
+    ((until, _),) = facts.earlier_visibility
+    assert until == "2026-07-11T00:00:00Z"
+    usual = CacheKey(account="a", model=cache_model("deepseek-v4-flash"))
+    prompt, reply = tokens(256), tokens(128, start=90_000)
+    for live_at, visible in ((before, False), (after, True), (None, True)):
+        clock = Clock()
+        cache = PrefixCacheSimulator(
+            clock=clock, visibility="live", live_at=live_at, interval_tokens=None
+        )
+        cache.commit(cache.lookup(usual, prompt), reply)
+        clock.now += 0.9  # a tool step 0.9 s after the reply
+        follow = cache.lookup(usual, [*prompt, *reply, 1])
+        assert (follow.unit_kind == "output") is visible, live_at
+        assert follow.usage.hit_tokens == (384 if visible else 256)
+        clock.now += 1.0  # 1.9 s after: reused in either era
+        assert cache.lookup(usual, [*prompt, *reply, 1]).unit_kind == "output"
+
+
 def test_the_default_visibility_is_immediate_for_every_kind() -> None:
     cache = PrefixCacheSimulator(clock=Clock())
     assert cache.visibility == UnitVisibility.uniform(0.0)
@@ -96,7 +124,8 @@ def test_the_default_visibility_is_immediate_for_every_kind() -> None:
 
 def test_input_units_are_visible_at_once_output_units_after_their_delay() -> None:
     clock = Clock()
-    cache = PrefixCacheSimulator(clock=clock, visibility=UnitVisibility(), interval_tokens=None)
+    rule = UnitVisibility(output=1.1)
+    cache = PrefixCacheSimulator(clock=clock, visibility=rule, interval_tokens=None)
     assert cache.visibility.output == 1.1 and cache.visibility.input == 0.0
     prompt = tokens(400)
     reply = tokens(200, start=10_000)
@@ -177,7 +206,8 @@ def test_common_blocks_wait_for_their_visibility_delay() -> None:
 
 def test_matching_units_lists_held_units_visible_or_not() -> None:
     clock = Clock()
-    cache = PrefixCacheSimulator(clock=clock, visibility=UnitVisibility(), interval_tokens=None)
+    rule = UnitVisibility(output=1.1)
+    cache = PrefixCacheSimulator(clock=clock, visibility=rule, interval_tokens=None)
     prompt, reply = tokens(300), tokens(100, start=10_000)
     cache.commit(cache.lookup(KEY, prompt), reply)
     units = cache.matching_units(KEY, [*prompt, *reply, 5])
