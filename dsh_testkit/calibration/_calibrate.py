@@ -28,8 +28,8 @@ them the header's size is unknown: it is *anchored*, i.e. taken as the live prom
 the rendered rest at the first request of each header epoch (the initial header and each change;
 a ``resume`` snapshot restating the header keeps the epoch), and stands in the prompt as opaque
 tokens: one sequence per folder, cut to each epoch's size (see :func:`_anchor_tokens`). Anchored
-requests still count for every cache metric but not for ``prompt_tokens_error`` (their prompt
-size is partly measured, not predicted). Sidecars whose system prompt and tools alone render to
+requests still count for every cache metric; for prompt sizes, the request that sized an anchor
+is left out (its size is the live one by construction), later ones count. Sidecars whose system prompt and tools alone render to
 at least the live prompt cannot be that recording's header: they are anchored instead, and the
 report's ``notes`` say so.
 
@@ -46,9 +46,10 @@ Metrics (fractions over compared requests unless said):
 - ``unit_agreement``: simulated and live unit agree, over later requests;
 - ``hit_tokens_mae``: mean absolute difference of hit tokens;
 - ``prompt_tokens_error``: mean absolute relative error of prompt tokens, over requests whose
-  header is known (``None`` when there are none);
-- ``anchored_prompt_tokens_error``: the same over anchored requests after the one that sized
-  their anchor (the header's size measured, the rest of the prompt predicted).
+  size is predicted (``None`` when there are none): those with a known header, and anchored ones
+  after the one that sized their anchor;
+- ``known_header_prompt_tokens_error`` / ``anchored_prompt_tokens_error``: the same over each
+  of the two kinds (an anchored header's size is measured, the rest of the prompt predicted).
 """
 
 from __future__ import annotations

@@ -126,7 +126,9 @@ def render_calibration(report: CalibrationReport) -> list[Text | Table]:
                     "hit tokens MAE            "
                     + ("-" if s.hit_tokens_mae is None else f"{s.hit_tokens_mae:.1f}"),
                     f"prompt-token error        {_pct(s.prompt_tokens_error)} "
-                    f"(over {s.prompt_requests} requests with a known header)",
+                    f"(over {s.prompt_requests} requests whose prompt size is predicted)",
+                    f"  with a known header     {_pct(s.known_header_prompt_tokens_error)} "
+                    f"(over {s.known_header_prompt_requests} requests)",
                     f"  after an anchor         {_pct(s.anchored_prompt_tokens_error)} "
                     f"(over {s.anchored_prompt_requests} requests whose header was sized at an "
                     "earlier one)",

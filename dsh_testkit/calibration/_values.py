@@ -246,8 +246,15 @@ class CalibrationSummary:
     """Later requests ``unit_agreement`` is over."""
     hit_tokens_mae: float | None
     prompt_tokens_error: float | None
+    """Mean absolute relative error of prompt tokens over every request whose prompt size is a
+    prediction: those with a known header, and anchored ones after the request that sized their
+    anchor (that one's size is the live one by construction, so it is left out)."""
     prompt_requests: int
-    """Requests with a known header, which ``prompt_tokens_error`` is over."""
+    """Requests ``prompt_tokens_error`` is over."""
+    known_header_prompt_tokens_error: float | None = None
+    """The same over requests with a known header only (real system prompt and tools)."""
+    known_header_prompt_requests: int = 0
+    """Requests ``known_header_prompt_tokens_error`` is over."""
     anchored_prompt_tokens_error: float | None = None
     """Mean absolute relative error of prompt tokens over requests whose anchored header was
     sized at an earlier request: the header's size is measured, everything after it (messages,
@@ -285,8 +292,10 @@ class CalibrationSummary:
             unit_agreement=_ratio(sum(r.simulated_unit == r.live_unit for r in later), len(later)),
             unit_requests=len(later),
             hit_tokens_mae=round(sum(diffs) / n, 2) if n else None,
-            prompt_tokens_error=_prompt_error(known),
-            prompt_requests=len(known),
+            prompt_tokens_error=_prompt_error([*known, *anchored]),
+            prompt_requests=len(known) + len(anchored),
+            known_header_prompt_tokens_error=_prompt_error(known),
+            known_header_prompt_requests=len(known),
             anchored_prompt_tokens_error=_prompt_error(anchored),
             anchored_prompt_requests=len(anchored),
         )
@@ -303,6 +312,8 @@ class CalibrationSummary:
             "hit_tokens_mae": self.hit_tokens_mae,
             "prompt_tokens_error": self.prompt_tokens_error,
             "prompt_requests": self.prompt_requests,
+            "known_header_prompt_tokens_error": self.known_header_prompt_tokens_error,
+            "known_header_prompt_requests": self.known_header_prompt_requests,
             "anchored_prompt_tokens_error": self.anchored_prompt_tokens_error,
             "anchored_prompt_requests": self.anchored_prompt_requests,
         }

@@ -100,14 +100,17 @@ def test_summary_metrics_by_hand() -> None:
     assert (s.unit_agreement, s.unit_requests) == (round(1 / 3, 4), 3)  # later rows only
     assert s.hit_tokens_mae == (0 + 0 + 128 + 512) / 4
     # |1100-1000|/1000, 0, |1045-1100|/1100 over the three known headers
-    assert s.prompt_tokens_error == round((0.1 + 0 + 0.05) / 3, 4)
-    assert s.prompt_requests == 3
-    # the anchored row: only its error after the anchor, |950-1000|/1000
+    assert s.known_header_prompt_tokens_error == round((0.1 + 0 + 0.05) / 3, 4)
+    assert s.known_header_prompt_requests == 3
+    # the anchored row: its error after the anchor, |950-1000|/1000
     assert (s.anchored_prompt_tokens_error, s.anchored_prompt_requests) == (0.05, 1)
-    # the request that sized an anchor has a measured prompt: in neither figure
+    # every predicted prompt: the three known headers and the anchored row
+    assert (s.prompt_tokens_error, s.prompt_requests) == (round((0.1 + 0.05 + 0.05) / 4, 4), 4)
+    # the request that sized an anchor has a measured prompt: in no figure
     anchoring = _row(0, 0, live_unit="none", sim_unit="none", known=False, anchors=True)
     both = CalibrationSummary.of([*rows, anchoring], granularity=G, logs=1)
-    assert both.anchored_prompt_requests == 1 and both.prompt_requests == 3
+    assert both.anchored_prompt_requests == 1 and both.known_header_prompt_requests == 3
+    assert both.prompt_requests == 4 and both.prompt_tokens_error == s.prompt_tokens_error
     empty = CalibrationSummary.of([], granularity=G, logs=0)
     assert empty.exact_hit_match is None and empty.prompt_tokens_error is None
 
@@ -146,8 +149,9 @@ def test_a_hand_made_log_gives_the_figures_computed_by_hand(tmp_path: Path) -> N
     draft = _log([_usage(10, 0)] * 3).write(tmp_path / "draft.jsonl")
     prompts = _prompts(draft)
     p0, p1, p2 = (p.prompt_tokens for p in prompts)
-    # Each request extends the previous one; the log's clock stands still, so the previous
-    # reply's output-end unit is not visible yet (1.1 s) and the input-end unit hits.
+    # Each request extends the previous one; the log's clock stands still (in 1970: the
+    # service's first period, output-end units visible ~1.45 s after the reply), so the previous
+    # reply's output-end unit is not visible yet and the input-end unit hits.
     sim1 = prompts[0].input_end // G * G
     sim2 = prompts[1].input_end // G * G
     assert 0 < sim1 < sim2
@@ -182,12 +186,15 @@ def test_a_hand_made_log_gives_the_figures_computed_by_hand(tmp_path: Path) -> N
     assert doc["hit_tokens_mae"] == round(sim2 / 3, 2)
     expected_error = abs(p1 - live_prompts[1]) / live_prompts[1] / 3
     assert doc["prompt_tokens_error"] == round(expected_error, 4)
+    assert doc["known_header_prompt_tokens_error"] == doc["prompt_tokens_error"]
+    assert (doc["anchored_prompt_tokens_error"], doc["anchored_prompt_requests"]) == (None, 0)
     assert doc["skipped"] == [] and doc["notes"] == []
 
 
 def test_with_time_between_reply_and_request_the_output_unit_hits(tmp_path: Path) -> None:
-    """Output-end units become visible 1.1 s after the reply: a log whose next request comes
-    two seconds later reuses the whole previous exchange."""
+    """In the service's first period (this log's 1970 clock) output-end units became visible
+    about 1.45 s after the reply: a log whose next request comes two seconds later reuses the
+    whole previous exchange."""
     log = _log([_usage(10, 0)] * 2, answer="a long answer, " * 80)
     events = list(log.events)
     path = log.write(tmp_path / "session.jsonl")
@@ -305,11 +312,14 @@ def test_reference_logs_meet_the_exact_match_and_prompt_targets(
     reference: dict[str, Any],
 ) -> None:
     """The calibrated defaults on the reference logs, real tokenizer: at least 80 % exact
-    hit-token matches and 90 % unit agreement, prompts after an anchor within 5 %."""
+    hit-token matches and 90 % unit agreement, predicted prompt sizes within 5 % (every
+    reference header is anchored: the one sidecar is of another recording)."""
     assert reference["exact_hit_match"] >= 0.8
     assert reference["unit_agreement"] >= 0.9
     assert reference["anchored_prompt_requests"] >= 5
     assert reference["anchored_prompt_tokens_error"] <= 0.05
+    assert reference["known_header_prompt_requests"] == 0
+    assert reference["prompt_tokens_error"] == reference["anchored_prompt_tokens_error"]
     # gaps measured on each stream's own clock: packed-chunks' reply streamed on 2026-07-06,
     # when output-end units became reusable about 1.45 s after the reply's last chunk; its
     # tool step comes 0.93 s after it: the input-end unit is reused, as live; the forked
@@ -465,7 +475,7 @@ def test_when_two_requests_are_of_different_runs_the_gap_is_unknown(
 ) -> None:
     """Stored logs mix recording runs: here the second request's events are stamped days
     before the first reply. The gap is then ``unknown_gap``; by default long enough for every
-    unit to be visible (the output-end unit's 1.1 s included)."""
+    unit to be visible (the output-end unit's 1.45 s of the log's period included)."""
     log = _log([_usage(10, 0)] * 2, answer="a long answer, " * 80)
     events = list(log.events)
     path = log.write(tmp_path / "session.jsonl")
@@ -480,22 +490,29 @@ def test_when_two_requests_are_of_different_runs_the_gap_is_unknown(
     assert second.simulated_unit == unit
 
 
-@pytest.mark.parametrize(("gap_ms", "unit"), [(800, "input"), (1500, "output")])
+JULY_2026_MS = 1_785_000_000_000  # 2026-07-25: the service's current period
+
+
+@pytest.mark.parametrize(
+    ("start_ms", "gap_ms", "unit"),
+    [(0, 800, "input"), (0, 1500, "output"), (JULY_2026_MS, 800, "output")],
+)
 def test_a_reply_ends_at_its_last_chunk_on_its_own_clock(
-    tmp_path: Path, gap_ms: int, unit: str
+    tmp_path: Path, start_ms: int, gap_ms: int, unit: str
 ) -> None:
     """The reply's end is its stream's last chunk; chunks and messages stamped by another
     recording run (days away) are left out, so the gap to the next request is measured on one
-    clock: 0.8 s leaves the output-end unit invisible (1.1 s), 1.5 s does not."""
+    clock. In the service's first period (a 1970 clock here) 0.8 s leaves the output-end unit
+    invisible (it took ~1.45 s), 1.5 s does not; recorded in late July 2026, 0.8 s reuses it."""
     log = _log([_usage(10, 0)] * 2, answer="a long answer, " * 80)
     events = list(log.events)
     path = log.write(tmp_path / "session.jsonl")
     second_turn = next(e.seq for e in events if e.type == "turn/start" and e.data["turn"] == 2)
     first_chunks = [e.seq for e in events if e.type == "assistant/chunk" and e.seq < second_turn]
-    later_run = 40 * 86_400_000
+    later_run = start_ms + 40 * 86_400_000
     times = {e.seq: later_run for e in events}  # every other event: another run
     for offset, seq in enumerate(first_chunks):
-        times[seq] = 10_000 + 100 * offset  # the first stream, 100 ms a chunk
+        times[seq] = start_ms + 10_000 + 100 * offset  # the first stream, 100 ms a chunk
     stray = first_chunks[-1]
     times[stray] = later_run  # a chunk of the other run does not end the stream
     last = max(times[seq] for seq in first_chunks if seq != stray)
