@@ -204,10 +204,11 @@ def _calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     from .calibration._cli import add_calibrate_arguments
 
     parser.description = (
-        "Rebuild the requests of session logs that carry live usage, render them to the wire, "
-        "run them in order through a fresh prefix-cache simulator and compare hit tokens, the "
-        "unit reused and prompt tokens with what the API reported. Exit status: 0 figures "
-        "printed, 1 no log with live cache figures, 2 a path cannot be used."
+        "Rebuild the requests of session logs that carry live usage (or take the wire bodies of "
+        "a trace: proxy trace file, HAR, cassette), run them in order through a fresh "
+        "prefix-cache simulator and compare hit tokens, the unit reused and prompt tokens with "
+        "what the API reported. Exit status: 0 figures printed, 1 no log with live cache "
+        "figures, 2 a path cannot be used."
     )
     add_calibrate_arguments(parser)
 

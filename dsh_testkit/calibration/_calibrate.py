@@ -83,6 +83,7 @@ from ..mock._cache import (
 )
 from ..mock._template import PromptRenderer, RenderedPrompt
 from ..reports._log_facts import find_usage
+from ..traces import Endpoint, TraceError, load_trace
 from ._values import (
     _ANCHOR_BASE,
     _CHANGE_MARK,
@@ -117,8 +118,9 @@ __all__ = [
 
 
 def find_logs(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, str]]:
-    """The ``.jsonl`` files named, and those under named folders (recursively, sorted), each
-    with its label: the path as given, or relative to the folder it was found under.
+    """The files named, and the ``.jsonl`` and ``.har`` files under named folders (recursively,
+    sorted), each with its label: the path as given, or relative to the folder it was found
+    under.
 
     Raises :class:`CalibrationError` for a path that does not exist.
     """
@@ -128,7 +130,7 @@ def find_logs(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, str]]
         if path.is_dir():
             found.extend(
                 (p, p.relative_to(path).as_posix())
-                for p in sorted(path.rglob("*.jsonl"))
+                for p in sorted([*path.rglob("*.jsonl"), *path.rglob("*.har")])
                 if p.is_file()
             )
         elif path.is_file():
@@ -190,7 +192,10 @@ class _Request:
 
     log: str
     index: int
-    rebuilt: ReconstructedRequest
+    turn: int | None
+    step: int | None
+    attempt: int | None
+    model: str
     read_at: float
     """Seconds: the first response event (the server has read the input)."""
     done_at: float
@@ -213,6 +218,10 @@ class _Request:
     """The log's session id."""
     parent: str | None
     """The session it was forked from (its header's ``parentSession``), if any."""
+    endpoint: Endpoint = "chat"
+    """The wire shape of ``body`` and ``reply``."""
+    unix_clock: bool = True
+    """``read_at`` is Unix time (a trace may carry times relative to its start)."""
     shadow: bool = False
     """Only sizes its header's anchor: a seeded copy whose original request is simulated from
     the parent's own log in the same scope."""
@@ -272,7 +281,7 @@ def _requests_of(
     try:
         loaded = load_session(path, audit=True)
     except (DshError, OSError, ValueError) as exc:
-        return [], f"not a session log this build reads: {exc}"
+        return _trace_requests(path, label, f"not a session log this build reads: {exc}")
     events = loaded.events
     try:
         rebuilt = list(reconstruct_requests(events, session_id=loaded.info.id))
@@ -303,7 +312,10 @@ def _requests_of(
             _Request(
                 log=label,
                 index=index,
-                rebuilt=request,
+                turn=request.turn,
+                step=request.step,
+                attempt=request.attempt,
+                model=request.request.model,
                 read_at=read_at / 1000,
                 done_at=_stream_end(events, request.first_response_seq, found.seq) / 1000,
                 live_prompt=found.usage.prompt_tokens,
@@ -326,6 +338,62 @@ def _requests_of(
         return [], "no request with live cache figures (cacheReadTokens)"
     if all(r.seeded for r in out):
         return [], "only its seed (its parent's requests) carries live cache figures"
+    return out, None
+
+
+_UNIX_2001: float = 1e9
+"""Seconds: times below this in a trace are relative to its start, not Unix times."""
+
+
+def _trace_requests(path: Path, label: str, not_a_log: str) -> tuple[list[_Request], str | None]:
+    """The exchanges with live cache figures of a trace that is not a session log (a proxy trace
+    file, a HAR file, a cassette, the mock's request log), or a reason to skip it.
+
+    A trace carries each request's wire body and its answer as sent, so the header is known and
+    nothing is rebuilt; the clock is the exchange's first byte (the server has read the input;
+    its start when the first byte is not recorded) and its end.
+    """
+    try:
+        trace = load_trace(path)
+    except (TraceError, OSError, UnicodeDecodeError) as exc:
+        return [], f"{not_a_log}; nor a trace: {exc}"
+    out: list[_Request] = []
+    for exchange in trace.exchanges:
+        usage = exchange.usage
+        if usage is None or usage.hit_tokens is None or usage.prompt_tokens <= 0:
+            continue
+        read_at = exchange.first_byte if exchange.first_byte is not None else exchange.started
+        out.append(
+            _Request(
+                log=label,
+                index=exchange.index,
+                turn=None,
+                step=None,
+                attempt=None,
+                model=exchange.model or "",
+                read_at=read_at if read_at is not None else 0.0,
+                done_at=(
+                    exchange.finished
+                    if exchange.finished is not None and read_at is not None
+                    else (read_at if read_at is not None else 0.0)
+                ),
+                live_prompt=usage.prompt_tokens,
+                live_hit=usage.hit_tokens,
+                body=dict(exchange.body),
+                bare_body=None,
+                reply=dict(exchange.response) if exchange.response is not None else None,
+                epoch=(label, 0),
+                folder=os.fspath(path.parent),
+                header_known=True,
+                seeded=False,
+                session=label,
+                parent=None,
+                endpoint=exchange.endpoint,
+                unix_clock=read_at is not None and read_at >= _UNIX_2001,
+            )
+        )
+    if not out:
+        return [], f"a {trace.source} trace with no exchange carrying live cache figures"
     return out, None
 
 
@@ -430,7 +498,8 @@ def _simulate(
 ) -> list[RequestCalibration]:
     clock = _Clock()
     # The live service's behaviour changed over time: follow it as of the scope's first request.
-    cache = settings.simulator(clock, live_at=requests[0].read_at if requests else None)
+    live_at = requests[0].read_at if requests and requests[0].unix_clock else None
+    cache = settings.simulator(clock, live_at=live_at)
     anchors: dict[tuple[str, int], tuple[int, ...]] = {}
     sidecar_fits: dict[tuple[str, int], bool] = {}
     rows: list[RequestCalibration] = []
@@ -451,7 +520,11 @@ def _simulate(
                     )
             if not fits:
                 body, header_known = request.bare_body, False
-        prompt = renderer.render_chat(body)
+        prompt = (
+            renderer.render_anthropic(body)
+            if request.endpoint == "anthropic"
+            else renderer.render_chat(body)
+        )
         anchoring = False
         if not header_known:
             anchor = anchors.get(request.epoch)
@@ -475,28 +548,31 @@ def _simulate(
             # The two events are of different recording runs: the gap is unknown.
             clock.now += settings.unknown_gap_seconds
         # One account and user per scope; the serving model keys the cache, as in the mock.
-        key = CacheKey(account="calibration", model=cache_model(request.rebuilt.request.model))
+        key = CacheKey(account="calibration", model=cache_model(request.model))
         candidates = cache.matching_units(key, prompt)
         found = cache.lookup(key, prompt)
         granularity = cache.granularity_for(key)
         live_unit = _live_unit(request.live_hit, found, candidates, granularity)
         completion = None
-        if request.reply is not None:
+        if request.reply is not None and request.endpoint == "anthropic":
+            completion = renderer.render_anthropic_completion(
+                request.reply.get("content"), thinking=prompt.thinking
+            )
+        elif request.reply is not None:
             completion = renderer.render_chat_completion(request.reply, thinking=prompt.thinking)
         clock.now += request.done_at - request.read_at
         cache.commit(found, completion)
         last_done = request.done_at
         if request.seeded:
             continue
-        rebuilt = request.rebuilt
         rows.append(
             RequestCalibration(
                 log=request.log,
                 index=request.index,
-                turn=rebuilt.turn,
-                step=rebuilt.step,
-                attempt=rebuilt.attempt,
-                model=rebuilt.request.model,
+                turn=request.turn,
+                step=request.step,
+                attempt=request.attempt,
+                model=request.model,
                 live_prompt_tokens=request.live_prompt,
                 live_hit_tokens=request.live_hit,
                 simulated_prompt_tokens=found.usage.prompt_tokens,

@@ -25,8 +25,10 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "paths",
         nargs="+",
-        metavar="LOG|DIR",
-        help="session logs (JSONL) with live usage, or folders searched for *.jsonl",
+        metavar="LOG|TRACE|DIR",
+        help="session logs (JSONL) or traces (a dsh-testkit proxy trace file, a HAR 1.2 file, a "
+        "cassette, the mock's request log) with live usage, or folders searched for *.jsonl "
+        "and *.har",
     )
     parser.add_argument(
         "--json",

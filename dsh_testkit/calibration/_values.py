@@ -158,9 +158,11 @@ class RequestCalibration:
     """The log's path, as given (or found under a given folder)."""
     index: int
     """Position of the request among the log's rebuilt requests (attempts included)."""
-    turn: int
-    step: int
-    attempt: int
+    turn: int | None
+    """The turn, step and attempt of a session log's request; ``None`` for a trace's exchange
+    (its wire traffic carries no turns)."""
+    step: int | None
+    attempt: int | None
     model: str
     live_prompt_tokens: int
     live_hit_tokens: int
