@@ -202,7 +202,9 @@ def requests_of(
     try:
         loaded = load_session(path, audit=True)
     except (DshError, OSError, ValueError) as exc:
-        return _trace_requests(path, label, f"not a session log this build reads: {exc}")
+        if _starts_as_session_log(path):
+            return [], f"a session log that does not read: {exc}"
+        return _trace_requests(path, label)
     events = loaded.events
     try:
         rebuilt = list(reconstruct_requests(events, session_id=loaded.info.id))
@@ -266,7 +268,18 @@ _UNIX_2001: float = 1e9
 """Seconds: times below this in a trace are relative to its start, not Unix times."""
 
 
-def _trace_requests(path: Path, label: str, not_a_log: str) -> tuple[list[Request], str | None]:
+def _starts_as_session_log(path: Path) -> bool:
+    """The file's first line is a session header (``{"type": "session", …}``)."""
+    try:
+        with path.open("rb") as file:
+            first = file.readline(1 << 20)
+        record = json.loads(first)
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(record, dict) and record.get("type") == "session"
+
+
+def _trace_requests(path: Path, label: str) -> tuple[list[Request], str | None]:
     """The exchanges with live cache figures of a trace that is not a session log (a proxy trace
     file, a HAR file, a cassette, the mock's request log), or a reason to skip it.
 
@@ -277,7 +290,7 @@ def _trace_requests(path: Path, label: str, not_a_log: str) -> tuple[list[Reques
     try:
         trace = load_trace(path)
     except (TraceError, OSError, UnicodeDecodeError) as exc:
-        return [], f"{not_a_log}; nor a trace: {exc}"
+        return [], f"neither a session log nor a trace this build reads: {exc}"
     out: list[Request] = []
     for exchange in trace.exchanges:
         usage = exchange.usage
