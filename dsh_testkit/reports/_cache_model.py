@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
 __all__ = [
+    "CACHE_LEGEND",
     "CACHE_REPORT_FORMAT_VERSION",
     "CHARS_PER_TOKEN",
     "DEFAULT_BLOCK_TOKENS",
@@ -298,3 +299,34 @@ class CacheReport:
             "requests": [r.to_json() for r in self.requests],
             "notes": list(self.notes),
         }
+
+
+CACHE_LEGEND: Final = (
+    (
+        "prompt, hit, miss",
+        "the request's prompt tokens as the provider reported them; hit = "
+        "served from its prefix cache, miss = the rest",
+    ),
+    (
+        "reusable",
+        "the previous request's prompt (rounded down to the cache unit, capped at this "
+        "prompt): what a pure extension of it would reuse",
+    ),
+    (
+        "best",
+        "best possible hit: the part of the previous request this one still shares as a "
+        "prefix (≤ reusable)",
+    ),
+    (
+        "lost",
+        "reusable − min(hit, best) = lost to changes (reusable − best, the attribution "
+        "says why) + lost by the provider (best − min(hit, best)); a drop when above the tolerance",
+    ),
+    (
+        "bonus",
+        "hit − min(hit, best): hit beyond the best possible (the provider also reused "
+        "the previous answer's tokens, or a prefix cached earlier); not counted",
+    ),
+    ("session efficiency", "Σ min(hit, best) / Σ best over the requests with a cache figure"),
+)
+"""Every figure of the cache report, defined once: under the terminal table and in the HTML."""

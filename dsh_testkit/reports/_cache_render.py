@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Final
 
 from rich.table import Table
 from rich.text import Text
@@ -16,6 +15,7 @@ from dsh_core import (
 )
 
 from ._cache_model import (
+    CACHE_LEGEND,
     CACHE_REPORT_FORMAT_VERSION,
     DEFAULT_BLOCK_TOKENS,
     ESTIMATOR_NAMES,
@@ -117,41 +117,10 @@ def render_cache_report(report: CacheReport) -> list[Text | Table]:
     return [_head(report), table, summary, *_legend(report), *_notes(report)]
 
 
-_LEGEND: Final = (
-    (
-        "prompt, hit, miss",
-        "the request's prompt tokens as the provider reported them; hit = "
-        "served from its prefix cache, miss = the rest",
-    ),
-    (
-        "reusable",
-        "the previous request's prompt (rounded down to the cache unit, capped at this "
-        "prompt): what a pure extension of it would reuse",
-    ),
-    (
-        "best",
-        "best possible hit: the part of the previous request this one still shares as a "
-        "prefix (≤ reusable)",
-    ),
-    (
-        "lost",
-        "reusable − min(hit, best) = lost to changes (reusable − best, the attribution "
-        "says why) + lost by the provider (best − min(hit, best)); a drop when above the tolerance",
-    ),
-    (
-        "bonus",
-        "hit − min(hit, best): hit beyond the best possible (the provider also reused "
-        "the previous answer's tokens, or a prefix cached earlier); not counted",
-    ),
-    ("session efficiency", "Σ min(hit, best) / Σ best over the requests with a cache figure"),
-)
-"""Every figure of the cache report, defined once: under the terminal table and in the HTML."""
-
-
 def _legend(report: CacheReport) -> list[Text]:
     del report
     out = [Text("legend", style="bold")]
-    out += [Text(f"  {name}: {meaning}", style="dim") for name, meaning in _LEGEND]
+    out += [Text(f"  {name}: {meaning}", style="dim") for name, meaning in CACHE_LEGEND]
     return out
 
 

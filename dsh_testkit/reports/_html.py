@@ -12,8 +12,7 @@ import json
 from html import escape
 from typing import Final
 
-from ._cache_model import CacheReport, RequestCache
-from ._cache_render import _LEGEND
+from ._cache_model import CACHE_LEGEND, CacheReport, RequestCache
 
 __all__ = ["render_cache_report_html"]
 
@@ -228,7 +227,7 @@ def render_cache_report_html(report: CacheReport) -> str:
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     legend = _chart_legend(report)
     definitions = "".join(
-        f"<dt>{escape(name)}</dt><dd>{escape(meaning)}</dd>" for name, meaning in _LEGEND
+        f"<dt>{escape(name)}</dt><dd>{escape(meaning)}</dd>" for name, meaning in CACHE_LEGEND
     )
     return (
         "<!DOCTYPE html>\n"
