@@ -45,19 +45,21 @@ from ._events import (
     turn_step,
 )
 from ._header import (
-    AddedTool,
     EpochHeader,
-    HeaderDelta,
     LlmCallConfig,
-    SystemDelta,
     ToolSchema,
-    ToolsDelta,
     ToolsPlaceholder,
-    apply_header_delta,
     canonical_header,
+    header_equals,
+)
+from ._header_delta import (
+    AddedTool,
+    HeaderDelta,
+    SystemDelta,
+    ToolsDelta,
+    apply_header_delta,
     diff_header,
     fold_request_header,
-    header_equals,
     plan_header_event,
 )
 from ._invariants import LogInvariant, RequestInvariant

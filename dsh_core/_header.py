@@ -1,4 +1,5 @@
-"""The request header: everything a request carries besides its messages, and its delta codec.
+"""The request header: everything a request carries besides its messages (its delta codec is
+``_header_delta.py``).
 
 An :class:`EpochHeader` (call config, rendered system prompt, tool schemas, an optional
 request-only message prefix) is logged session state. Snapshots (``request/header``) anchor the fold; deltas (``request/header-delta``) amend it:
@@ -22,33 +23,32 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, TypeGuard
+from typing import Any, TypeAlias
 
-from ._errors import CorruptLogError, DshError, HeaderError, JsonValueError
-from ._events import Event
+from ._errors import DshError, HeaderError, JsonValueError
 from ._json import FrozenDict, dumps_canonical, freeze_json
 from ._messages import Message
 
 __all__ = [
-    "AddedTool",
     "EpochHeader",
-    "HeaderDelta",
-    "HeaderEventPlan",
     "LlmCallConfig",
     "PrefixEntry",
-    "SystemDelta",
     "ToolSchema",
-    "ToolsDelta",
     "ToolsPlaceholder",
-    "apply_header_delta",
     "canonical_header",
-    "diff_header",
-    "fold_request_header",
+    "check_adapter_defaults",
+    "check_keys",
+    "check_unique_tools",
     "header_equals",
+    "is_non_empty_str",
     "is_placeholder",
-    "plan_header_event",
+    "json_object",
+    "prefix_entry",
+    "prefix_from_json",
+    "prefix_to_json",
+    "tools_from_json",
 ]
 
 _PLACEHOLDER = re.compile(r"^\{\{[A-Za-z0-9_.:-]+\}\}$")
@@ -59,17 +59,17 @@ def is_placeholder(value: object) -> bool:
     return isinstance(value, str) and bool(_PLACEHOLDER.match(value))
 
 
-def _non_empty_str(value: object) -> bool:
+def is_non_empty_str(value: object) -> bool:
     return isinstance(value, str) and bool(value)
 
 
-def _obj(value: object, what: str) -> Mapping[str, Any]:
+def json_object(value: object, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise HeaderError(f"{what} must be a JSON object, got {type(value).__name__}")
     return value
 
 
-def _keys(obj: Mapping[str, Any], allowed: Iterable[str], what: str) -> None:
+def check_keys(obj: Mapping[str, Any], allowed: Iterable[str], what: str) -> None:
     extra = set(obj) - set(allowed)
     if extra:
         raise HeaderError(f"{what} has unknown keys {sorted(extra)}")
@@ -89,12 +89,12 @@ class LlmCallConfig:
     """``None`` (absent) and ``()`` are different values, as on the wire."""
 
     def __post_init__(self) -> None:
-        if not _non_empty_str(self.provider) or not _non_empty_str(self.model):
+        if not is_non_empty_str(self.provider) or not is_non_empty_str(self.model):
             raise HeaderError(
                 f"a call config needs a non-empty provider and model, got {self.provider!r}, "
                 f"{self.model!r}"
             )
-        if self.reasoning_effort is not None and not _non_empty_str(self.reasoning_effort):
+        if self.reasoning_effort is not None and not is_non_empty_str(self.reasoning_effort):
             raise HeaderError(
                 f"reasoningEffort must be a non-empty string when present, got {self.reasoning_effort!r}"
             )
@@ -130,8 +130,8 @@ class LlmCallConfig:
 
     @classmethod
     def from_json(cls, obj: object) -> LlmCallConfig:
-        o = _obj(obj, "config")
-        _keys(
+        o = json_object(obj, "config")
+        check_keys(
             o,
             ("provider", "model", "reasoningEffort", "temperature", "maxTokens", "stop"),
             "config",
@@ -195,8 +195,8 @@ class ToolSchema:
 
     @classmethod
     def from_json(cls, obj: object) -> ToolSchema:
-        o = _obj(obj, "tool")
-        _keys(o, ("name", "description", "parameters"), "tool")
+        o = json_object(obj, "tool")
+        check_keys(o, ("name", "description", "parameters"), "tool")
         name, description, parameters = o.get("name"), o.get("description", ""), o.get("parameters")
         if not isinstance(name, str):
             raise HeaderError(f"tool name must be a string, got {name!r}")
@@ -268,7 +268,7 @@ PrefixEntry: TypeAlias = "Message | str"
 standing for one elided message."""
 
 
-def _prefix_entry(value: object, index: int) -> Message | str:
+def prefix_entry(value: object, index: int) -> Message | str:
     if isinstance(value, Message):
         return value
     if isinstance(value, str):
@@ -284,12 +284,12 @@ def _prefix_entry(value: object, index: int) -> Message | str:
         raise HeaderError(f"messagePrefix[{index}] is not a message: {exc}") from exc
 
 
-def _prefix_from_json(value: object) -> tuple[Message | str, ...]:
+def prefix_from_json(value: object) -> tuple[Message | str, ...]:
     if not isinstance(value, (list, tuple)):
         raise HeaderError(
             f"header messagePrefix must be an array of messages, got {type(value).__name__}"
         )
-    return tuple(_prefix_entry(v, i) for i, v in enumerate(value))
+    return tuple(prefix_entry(v, i) for i, v in enumerate(value))
 
 
 def prefix_to_json(prefix: Sequence[Message | str]) -> list[Any]:
@@ -297,7 +297,7 @@ def prefix_to_json(prefix: Sequence[Message | str]) -> list[Any]:
     return [m if isinstance(m, str) else m.to_json() for m in prefix]
 
 
-def _check_unique(tools: Sequence[ToolSchema]) -> None:
+def check_unique_tools(tools: Sequence[ToolSchema]) -> None:
     seen: set[str] = set()
     for tool in tools:
         if tool.name in seen:
@@ -310,7 +310,7 @@ def _check_unique(tools: Sequence[ToolSchema]) -> None:
 _ADAPTER_DEFAULT_FIELDS = {"reasoningEffort": "reasoning_effort", "maxTokens": "max_tokens"}
 
 
-def _check_adapter_defaults(value: object, config: LlmCallConfig | None = None) -> FrozenDict:
+def check_adapter_defaults(value: object, config: LlmCallConfig | None = None) -> FrozenDict:
     """``adapterDefaults`` as the reference harness defines it: markers that are exactly ``true``,
     only for ``reasoningEffort`` / ``maxTokens``, and only for fields the config has."""
     if not isinstance(value, Mapping):
@@ -353,17 +353,17 @@ class EpochHeader:
             object.__setattr__(
                 self,
                 "adapter_defaults",
-                _check_adapter_defaults(self.adapter_defaults, self.config),
+                check_adapter_defaults(self.adapter_defaults, self.config),
             )
         if self.system is not None and not isinstance(self.system, str):
             raise HeaderError(f"header system must be a string, got {type(self.system).__name__}")
         if not isinstance(self.message_prefix, tuple) or not all(
             isinstance(m, (Message, str)) for m in self.message_prefix
         ):
-            object.__setattr__(self, "message_prefix", _prefix_from_json(self.message_prefix))
+            object.__setattr__(self, "message_prefix", prefix_from_json(self.message_prefix))
         else:
             for i, entry in enumerate(self.message_prefix):
-                _prefix_entry(entry, i)
+                prefix_entry(entry, i)
         if isinstance(self.tools, str):
             object.__setattr__(self, "tools", ToolsPlaceholder(token=self.tools))
         elif isinstance(self.tools, ToolsPlaceholder):
@@ -380,7 +380,7 @@ class EpochHeader:
                         for t in self.tools
                     ),
                 )
-            _check_unique(self.tools)
+            check_unique_tools(self.tools)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"config": self.config.to_json()}
@@ -420,12 +420,12 @@ class EpochHeader:
 
     @classmethod
     def from_json(cls, obj: object) -> EpochHeader:
-        o = _obj(obj, "header")
-        _keys(o, ("config", "adapterDefaults", "system", "tools", "messagePrefix"), "header")
+        o = json_object(obj, "header")
+        check_keys(o, ("config", "adapterDefaults", "system", "tools", "messagePrefix"), "header")
         system = o.get("system")
         if system is not None and not isinstance(system, str):
             raise HeaderError(f"header system must be a string, got {type(system).__name__}")
-        tools = _tools_from_json(o.get("tools"))
+        tools = tools_from_json(o.get("tools"))
         prefix_raw = o.get("messagePrefix")
         if "messagePrefix" in o and prefix_raw is None:
             raise HeaderError("header has invalid messagePrefix: null (omit the key instead)")
@@ -434,14 +434,14 @@ class EpochHeader:
             raise HeaderError("header has invalid adapterDefaults: null (omit the key instead)")
         return cls(
             config=LlmCallConfig.from_json(o.get("config")),
-            adapter_defaults=defaults if defaults is None else _check_adapter_defaults(defaults),
+            adapter_defaults=defaults if defaults is None else check_adapter_defaults(defaults),
             system=system,
             tools=tools,
-            message_prefix=_prefix_from_json(prefix_raw) if prefix_raw is not None else (),
+            message_prefix=prefix_from_json(prefix_raw) if prefix_raw is not None else (),
         )
 
 
-def _tools_from_json(raw: object) -> tuple[ToolSchema, ...] | ToolsPlaceholder | None:
+def tools_from_json(raw: object) -> tuple[ToolSchema, ...] | ToolsPlaceholder | None:
     """``null``/absent, a placeholder token, a list of names, or a list of schemas."""
     if raw is None:
         return None
@@ -478,408 +478,3 @@ def canonical_header(header: EpochHeader) -> EpochHeader:
 def header_equals(a: EpochHeader, b: EpochHeader) -> bool:
     """Canonical, order-sensitive equality: tool order and JSON key order are what the model sees."""
     return a is b or a.canonical_text() == b.canonical_text()
-
-
-# --------------------------------------------------------------------------------------------
-# Deltas
-
-
-def _count(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SystemDelta:
-    """Keep ``keep_start`` leading and ``keep_end`` trailing lines, put ``insert`` between them.
-
-    Lines are split on ``\\n`` only, so ``\\r`` stays inside its line and CRLF text round-trips.
-    """
-
-    keep_start: int
-    keep_end: int
-    insert: tuple[str, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"keepStart": self.keep_start, "keepEnd": self.keep_end, "insert": list(self.insert)}
-
-    @classmethod
-    def from_json(cls, obj: object) -> SystemDelta:
-        o = _obj(obj, "system delta")
-        _keys(o, ("keepStart", "keepEnd", "insert"), "system delta")
-        ks, ke, ins = o.get("keepStart"), o.get("keepEnd"), o.get("insert")
-        if not (_count(ks) and _count(ke)):
-            raise HeaderError("system delta keepStart/keepEnd must be non-negative integers")
-        if not isinstance(ins, list) or not all(isinstance(x, str) for x in ins):
-            raise HeaderError("system delta insert must be an array of strings")
-        return cls(keep_start=ks, keep_end=ke, insert=tuple(ins))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AddedTool:
-    """A tool added by a delta, and its index in the new tool list."""
-
-    index: int
-    """Position in the new tool list; ``-1`` appends at the end (the reference harness's
-    generation-B form, written back as a bare schema)."""
-    tool: ToolSchema
-
-    def __post_init__(self) -> None:
-        if isinstance(self.index, bool) or not isinstance(self.index, int) or self.index < -1:
-            raise HeaderError(
-                f"added tool index must be -1 or a non-negative integer, got {self.index!r}"
-            )
-
-    def to_json(self) -> dict[str, Any]:
-        if self.index < 0:
-            return self.tool.to_json()
-        return {"index": self.index, "tool": self.tool.to_json()}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolsDelta:
-    """Name-keyed tool changes that also say where added tools go and how kept tools reorder.
-
-    Apply order: drop ``removed``; swap ``changed`` schemas in place; if ``order`` is present,
-    put the kept tools in that order; insert each ``added`` tool at its ``index`` (ascending).
-    """
-
-    added: tuple[AddedTool, ...] = ()
-    removed: tuple[str, ...] = ()
-    changed: tuple[ToolSchema, ...] = ()
-    order: tuple[str, ...] | None = None
-    """The kept tools' names in their new relative order; absent when that order is unchanged."""
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "added": [a.to_json() for a in self.added],
-            "removed": list(self.removed),
-            "changed": [t.to_json() for t in self.changed],
-        }
-        if self.order is not None:
-            out["order"] = list(self.order)
-        return out
-
-    @classmethod
-    def from_json(cls, obj: object) -> ToolsDelta:
-        o = _obj(obj, "tools delta")
-        _keys(o, ("added", "removed", "changed", "order"), "tools delta")
-        added_raw, removed, changed = o.get("added", []), o.get("removed", []), o.get("changed", [])
-        order = o.get("order")
-        if not isinstance(added_raw, list) or not isinstance(changed, list):
-            raise HeaderError("tools delta added/changed must be arrays")
-        if not isinstance(removed, list) or not all(isinstance(n, str) for n in removed):
-            raise HeaderError("tools delta removed must be an array of names")
-        if order is not None and (
-            not isinstance(order, list) or not all(isinstance(n, str) for n in order)
-        ):
-            raise HeaderError("tools delta order must be an array of names")
-        added: list[AddedTool] = []
-        for item in added_raw:
-            item = _obj(item, "added tool")
-            if "tool" in item:
-                _keys(item, ("index", "tool"), "added tool")
-                index = item.get("index")
-                if not isinstance(index, int) or isinstance(index, bool) or index < 0:
-                    raise HeaderError("added tool index must be a non-negative integer")
-                added.append(AddedTool(index=index, tool=ToolSchema.from_json(item["tool"])))
-            else:
-                # The reference harness's generation-B form: a bare schema, appended at the end.
-                added.append(AddedTool(index=-1, tool=ToolSchema.from_json(item)))
-        return cls(
-            added=tuple(added),
-            removed=tuple(removed),
-            changed=tuple(ToolSchema.from_json(t) for t in changed),
-            order=tuple(order) if order is not None else None,
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HeaderDelta:
-    """An amendment to a header; ``to_json()`` is exactly a ``request/header-delta`` event's data."""
-
-    system: SystemDelta | None = None
-    tools: ToolsDelta | None = None
-    config: LlmCallConfig | None = None
-    """Replaces the config whole when present (and, with it, its ``adapterDefaults``)."""
-    adapter_defaults: FrozenDict | None = None
-    """The new config's adapter-default markers (only with ``config``; absent = none)."""
-    message_prefix: tuple[Message | str, ...] | None = None
-    """Replaces the message prefix whole when present; ``()`` clears it (``None``: unchanged)."""
-
-    def __post_init__(self) -> None:
-        if self.message_prefix is not None and (
-            not isinstance(self.message_prefix, tuple)
-            or not all(isinstance(m, (Message, str)) for m in self.message_prefix)
-        ):
-            object.__setattr__(self, "message_prefix", _prefix_from_json(self.message_prefix))
-        elif self.message_prefix is not None:
-            for i, entry in enumerate(self.message_prefix):
-                _prefix_entry(entry, i)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.system is not None:
-            out["system"] = self.system.to_json()
-        if self.tools is not None:
-            out["tools"] = self.tools.to_json()
-        if self.config is not None:
-            out["config"] = self.config.to_json()
-            if self.adapter_defaults:
-                out["adapterDefaults"] = self.adapter_defaults
-        if self.message_prefix is not None:
-            out["messagePrefix"] = prefix_to_json(self.message_prefix)
-        return out
-
-    @classmethod
-    def from_json(cls, obj: object) -> HeaderDelta:
-        o = _obj(obj, "header delta")
-        _keys(o, ("system", "tools", "config", "adapterDefaults", "messagePrefix"), "header delta")
-        config = LlmCallConfig.from_json(o["config"]) if o.get("config") is not None else None
-        defaults = o.get("adapterDefaults")
-        if defaults is not None and config is None:
-            raise HeaderError("a header delta carries adapterDefaults only with a config")
-        prefix_raw = o.get("messagePrefix")
-        if "messagePrefix" in o and prefix_raw is None:
-            raise HeaderError("a header delta's messagePrefix is an array ([] clears it), not null")
-        return cls(
-            system=SystemDelta.from_json(o["system"]) if o.get("system") is not None else None,
-            tools=ToolsDelta.from_json(o["tools"]) if o.get("tools") is not None else None,
-            config=config,
-            adapter_defaults=_check_adapter_defaults(defaults, config) if defaults else None,
-            message_prefix=_prefix_from_json(prefix_raw) if prefix_raw is not None else None,
-        )
-
-
-def _lines(system: str | None) -> list[str]:
-    return system.split("\n") if system else []
-
-
-def _diff_system(prev: str | None, nxt: str | None) -> SystemDelta:
-    a, b = _lines(prev), _lines(nxt)
-    start = 0
-    limit = min(len(a), len(b))
-    while start < limit and a[start] == b[start]:
-        start += 1
-    end = 0
-    while end < len(a) - start and end < len(b) - start and a[-1 - end] == b[-1 - end]:
-        end += 1
-    return SystemDelta(keep_start=start, keep_end=end, insert=tuple(b[start : len(b) - end]))
-
-
-def _apply_system(prev: str | None, delta: SystemDelta) -> str | None:
-    a = _lines(prev)
-    if delta.keep_start + delta.keep_end > len(a):
-        raise HeaderError(
-            f"system delta keeps {delta.keep_start}+{delta.keep_end} lines of a {len(a)}-line prompt"
-        )
-    lines = a[: delta.keep_start] + list(delta.insert) + a[len(a) - delta.keep_end :]
-    return "\n".join(lines) if lines else None
-
-
-def _tool_text(tool: ToolSchema) -> str:
-    return dumps_canonical(tool.to_json())
-
-
-def _diff_tools(prev: Sequence[ToolSchema], nxt: Sequence[ToolSchema]) -> ToolsDelta:
-    prev_by_name = {t.name: t for t in prev}
-    next_names = {t.name for t in nxt}
-    removed = tuple(t.name for t in prev if t.name not in next_names)
-    added = tuple(
-        AddedTool(index=i, tool=t) for i, t in enumerate(nxt) if t.name not in prev_by_name
-    )
-    changed = tuple(
-        t
-        for t in nxt
-        if t.name in prev_by_name and _tool_text(prev_by_name[t.name]) != _tool_text(t)
-    )
-    kept_prev_order = [t.name for t in prev if t.name in next_names]
-    kept_next_order = [t.name for t in nxt if t.name in prev_by_name]
-    order = tuple(kept_next_order) if kept_prev_order != kept_next_order else None
-    return ToolsDelta(added=added, removed=removed, changed=changed, order=order)
-
-
-def _apply_tools(prev: Sequence[ToolSchema], delta: ToolsDelta) -> tuple[ToolSchema, ...]:
-    names = [t.name for t in prev]
-    for name in delta.removed:
-        if name not in names:
-            raise HeaderError(f"tools delta removes {name!r}, which the header does not have")
-    removed = set(delta.removed)
-    current = [t for t in prev if t.name not in removed]
-    position = {t.name: i for i, t in enumerate(current)}
-    for tool in delta.changed:
-        if tool.name not in position:
-            raise HeaderError(f"tools delta changes {tool.name!r}, which the header does not have")
-        current[position[tool.name]] = tool
-    if delta.order is not None:
-        if sorted(delta.order) != sorted(position):
-            raise HeaderError(
-                f"tools delta order {list(delta.order)} is not a permutation of the kept tools"
-            )
-        by_name = {t.name: t for t in current}
-        current = [by_name[n] for n in delta.order]
-    appended = [a for a in delta.added if a.index < 0]
-    for item in sorted((a for a in delta.added if a.index >= 0), key=lambda a: a.index):
-        if item.tool.name in {t.name for t in current}:
-            raise HeaderError(f"tools delta adds {item.tool.name!r}, which the header already has")
-        if item.index > len(current):
-            raise HeaderError(
-                f"tools delta adds {item.tool.name!r} at index {item.index} of a {len(current)}-tool list"
-            )
-        current.insert(item.index, item.tool)
-    current.extend(a.tool for a in appended)
-    _check_unique(current)
-    return tuple(current)
-
-
-def diff_header(prev: EpochHeader, nxt: EpochHeader) -> HeaderDelta | None:
-    """The delta from ``prev`` to ``nxt``; ``None`` exactly when :func:`header_equals`."""
-    a, b = canonical_header(prev), canonical_header(nxt)
-    if header_equals(a, b):
-        return None
-    system = _diff_system(a.system, b.system) if a.system != b.system else None
-    tools: ToolsDelta | None = None
-    if isinstance(a.tools, ToolsPlaceholder) or isinstance(b.tools, ToolsPlaceholder):
-        if a.tools != b.tools:
-            raise HeaderError(
-                "a tools placeholder (as in normalized reference logs) cannot be encoded as a "
-                f"delta: {_placeholder_text(a.tools)} → {_placeholder_text(b.tools)}; "
-                "write a snapshot"
-            )
-    elif dumps_canonical([t.to_json() for t in a.tool_list]) != dumps_canonical(
-        [t.to_json() for t in b.tool_list]
-    ):
-        tools = _diff_tools(a.tool_list, b.tool_list)
-    same_config = dumps_canonical(
-        [a.config.to_json(), a.adapter_defaults or {}]
-    ) == dumps_canonical([b.config.to_json(), b.adapter_defaults or {}])
-    config = None if same_config else b.config
-    defaults = None if same_config else b.adapter_defaults
-    prefix = (
-        b.message_prefix
-        if dumps_canonical(prefix_to_json(a.message_prefix))
-        != dumps_canonical(prefix_to_json(b.message_prefix))
-        else None
-    )
-    return HeaderDelta(
-        system=system,
-        tools=tools,
-        config=config,
-        adapter_defaults=defaults,
-        message_prefix=prefix,
-    )
-
-
-def _placeholder_text(tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None) -> str:
-    if isinstance(tools, ToolsPlaceholder):
-        return tools.describe()
-    return "no tools" if not tools else f"{len(tools)} tools"
-
-
-def apply_header_delta(prev: EpochHeader, delta: HeaderDelta) -> EpochHeader:
-    """Apply ``delta`` to ``prev``; raises :class:`HeaderError` when it does not fit."""
-    base = canonical_header(prev)
-    system = _apply_system(base.system, delta.system) if delta.system is not None else base.system
-    tools: tuple[ToolSchema, ...] | ToolsPlaceholder | None = base.tools
-    if delta.tools is not None:
-        if isinstance(base.tools, ToolsPlaceholder):
-            raise HeaderError(f"cannot apply a tools delta to {base.tools.describe()}")
-        tools = _apply_tools(base.tool_list, delta.tools)
-    if delta.config is not None:
-        config, defaults = delta.config, delta.adapter_defaults
-    else:
-        config, defaults = base.config, base.adapter_defaults
-    prefix = base.message_prefix if delta.message_prefix is None else delta.message_prefix
-    return canonical_header(
-        EpochHeader(
-            config=config,
-            adapter_defaults=defaults,
-            system=system,
-            tools=tools or None,
-            message_prefix=prefix,
-        )
-    )
-
-
-def fold_request_header(
-    events: Iterable[Event], start: EpochHeader | None = None
-) -> EpochHeader | None:
-    """Fold header events: snapshots replace the state, deltas amend it.
-
-    Returns ``start`` (by identity) when there is no header event. A delta before any snapshot,
-    or one that does not apply, raises :class:`CorruptLogError` naming its seq.
-    """
-    state = start
-    for event in events:
-        if event.type == "request/header":
-            try:
-                state = canonical_header(
-                    EpochHeader.from_json(_obj(event.data, "data").get("header"))
-                )
-            except HeaderError as exc:
-                raise CorruptLogError(
-                    f"request/header at seq {event.seq} is invalid: {exc}", seq=event.seq
-                ) from exc
-        elif event.type == "request/header-delta":
-            if state is None:
-                raise CorruptLogError(
-                    f"request/header-delta at seq {event.seq} before any request/header snapshot: corrupt log",
-                    seq=event.seq,
-                )
-            try:
-                state = apply_header_delta(state, HeaderDelta.from_json(event.data))
-            except HeaderError as exc:
-                raise CorruptLogError(
-                    f"request/header-delta at seq {event.seq} does not apply: {exc}", seq=event.seq
-                ) from exc
-    return state
-
-
-HeaderEventPlan: TypeAlias = tuple[
-    Literal["request/header", "request/header-delta"], dict[str, Any]
-]
-"""``(event_type, data)`` the writer owes the log before a request."""
-
-HeaderEncoder: TypeAlias = Callable[[EpochHeader, EpochHeader], "HeaderDelta | None"]
-
-
-def plan_header_event(
-    previous: EpochHeader | None,
-    header: EpochHeader,
-    *,
-    first_of_instance: bool,
-    snapshots_only: bool = False,
-    encoder: HeaderEncoder = diff_header,
-) -> HeaderEventPlan | None:
-    """The writer's decision: which header event (if any) a request owes the log.
-
-    - first request of a loop instance: a snapshot, reason ``initial`` (no header logged yet) or
-      ``resume`` (even when unchanged: the instance boundary is a recorded fact);
-    - later: nothing when equal; a delta when applying it to ``previous`` is verified to
-      reproduce ``header`` exactly (after a JSON round trip, as a reader will see it); otherwise
-      a snapshot with reason ``fallback``. With ``snapshots_only`` changes are written as
-      snapshots with reason ``change`` (for readers that cannot fold deltas).
-    """
-    header = canonical_header(header)
-
-    def snapshot(reason: str) -> HeaderEventPlan:
-        return ("request/header", {"header": header.to_json(), "reason": reason})
-
-    if first_of_instance:
-        return snapshot("initial" if previous is None else "resume")
-    if previous is None:
-        return snapshot("initial")
-    if header_equals(previous, header):
-        return None
-    if snapshots_only:
-        return snapshot("change")
-    try:
-        delta = encoder(previous, header)
-        if delta is not None:
-            data = delta.to_json()
-            # Verify what a reader will fold: the frozen JSON form, decoded again.
-            replayed = apply_header_delta(previous, HeaderDelta.from_json(freeze_json(data)))
-            if header_equals(replayed, header):
-                return ("request/header-delta", data)
-    except Exception:  # an encoder bug of any kind must only cost a snapshot, never a request
-        pass
-    return snapshot("fallback")

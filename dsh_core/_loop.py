@@ -43,7 +43,8 @@ from ._assembly import BlockAssembler, message_from_blocks
 from ._cancel import Aborted, CancelGuard
 from ._errors import AgentError
 from ._events import last_turn_boundary, open_turn, turn_step
-from ._header import EpochHeader, LlmCallConfig, ToolSchema, canonical_header, plan_header_event
+from ._header import EpochHeader, LlmCallConfig, ToolSchema, canonical_header
+from ._header_delta import plan_header_event
 from ._invariants import LogInvariant, RequestInvariant
 from ._messages import Message, user_message
 from ._request import CancelToken, GenerateOptions, Provider

@@ -33,7 +33,8 @@ from ._differences import (
 )
 from ._errors import CorruptLogError, DshError
 from ._events import SURFACE_EVENT_TYPES, Event, turn_step
-from ._header import EpochHeader, ToolSchema, ToolsPlaceholder, fold_request_header
+from ._header import EpochHeader, ToolSchema, ToolsPlaceholder
+from ._header_delta import fold_request_header
 from ._json import dumps_canonical
 from ._messages import Message, derive_event_message
 from ._request import GenerateOptions

@@ -22,7 +22,8 @@ from ._events import (
     parse_source_seqs,
     parse_surface_op,
 )
-from ._header import EpochHeader, fold_request_header
+from ._header import EpochHeader
+from ._header_delta import fold_request_header
 from ._json import FrozenDict, freeze_json
 from ._messages import Message, derive_event_message, parse_event_message
 from ._surface import SurfaceFold
