@@ -9,16 +9,13 @@ record, one event or packed chunk row per line), so logs interchange both ways.
 
 from ._chunk_rows import ChunkRow, expand_chunk_rows, pack_chunk_rows
 from ._header_line import HEADER_LINE_FIELDS, header_line
+from ._reading import DroppedTail, LoadedLog, load_session, loads_session
 from ._repair import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, interrupted_turn_closers
 from .jsonl import (
-    DroppedTail,
     FsyncPolicy,
     JsonlWriter,
-    LoadedLog,
     LogLockedError,
     dumps_session,
-    load_session,
-    loads_session,
     open_session,
     write_session,
 )

@@ -235,7 +235,8 @@ _PROMPT[700:705] = _PROMPT[100:105]  # repeated passages, as real prompts have
 
 
 def _size(value: Any) -> int:
-    return len(dumps_canonical(value).encode())
+    """Bytes of the record's JSON as the log stores it (a lone surrogate as its 6-byte escape)."""
+    return len(dumps_canonical(value).encode("utf-8", "backslashreplace"))
 
 
 @settings(max_examples=30)
