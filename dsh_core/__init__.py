@@ -5,6 +5,16 @@ it; the loop builds each request from those folds and nothing else, so anyone ho
 rebuilds every request byte for byte (:func:`reconstruct_request`).
 """
 
+from ._agent_values import (
+    AgentOptions,
+    PreStepContext,
+    PreStepHook,
+    PromptContext,
+    RequestContext,
+    RequestMiddleware,
+    SystemSection,
+    TurnCancelledError,
+)
 from ._assembly import BlockAssembler
 from ._compaction import CompactionError, Compactor, estimate_context_tokens
 from ._differences import (
@@ -72,17 +82,7 @@ from ._json import (
     loads_json,
     thaw_json,
 )
-from ._loop import (
-    Agent,
-    AgentOptions,
-    PreStepContext,
-    PreStepHook,
-    PromptContext,
-    RequestContext,
-    RequestMiddleware,
-    SystemSection,
-    TurnCancelledError,
-)
+from ._loop import Agent
 from ._messages import (
     ContentBlock,
     Message,

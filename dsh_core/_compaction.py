@@ -33,7 +33,7 @@ from ._session import Session
 from ._stream import Finish, TokenUsage
 
 if TYPE_CHECKING:
-    from ._loop import PreStepContext
+    from ._agent_values import PreStepContext
 
 __all__ = [
     "DEFAULT_COMPACTION_INSTRUCTION",
