@@ -52,3 +52,24 @@ def _pytester_runs_as_a_fresh_session(request: pytest.FixtureRequest) -> Iterato
         for name in _XDIST_WORKER_VARIABLES:
             patch.delenv(name, raising=False)
         yield
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``coverage run`` (make pytest), measure this process but not what tests start.
+
+    ``patch = ["subprocess"]`` (pyproject.toml) makes every Python subprocess of ``coverage run``
+    measure itself, through ``COVERAGE_PROCESS_CONFIG``: that is how the pytest-xdist workers are
+    measured. The variable is dropped in every process that runs tests (a worker, or a run
+    without xdist), so the programs tests start (the CLI, pytest in a temporary project, the docs'
+    examples, the benchmarks' smoke run) run unmeasured, exactly as in a serial ``coverage run``:
+    measuring them doubled their cost and turned the coverage figure into a different measure.
+    """
+    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
+        return  # the xdist controller: its workers are yet to start, measured
+    os.environ.pop("COVERAGE_PROCESS_CONFIG", None)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked slow run first (otherwise in collection order): on pytest-xdist workers
+    the longest tests then start early, and the run does not end on one worker alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
