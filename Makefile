@@ -21,22 +21,29 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# coverage run (not --cov) so the pytest plugin's import-time lines are measured too.
+# The suite on two pytest-xdist workers under coverage run (not --cov, so the pytest plugin's
+# import-time lines are measured too): patch = subprocess (pyproject.toml) measures each worker
+# from its first line into a data file of its own, and coverage combine merges them. Bytecode
+# caching is on (PYTHONDONTWRITEBYTECODE empty): where the environment turns it off, every worker
+# and every Python the tests start would compile and assertion-rewrite the project anew.
 pytest: $(STAMP)
 	$(BIN)/coverage erase
-	HYPOTHESIS_PROFILE=ci $(BIN)/coverage run -m pytest $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= HYPOTHESIS_PROFILE=ci $(BIN)/coverage run -m pytest -n 2 $(PYTEST_ARGS)
+	@$(BIN)/coverage combine --quiet
 	@$(BIN)/coverage report --skip-covered
 	@echo "branch coverage: dsh_core $$($(BIN)/coverage report --include='dsh_core/*' --format=total)%, all $$($(BIN)/coverage report --format=total)%"
 
 test: lint typecheck pytest
 
-# The edit-test loop: lint, types and the whole suite on both CPUs, no coverage, hypothesis on
-# fewer examples (the "fast" profile in tests/conftest.py). Not a substitute for make test.
+# The edit-test loop: lint, types and the suite on both CPUs, no coverage, hypothesis on fewer
+# examples (the "fast" profile in tests/conftest.py), without the tests marked slow (whole
+# programs run end to end: the docs' examples, the benchmarks' smoke run, the goldens regenerated
+# in other checkouts). Not a substitute for make test, which runs them all.
 check: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	HYPOTHESIS_PROFILE=fast $(BIN)/pytest -q -n 2 $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= HYPOTHESIS_PROFILE=fast $(BIN)/pytest -q -n 2 -m "not slow" $(PYTEST_ARGS)
 
 # The documentation site (MkDocs): warnings are errors. Output in site/ (not committed).
 docs: $(STAMP)

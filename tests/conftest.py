@@ -1,9 +1,12 @@
-"""Shared test configuration: the hypothesis profiles (helpers live in tests/_support.py)."""
+"""Shared test configuration: the hypothesis profiles and pytester isolation (helpers live in
+tests/_support.py)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # "ci" is derandomized so a CI run is reproducible; "dev" explores more. CI=true selects "ci".
@@ -25,3 +28,48 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+_XDIST_WORKER_VARIABLES = (
+    "PYTEST_XDIST_WORKER",
+    "PYTEST_XDIST_WORKER_COUNT",
+    "PYTEST_XDIST_TESTRUNUID",
+)
+
+
+@pytest.fixture(autouse=True)
+def _pytester_runs_as_a_fresh_session(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A ``pytester`` run is a session of its own, not part of this one's xdist worker.
+
+    pytest-xdist marks its workers with ``PYTEST_XDIST_*`` variables, and an in-process
+    ``runpytest`` inherits them: plugins then take the inner run for a worker too (syrupy prints
+    no snapshot summary on a worker). The variables are dropped for tests that use ``pytester``.
+    """
+    if "pytester" not in request.fixturenames:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        for name in _XDIST_WORKER_VARIABLES:
+            patch.delenv(name, raising=False)
+        yield
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``coverage run`` (make pytest), measure this process but not what tests start.
+
+    ``patch = ["subprocess"]`` (pyproject.toml) makes every Python subprocess of ``coverage run``
+    measure itself, through ``COVERAGE_PROCESS_CONFIG``: that is how the pytest-xdist workers are
+    measured. The variable is dropped in every process that runs tests (a worker, or a run
+    without xdist), so the programs tests start (the CLI, pytest in a temporary project, the docs'
+    examples, the benchmarks' smoke run) run unmeasured, exactly as in a serial ``coverage run``:
+    measuring them doubled their cost and turned the coverage figure into a different measure.
+    """
+    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
+        return  # the xdist controller: its workers are yet to start, measured
+    os.environ.pop("COVERAGE_PROCESS_CONFIG", None)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked slow run first (otherwise in collection order): on pytest-xdist workers
+    the longest tests then start early, and the run does not end on one worker alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_every_benchmark_section_runs_in_quick_mode() -> None:
     result = subprocess.run(
         [sys.executable, "benchmarks/run.py", "--quick", "--no-write"],

@@ -75,6 +75,7 @@ def test_every_page_has_its_examples_found() -> None:
             assert reason, f"{page.name}:{entry}: a no-run example must say why"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", ALL, ids=lambda e: e.id)
 def test_the_example_runs_as_printed(example: Example, tmp_path: Path) -> None:
     if re.search(r"^(async )?def test_", example.code, re.M):
@@ -95,6 +96,7 @@ def test_the_example_runs_as_printed(example: Example, tmp_path: Path) -> None:
         assert result.returncode == 0, f"{example.id}\n{result.stdout}\n{result.stderr}"
 
 
+@pytest.mark.slow
 def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
     assert mkdocs, "mkdocs is a dev dependency (pyproject.toml)"

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from dsh_testkit.golden import TRANSCRIPT_FORMAT, TRANSCRIPT_FORMAT_VERSION
 
 SUITE = Path(__file__).resolve().parent
@@ -92,6 +94,7 @@ def test_committed_goldens_exist_and_carry_their_format_version() -> None:
         ), name
 
 
+@pytest.mark.slow
 def test_goldens_regenerate_byte_identical_in_other_directories(tmp_path: Path) -> None:
     # Run A: a checkout without goldens, run from an unrelated directory, writes them afresh.
     fresh = _checkout(tmp_path / "a", with_goldens=False)
@@ -114,6 +117,7 @@ def test_goldens_regenerate_byte_identical_in_other_directories(tmp_path: Path) 
     assert _tree(goldens) == _tree(GOLDENS)
 
 
+@pytest.mark.slow
 def test_a_golden_no_test_uses_fails_the_run(tmp_path: Path) -> None:
     root = _checkout(tmp_path, with_goldens=True)
     scenario = root / "tests" / "scenarios" / "test_plain_chat.py"

@@ -43,6 +43,13 @@ from ._report_builders import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _piped_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The printed report is laid out as for a pipe (``PIPE_WIDTH``) whatever ``COLUMNS`` the
+    runner has: pytest-xdist workers run with ``COLUMNS=80``, which wraps the causes column."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 def run(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="dsh-testkit cache-report")
     add_cache_report_arguments(parser)
