@@ -28,7 +28,7 @@ from typing import Any, Final, Self
 from urllib.parse import parse_qs, urlsplit
 
 from .._errors import TestkitError
-from .._secrets import scrub_json, scrub_url
+from .._secrets import Scrubber, scrub_json, scrub_url
 from .._server_thread import ServerThread
 from ..mock._server import (
     HEAD_TIMEOUT,
@@ -41,8 +41,9 @@ from ..mock._server import (
     _reason,
 )
 from ..traces import Exchange, Trace, TraceUsage, TraceWriter
+from ..traces._file import encode_record
 from ..traces._readers import SESSION_HEADERS
-from ..traces._wire import answer_of_events, answer_of_json, endpoint_of
+from ..traces._wire import answer_of_events, answer_of_json, endpoint_of, split_events
 from ._upstream import Upstream, UpstreamError, UpstreamResponse
 
 __all__ = ["ProxyError", "ProxyServer", "serve_proxy"]
@@ -64,6 +65,7 @@ _HOP_BY_HOP: Final = frozenset(
 )
 _CREDENTIAL_HEADERS: Final = ("authorization", "x-api-key", "api-key")
 _REDACTED: Final = "<redacted>"
+_SCRUBBER: Final = Scrubber.for_rules(None)
 
 
 class ProxyError(TestkitError):
@@ -98,12 +100,19 @@ class Recorder:
         """Keep one exchange (the caller removed the client's own credential from its texts).
 
         Anything key-shaped and credential query parameters are scrubbed here, once: neither the
-        trace file nor the reports (stdout, ``/_dsh/report``) show them.
+        trace file nor the reports (stdout, ``/_dsh/report``) show them. The record is encoded
+        first and the line checked as a whole: when it holds no key shape, no credential name
+        and no ``\\u`` escape (:meth:`Scrubber.body_is_clean`), scrubbing would change nothing
+        and the walk over every value is skipped; otherwise the record is scrubbed and encoded
+        again.
         """
-        record = scrub_json(record)
         record["url"] = scrub_url(record["url"])
         with self._lock:
             record["index"] = len(self.exchanges)
+            line = encode_record(record)
+            if not _SCRUBBER.body_is_clean(line, {}):
+                record = scrub_json(record)
+                line = encode_record(record)
             usage = record.get("usage")
             self.exchanges.append(
                 Exchange(
@@ -121,7 +130,7 @@ class Recorder:
                 )
             )
             if self.writer is not None:
-                self.writer.append(record, scrubbed=True)
+                self.writer.append_encoded(line)
 
     def trace(self) -> Trace:
         with self._lock:
@@ -204,10 +213,11 @@ class _Proxy:
                 "application/json" if as_json else "text/plain; charset=utf-8",
             )
             return head.keep_alive
-        await self._forward(head, body, writer)
-        return head.keep_alive
+        return await self._forward(head, body, writer) and head.keep_alive
 
-    async def _forward(self, head: _Head, body: bytes, writer: asyncio.StreamWriter) -> None:
+    async def _forward(self, head: _Head, body: bytes, writer: asyncio.StreamWriter) -> bool:
+        """Relay one request and its answer; ``False`` when the client connection is done for
+        (the upstream broke off mid-answer: the client sees its body cut short)."""
         started = time.time()
         target = self.base_path + head.target
         headers = [(k, v) for k, v in head.headers if k.lower() not in _HOP_BY_HOP]
@@ -219,22 +229,48 @@ class _Proxy:
                 {"error": {"message": f"dsh-testkit proxy: {exc}", "type": "proxy_error"}}
             )
             await self._plain(writer, 502, message.encode(), "application/json")
-            return
+            return True
         first_byte: float | None = None
         received = bytearray()
         try:
             lines = [f"HTTP/1.1 {response.status} {response.reason or _reason(response.status)}"]
             lines += [f"{k}: {v}" for k, v in response.headers if k.lower() not in _HOP_BY_HOP]
-            lines.append("transfer-encoding: chunked")
-            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-            async for piece in response.body():
-                if first_byte is None:
-                    first_byte = time.time()
-                received += piece
-                writer.write(b"%x\r\n%b\r\n" % (len(piece), piece))
-                await writer.drain()
+            # No body may follow an answer to HEAD, a 204 or a 304: no chunked framing then.
+            ended = response.bodiless or response.status in (204, 304)
+            lines.append("\r\n" if ended else "transfer-encoding: chunked\r\n\r\n")
+            # The head goes out with the first body bytes when they came with it, else alone
+            # at once (an empty piece: the upstream has sent nothing more yet).
+            pending = "\r\n".join(lines).encode("latin-1")
+            try:
+                async for piece in response.body():
+                    if not piece:
+                        if pending:
+                            writer.write(pending)
+                            pending = b""
+                            await writer.drain()
+                        continue
+                    if first_byte is None:
+                        first_byte = time.time()
+                    received += piece
+                    # One client write per upstream read; the end of the body with the last
+                    # piece when that read held it.
+                    ended = response.complete
+                    writer.write(
+                        b"%b%x\r\n%b\r\n%b"
+                        % (pending, len(piece), piece, b"0\r\n\r\n" if ended else b"")
+                    )
+                    pending = b""
+                    await writer.drain()
+            except UpstreamError:
+                if pending:
+                    writer.write(pending)
+                writer.close()  # no terminating chunk: the client knows the body is cut
+                return False
             finished = time.time()
-            writer.write(b"0\r\n\r\n")
+            if not ended:
+                writer.write(pending + b"0\r\n\r\n")
+            elif pending:
+                writer.write(pending)
             # Recorded at once, before this task yields again: the client has the whole answer,
             # and nothing else (a report request) runs on this loop before the exchange is in.
             self._record(
@@ -250,6 +286,7 @@ class _Proxy:
             await writer.drain()
         finally:
             response.close()
+        return True
 
     def _record(
         self,
@@ -281,9 +318,7 @@ class _Proxy:
         if endpoint is None:
             return
         if "event-stream" in (response.header("content-type") or ""):
-            from ..traces._wire import _EVENT_END
-
-            answer, usage = answer_of_events(_EVENT_END.split(text), endpoint)
+            answer, usage = answer_of_events(split_events(text), endpoint)
         else:
             try:
                 answer, usage = answer_of_json(json.loads(text), endpoint)
