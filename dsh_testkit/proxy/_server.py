@@ -65,6 +65,8 @@ _HOP_BY_HOP: Final = frozenset(
 )
 _CREDENTIAL_HEADERS: Final = ("authorization", "x-api-key", "api-key")
 _REDACTED: Final = "<redacted>"
+SHUTDOWN_GRACE: Final = 2.0
+"""Seconds a stopping proxy waits for the requests it is forwarding to end (then cuts them)."""
 _SCRUBBER: Final = Scrubber.for_rules(None)
 
 
@@ -161,6 +163,11 @@ class _Proxy:
         self.base_path = parts.path.rstrip("/")
         self.recorder = recorder
         self.client = client
+        self.busy = 0
+        """Requests being forwarded now."""
+        self.idle = asyncio.Event()
+        """Set while no request is being forwarded."""
+        self.idle.set()
 
     async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")
@@ -213,7 +220,14 @@ class _Proxy:
                 "application/json" if as_json else "text/plain; charset=utf-8",
             )
             return head.keep_alive
-        return await self._forward(head, body, writer) and head.keep_alive
+        self.busy += 1
+        self.idle.clear()
+        try:
+            return await self._forward(head, body, writer) and head.keep_alive
+        finally:
+            self.busy -= 1
+            if not self.busy:
+                self.idle.set()
 
     async def _forward(self, head: _Head, body: bytes, writer: asyncio.StreamWriter) -> bool:
         """Relay one request and its answer; ``False`` when the client connection is done for
@@ -252,13 +266,8 @@ class _Proxy:
                     if first_byte is None:
                         first_byte = time.time()
                     received += piece
-                    # One client write per upstream read; the end of the body with the last
-                    # piece when that read held it.
-                    ended = response.complete
-                    writer.write(
-                        b"%b%x\r\n%b\r\n%b"
-                        % (pending, len(piece), piece, b"0\r\n\r\n" if ended else b"")
-                    )
+                    # One client write per upstream read.
+                    writer.write(b"%b%x\r\n%b\r\n" % (pending, len(piece), piece))
                     pending = b""
                     await writer.drain()
             except UpstreamError:
@@ -267,12 +276,10 @@ class _Proxy:
                 writer.close()  # no terminating chunk: the client knows the body is cut
                 return False
             finished = time.time()
-            if not ended:
-                writer.write(pending + b"0\r\n\r\n")
-            elif pending:
-                writer.write(pending)
-            # Recorded at once, before this task yields again: the client has the whole answer,
-            # and nothing else (a report request) runs on this loop before the exchange is in.
+            # Recorded before the client sees the end of the body (the terminating chunk), and
+            # before this task yields again: whoever has the whole answer (a test reading
+            # ProxyServer.trace() from its own thread, a report request on this loop) finds the
+            # exchange in. The body's bytes are all with the client already.
             self._record(
                 head,
                 body,
@@ -283,6 +290,7 @@ class _Proxy:
                 first_byte,
                 finished,
             )
+            writer.write(pending if ended else pending + b"0\r\n\r\n")
             await writer.drain()
         finally:
             response.close()
@@ -391,6 +399,11 @@ async def serve_proxy(
             await stop.wait()
         finally:
             server.close()
+            # Answers in flight get a moment to end and be recorded (a client that stopped
+            # reading at `data: [DONE]` may stop the proxy before the upstream's last bytes).
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(SHUTDOWN_GRACE):
+                    await proxy.idle.wait()
             for task in list(tasks):
                 task.cancel()
             if tasks:
