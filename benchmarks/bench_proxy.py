@@ -44,11 +44,13 @@ CLIENTS = 50
 REQUESTS_PER_CLIENT = 10
 SEQUENTIAL = 200
 ROUNDS = 4
-PACE_MS = 5
-"""The paced upstream's pause before each of its body writes (12 SSE events: ~60 ms a stream)."""
-THINK_S = 0.15
+PACE_MS = 10
+"""The paced upstream's pause before each of its body writes (12 SSE events: ~120 ms a stream,
+a fast model's pace)."""
+THINK_S = 0.5
 """Each paced client's pause between its requests (an agent running a tool)."""
-QUICK = {"clients": 4, "per_client": 2, "sequential": 10, "rounds": 1}
+PACED_PER_CLIENT = 6
+QUICK = {"clients": 4, "per_client": 2, "paced_per_client": 2, "sequential": 10, "rounds": 1}
 GOAL_MS = 1.0
 REPLY_TEXT = "Mock DeepSeek reply to: a question about the module, answered in full."
 """Nine 8-character content chunks, as the mock's default reply to the benchmark's prompts."""
@@ -221,6 +223,7 @@ def _lines(path: Path) -> int:
 def run(quick: bool) -> Section:
     clients = QUICK["clients"] if quick else CLIENTS
     per_client = QUICK["per_client"] if quick else REQUESTS_PER_CLIENT
+    paced_per_client = QUICK["paced_per_client"] if quick else PACED_PER_CLIENT
     sequential = QUICK["sequential"] if quick else SEQUENTIAL
     rounds = QUICK["rounds"] if quick else ROUNDS
     stream_ms = 12 * PACE_MS
@@ -234,7 +237,7 @@ def run(quick: bool) -> Section:
             "chat requests read to the end; direct and through the proxy alternately, "
             f"{rounds} round(s) of: (a) {sequential} requests in a row from one client, the "
             "mock's default reply (12 SSE events, unpaced); (b) the goal's case: "
-            f"{clients} concurrent clients × {per_client} requests against a paced upstream "
+            f"{clients} concurrent clients × {paced_per_client} requests against a paced upstream "
             f"(a script reply of 12 SSE events with `paceMs: {PACE_MS}`, ~{stream_ms} ms a "
             f"stream, as a model streams tokens), each client pausing {THINK_S * 1000:.0f} ms "
             "between requests (an agent running a tool), so the machine is not saturated (the "

@@ -2,11 +2,14 @@
 
 Any client in any language points its base URL at the proxy; every request is forwarded to the
 upstream (the real API with the client's own key, or the mock) and the answer relayed back as
-it arrives — a streamed answer one network read at a time, never buffered. When an exchange
-completes it is appended to the trace file (one flushed line, see
-:class:`~dsh_testkit.traces.TraceWriter`), so a crash loses at most the exchanges in flight.
-Credentials never reach the trace or stdout: headers are not recorded, and the writer scrubs
-every key-shaped string, the client's own credential included. ``GET /_dsh/report`` answers the
+it arrives — a streamed answer one upstream read at a time (one client write each), never
+buffered. When an exchange completes it is recorded, right after the client got the
+terminating chunk and before anything else runs (:meth:`Recorder.trace` from another thread
+waits for it), and appended to the trace file (one flushed line, see
+:class:`~dsh_testkit.traces.TraceWriter`), so a crash loses at most the exchanges in flight; a
+stopping proxy gives those up to :data:`SHUTDOWN_GRACE` seconds to end. Credentials never reach
+the trace or stdout: headers are not recorded, and the recorder scrubs every key-shaped string
+and credential field, the client's own credential included. ``GET /_dsh/report`` answers the
 cache doctor's report of the exchanges so far (``?format=json`` for JSON).
 
 The HTTP side reuses the mock server's request reader (HTTP/1.1, keep-alive, chunked bodies);
@@ -22,7 +25,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, Final, Self
 from urllib.parse import parse_qs, urlsplit
@@ -97,6 +100,9 @@ class Recorder:
         self.exchanges: list[Exchange] = []
         self.writer = TraceWriter(out, source="proxy") if out else None
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
+        self._ending = 0
+        """Exchanges whose client has the end of the answer but which are not recorded yet."""
 
     def record(self, record: dict[str, Any]) -> None:
         """Keep one exchange (the caller removed the client's own credential from its texts).
@@ -134,8 +140,25 @@ class Recorder:
             if self.writer is not None:
                 self.writer.append_encoded(line)
 
-    def trace(self) -> Trace:
+    @contextlib.contextmanager
+    def ending(self) -> Iterator[None]:
+        """Around sending an answer's end and recording it (synchronous code, no await): a
+        :meth:`trace` from another thread waits for the exchange to be in."""
         with self._lock:
+            self._ending += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._ending -= 1
+                if not self._ending:
+                    self._settled.notify_all()
+
+    def trace(self) -> Trace:
+        """The exchanges recorded so far, those whose client already has the whole answer
+        included."""
+        with self._settled:
+            self._settled.wait_for(lambda: not self._ending, timeout=5.0)
             return Trace(exchanges=tuple(self.exchanges), source="proxy")
 
     def close(self) -> None:
@@ -276,21 +299,21 @@ class _Proxy:
                 writer.close()  # no terminating chunk: the client knows the body is cut
                 return False
             finished = time.time()
-            # Recorded before the client sees the end of the body (the terminating chunk), and
-            # before this task yields again: whoever has the whole answer (a test reading
-            # ProxyServer.trace() from its own thread, a report request on this loop) finds the
-            # exchange in. The body's bytes are all with the client already.
-            self._record(
-                head,
-                body,
-                self.origin + target,
-                response,
-                bytes(received),
-                started,
-                first_byte,
-                finished,
-            )
-            writer.write(pending if ended else pending + b"0\r\n\r\n")
+            # The end goes out first, then the exchange is recorded before this task yields
+            # again: a report request on this loop finds it in, and a test reading
+            # ProxyServer.trace() from its own thread waits for it (Recorder.ending).
+            with self.recorder.ending():
+                writer.write(pending if ended else pending + b"0\r\n\r\n")
+                self._record(
+                    head,
+                    body,
+                    self.origin + target,
+                    response,
+                    bytes(received),
+                    started,
+                    first_byte,
+                    finished,
+                )
             await writer.drain()
         finally:
             response.close()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -388,3 +390,30 @@ def test_a_stopping_proxy_lets_an_answer_in_flight_end_and_records_it() -> None:
     assert len(trace) == 1
     assert trace.exchanges[0].response is not None
     assert trace.exchanges[0].response["content"] == "last words"
+
+
+def test_a_trace_read_from_another_thread_waits_for_an_answer_being_recorded() -> None:
+    recorder = Recorder(None)
+    seen: list[int] = []
+    reader = threading.Thread(target=lambda: seen.append(len(recorder.trace())))
+    with recorder.ending():  # the client has the answer's end; the exchange is not in yet
+        reader.start()
+        time.sleep(0.2)
+        assert not seen
+        recorder.record(
+            {
+                "index": 0,
+                "endpoint": "chat",
+                "url": "http://upstream/chat/completions",
+                "conversation": None,
+                "started": 1.0,
+                "firstByte": 1.1,
+                "finished": 1.2,
+                "status": 200,
+                "request": json.loads(BODY),
+                "response": {"role": "assistant", "content": "hi"},
+                "usage": None,
+            }
+        )
+    reader.join(5)
+    assert seen == [1]
