@@ -16,7 +16,8 @@ routes interleaved round by round so a noisy moment hurts both alike:
   it is kept as a throughput and CPU figure (requests per second, proxy CPU per request).
 
 Added latency = the route's percentile through the proxy − the same percentile direct (to the end
-of the stream; first byte = to the first body chunk).
+of the stream, its terminating chunk; first byte = to the first body chunk; last event = to the
+last body chunk, ``data: [DONE]``).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ async def _one_client(
     client: httpx.AsyncClient,
     index: int,
     count: int,
-    out: list[tuple[float, float]],
+    out: list[tuple[float, float, float]],
     *,
     think: float,
     offset: float,
@@ -133,19 +134,22 @@ async def _one_client(
         ) as response:
             if response.status_code != 200:
                 raise RuntimeError(f"answered {response.status_code}")
-            async for _ in response.aiter_raw():
-                if not first:
-                    first = time.perf_counter() - start
-        out.append((first, time.perf_counter() - start))
+            last = 0.0
+            async for data in response.aiter_raw():
+                if data:
+                    last = time.perf_counter() - start
+                    if not first:
+                        first = last
+        out.append((first, time.perf_counter() - start, last))
 
 
 async def _load(
     base_url: str, clients: int, per_client: int, *, think: float = 0.0
-) -> list[tuple[float, float]]:
+) -> list[tuple[float, float, float]]:
     """``clients`` concurrent clients, ``per_client`` requests each; with ``think``, each pauses
     that long between its requests and the clients start spread over one such pause."""
     pool = [httpx.AsyncClient(base_url=base_url, timeout=60.0) for _ in range(clients)]
-    out: list[tuple[float, float]] = []
+    out: list[tuple[float, float, float]] = []
     try:
         await asyncio.gather(
             *(
@@ -245,12 +249,14 @@ def run(quick: bool) -> Section:
             "requests back to back against the unpaced mock, a closed loop that saturates the 2 "
             "CPUs (clients, proxy and mock are three Python processes), kept as a throughput "
             "and CPU figure: its latencies measure CPU queueing, not the proxy. Added = "
-            "percentile through the proxy − the same percentile direct."
+            "percentile through the proxy − the same percentile direct, to the end of the "
+            "stream (its terminating chunk), to the first body chunk, and (paced) to the last "
+            "event."
         ),
     )
-    single: dict[str, list[tuple[float, float]]] = {"direct": [], "proxy": []}
-    paced: dict[str, list[tuple[float, float]]] = {"direct": [], "proxy": []}
-    closed: dict[str, list[tuple[float, float]]] = {"direct": [], "proxy": []}
+    single: dict[str, list[tuple[float, float, float]]] = {"direct": [], "proxy": []}
+    paced: dict[str, list[tuple[float, float, float]]] = {"direct": [], "proxy": []}
+    closed: dict[str, list[tuple[float, float, float]]] = {"direct": [], "proxy": []}
     closed_wall: dict[str, float] = {"direct": 0.0, "proxy": 0.0}
     with tempfile.TemporaryDirectory() as tmp:
         plain_out, paced_out = Path(tmp) / "plain.trace", Path(tmp) / "paced.trace"
@@ -325,6 +331,12 @@ def run(quick: bool) -> Section:
         [r[0] for r in paced["direct"]],
         [r[0] for r in paced["proxy"]],
         goal=True,
+    )
+    section.figures += _added(
+        f"{label}, last event (`data: [DONE]`)",
+        [r[2] for r in paced["direct"]],
+        [r[2] for r in paced["proxy"]],
+        goal=False,
     )
     share = ", ".join(
         f"{name} {seconds / paced_meter.wall / _cpus() * 100:.0f} %"
