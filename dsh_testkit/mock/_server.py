@@ -74,6 +74,8 @@ def default_max_connections() -> int:
 
 _TOKEN: Final = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _REQUEST_LINE: Final = re.compile(rb"^([!#$%&'*+\-.^_`|~0-9A-Za-z]+) (\S+) HTTP/(\d)\.(\d)$")
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+"""A control character other than tab (refused in a header value)."""
 _SERVER_NAME: Final = "dsh-testkit-mock"
 
 
@@ -132,7 +134,7 @@ def _parse_head(raw: bytes) -> _Head:
         if not colon or not _TOKEN.match(name):
             raise _BadRequest(400, "malformed header line")
         text = value.strip(b" \t").decode("latin-1")
-        if any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in text):
+        if _CONTROL.search(text):
             raise _BadRequest(400, "control character in a header value")
         headers.append((name.decode("ascii"), text))
     if not target.startswith(b"/"):

@@ -2,11 +2,14 @@
 
 Any client in any language points its base URL at the proxy; every request is forwarded to the
 upstream (the real API with the client's own key, or the mock) and the answer relayed back as
-it arrives — a streamed answer one network read at a time, never buffered. When an exchange
-completes it is appended to the trace file (one flushed line, see
-:class:`~dsh_testkit.traces.TraceWriter`), so a crash loses at most the exchanges in flight.
-Credentials never reach the trace or stdout: headers are not recorded, and the writer scrubs
-every key-shaped string, the client's own credential included. ``GET /_dsh/report`` answers the
+it arrives — a streamed answer one upstream read at a time (one client write each), never
+buffered. When an exchange completes it is recorded, right after the client got the
+terminating chunk and before anything else runs (:meth:`Recorder.trace` from another thread
+waits for it), and appended to the trace file (one flushed line, see
+:class:`~dsh_testkit.traces.TraceWriter`), so a crash loses at most the exchanges in flight; a
+stopping proxy gives those up to :data:`SHUTDOWN_GRACE` seconds to end. Credentials never reach
+the trace or stdout: headers are not recorded, and the recorder scrubs every key-shaped string
+and credential field, the client's own credential included. ``GET /_dsh/report`` answers the
 cache doctor's report of the exchanges so far (``?format=json`` for JSON).
 
 The HTTP side reuses the mock server's request reader (HTTP/1.1, keep-alive, chunked bodies);
@@ -22,13 +25,13 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, Final, Self
 from urllib.parse import parse_qs, urlsplit
 
 from .._errors import TestkitError
-from .._secrets import scrub_json, scrub_url
+from .._secrets import Scrubber, scrub_json, scrub_url
 from .._server_thread import ServerThread
 from ..mock._server import (
     HEAD_TIMEOUT,
@@ -41,8 +44,9 @@ from ..mock._server import (
     _reason,
 )
 from ..traces import Exchange, Trace, TraceUsage, TraceWriter
+from ..traces._file import encode_record
 from ..traces._readers import SESSION_HEADERS
-from ..traces._wire import answer_of_events, answer_of_json, endpoint_of
+from ..traces._wire import answer_of_events, answer_of_json, endpoint_of, split_events
 from ._upstream import Upstream, UpstreamError, UpstreamResponse
 
 __all__ = ["ProxyError", "ProxyServer", "serve_proxy"]
@@ -64,6 +68,9 @@ _HOP_BY_HOP: Final = frozenset(
 )
 _CREDENTIAL_HEADERS: Final = ("authorization", "x-api-key", "api-key")
 _REDACTED: Final = "<redacted>"
+SHUTDOWN_GRACE: Final = 2.0
+"""Seconds a stopping proxy waits for the requests it is forwarding to end (then cuts them)."""
+_SCRUBBER: Final = Scrubber.for_rules(None)
 
 
 class ProxyError(TestkitError):
@@ -93,17 +100,27 @@ class Recorder:
         self.exchanges: list[Exchange] = []
         self.writer = TraceWriter(out, source="proxy") if out else None
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
+        self._ending = 0
+        """Exchanges whose client has the end of the answer but which are not recorded yet."""
 
     def record(self, record: dict[str, Any]) -> None:
         """Keep one exchange (the caller removed the client's own credential from its texts).
 
         Anything key-shaped and credential query parameters are scrubbed here, once: neither the
-        trace file nor the reports (stdout, ``/_dsh/report``) show them.
+        trace file nor the reports (stdout, ``/_dsh/report``) show them. The record is encoded
+        first and the line checked as a whole: when it holds no key shape, no credential name
+        and no ``\\u`` escape (:meth:`Scrubber.body_is_clean`), scrubbing would change nothing
+        and the walk over every value is skipped; otherwise the record is scrubbed and encoded
+        again.
         """
-        record = scrub_json(record)
         record["url"] = scrub_url(record["url"])
         with self._lock:
             record["index"] = len(self.exchanges)
+            line = encode_record(record)
+            if not _SCRUBBER.body_is_clean(line, {}):
+                record = scrub_json(record)
+                line = encode_record(record)
             usage = record.get("usage")
             self.exchanges.append(
                 Exchange(
@@ -121,10 +138,27 @@ class Recorder:
                 )
             )
             if self.writer is not None:
-                self.writer.append(record, scrubbed=True)
+                self.writer.append_encoded(line)
+
+    @contextlib.contextmanager
+    def ending(self) -> Iterator[None]:
+        """Around sending an answer's end and recording it (synchronous code, no await): a
+        :meth:`trace` from another thread waits for the exchange to be in."""
+        with self._lock:
+            self._ending += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._ending -= 1
+                if not self._ending:
+                    self._settled.notify_all()
 
     def trace(self) -> Trace:
-        with self._lock:
+        """The exchanges recorded so far, those whose client already has the whole answer
+        included."""
+        with self._settled:
+            self._settled.wait_for(lambda: not self._ending, timeout=5.0)
             return Trace(exchanges=tuple(self.exchanges), source="proxy")
 
     def close(self) -> None:
@@ -152,6 +186,11 @@ class _Proxy:
         self.base_path = parts.path.rstrip("/")
         self.recorder = recorder
         self.client = client
+        self.busy = 0
+        """Requests being forwarded now."""
+        self.idle = asyncio.Event()
+        """Set while no request is being forwarded."""
+        self.idle.set()
 
     async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")
@@ -204,10 +243,18 @@ class _Proxy:
                 "application/json" if as_json else "text/plain; charset=utf-8",
             )
             return head.keep_alive
-        await self._forward(head, body, writer)
-        return head.keep_alive
+        self.busy += 1
+        self.idle.clear()
+        try:
+            return await self._forward(head, body, writer) and head.keep_alive
+        finally:
+            self.busy -= 1
+            if not self.busy:
+                self.idle.set()
 
-    async def _forward(self, head: _Head, body: bytes, writer: asyncio.StreamWriter) -> None:
+    async def _forward(self, head: _Head, body: bytes, writer: asyncio.StreamWriter) -> bool:
+        """Relay one request and its answer; ``False`` when the client connection is done for
+        (the upstream broke off mid-answer: the client sees its body cut short)."""
         started = time.time()
         target = self.base_path + head.target
         headers = [(k, v) for k, v in head.headers if k.lower() not in _HOP_BY_HOP]
@@ -219,37 +266,58 @@ class _Proxy:
                 {"error": {"message": f"dsh-testkit proxy: {exc}", "type": "proxy_error"}}
             )
             await self._plain(writer, 502, message.encode(), "application/json")
-            return
+            return True
         first_byte: float | None = None
         received = bytearray()
         try:
             lines = [f"HTTP/1.1 {response.status} {response.reason or _reason(response.status)}"]
             lines += [f"{k}: {v}" for k, v in response.headers if k.lower() not in _HOP_BY_HOP]
-            lines.append("transfer-encoding: chunked")
-            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-            async for piece in response.body():
-                if first_byte is None:
-                    first_byte = time.time()
-                received += piece
-                writer.write(b"%x\r\n%b\r\n" % (len(piece), piece))
-                await writer.drain()
+            # No body may follow an answer to HEAD, a 204 or a 304: no chunked framing then.
+            ended = response.bodiless or response.status in (204, 304)
+            lines.append("\r\n" if ended else "transfer-encoding: chunked\r\n\r\n")
+            # The head goes out with the first body bytes when they came with it, else alone
+            # at once (an empty piece: the upstream has sent nothing more yet).
+            pending = "\r\n".join(lines).encode("latin-1")
+            try:
+                async for piece in response.body():
+                    if not piece:
+                        if pending:
+                            writer.write(pending)
+                            pending = b""
+                            await writer.drain()
+                        continue
+                    if first_byte is None:
+                        first_byte = time.time()
+                    received += piece
+                    # One client write per upstream read.
+                    writer.write(b"%b%x\r\n%b\r\n" % (pending, len(piece), piece))
+                    pending = b""
+                    await writer.drain()
+            except UpstreamError:
+                if pending:
+                    writer.write(pending)
+                writer.close()  # no terminating chunk: the client knows the body is cut
+                return False
             finished = time.time()
-            writer.write(b"0\r\n\r\n")
-            # Recorded at once, before this task yields again: the client has the whole answer,
-            # and nothing else (a report request) runs on this loop before the exchange is in.
-            self._record(
-                head,
-                body,
-                self.origin + target,
-                response,
-                bytes(received),
-                started,
-                first_byte,
-                finished,
-            )
+            # The end goes out first, then the exchange is recorded before this task yields
+            # again: a report request on this loop finds it in, and a test reading
+            # ProxyServer.trace() from its own thread waits for it (Recorder.ending).
+            with self.recorder.ending():
+                writer.write(pending if ended else pending + b"0\r\n\r\n")
+                self._record(
+                    head,
+                    body,
+                    self.origin + target,
+                    response,
+                    bytes(received),
+                    started,
+                    first_byte,
+                    finished,
+                )
             await writer.drain()
         finally:
             response.close()
+        return True
 
     def _record(
         self,
@@ -281,9 +349,7 @@ class _Proxy:
         if endpoint is None:
             return
         if "event-stream" in (response.header("content-type") or ""):
-            from ..traces._wire import _EVENT_END
-
-            answer, usage = answer_of_events(_EVENT_END.split(text), endpoint)
+            answer, usage = answer_of_events(split_events(text), endpoint)
         else:
             try:
                 answer, usage = answer_of_json(json.loads(text), endpoint)
@@ -356,6 +422,11 @@ async def serve_proxy(
             await stop.wait()
         finally:
             server.close()
+            # Answers in flight get a moment to end and be recorded (a client that stopped
+            # reading at `data: [DONE]` may stop the proxy before the upstream's last bytes).
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(SHUTDOWN_GRACE):
+                    await proxy.idle.wait()
             for task in list(tasks):
                 task.cancel()
             if tasks:

@@ -21,7 +21,13 @@ from typing import IO, Any, Final, Self
 from .._secrets import _may_hold_key, scrub_json
 from ._errors import TraceError
 
-__all__ = ["TRACE_FORMAT", "TRACE_FORMAT_VERSION", "TraceWriter", "read_trace_lines"]
+__all__ = [
+    "TRACE_FORMAT",
+    "TRACE_FORMAT_VERSION",
+    "TraceWriter",
+    "encode_record",
+    "read_trace_lines",
+]
 
 TRACE_FORMAT: Final = "dsh-trace"
 TRACE_FORMAT_VERSION: Final = 1
@@ -33,6 +39,11 @@ _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 def _line(record: Mapping[str, Any]) -> str:
     return _ENCODER.encode(scrub_json(record)) + "\n"
+
+
+def encode_record(record: Mapping[str, Any]) -> str:
+    """An exchange record as one line of the file (compact JSON, no newline), not scrubbed."""
+    return _ENCODER.encode(record)
 
 
 class TraceWriter:
@@ -57,12 +68,17 @@ class TraceWriter:
         """Write one exchange record and flush it; scrubbed first unless ``scrubbed`` says the
         caller did it already."""
         if scrubbed:
-            self._file.write(_ENCODER.encode(record) + "\n")
-            self._file.flush()
-            if self._fsync:
-                os.fsync(self._file.fileno())
+            self.append_encoded(_ENCODER.encode(record))
             return
         self._write(record)
+
+    def append_encoded(self, line: str) -> None:
+        """Write one exchange the caller scrubbed and encoded as compact JSON (one line, no
+        newline: :func:`encode_record`), and flush it."""
+        self._file.write(line + "\n")
+        self._file.flush()
+        if self._fsync:
+            os.fsync(self._file.fileno())
 
     def close(self) -> None:
         self._file.close()

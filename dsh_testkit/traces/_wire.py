@@ -10,14 +10,37 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from ._model import Endpoint, TraceUsage
 
 _EVENT_END = re.compile(r"\r\n\r\n|\n\n|\r\r")
 
-__all__ = ["answer_of_events", "answer_of_json", "answer_of_text", "endpoint_of", "usage_of"]
+__all__ = [
+    "answer_of_events",
+    "answer_of_json",
+    "answer_of_text",
+    "endpoint_of",
+    "split_events",
+    "usage_of",
+]
+
+
+def split_events(text: str) -> list[str]:
+    """An SSE body's events (split at each blank line, whatever its line endings)."""
+    if "\r" not in text:
+        return text.split("\n\n")  # the common case, a C-level split
+    return _EVENT_END.split(text)
+
+
+def _data_of(event: str) -> str:
+    """The ``data`` of one SSE event (its ``data:`` lines joined); empty when it has none."""
+    if event.startswith("data:") and "\n" not in event and "\r" not in event:
+        return event[5:].lstrip(" ")  # one data line, the common case
+    return "\n".join(
+        line[5:].lstrip(" ") for line in event.splitlines() if line.startswith("data:")
+    )
 
 
 def endpoint_of(url: str | None, body: Any) -> Endpoint | None:
@@ -92,47 +115,65 @@ def answer_of_json(
     return (dict(message) if isinstance(message, Mapping) else None), usage
 
 
+def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, the ABC check skipped for a plain dict (parsed JSON)."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 class _ChatAssembler:
-    """Folds chat-completion chunks into the message a client assembles."""
+    """Folds chat-completion chunks into the message a client assembles.
+
+    Every text is kept as a list of its pieces and joined once at the end, so a long answer
+    streamed in many small deltas costs time linear in its length.
+    """
 
     def __init__(self) -> None:
         self.content: list[str] = []
         self.reasoning: list[str] | None = None
-        self.calls: dict[int, dict[str, Any]] = {}
+        self.calls: dict[Any, tuple[list[Any], list[str], list[str]]] = {}
+        """index → ([id], name pieces, argument pieces)."""
         self.usage: TraceUsage | None = None
         self.seen = False
 
     def add(self, chunk: Mapping[str, Any]) -> None:
-        usage = usage_of(chunk.get("usage"), "chat")
-        if usage is not None:
-            self.usage = usage
+        raw_usage = chunk.get("usage")
+        if raw_usage is not None:
+            usage = usage_of(raw_usage, "chat")
+            if usage is not None:
+                self.usage = usage
         choices = chunk.get("choices")
         if not isinstance(choices, list):
             return
         for choice in choices:
-            delta = choice.get("delta") if isinstance(choice, Mapping) else None
-            if not isinstance(delta, Mapping):
+            delta = choice.get("delta") if _is_mapping(choice) else None
+            if not _is_mapping(delta):
                 continue
             self.seen = True
-            if isinstance(delta.get("content"), str):
-                self.content.append(delta["content"])
-            if isinstance(delta.get("reasoning_content"), str):
-                self.reasoning = [*(self.reasoning or []), delta["reasoning_content"]]
+            content = delta.get("content")
+            if isinstance(content, str):
+                self.content.append(content)
+            reasoning = delta.get("reasoning_content")
+            if isinstance(reasoning, str):
+                if self.reasoning is None:
+                    self.reasoning = []
+                self.reasoning.append(reasoning)
             for call in delta.get("tool_calls") or ():
-                if not isinstance(call, Mapping):
+                if not _is_mapping(call):
                     continue
                 at = call.get("index", len(self.calls))
-                slot = self.calls.setdefault(
-                    at, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
-                )
+                slot = self.calls.get(at)
+                if slot is None:
+                    slot = self.calls[at] = ([None], [], [])
                 if call.get("id"):
-                    slot["id"] = call["id"]
+                    slot[0][0] = call["id"]
                 function = call.get("function")
-                if isinstance(function, Mapping):
-                    if isinstance(function.get("name"), str):
-                        slot["function"]["name"] += function["name"]
-                    if isinstance(function.get("arguments"), str):
-                        slot["function"]["arguments"] += function["arguments"]
+                if _is_mapping(function):
+                    name = function.get("name")
+                    if isinstance(name, str):
+                        slot[1].append(name)
+                    arguments = function.get("arguments")
+                    if isinstance(arguments, str):
+                        slot[2].append(arguments)
 
     def message(self) -> dict[str, Any] | None:
         if not self.seen:
@@ -141,42 +182,57 @@ class _ChatAssembler:
         if self.reasoning is not None:
             out["reasoning_content"] = "".join(self.reasoning)
         if self.calls:
-            out["tool_calls"] = [self.calls[k] for k in sorted(self.calls)]
+            out["tool_calls"] = [
+                {
+                    "id": self.calls[k][0][0],
+                    "type": "function",
+                    "function": {
+                        "name": "".join(self.calls[k][1]),
+                        "arguments": "".join(self.calls[k][2]),
+                    },
+                }
+                for k in sorted(self.calls)
+            ]
         return out
 
 
 class _AnthropicAssembler:
     def __init__(self) -> None:
         self.blocks: dict[int, dict[str, Any]] = {}
+        self.texts: dict[tuple[int, str], list[str]] = {}
+        """(block index, field) → the pieces streamed into that field (joined at the end)."""
         self.partial: dict[int, list[str]] = {}
         self.input_tokens: dict[str, Any] = {}
         self.output_tokens: int | None = None
 
     def add(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
-        if kind == "message_start" and isinstance(event.get("message"), Mapping):
+        if kind == "message_start" and _is_mapping(event.get("message")):
             usage = event["message"].get("usage")
-            if isinstance(usage, Mapping):
+            if _is_mapping(usage):
                 self.input_tokens = dict(usage)
-        elif kind == "content_block_start" and isinstance(event.get("content_block"), Mapping):
-            self.blocks[int(event.get("index", len(self.blocks)))] = dict(event["content_block"])
-        elif kind == "content_block_delta" and isinstance(event.get("delta"), Mapping):
+        elif kind == "content_block_start" and _is_mapping(event.get("content_block")):
+            at = int(event.get("index", len(self.blocks)))
+            self.blocks[at] = dict(event["content_block"])
+            for target in ("text", "thinking", "signature"):
+                self.texts.pop((at, target), None)  # a restarted block starts over
+        elif kind == "content_block_delta" and _is_mapping(event.get("delta")):
             at = int(event.get("index", 0))
-            block = self.blocks.setdefault(at, {"type": "text", "text": ""})
+            self.blocks.setdefault(at, {"type": "text", "text": ""})
             delta = event["delta"]
-            for field_name, target in (
-                ("text", "text"),
-                ("thinking", "thinking"),
-                ("signature", "signature"),
-            ):
-                if isinstance(delta.get(field_name), str):
-                    block[target] = str(block.get(target, "")) + delta[field_name]
+            for target in ("text", "thinking", "signature"):
+                piece = delta.get(target)
+                if isinstance(piece, str):
+                    self.texts.setdefault((at, target), []).append(piece)
             if isinstance(delta.get("partial_json"), str):
                 self.partial.setdefault(at, []).append(delta["partial_json"])
-        elif kind == "message_delta" and isinstance(event.get("usage"), Mapping):
+        elif kind == "message_delta" and _is_mapping(event.get("usage")):
             self.output_tokens = _int(event["usage"].get("output_tokens"))
 
     def result(self) -> tuple[dict[str, Any] | None, TraceUsage | None]:
+        for (at, target), pieces in self.texts.items():
+            block = self.blocks[at]
+            block[target] = str(block.get(target, "")) + "".join(pieces)
         for at, pieces in self.partial.items():
             try:
                 self.blocks[at]["input"] = json.loads("".join(pieces) or "{}")
@@ -202,16 +258,14 @@ def answer_of_events(
     chat = _ChatAssembler()
     anthropic = _AnthropicAssembler()
     for event in events:
-        data = "\n".join(
-            line[5:].lstrip(" ") for line in event.splitlines() if line.startswith("data:")
-        )
+        data = _data_of(event)
         if not data or data == "[DONE]":
             continue
         try:
             payload = json.loads(data)
         except ValueError:
             continue
-        if not isinstance(payload, Mapping):
+        if not _is_mapping(payload):
             continue
         if endpoint == "anthropic":
             anthropic.add(payload)
@@ -229,7 +283,7 @@ def answer_of_text(
     if event_stream is None:
         event_stream = text.lstrip().startswith(("data:", "event:", ":"))
     if event_stream:
-        return answer_of_events(_EVENT_END.split(text), endpoint)
+        return answer_of_events(split_events(text), endpoint)
     try:
         body = json.loads(text)
     except ValueError:
