@@ -225,7 +225,7 @@ def test_logs_without_cache_figures_are_listed_and_skipped(tmp_path: Path) -> No
     result = _cli(str(folder), "--tokenizer", "heuristic")
     assert result.returncode == 1  # nothing to compare
     assert "skipped no-cache.jsonl: no request with live cache figures" in result.stdout
-    assert "skipped notes.jsonl: not a session log" in result.stdout
+    assert "skipped notes.jsonl: neither a session log nor a trace" in result.stdout
     assert "0 requests from 0 logs (2 skipped)" in result.stdout
 
 
