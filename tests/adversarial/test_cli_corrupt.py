@@ -46,6 +46,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CORRUPT))
 def test_cache_report_prints_one_line_and_exits_1(tmp_path: Path, name: str) -> None:
     data, line = CORRUPT[name]
@@ -62,6 +63,7 @@ def test_cache_report_prints_one_line_and_exits_1(tmp_path: Path, name: str) -> 
     assert path.read_bytes() == data  # a report never touches the log
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name", ["type-is-a-list", "step-is-a-string", "terminated-corrupt-last-line"]
 )
@@ -80,6 +82,7 @@ def test_audit_reports_the_file_unreadable_and_exits_1(tmp_path: Path, name: str
         assert violation["line"] == line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["audit", "cache-report"])
 def test_a_file_that_is_not_a_log_at_all_is_one_line_too(tmp_path: Path, command: str) -> None:
     """Binary garbage has no session header, so the CLI reads it as a trace: still one line."""

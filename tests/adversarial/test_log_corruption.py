@@ -29,6 +29,7 @@ FIELDS_PER_LOG = 6
 BYTES_PER_LOG = 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_wrong_typed_fields_are_a_typed_error_or_a_correct_load(log: Path, tmp_path: Path) -> None:
     raw = log.read_bytes()

@@ -55,6 +55,7 @@ def test_a_cut_inside_the_header_is_a_typed_error(log: Path, tmp_path: Path) -> 
         assert judge_cut(raw, cut, tmp_path / "cut.jsonl", log.name) == "typed error (header cut)"
 
 
+@pytest.mark.slow
 @settings(max_examples=60)
 @given(index=st.integers(0, len(LOGS) - 1), fraction=st.floats(0, 1), seed=st.integers(0, 2**16))
 def test_any_real_log_cut_anywhere_recovers_and_resumes(

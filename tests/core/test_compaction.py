@@ -409,6 +409,7 @@ def _reference_estimate(session: Session) -> int:
     return estimate_message_tokens(session.derive_messages())
 
 
+@pytest.mark.slow
 @settings(max_examples=60)  # each example is a whole log
 @given(session_logs(max_size=30), st.data())
 def test_the_incremental_estimate_equals_the_whole_log_walk(
@@ -589,6 +590,7 @@ def _live_estimate_states() -> int:
     return sum(isinstance(o, _compaction._EstimateState) for o in gc.get_objects())
 
 
+@pytest.mark.slow
 def test_estimates_of_many_sessions_stay_separate_and_die_with_their_session() -> None:
     before = _live_estimate_states()
     sessions = [new_session(f"s{i}") for i in range(80)]

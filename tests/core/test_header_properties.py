@@ -166,6 +166,7 @@ def test_the_broken_encoder_falls_back_whenever_it_loses_a_change(
 # --------------------------------------------------------------------------------- (c) fold
 
 
+@pytest.mark.slow
 @settings(max_examples=50)  # each example is a whole conversation of headers
 @given(header_sequences(min_size=2, max_size=6))
 def test_folding_snapshot_and_deltas_gives_the_last_header(headers: list[EpochHeader]) -> None:
@@ -174,6 +175,7 @@ def test_folding_snapshot_and_deltas_gives_the_last_header(headers: list[EpochHe
     assert same(fold_request_header(events), headers[-1])
 
 
+@pytest.mark.slow
 @settings(max_examples=50)  # each example is a whole conversation of headers
 @given(header_sequences(min_size=2, max_size=6), st.data())
 def test_folding_a_prefix_then_the_rest_equals_folding_the_whole(
@@ -188,6 +190,7 @@ def test_folding_a_prefix_then_the_rest_equals_folding_the_whole(
     assert header_equals(fold_request_header(events[cut:], prefix), whole)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @settings(max_examples=50)  # each example is a whole conversation of headers
 @given(header_deltas())
 def test_a_delta_applies_identically_after_a_json_round_trip(
@@ -355,6 +358,7 @@ HARD_CASES = {
 }
 
 
+@pytest.mark.slow
 def test_header_pairs_produce_each_hard_case_on_purpose() -> None:
     seen: Counter[str] = Counter()
 

@@ -126,6 +126,7 @@ def test_the_walker_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("packages", [("dsh_core",), ("dsh_testkit",)])
 def test_no_runtime_import_cycle(packages: tuple[str, ...]) -> None:
     graph = import_graph(*packages)

@@ -428,6 +428,7 @@ def test_the_iterative_encoder_refuses_what_json_refuses() -> None:
 # ----------------------------------------------------------------------------- deep nesting
 
 
+@pytest.mark.slow
 def test_deep_nesting_freezes_dumps_and_loads_past_the_recursion_limit() -> None:
     assert sys.getrecursionlimit() < DEPTH
     for deep in (_deep_list(), _deep_dict()):
@@ -515,6 +516,7 @@ def test_the_iterative_decoder_reports_a_missing_colon_after_a_later_key() -> No
         _loads_iterative('{"a": 1, 2: 3}')
 
 
+@pytest.mark.slow
 def test_deep_values_loaded_apart_compare_and_print_without_recursion() -> None:
     """Two independently built 20,000-deep values: ==, != and repr work (no shared objects)."""
     nested: list[object] = []

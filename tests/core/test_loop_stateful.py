@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -402,7 +403,7 @@ class LoopMachine(RuleBasedStateMachine):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-TestLoopMachine = LoopMachine.TestCase
+TestLoopMachine = pytest.mark.slow(LoopMachine.TestCase)
 TestLoopMachine.settings = settings(max_examples=40, stateful_step_count=12, deadline=None)
 
 
@@ -423,6 +424,7 @@ FLOORS = {
 }
 
 
+@pytest.mark.slow
 def test_the_machine_exercises_deltas_resumes_and_cancels_on_purpose() -> None:
     COVERAGE.clear()
     run_state_machine_as_test(

@@ -381,6 +381,7 @@ def _deep_text(depth: int) -> str:
     return '{"a":' * depth + "1" + "}" * depth
 
 
+@pytest.mark.slow
 def test_a_line_nested_100000_deep_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     deep = '{"type":"todo/write","seq":0,"time":7,"data":' + _deep_text(100_000) + "}\n"
@@ -396,6 +397,7 @@ def test_a_line_nested_100000_deep_is_refused_in_bounded_memory(tmp_path: Path) 
     assert peak < 64 * 2**20, f"peak {peak / 2**20:.0f} MiB"  # was 14.8 GB before the fix
 
 
+@pytest.mark.slow
 def test_freezing_deep_values_uses_memory_linear_in_depth() -> None:
     value: Any = 1
     for _ in range(20_000):
@@ -410,6 +412,7 @@ def test_freezing_deep_values_uses_memory_linear_in_depth() -> None:
     assert peak < 40 * 2**20, f"peak {peak / 2**20:.0f} MiB"
 
 
+@pytest.mark.slow
 def test_the_depth_limit_is_exact_and_holds_for_frozen_parts() -> None:
     value: Any = []
     for _ in range(MAX_JSON_DEPTH - 1):

@@ -977,6 +977,7 @@ requests = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=60)  # each example is a whole request
 @given(requests)
 def test_generate_options_json_round_trips(request: GenerateOptions) -> None:

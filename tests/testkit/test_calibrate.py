@@ -229,6 +229,7 @@ def test_logs_without_cache_figures_are_listed_and_skipped(tmp_path: Path) -> No
     assert "0 requests from 0 logs (2 skipped)" in result.stdout
 
 
+@pytest.mark.slow
 def test_a_missing_path_is_a_clear_error(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere"
     result = _cli(str(missing))
@@ -261,6 +262,7 @@ def reference() -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.slow
 def test_reference_logs_compare_every_request_with_live_cache_figures(
     reference: dict[str, Any],
 ) -> None:

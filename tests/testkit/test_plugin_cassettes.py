@@ -141,6 +141,7 @@ def test_a_changed_request_fails_with_the_closest_recording_and_what_differs(
     )
 
 
+@pytest.mark.slow
 def test_each_record_mode_means_what_it_means_in_pytest_recording(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -262,6 +263,7 @@ async def test_one_turn_of_two(dsh_cassette_provider, dsh_agent):
 """
 
 
+@pytest.mark.slow
 def test_mismatches_a_client_swallowed_still_fail_the_test(project: pytest.Pytester) -> None:
     project.makepyfile(test_shared=SHARED)
     project.runpytest("--dsh-record-mode=missing").assert_outcomes(passed=1)

@@ -173,6 +173,7 @@ def test_a_refusal_fails_a_test_that_does_not_expect_it():
 """
 
 
+@pytest.mark.slow
 def test_block_network_refuses_every_client_naming_the_host(project: pytest.Pytester) -> None:
     project.makepyfile(test_clients=CLIENTS)
     result = project.runpytest("--dsh-block-network", "-rf")
@@ -276,6 +277,7 @@ def test_offline_work_is_untouched(dsh_mock):
 """
 
 
+@pytest.mark.slow
 def test_the_live_deepseek_guard_is_on_without_dsh_live(project: pytest.Pytester) -> None:
     project.makepyfile(test_live_guard=LIVE_GUARD)
     result = project.runpytest("-rf")

@@ -45,6 +45,7 @@ def test_port(dsh_mock_server, n):
 """
 
 
+@pytest.mark.slow
 def test_workers_get_their_own_server_and_share_read_only_cassettes(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -245,6 +245,7 @@ def test_rebuild_wire_names_the_unfilled_placeholder_and_fails() -> None:
     assert document["requests"][0]["wire"] is None
 
 
+@pytest.mark.slow
 def test_sidecars_from_another_directory(tmp_path: Path) -> None:
     log = tmp_path / "log" / "session.jsonl"
     log.parent.mkdir()
@@ -272,6 +273,7 @@ def test_the_reference_logs_rebuild_and_keep_auditing_cleanly() -> None:
     assert '"role": "system"' in run.stdout and "{{system}}" not in run.stdout
 
 
+@pytest.mark.slow
 def test_fill_replaces_inline_placeholders_from_the_command_line() -> None:
     run = cli(
         "rebuild",

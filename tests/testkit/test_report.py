@@ -458,6 +458,7 @@ def _assert_incremental_equals_full(events, **options) -> None:
     assert words_fast == words_slow
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_incremental_measure_equals_the_full_one(data):

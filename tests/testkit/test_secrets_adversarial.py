@@ -411,6 +411,7 @@ def test_the_scan_finds_every_secret_it_is_for(tmp_path: Path) -> None:
     assert any(KEY in leak for leak in leaks(path))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_no_planted_secret_survives_in_any_cassette_byte(
     case: Case, origin: str, tmp_path: Path

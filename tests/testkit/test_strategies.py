@@ -180,6 +180,7 @@ def test_chat_messages_obey_the_api_rules(data: st.DataObject) -> None:
     assert messages[-1]["role"] in ("user", "tool", "assistant")
 
 
+@pytest.mark.slow
 def test_chat_requests_draw_forced_tool_choices_only_without_thinking() -> None:
     seen: list[tuple[bool, Any]] = []
 
@@ -223,6 +224,7 @@ def test_generate_options_serialize_with_both_codecs(options: GenerateOptions) -
     assert anthropic_codec.parse_request(messages_api).to_json() == messages_api
 
 
+@pytest.mark.slow
 def test_generate_options_takes_the_models() -> None:
     models: set[str] = set()
 

@@ -44,6 +44,7 @@ def serving(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
                 stream.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_serve_prints_its_url_serves_and_stops_cleanly(signum: signal.Signals) -> None:
     with serving() as (process, url):

@@ -350,6 +350,7 @@ def test_serve_applies_its_options_and_reset_rereads_the_script_file(tmp_path: P
     assert process.returncode == 0, errors
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -457,6 +457,7 @@ def test_handle_never_raises_nor_answers_5xx_for_any_request(
     assert plan.status < 500, plan.body_bytes[:300]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="needs POSIX resource limits")
 def test_out_of_descriptors_the_server_refuses_cleanly_and_logs_little() -> None:
     """A flood of clients against a server whose process may hold 64 descriptors: the cap keeps

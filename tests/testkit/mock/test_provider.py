@@ -127,6 +127,7 @@ def shared_server() -> Any:
         yield server
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BEHAVIOURS))
 async def test_every_fault_over_the_loopback_server(shared_server: MockServer, name: str) -> None:
     shared_server.mock.reset()

@@ -82,6 +82,7 @@ def test_the_sample_covers_every_kind_of_answer() -> None:
     assert len(sources) >= 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("record", SAMPLE, ids=record_id)
 def test_the_mock_accepts_or_refuses_as_the_live_api_did(record: dict[str, Any]) -> None:
     live = record["response"]

@@ -342,6 +342,7 @@ def fuzz_server() -> Iterator[MockServer]:
         yield server
 
 
+@pytest.mark.slow
 @settings(max_examples=40)
 @given(
     st.one_of(

@@ -7,10 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 HEADING = "### Explain any agent's lost cache hits: the cache doctor"
 
 
+@pytest.mark.slow
 def test_the_cache_doctor_example_prints_what_the_readme_shows(tmp_path: Path) -> None:
     section = (ROOT / "README.md").read_text(encoding="utf-8").split(HEADING, 1)[1]
     code, after = section.split("```python\n", 1)[1].split("```\n", 1)
