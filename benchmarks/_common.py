@@ -7,6 +7,7 @@ with the compared cases interleaved round by round (a noisy minute hurts both si
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -23,6 +24,7 @@ __all__ = [
     "machine_info",
     "median",
     "percentile",
+    "run_apart",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -84,6 +86,31 @@ class Section:
             "figures": [f.to_json() for f in self.figures],
             "notes": list(self.notes),
         }
+
+
+def run_apart(module: str, quick: bool) -> Section:
+    """Run a benchmark module's section in a fresh Python (``python -m MODULE [--quick]``, which
+    prints its :meth:`Section.to_json`), so its timings do not depend on the heap and threads
+    the earlier sections left in this process."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *(["--quick"] if quick else [])],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{module} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    data = json.loads(done.stdout)
+    return Section(
+        key=data["key"],
+        title=data["title"],
+        method=data["method"],
+        measured=data["measured"],
+        seconds=data["seconds"],
+        figures=[Figure(**f) for f in data["figures"]],
+        notes=list(data["notes"]),
+    )
 
 
 def median(samples: Sequence[float]) -> float:
