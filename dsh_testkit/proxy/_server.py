@@ -51,6 +51,9 @@ from ._upstream import Upstream, UpstreamError, UpstreamResponse
 
 __all__ = ["ProxyError", "ProxyServer", "serve_proxy"]
 
+_DRAIN_ABOVE: Final = 64 * 1024
+"""Bytes waiting in a client's send buffer above which the relay waits for it to drain."""
+
 _HOP_BY_HOP: Final = frozenset(
     {
         "connection",
@@ -289,10 +292,13 @@ class _Proxy:
                     if first_byte is None:
                         first_byte = time.time()
                     received += piece
-                    # One client write per upstream read.
+                    # One client write per upstream read; the transport sends it at once when the
+                    # socket takes it (almost always): drain only when a slow client lets bytes
+                    # pile up, not once per event (a coroutine and a check per read).
                     writer.write(b"%b%x\r\n%b\r\n" % (pending, len(piece), piece))
                     pending = b""
-                    await writer.drain()
+                    if writer.transport.get_write_buffer_size() > _DRAIN_ABOVE:
+                        await writer.drain()
             except UpstreamError:
                 if pending:
                     writer.write(pending)
