@@ -311,7 +311,7 @@ def _dump_yaml(data: Any) -> str:
     return text
 
 
-def _load_yaml(text: str) -> Any:
+def _load_yaml(text: str | bytes) -> Any:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     # A cassette's parsed JSON bodies make ~100,000 YAML nodes per 3 MB, all kept alive until
     # the document is built: the cyclic collector would rescan that growing heap again and
@@ -362,7 +362,7 @@ class CassetteSerializer:
         return _dump_yaml(document)
 
     @staticmethod
-    def deserialize(text: str) -> dict[str, Any]:
+    def deserialize(text: str | bytes) -> dict[str, Any]:
         try:
             document = _load_yaml(text)
         except yaml.YAMLError as exc:
@@ -482,10 +482,12 @@ class CassettePersister:
             raise CassetteFormatError(
                 f"cassette {path} is not UTF-8 text", path=str(path)
             ) from None
-        if not text.strip():
+        if not text or text.isspace():  # (no stripped copy of a 3 MB file)
             raise CassetteNotFoundError()
         try:
-            loaded = deserialize(text, serializer)
+            # The bytes, checked UTF-8 above: the C YAML reader takes them as they are, where a
+            # str is first encoded back to UTF-8 (a copy of the whole file).
+            loaded = deserialize(raw, serializer)
         except _FormatError as exc:
             raise CassetteFormatError(f"cassette {path}: {exc}", path=str(path)) from None
         if len(loaded) == 3:
