@@ -297,6 +297,8 @@ def _trace_requests(path: Path, label: str) -> tuple[list[Request], str | None]:
         if usage is None or usage.hit_tokens is None or usage.prompt_tokens <= 0:
             continue
         read_at = exchange.first_byte if exchange.first_byte is not None else exchange.started
+        start = read_at if read_at is not None else 0.0
+        end = exchange.finished if read_at is not None and exchange.finished is not None else start
         out.append(
             Request(
                 log=label,
@@ -305,12 +307,8 @@ def _trace_requests(path: Path, label: str) -> tuple[list[Request], str | None]:
                 step=None,
                 attempt=None,
                 model=exchange.model or "",
-                read_at=read_at if read_at is not None else 0.0,
-                done_at=(
-                    exchange.finished
-                    if exchange.finished is not None and read_at is not None
-                    else (read_at if read_at is not None else 0.0)
-                ),
+                read_at=start,
+                done_at=end,
                 live_prompt=usage.prompt_tokens,
                 live_hit=usage.hit_tokens,
                 body=dict(exchange.body),

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests._support import REFERENCE_LOGS
+from tests._support import REFERENCE_LOGS, run_cli
 
 from .test_cli_corrupt import CORRUPT
 
@@ -75,22 +73,7 @@ def test_hostile_files_are_skipped_one_line_each_and_good_logs_still_compared(
     for name, data in written.items():
         (folder / name).write_bytes(data)
     shutil.copy(REFERENCE_LOGS / "multi-turn" / "session.jsonl", folder / "good.jsonl")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dsh_testkit.cli",
-            "calibrate",
-            str(folder),
-            "--json",
-            "--tokenizer",
-            "heuristic",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    done = run_cli("calibrate", str(folder), "--json", "--tokenizer", "heuristic")
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr + done.stdout
     doc = json.loads(done.stdout)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import types
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +29,7 @@ from dsh_testkit.calibration import (
 )
 from dsh_testkit.mock._template import PromptRenderer
 from dsh_testkit.tokenizers import HeuristicTokenizer
-from tests._support import REFERENCE_LOGS
+from tests._support import REFERENCE_LOGS, run_cli
 
 from ._report_builders import LogBuilder, header
 
@@ -39,14 +38,7 @@ G = 128
 
 
 def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dsh_testkit.cli", "calibrate", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_cli("calibrate", *args, cwd=cwd)
 
 
 def _row(

@@ -10,8 +10,6 @@ every request, and one with other rules must show where they part.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ import openai
 from dsh_testkit.calibration import CalibrationSettings, calibrate
 from dsh_testkit.mock import MockDeepSeek, MockServer, PrefixCacheSimulator, Reply, ToolCall
 from dsh_testkit.proxy import ProxyServer
+from tests._support import run_cli
 from tests.testkit.traces._agent import KEY, RULES, TOOLS, har_of, run_agent
 
 HEURISTIC = CalibrationSettings(tokenizer="heuristic")
@@ -101,22 +100,7 @@ def test_a_har_file_calibrates_and_folders_are_searched_for_it(tmp_path: Path) -
     folder.mkdir()
     (folder / "agent.har").write_text(json.dumps(har_of(pairs)), encoding="utf-8")
     (folder / "notes.jsonl").write_text('{"not": "a log"}\n', encoding="utf-8")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dsh_testkit.cli",
-            "calibrate",
-            str(folder),
-            "--json",
-            "--tokenizer",
-            "heuristic",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_cli("calibrate", str(folder), "--json", "--tokenizer", "heuristic")
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert [(r["log"], r["index"]) for r in doc["perRequest"]] == [
