@@ -216,9 +216,10 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     """Run the demo; returns the exit status (0 when the audit finds nothing wrong)."""
-    from .reports import audit_file, cache_report_file, render_audit, render_cache_report
-    from .reports._console import emit, make_console
-    from .reports._html import render_cache_report_html
+    from ._console import emit, make_console
+    from .doctor import diagnose, render_report
+    from .doctor._html import render_html
+    from .reports import audit_file, render_audit
 
     console = make_console()
     out = Path(args.out)
@@ -243,9 +244,9 @@ def run_demo(args: argparse.Namespace) -> int:
     audit = audit_file(log_path)
     emit(console, *render_audit(audit))
     console.print(Rule("cache report"))
-    report = cache_report_file(log_path)
-    emit(console, *render_cache_report(report))
-    html_path.write_text(render_cache_report_html(report), encoding="utf-8")
+    report = diagnose(log_path)
+    emit(console, *render_report(report))
+    html_path.write_text(render_html(report), encoding="utf-8")
     console.print(Rule())
     console.print(f"session log:  {log_path}")
     console.print(f"cache report: {html_path}")

@@ -28,12 +28,12 @@ pytest reports them as failures, not as crashes. Each carries its facts as attri
         │   ├── ReplayNotConsumed      recorded calls left unserved (``.remaining``)   [AssertionError]
         │   └── ReplayMismatch         strict mode: the live request differs from the recorded one
         │                              (``.index``, ``.expected``, ``.actual``, ``.diff``)   [AssertionError]
-        ├── PrefixInstability          a captured request does not extend the previous one
+        ├── PrefixInstability          a request does not extend the one it is compared with
         │                              (``.index``, ``.diff``)   [AssertionError]
         ├── SnapshotInputError         a golden was asked of something that is not a log   [snapshot]
         ├── TraceError                 a file or object is not a readable trace (``.path``)  [traces]
-        ├── CacheUnfriendly            assert_cache_friendly found cache-breaking requests
-        │                              (``.conversation``, ``.findings``)   [AssertionError, traces]
+        ├── CacheUnfriendly            assert_cache_friendly found requests that lost cache hits
+        │                              (``.conversation``, ``.findings``)   [AssertionError, doctor]
         ├── ProxyError                 the recording proxy could not start (``.host``, ``.port``) [proxy]
         └── MockError                  the mock DeepSeek was misused                       [mock]
             ├── ScriptError            a script entry or file is invalid (``.path``)
@@ -248,7 +248,8 @@ class ReplayMismatch(ReplayError, AssertionError):
 
 
 class PrefixInstability(TestkitError, AssertionError):
-    """Captured request ``index`` does not extend request ``index - 1`` (the cache prefix broke)."""
+    """Request ``index`` does not extend the request it is compared with (the cache prefix
+    broke); ``diff`` says where, in the project's wording."""
 
     def __init__(self, message: str, *, index: int, diff: tuple[str, ...]) -> None:
         super().__init__(message + _indented(diff))

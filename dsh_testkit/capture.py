@@ -1,21 +1,25 @@
-"""Request capture for any httpx-based agent, and the prefix-stability assertion.
+"""Capture of any httpx-based agent's traffic: each request and the answer it got.
 
-A provider's prefix cache only pays off when every request of a conversation extends the one
-before it byte for byte: same model, same tools, same system prompt, earlier messages
-untouched. Agents built on this project's core get that from the log; any other agent (the
-openai SDK, pydantic-ai, a hand-rolled loop) can be checked from the outside: capture the wire
-requests it sends and assert they are prefix-stable::
+Agents built on this project's core get cache-stable requests from their log; any other agent
+(the openai SDK, pydantic-ai, a hand-rolled loop) is checked from the outside: capture what it
+sends and receives, then hand the capture to the cache doctor (``dsh_testkit.doctor``)::
 
     capture = RequestCapture()
     client = OpenAI(http_client=httpx2.Client(transport=capture.transport(httpx2.HTTPTransport())))
     run_agent(client)
-    assert_prefix_stable(capture.requests)
+    assert_cache_friendly(capture)          # from dsh_testkit.doctor
 
 Three ways in, for ``httpx`` and ``httpx2`` (the fork the openai and anthropic SDKs use):
-:meth:`RequestCapture.transport` wraps a transport, :meth:`RequestCapture.install` adds an
-event hook to an existing client, and :func:`capture_requests` captures every request of every
-client inside a ``with`` block (for agents that build their own clients). Credential headers
-are redacted as they are captured, so a capture is safe to print.
+:meth:`RequestCapture.transport` wraps a transport, :meth:`RequestCapture.install` adds event
+hooks to an existing client, and :func:`capture_requests` captures every request of every
+client inside a ``with`` block (for agents that build their own clients).
+
+Each :class:`CapturedRequest` keeps the request (method, URL, headers with credentials
+redacted, the exact body bytes) and, once the client has read it, the answer: status, headers,
+and the body text — JSON, or the event stream as it arrived, teed as the client reads it so
+streaming is not delayed. The answer is what lets the doctor see a client that resends the
+model's tool-call arguments re-serialized, or drops its reasoning. This module only records;
+judging is the doctor's.
 """
 
 from __future__ import annotations
@@ -23,58 +27,109 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import threading
+import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
-from typing import Any, Final, overload
+from typing import Any, overload
 from unittest import mock
 
-from dsh_core import GenerateOptions
-
-from ._diff import ChatView, chat_view, chat_view_of_options, diff_chat
-from ._errors import PrefixInstability
-from ._secrets import scrub_headers
-from .traces._errors import CacheUnfriendly
+from ._secrets import scrub_headers, scrub_text
+from .traces import Trace, TraceWriter
+from .traces._readers._trace_file import records_trace
+from .traces._wire import answer_of_text, endpoint_of, error_of_text
 
 __all__ = [
-    "CacheUnfriendly",
     "CapturedRequest",
-    "PrefixInstability",
     "RequestCapture",
-    "assert_cache_friendly",
-    "assert_prefix_stable",
     "capture_requests",
 ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CapturedRequest:
-    """One request as it went on the wire (credential headers redacted)."""
+    """One request as it went on the wire, and its answer once the client read it."""
 
     method: str
     url: str
     headers: tuple[tuple[str, str], ...]
-    """Header pairs in wire order; ``Authorization``, ``x-api-key``, cookies are redacted."""
-    body: bytes
-    """The exact body bytes sent."""
+    """Request header pairs in wire order; ``Authorization``, ``x-api-key``, cookies redacted."""
+    content: bytes
+    """The exact request body bytes sent."""
+    started: float | None = None
+    """When it was sent (Unix seconds)."""
+    status: int | None = None
+    """The status answered; ``None`` until the answer arrived (or when the call failed)."""
+    response_headers: tuple[tuple[str, str], ...] = ()
+    """Answer header pairs (credentials redacted)."""
+    response_text: str | None = None
+    """The answer's body as the client received it: JSON, or the server-sent events."""
+    first_byte: float | None = None
+    finished: float | None = None
+    """When the client had read the whole answer (Unix seconds)."""
 
     @property
-    def json(self) -> Any:
-        """The body parsed as JSON, ``None`` when it is not JSON."""
+    def body(self) -> Any:
+        """The request body parsed as JSON (``None`` when it is not JSON) — as on every exchange
+        shape (:class:`~dsh_testkit.traces.Exchange`, the mock's ``ReceivedRequest``)."""
         try:
-            return json.loads(self.body) if self.body else None
+            return json.loads(self.content) if self.content else None
         except ValueError:
             return None
 
     @property
+    def json(self) -> Any:
+        """The same as :attr:`body`."""
+        return self.body
+
+    @property
     def is_chat(self) -> bool:
         """Whether the body is a chat request (a JSON object with a ``messages`` list)."""
-        body = self.json
+        body = self.body
         return isinstance(body, dict) and isinstance(body.get("messages"), list)
 
+    def to_trace_record(self) -> dict[str, Any]:
+        """The request and its answer as a ``dsh-trace`` record (the trace file's shape)."""
+        parsed = self.body
+        record: dict[str, Any] = {
+            "method": self.method,
+            "url": self.url,
+            "headers": [list(pair) for pair in self.headers],
+            "request": parsed,
+            "started": self.started,
+            "firstByte": self.first_byte,
+            "finished": self.finished,
+            "status": self.status,
+        }
+        text = self.content.decode("utf-8", "surrogateescape")
+        if parsed is None or json.dumps(parsed, ensure_ascii=False, separators=(",", ":")) != text:
+            record["requestText"] = text
+        endpoint = endpoint_of(self.url, parsed)
+        if self.response_text is not None:
+            record["responseText"] = self.response_text
+            if endpoint is not None:
+                if self.status is not None and self.status >= 400:
+                    record["error"] = error_of_text(self.response_text)
+                else:
+                    answer, usage = answer_of_text(
+                        self.response_text,
+                        endpoint,
+                        event_stream=True
+                        if any(
+                            k.lower() == "content-type" and "event-stream" in v
+                            for k, v in self.response_headers
+                        )
+                        else None,
+                    )
+                    record["response"] = answer
+                    record["usage"] = usage.to_json() if usage is not None else None
+        return record
+
     def __repr__(self) -> str:
-        return f"CapturedRequest({self.method} {self.url}, {len(self.body)} bytes)"
+        answer = f" → {self.status}" if self.status is not None else ""
+        return f"CapturedRequest({self.method} {self.url}, {len(self.content)} bytes{answer})"
 
 
 def _module_of(obj: object) -> ModuleType:
@@ -88,15 +143,78 @@ def _module_of(obj: object) -> ModuleType:
     )
 
 
-def _captured(request: Any) -> CapturedRequest:
-    return CapturedRequest(
-        method=request.method,
-        url=str(request.url),
-        headers=tuple(scrub_headers(request.headers.multi_items())),
-        body=bytes(request.content),
-    )
+class _Tee:
+    """A response byte stream that records what the client reads, as it reads it."""
+
+    def __init__(self, inner: Any, capture: RequestCapture, slot: int) -> None:
+        self._inner = inner
+        self._capture = capture
+        self._slot = slot
+        self._parts: list[bytes] = []
+        self._first: float | None = None
+        self._done = False
+
+    def _part(self, chunk: bytes) -> bytes:
+        if self._first is None:
+            self._first = time.time()
+        self._parts.append(chunk)
+        return chunk
+
+    def _finish(self) -> None:
+        if not self._done:
+            self._done = True
+            self._capture._answered(self._slot, b"".join(self._parts), self._first)
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._inner:
+            yield self._part(chunk)
+        self._finish()
+
+    async def __aiter__(self) -> Any:
+        async for chunk in self._inner:
+            yield self._part(chunk)
+        self._finish()
+
+    def close(self) -> None:
+        self._finish()
+        close = getattr(self._inner, "close", None)
+        if close is not None:
+            close()
+
+    async def aclose(self) -> None:
+        self._finish()
+        aclose = getattr(self._inner, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
+def _wrap_stream(mod: ModuleType, response: Any, tee: _Tee) -> None:
+    """Make ``response`` stream through ``tee`` (sync and async in one class per package)."""
+    base = (mod.SyncByteStream, mod.AsyncByteStream)
+    cls = _stream_classes.get(mod.__name__)
+    if cls is None:
+
+        class TeeStream(*base):  # type: ignore[misc]
+            def __init__(self, tee: _Tee) -> None:
+                self.tee = tee
+
+            def __iter__(self) -> Iterator[bytes]:
+                return iter(self.tee)
+
+            def __aiter__(self) -> Any:
+                return self.tee.__aiter__()
+
+            def close(self) -> None:
+                self.tee.close()
+
+            async def aclose(self) -> None:
+                await self.tee.aclose()
+
+        cls = _stream_classes[mod.__name__] = TeeStream
+    response.stream = cls(tee)
+
+
+_stream_classes: dict[str, type[Any]] = {}
 _wrapper_classes: dict[str, type[Any]] = {}
 
 
@@ -105,7 +223,7 @@ def _wrapper_class(mod: ModuleType) -> type[Any]:
     if cls is None:
 
         class CapturingTransport(mod.BaseTransport, mod.AsyncBaseTransport):  # type: ignore[name-defined,misc]
-            """Records each request, then hands it to the wrapped transport unchanged."""
+            """Records each request and its answer, handing both on unchanged."""
 
             def __init__(self, inner: Any, capture: RequestCapture) -> None:
                 self.inner = inner
@@ -113,13 +231,17 @@ def _wrapper_class(mod: ModuleType) -> type[Any]:
 
             def handle_request(self, request: Any) -> Any:
                 request.read()
-                self.capture.requests.append(_captured(request))
-                return self.inner.handle_request(request)
+                slot = self.capture._sent(request)
+                response = self.inner.handle_request(request)
+                self.capture._receiving(mod, slot, response)
+                return response
 
             async def handle_async_request(self, request: Any) -> Any:
                 await request.aread()
-                self.capture.requests.append(_captured(request))
-                return await self.inner.handle_async_request(request)
+                slot = self.capture._sent(request)
+                response = await self.inner.handle_async_request(request)
+                self.capture._receiving(mod, slot, response)
+                return response
 
             def close(self) -> None:
                 self.inner.close()
@@ -132,13 +254,53 @@ def _wrapper_class(mod: ModuleType) -> type[Any]:
 
 
 class RequestCapture:
-    """The requests an agent sent, in order (``capture.requests``)."""
+    """The requests an agent sent and the answers it got, in order (``capture.requests``)."""
 
     def __init__(self) -> None:
         self.requests: list[CapturedRequest] = []
+        self._lock = threading.Lock()
+
+    # -- recording --------------------------------------------------------------------------
+
+    def _sent(self, request: Any) -> int:
+        captured = CapturedRequest(
+            method=request.method,
+            url=str(request.url),
+            headers=tuple(scrub_headers(request.headers.multi_items())),
+            content=bytes(request.content),
+            started=time.time(),
+        )
+        with self._lock:
+            self.requests.append(captured)
+            return len(self.requests) - 1
+
+    def _receiving(self, mod: ModuleType, slot: int, response: Any) -> None:
+        with self._lock:
+            self.requests[slot] = replace(
+                self.requests[slot],
+                status=response.status_code,
+                response_headers=tuple(scrub_headers(response.headers.multi_items())),
+            )
+        if getattr(response, "is_stream_consumed", False) or getattr(response, "_content", None):
+            self._answered(slot, bytes(response.content), None)
+            return
+        _wrap_stream(mod, response, _Tee(response.stream, self, slot))
+
+    def _answered(self, slot: int, data: bytes, first_byte: float | None) -> None:
+        text = scrub_text(data.decode("utf-8", "replace"))
+        with self._lock:
+            if slot < len(self.requests):
+                self.requests[slot] = replace(
+                    self.requests[slot],
+                    response_text=text,
+                    first_byte=first_byte,
+                    finished=time.time(),
+                )
+
+    # -- ways in ----------------------------------------------------------------------------
 
     def transport(self, inner: Any) -> Any:
-        """A transport that captures every request, then forwards it to ``inner``.
+        """A transport that captures every request and answer, then hands them on.
 
         ``inner`` is any ``httpx`` or ``httpx2`` transport (``HTTPTransport``,
         ``AsyncHTTPTransport``, ``MockTransport``, …); the wrapper belongs to the same package.
@@ -146,73 +308,65 @@ class RequestCapture:
         return _wrapper_class(_module_of(inner))(inner, self)
 
     def install(self, client: Any) -> Any:
-        """Add a request event hook to an ``httpx``/``httpx2`` client (sync or async); returns it.
-
-        Event hooks see the request as the client built it, before transport-level changes.
-        """
+        """Add request and response event hooks to an ``httpx``/``httpx2`` client (sync or
+        async); returns it. Event hooks see the request as the client built it."""
         mod = _module_of(client)
         hooks = client.event_hooks
+        slots: dict[int, int] = {}
         if isinstance(client, mod.AsyncClient):
 
-            async def capture_async(request: Any) -> None:
+            async def on_request(request: Any) -> None:
                 await request.aread()
-                self.requests.append(_captured(request))
+                slots[id(request)] = self._sent(request)
 
-            hooks["request"] = [*hooks.get("request", []), capture_async]
+            async def on_response(response: Any) -> None:
+                slot = slots.pop(id(response.request), None)
+                if slot is not None:
+                    self._receiving(mod, slot, response)
+
         else:
 
-            def capture_sync(request: Any) -> None:
+            def on_request(request: Any) -> None:  # type: ignore[misc]
                 request.read()
-                self.requests.append(_captured(request))
+                slots[id(request)] = self._sent(request)
 
-            hooks["request"] = [*hooks.get("request", []), capture_sync]
+            def on_response(response: Any) -> None:  # type: ignore[misc]
+                slot = slots.pop(id(response.request), None)
+                if slot is not None:
+                    self._receiving(mod, slot, response)
+
+        hooks["request"] = [*hooks.get("request", []), on_request]
+        hooks["response"] = [*hooks.get("response", []), on_response]
         client.event_hooks = hooks
         return client
+
+    # -- reading ----------------------------------------------------------------------------
 
     def chat_requests(self) -> list[CapturedRequest]:
         """Only the chat requests (JSON bodies with ``messages``), in order."""
         return [r for r in self.requests if r.is_chat]
 
-    def assert_prefix_stable(self) -> None:
-        """:func:`assert_prefix_stable` over the captured requests."""
-        __tracebackhide__ = True
-        assert_prefix_stable(self.requests)
-
-    def assert_cache_friendly(
-        self, allow: Iterable[str] = ("below-cache-unit", "provider-miss")
-    ) -> None:
-        """:func:`assert_cache_friendly` over the captured requests."""
-        __tracebackhide__ = True
-        assert_cache_friendly(self, allow)
+    def to_trace(self) -> Trace:
+        """The capture as a :class:`~dsh_testkit.traces.Trace` (what the doctor reads)."""
+        return records_trace(
+            [(i + 1, r.to_trace_record()) for i, r in enumerate(self.requests)],
+            source="capture",
+            scrubbed=True,
+        )
 
     def clear(self) -> None:
-        self.requests.clear()
+        with self._lock:
+            self.requests.clear()
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the captured requests to a ``dsh-trace`` file (credentials stay redacted).
+        """Write the capture to a ``dsh-trace`` file (credentials stay redacted).
 
         Any tool that reads traces takes the file (``dsh-testkit cache-report FILE``);
-        :meth:`load` reads it back request for request, body bytes included.
+        :meth:`load` reads it back request for request, body bytes and answers included.
         """
-        from .traces import TraceWriter
-
         with TraceWriter(path, source="capture") as writer:
             for index, request in enumerate(self.requests):
-                parsed = request.json
-                record: dict[str, Any] = {
-                    "index": index,
-                    "method": request.method,
-                    "url": request.url,
-                    "headers": [list(pair) for pair in request.headers],
-                    "request": parsed,
-                }
-                text = request.body.decode("utf-8", "surrogateescape")
-                if (
-                    parsed is None
-                    or json.dumps(parsed, ensure_ascii=False, separators=(",", ":")) != text
-                ):
-                    record["requestText"] = text
-                writer.append(record)
+                writer.append({"index": index, **request.to_trace_record()})
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> RequestCapture:
@@ -235,12 +389,18 @@ class RequestCapture:
                 text = record.get("requestText")
                 if text is None:
                     text = json.dumps(record["request"], ensure_ascii=False, separators=(",", ":"))
+                response_text = record.get("responseText")
                 capture.requests.append(
                     CapturedRequest(
                         method=str(record["method"]),
                         url=str(record["url"]),
                         headers=tuple((str(k), str(v)) for k, v in record["headers"]),
-                        body=text.encode("utf-8", "surrogateescape"),
+                        content=text.encode("utf-8", "surrogateescape"),
+                        started=record.get("started"),
+                        status=record.get("status"),
+                        response_text=response_text if isinstance(response_text, str) else None,
+                        first_byte=record.get("firstByte"),
+                        finished=record.get("finished"),
                     )
                 )
             except (KeyError, TypeError, ValueError) as exc:
@@ -254,7 +414,7 @@ class RequestCapture:
         return len(self.requests)
 
     def __iter__(self) -> Iterator[CapturedRequest]:
-        return iter(self.requests)
+        return iter(list(self.requests))
 
     @overload
     def __getitem__(self, index: int) -> CapturedRequest: ...
@@ -270,7 +430,7 @@ _ASYNC = ("AsyncHTTPTransport", "MockTransport", "ASGITransport")
 
 @contextmanager
 def capture_requests() -> Iterator[RequestCapture]:
-    """Capture every request any ``httpx``/``httpx2`` client sends inside the block.
+    """Capture every request (and answer) any ``httpx``/``httpx2`` client sends inside the block.
 
     For agents that build their own clients: the standard transports of both packages are
     patched for the duration (requests still go where they were going).
@@ -285,12 +445,14 @@ def capture_requests() -> Iterator[RequestCapture]:
         for cls_name in _SYNC:
             cls = getattr(mod, cls_name, None)
             if cls is not None:
-                patches.append(mock.patch.object(cls, "handle_request", _sync_hook(capture, cls)))
+                patches.append(
+                    mock.patch.object(cls, "handle_request", _sync_hook(capture, mod, cls))
+                )
         for cls_name in _ASYNC:
             cls = getattr(mod, cls_name, None)
             if cls is not None:
                 patches.append(
-                    mock.patch.object(cls, "handle_async_request", _async_hook(capture, cls))
+                    mock.patch.object(cls, "handle_async_request", _async_hook(capture, mod, cls))
                 )
     for patch in patches:
         patch.start()
@@ -301,171 +463,27 @@ def capture_requests() -> Iterator[RequestCapture]:
             patch.stop()
 
 
-def _sync_hook(capture: RequestCapture, cls: type[Any]) -> Any:
+def _sync_hook(capture: RequestCapture, mod: ModuleType, cls: type[Any]) -> Any:
     original = cls.handle_request
 
     def handle_request(transport: Any, request: Any) -> Any:
         request.read()
-        capture.requests.append(_captured(request))
-        return original(transport, request)
+        slot = capture._sent(request)
+        response = original(transport, request)
+        capture._receiving(mod, slot, response)
+        return response
 
     return handle_request
 
 
-def _async_hook(capture: RequestCapture, cls: type[Any]) -> Any:
+def _async_hook(capture: RequestCapture, mod: ModuleType, cls: type[Any]) -> Any:
     original = cls.handle_async_request
 
     async def handle_async_request(transport: Any, request: Any) -> Any:
         await request.aread()
-        capture.requests.append(_captured(request))
-        return await original(transport, request)
+        slot = capture._sent(request)
+        response = await original(transport, request)
+        capture._receiving(mod, slot, response)
+        return response
 
     return handle_async_request
-
-
-def _view(item: Any) -> ChatView | None:
-    if isinstance(item, GenerateOptions):
-        return chat_view_of_options(item)
-    if isinstance(item, CapturedRequest):
-        item = item.body
-    if isinstance(item, (bytes, str, Mapping)):
-        return chat_view(item, use_provider_codec=False)
-    raise TypeError(
-        f"assert_prefix_stable takes captured requests, wire bodies (bytes, str or parsed JSON) "
-        f"or GenerateOptions, got {type(item).__name__}"
-    )
-
-
-def assert_prefix_stable(
-    requests: Sequence[CapturedRequest | GenerateOptions | Mapping[str, Any] | bytes | str],
-) -> None:
-    """Fail unless each chat request extends the one before it.
-
-    "Extends" is what a provider's prefix cache needs: the same ``model``, the same tools (in
-    the same order) and the same system prompt, and every earlier message unchanged at the same
-    position; new messages may only be appended. The failure (:class:`PrefixInstability`) names
-    the request index and the first divergence (``system line 3``, tool ``'grep'`` added,
-    ``messages[4].content``). Requests that are not chats (no JSON ``messages`` list: model
-    listings, embeddings) are skipped.
-
-    Each request is compared with the previous request of its own conversation: wire bodies
-    that share no prefix cache unit (a sub-agent with its own system prompt, two agents on one
-    client) are separate conversations and are never compared with each other.
-    """
-    __tracebackhide__ = True
-    open_conversations: list[tuple[int, ChatView, tuple[str, ...] | None]] = []
-    for index, item in enumerate(requests):
-        view = _view(item)
-        if view is None:
-            continue
-        slot, previous = _conversation_of(item, open_conversations)
-        if previous is not None:
-            before, prior, _ = previous
-            diff = diff_chat(
-                prior, view, names=(f"request {before}", f"request {index}"), prefix=True
-            )
-            if diff:
-                raise PrefixInstability(
-                    f"request {index} does not extend request {before}, so the provider's prefix "
-                    f"cache cannot reuse it; the first divergence:",
-                    index=index,
-                    diff=diff,
-                )
-        entry = (index, view, _parts_of(item))
-        if slot is None:
-            open_conversations.append(entry)
-        else:
-            open_conversations[slot] = entry
-
-
-def _parts_of(item: Any) -> tuple[str, ...] | None:
-    from .traces import wire_parts
-
-    body = item.json if isinstance(item, CapturedRequest) else item
-    if isinstance(body, (bytes, str)):
-        try:
-            body = json.loads(body)
-        except ValueError:
-            return None
-    return wire_parts(body) if isinstance(body, Mapping) else None
-
-
-def _conversation_of(
-    item: Any, conversations: list[tuple[int, ChatView, tuple[str, ...] | None]]
-) -> tuple[int | None, tuple[int, ChatView, tuple[str, ...] | None] | None]:
-    """The open conversation ``item`` continues (its slot and last request), if any."""
-    from .traces import DEFAULT_UNIT_TOKENS
-    from .traces._model import continuation_score
-
-    parts = _parts_of(item)
-    if parts is None:  # GenerateOptions: one conversation
-        return (0, conversations[0]) if conversations else (None, None)
-    best: int | None = None
-    best_shared = 0
-    for slot, (_, _, last) in enumerate(conversations):
-        if last is None:
-            continue
-        shared = continuation_score(last, parts, DEFAULT_UNIT_TOKENS)
-        if shared > best_shared:
-            best, best_shared = slot, shared
-    if best is None:
-        return None, None
-    return best, conversations[best]
-
-
-DEFAULT_ALLOWED: Final = ("below-cache-unit", "provider-miss")
-"""Cause codes :func:`assert_cache_friendly` tolerates unless told otherwise: neither is the
-client's doing (a prompt shorter than one cache unit, the provider's best-effort cache)."""
-
-
-def assert_cache_friendly(
-    trace_or_capture: Any,
-    allow: Iterable[str] = DEFAULT_ALLOWED,
-    *,
-    simulate: bool | None = None,
-) -> None:
-    """Fail unless every conversation of the traffic is friendly to the provider's prefix cache.
-
-    ``trace_or_capture`` is anything :func:`dsh_testkit.traces.trace_of` takes: a
-    :class:`RequestCapture`, a trace file, a cassette path, a ``MockDeepSeek``, a list of wire
-    bodies. The cache doctor examines each conversation on its own (unrelated conversations are
-    never compared) and the failure, :class:`CacheUnfriendly`, lists every finding whose cause
-    code is not in ``allow`` — code, request, wire location, sentence and the evidence with the
-    differing characters visible around the first difference. Codes: see :data:`dsh_testkit.reports.CAUSE_CODES`;
-    an unknown code in ``allow`` is a ``ValueError``.
-    """
-    __tracebackhide__ = True
-    from .reports import CAUSE_CODES, diagnose
-
-    allowed = set(allow)
-    unknown = sorted(allowed - set(CAUSE_CODES))
-    if unknown:
-        raise ValueError(
-            f"unknown cause code(s) in allow: {', '.join(unknown)}; known: {', '.join(CAUSE_CODES)}"
-        )
-    report = diagnose(trace_or_capture, simulate=simulate)
-    for conversation in report.conversations:
-        failing = [(r, f) for r, f in conversation.findings() if f.code not in allowed]
-        if not failing:
-            continue
-        requests = len({r.index for r, _ in failing})
-        lines = [
-            f"conversation {conversation.key}: {requests} request(s) are not cache-friendly "
-            f"({', '.join(sorted({f.code for _, f in failing}))}):"
-        ]
-        for r, finding in failing:
-            lines.append(
-                f"  request #{r.index + 1} {finding.code}"
-                + (f" at {finding.where}" if finding.where else "")
-                + f": {finding.detail}"
-            )
-            lines.append(f"    {finding.sentence}")
-            lines += [f"    {evidence}" for evidence in finding.evidence]
-        if not allowed.issuperset({f.code for _, f in failing}):
-            lines.append(
-                "  (pass allow=[...] with the codes this agent accepts, e.g. "
-                f"allow=[{failing[0][1].code!r}])"
-            )
-        raise CacheUnfriendly(
-            "\n".join(lines), conversation=conversation.key, findings=[f for _, f in failing]
-        )

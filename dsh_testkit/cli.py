@@ -1,9 +1,10 @@
 """The ``dsh-testkit`` command: ``demo``, ``serve``, ``proxy``, ``audit``, ``cache-report``,
 ``rebuild`` and ``calibrate``.
 
-``audit`` and ``cache-report`` take a session log or any trace (a proxy trace file, a saved
-capture, a cassette, the mock's request log, a HAR file): a file that does not start with a
-session header goes to the cache doctor (:mod:`dsh_testkit.reports`).
+``cache-report`` takes any recording of an agent's traffic (a session log, a proxy trace file, a
+saved capture, a cassette, the mock's request log, a HAR file, OpenTelemetry spans) and runs the
+cache doctor (:mod:`dsh_testkit.doctor`). ``audit`` audits a session log's reconstruction, and
+runs the doctor's wire-level checks on any other recording.
 
 Each subcommand's module (the mock, the loop, rich, the reports) is imported only when that
 subcommand runs or shows its help.
@@ -14,11 +15,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -142,56 +142,35 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     add_demo_arguments(parser)
 
 
-_TRACES: Final = (
-    "LOG may also be any trace: a `dsh-testkit proxy` trace file, a saved RequestCapture, a "
-    "dsh cassette, the mock's request log (GET /_dsh/requests saved as JSON) or a HAR 1.2 file"
-)
-
-
 def _audit_arguments(parser: argparse.ArgumentParser) -> None:
+    from .doctor._cli import INPUTS, add_trace_audit_arguments
     from .reports import add_audit_arguments
 
     add_audit_arguments(parser)
+    add_trace_audit_arguments(parser)
     parser.epilog = (
-        f"{_TRACES}; for a trace, the wire-level checks run (prefix stability, reasoning "
-        "pass-back, argument echo; exit status 1 when one fails)."
+        f"{INPUTS} For a recording other than a session log, the cache doctor's wire-level "
+        "checks run (prefix stability, reasoning pass-back, argument echo): exit status 1 when "
+        "a finding cost hits or got a request refused, outside --allow."
     )
 
 
 def _cache_report_arguments(parser: argparse.ArgumentParser) -> None:
-    from .reports import add_cache_report_arguments
+    from .doctor._cli import add_cache_report_arguments
 
     add_cache_report_arguments(parser)
-    # Unset means each report's own default unit (the session report's, the doctor's).
-    parser.set_defaults(block_tokens=None)
-    parser.epilog = (
-        f"{_TRACES}; for a trace, the cache doctor names the cause code of every lost hit "
-        "(--estimator and --tolerance-tokens apply to session logs only; for a trace, "
-        "--block-tokens defaults to the doctor's own unit)."
-    )
-    # The cache doctor's options (any trace, not only session logs).
-    parser.add_argument(
-        "--simulate",
-        action="store_true",
-        help="figures from the mock's prefix-cache simulator run over the trace, not the "
-        "reported usage (the default when the trace has no usage)",
-    )
-    parser.add_argument(
-        "--conversation",
-        metavar="K",
-        help="report only conversation K (an explicit key, or #1, #2, … as split automatically)",
-    )
 
 
-def _is_session_log(path: str) -> bool:
-    """Whether ``path`` starts with a session header (else it is read as a trace)."""
+def _reader_of(path: str) -> str | None:
+    """The name of the reader the registry picks for ``path`` (``None``: unreadable or none)."""
+    from .traces import identify
+
     try:
-        with open(path, encoding="utf-8", errors="replace") as file:
-            first = file.readline(1 << 20)
-        header = json.loads(first)
-    except (OSError, ValueError):
-        return False  # the trace path reports unreadable files with its own message
-    return isinstance(header, dict) and header.get("type") == "session"
+        with open(path, "rb") as file:
+            reader = identify(file.read(65536))
+    except OSError:
+        return None
+    return reader.name if reader is not None else None
 
 
 def _rebuild_arguments(parser: argparse.ArgumentParser) -> None:
@@ -435,7 +414,7 @@ _SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] =
     ),
     "audit": ("rebuild every request of a session log and check its invariants", _audit_arguments),
     "cache-report": (
-        "per-request prompt-cache hits, the best possible, and why each drop happened",
+        "the cache doctor: every lost prompt-cache hit of any recording, explained",
         _cache_report_arguments,
     ),
     "rebuild": (
@@ -487,19 +466,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_demo(args)
     if args.command == "audit":
-        from .reports import run_audit, run_trace_audit
+        from .doctor._cli import run_trace_audit
+        from .reports import run_audit
 
-        return run_audit(args) if _is_session_log(args.log) else run_trace_audit(args)
+        return run_audit(args) if _reader_of(args.log) == "session-log" else run_trace_audit(args)
     if args.command == "cache-report":
-        from .reports import run_cache_report, run_trace_cache_report
+        from .doctor._cli import run_cache_report
 
-        if _is_session_log(args.log) and not (args.simulate or args.conversation):
-            if args.block_tokens is None:
-                from .reports import DEFAULT_BLOCK_TOKENS
-
-                args.block_tokens = DEFAULT_BLOCK_TOKENS
-            return run_cache_report(args)
-        return run_trace_cache_report(args)
+        return run_cache_report(args)
     if args.command == "rebuild":
         from .reports import run_rebuild
 

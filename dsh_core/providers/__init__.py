@@ -24,6 +24,8 @@ from ._models import (
     resolve_model,
     thinking_enabled,
 )
+from ._passback import PassbackRule, missing_reasoning, reasoning_required
+from ._prices import PRICE_TABLE, Prices, prices_for
 from ._sse import SSE_DONE, SseEvent, SseParser, SseTruncatedError
 from ._wire import TOOL_NAME_PATTERN, WireErrorCode, WireFormatError
 from .anthropic import AnthropicMessage, AnthropicProvider, AnthropicRequest, EventTranslator
@@ -41,6 +43,7 @@ from .deepseek import (
 __all__ = [
     "CHAT_TEMPLATES",
     "MODELS",
+    "PRICE_TABLE",
     "RETRYABLE_CODES",
     "SSE_DONE",
     "TOOL_NAME_PATTERN",
@@ -58,12 +61,17 @@ __all__ = [
     "Endpoint",
     "EventTranslator",
     "ModelInfo",
+    "PassbackRule",
+    "Prices",
     "SseEvent",
     "SseParser",
     "SseTruncatedError",
     "UnitVisibility",
     "WireErrorCode",
     "WireFormatError",
+    "missing_reasoning",
+    "prices_for",
+    "reasoning_required",
     "resolve_model",
     "thinking_enabled",
 ]

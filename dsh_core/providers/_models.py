@@ -80,6 +80,11 @@ previous reply's output-end unit only when it came at least ~1.45 s after the re
 by the next request whatever the gap. The switch is put between the two."""
 
 
+_EARLIER_GRANULARITY: tuple[tuple[str, int], ...] = (("2026-04-24T00:00:00Z", 64),)
+"""Before the V4 models (2026-04-24), DeepSeek's cache stored 64-token units (its 2024
+announcement, docs/wire.md §2.2); every V4-era hit measured is a multiple of 128 (§2.3)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheFacts:
     """How one model's prompt cache and prompt look, as documented or measured
@@ -96,6 +101,17 @@ class CacheFacts:
     earlier_visibility: tuple[tuple[str, UnitVisibility], ...] = _EARLIER_VISIBILITY
     """The service's earlier behaviour, oldest first: ``(until, visibility)`` pairs, where
     ``until`` is an ISO 8601 UTC instant before which requests saw ``visibility``."""
+    earlier_granularity: tuple[tuple[str, int], ...] = _EARLIER_GRANULARITY
+    """The unit before :attr:`granularity`, oldest first: ``(until, tokens)`` pairs (the V3-era
+    service stored 64-token units, docs/wire.md §2.2–§2.3)."""
+
+    def granularity_at(self, when: float | None) -> int:
+        """The cache unit a request made at ``when`` (Unix seconds) met; ``None``: now."""
+        if when is not None:
+            for until, tokens in self.earlier_granularity:
+                if when < _unix_seconds(until):
+                    return tokens
+        return self.granularity
 
     def visibility_at(self, when: float | None) -> UnitVisibility:
         """The visibility a request made at ``when`` (Unix seconds) met; ``None``: now."""

@@ -8,7 +8,7 @@ import sys
 from rich.table import Table
 from rich.text import Text
 
-from ..reports._console import dumps_report_json, emit, make_console
+from .._console import dumps_report_json, emit, make_console
 from ._calibrate import (
     CALIBRATION_FORMAT_VERSION,
     CalibrationError,

@@ -25,8 +25,8 @@ from dsh_core import (
 from dsh_core.persistence import load_session
 from dsh_core.providers.deepseek import serialize_message, serialize_request
 
-from ..reports._log_facts import find_usage
 from ..traces import Endpoint, TraceError, load_trace
+from ..traces._log_facts import find_usage
 from ._values import (
     _CHANGE_MARK,
     _PLACEHOLDERS,

@@ -82,17 +82,14 @@ _TRANSCRIPT_VERSION: Final = re.compile(r"^# (.*) · format (\d+)$", re.MULTILIN
 
 def _is_traffic(data: Any) -> bool:
     """Whether ``data`` is an agent's traffic (a trace's input) rather than a session."""
-    from ..capture import CapturedRequest, RequestCapture
     from ..traces import Trace
 
-    if isinstance(data, (Trace, RequestCapture, os.PathLike)):
-        return True
-    if type(data).__name__ == "MockDeepSeek":
+    if isinstance(data, (Trace, os.PathLike)) or callable(getattr(data, "to_trace", None)):
         return True
     if isinstance(data, (list, tuple)) and data:
         first = data[0]
         return (
-            isinstance(first, CapturedRequest)
+            callable(getattr(first, "to_trace_record", None))
             or (hasattr(first, "endpoint") and hasattr(first, "to_json"))
             or (isinstance(first, Mapping) and isinstance(first.get("messages"), list))
         )
@@ -106,6 +103,7 @@ def render_trace_requests(data: Any) -> str:
 
     Raises :class:`SnapshotInputError` when ``data`` cannot be read as a trace.
     """
+    from ..doctor import conversations
     from ..traces import TraceError, trace_of
 
     try:
@@ -116,7 +114,7 @@ def render_trace_requests(data: Any) -> str:
         ) from exc
     normalizer = Normalizer()
     entries: list[dict[str, Any]] = []
-    for conversation in trace.conversations():
+    for conversation in conversations(trace):
         for exchange in conversation:
             body = copy.deepcopy(dict(exchange.body))
             for message in body.get("messages") or ():

@@ -266,11 +266,22 @@ class AnswerPlanner:
             finish_reason=entry.effective_finish_reason,
             chunk_size=entry.chunk_size,
         )
-        extras = {
+        extras: dict[str, Any] = {
             "isolationKey": f"{cache_key.account}/{cache_key.user_id}",
             "promptTokens": usage.prompt_tokens,
             "cacheHitTokens": usage.cache_hit_tokens,
+            "completionTokens": usage.completion_tokens,
         }
+        if entry.fault is None:
+            # The answer as the client assembles it: what the doctor compares the next
+            # request's resent turn with.
+            if view.endpoint == "chat":
+                extras["response"] = chat_completion(completion)["choices"][0]["message"]
+            else:
+                extras["response"] = {
+                    "role": "assistant",
+                    "content": anthropic_message(completion)["content"],
+                }
         return completion, extras
 
     def reply_plan(

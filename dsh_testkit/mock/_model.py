@@ -24,7 +24,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 from dsh_core.providers import MODELS
 
@@ -48,6 +48,9 @@ from ._responder import call_each_tool_once, default_reply
 from ._script import ErrorReply, OnExhausted, Reply, Script, ScriptEntry
 from ._template import PromptRenderer
 from ._validate import PassbackRule
+
+if TYPE_CHECKING:
+    from ..traces import Trace
 
 __all__ = ["DEFAULT_REQUEST_LOG_LIMIT", "MockDeepSeek", "Responder"]
 
@@ -215,6 +218,13 @@ class MockDeepSeek:
         ``request_log_limit`` of them: the newest."""
         with self._lock:
             return tuple(self._requests)
+
+    def to_trace(self) -> Trace:
+        """The request log as a :class:`~dsh_testkit.traces.Trace`: what the cache doctor,
+        the prefix assertions and the wire goldens read (``trace_of(mock)``)."""
+        from ..traces._readers._mock_log import records_trace
+
+        return records_trace([r.to_json() for r in self.requests], source="memory")
 
     @property
     def dropped_requests(self) -> int:

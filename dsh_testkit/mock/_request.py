@@ -116,6 +116,11 @@ class ReceivedRequest:
     extras: dict[str, Any] = field(default_factory=dict, compare=False)
     """Derived facts for tests: ``isolationKey`` (hashed), ``cacheHitTokens``, … (may grow)."""
 
+    @property
+    def json(self) -> Any:
+        """The same as :attr:`body`: the decoded JSON body (as on every exchange shape)."""
+        return self.body
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "seq": self.seq,

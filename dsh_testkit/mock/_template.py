@@ -180,12 +180,15 @@ class PromptRenderer:
         kept = self._kept_reasoning(messages, thinking, bool(tool_texts), anthropic=False)
         builder = _Builder(self.encode)
         index = 0
+        builder.mark()
         while index < len(messages) and _role(messages[index]) in ("system", "developer"):
             builder.system(_joined_text(messages[index].get("content"))[0])
             index += 1
+        builder.mark()
         builder.tools(tool_texts)
         prefix = False
         for position in range(index, len(messages)):
+            builder.mark()
             message = messages[position]
             if not isinstance(message, Mapping):
                 builder.user_text(_json_text(message))
@@ -239,14 +242,17 @@ class PromptRenderer:
             [self._anthropic_tool_text(t) for t in tools] if isinstance(tools, list) else []
         )
         builder = _Builder(self.encode)
+        builder.mark()
         system = body.get("system")
         if system is not None:
             builder.system(_joined_text(system)[0])
+        builder.mark()
         builder.tools(tool_texts)
         messages = body.get("messages")
         messages = messages if isinstance(messages, list) else []
         kept = self._kept_reasoning(messages, thinking, bool(tool_texts), anthropic=True)
         for position, message in enumerate(messages):
+            builder.mark()
             if not isinstance(message, Mapping):
                 builder.user_text(_json_text(message))
             elif message.get("role") == "assistant":

@@ -61,6 +61,11 @@ class RenderedPrompt:
     """End of every history assistant turn (just after its ``<｜end▁of▁sentence｜>``)."""
     thinking: bool
     """Whether the prompt was rendered for thinking mode (generation prefix ``<think>``)."""
+    marks: tuple[int, ...] = ()
+    """Where each component of the request starts, in tokens: the system prompt, the tools,
+    then each message after the leading system messages (the components of
+    ``WireView.parts``), then the end of the prompt. Lets a comparison made on the request's
+    JSON be placed in the prompt."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -213,6 +218,7 @@ class _Builder:
         "_in_user_run",
         "_pending_input",
         "input_ends",
+        "marks",
         "out",
         "output_ends",
     )
@@ -222,6 +228,7 @@ class _Builder:
         self.out: list[int] = [BOS]
         self.input_ends: list[int] = []
         self.output_ends: list[int] = []
+        self.marks: list[int] = []
         self._in_user_run = False
         self._pending_input = False
 
@@ -349,6 +356,10 @@ class _Builder:
             self.out.append(END_THINK)
             self.text(content)
 
+    def mark(self) -> None:
+        """Note where the next component starts (see :attr:`RenderedPrompt.marks`)."""
+        self.marks.append(len(self.out))
+
     def finish(self, *, thinking: bool, prefix: bool) -> RenderedPrompt:
         if prefix:  # the assistant prefix is input too: it ends where generation starts
             input_end = len(self.out)
@@ -366,6 +377,7 @@ class _Builder:
             input_ends=tuple(self.input_ends),
             output_ends=tuple(self.output_ends),
             thinking=thinking,
+            marks=(*self.marks, len(self.out)),
         )
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import json
 import socket
 import threading
@@ -43,9 +42,8 @@ from ..mock._server import (
     _read_body,
     _reason,
 )
-from ..traces import Exchange, Trace, TraceUsage, TraceWriter
+from ..traces import CONVERSATION_HEADERS, Exchange, Trace, TraceUsage, TraceWriter
 from ..traces._file import encode_record
-from ..traces._readers import SESSION_HEADERS
 from ..traces._wire import answer_of_events, answer_of_json, endpoint_of, split_events
 from ._upstream import Upstream, UpstreamError, UpstreamResponse
 
@@ -171,15 +169,14 @@ class Recorder:
 
 def report_text(trace: Trace, *, as_json: bool = False) -> str:
     """The cache doctor's report of ``trace`` as plain text (or JSON)."""
-    from ..reports import diagnose, render_doctor_report
-    from ..reports._console import dumps_report_json, emit, make_console
+    from .._console import dumps_report_json
+    from ..doctor import diagnose
+    from ..doctor import report_text as doctor_text
 
     report = diagnose(trace)
     if as_json:
         return dumps_report_json(report.to_json())
-    buffer = io.StringIO()
-    emit(make_console(buffer), *render_doctor_report(report))
-    return buffer.getvalue()
+    return doctor_text(report)
 
 
 class _Proxy:
@@ -338,7 +335,7 @@ class _Proxy:
     ) -> None:
         secrets = _credentials(head)
         text = received.decode("utf-8", "replace")
-        conversation = next((v for name in SESSION_HEADERS for v in head.values(name)), None)
+        conversation = next((v for name in CONVERSATION_HEADERS for v in head.values(name)), None)
         # The client's credential out of every text before parsing: a C-level replace, not a
         # walk over the parsed values (the replacement keeps JSON valid).
         for secret in secrets:

@@ -70,18 +70,18 @@ from dsh_core import (
 )
 from dsh_core.persistence import LoadedLog
 
-from ._compare import compare_requests
-from ._loading import (
-    SidecarOption,
-    load_log,
-    readable_prefix,
-)
-from ._log_facts import (
+from ..traces._log_compare import compare_requests
+from ..traces._log_facts import (
     HeaderStep,
     changes_between,
     header_steps,
     opaque_type_counts,
     surface_rewrites,
+)
+from ._loading import (
+    SidecarOption,
+    load_log,
+    readable_prefix,
 )
 
 __all__ = [

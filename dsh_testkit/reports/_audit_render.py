@@ -13,8 +13,8 @@ from dsh_core import (
     SidecarError,
 )
 
+from .._console import dumps_report_json, emit, make_console
 from ._audit import AUDIT_FORMAT_VERSION, AuditReport, audit_file
-from ._console import dumps_report_json, emit, make_console
 from ._loading import (
     NotASessionLogError,
     add_sidecar_arguments,

@@ -43,8 +43,8 @@ from dsh_core import (
     request_wire_body,
 )
 
-from ._compare import header_summary
-from ._console import dumps_report_json
+from .._console import dumps_report_json
+from ..traces._log_compare import header_summary
 from ._loading import (
     NotASessionLogError,
     add_sidecar_arguments,

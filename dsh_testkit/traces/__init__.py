@@ -1,45 +1,49 @@
 """Traces: any agent's traffic, from any recording, in one typed model.
 
-The cache doctor (``dsh-testkit cache-report``), the wire-level audit checks,
-:func:`~dsh_testkit.capture.assert_cache_friendly` and the wire-request goldens read a
-:class:`Trace`. Readers (:func:`load_trace`, :func:`trace_of`) detect the recording's kind: a
-``dsh_core`` session log, a dsh cassette, the mock's request log, a ``RequestCapture``, a HAR 1.2
-file, or the trace file ``dsh-testkit proxy`` writes (:class:`TraceWriter`)::
+The cache doctor (``dsh_testkit.doctor``, ``dsh-testkit cache-report``), the prefix assertions
+and the wire-request goldens read a :class:`Trace`. Readers form a registry (:data:`READERS`,
+one per format; :func:`identify` names the one for a file): a ``dsh_core`` session log, a dsh
+cassette, the mock's request log, a saved ``RequestCapture``, a HAR 1.2 file, OpenTelemetry
+GenAI spans (OTLP JSON), or the trace file ``dsh-testkit proxy`` writes (:class:`TraceWriter`)::
 
     trace = load_trace("session.har")
-    for conversation in trace.conversations():
-        print(conversation.key, len(conversation))
+    for exchange in trace:
+        print(exchange.index, exchange.usage)
 """
 
-from ._errors import CacheUnfriendly, TraceError
+from ._errors import TraceError
 from ._file import TRACE_FORMAT, TRACE_FORMAT_VERSION, TraceWriter
 from ._model import (
-    DEFAULT_UNIT_TOKENS,
-    Conversation,
     Endpoint,
     Exchange,
+    LogEvent,
+    Outcome,
     Trace,
     TraceSource,
     TraceUsage,
-    wire_parts,
 )
-from ._readers import load_trace, loads_trace, trace_of
+from ._readers import READERS, TraceReader, identify, load_trace, loads_trace, trace_of
+from ._readers._build import CONVERSATION_HEADERS
+from ._readers._session_log import session_log_trace
 
 __all__ = [
-    "DEFAULT_UNIT_TOKENS",
+    "CONVERSATION_HEADERS",
+    "READERS",
     "TRACE_FORMAT",
     "TRACE_FORMAT_VERSION",
-    "CacheUnfriendly",
-    "Conversation",
     "Endpoint",
     "Exchange",
+    "LogEvent",
+    "Outcome",
     "Trace",
     "TraceError",
+    "TraceReader",
     "TraceSource",
     "TraceUsage",
     "TraceWriter",
+    "identify",
     "load_trace",
     "loads_trace",
+    "session_log_trace",
     "trace_of",
-    "wire_parts",
 ]

@@ -1,36 +1,36 @@
 """The trace: one typed model of an agent's traffic, whatever recorded it.
 
-A session log, a cassette, the mock's request log, a :class:`~dsh_testkit.capture.RequestCapture`,
-a HAR file and the proxy's trace file all describe the same thing: requests an agent sent to a
-chat API, in order, sometimes with the answer and the usage the provider reported. The cache
-doctor, the wire-level audit checks and the goldens read this one model, so each input format
-needs only a reader (``_readers.py``).
+A session log, a cassette, the mock's request log, a capture, a HAR file, OpenTelemetry spans
+and the proxy's trace file all describe the same thing: requests an agent sent to a chat API,
+in order, with what is known of each answer and the usage the provider reported. The cache
+doctor (``dsh_testkit.doctor``), the prefix assertions and the goldens read this one model, so
+each input format needs only a reader (``_readers/``, one module per format).
 
 An :class:`Exchange` is one request and what is known of its answer; a :class:`Trace` is the
-ordered exchanges of one recording; :meth:`Trace.conversations` groups them into
-:class:`Conversation`\\ s — by an explicit key when the recording carries one, otherwise
-automatically: a request that shares no prefix cache unit with any open conversation starts a
-new one (two agents sharing one key, or a sub-agent with its own system prompt, are told apart).
+ordered exchanges of one recording. Which requests form a conversation, and which earlier
+request each one extends, is the doctor's to decide (``dsh_testkit.doctor.conversations``).
+Every exchange has one shape whatever recorded it: :attr:`Exchange.body` is the request's
+parsed JSON (also :attr:`Exchange.json`) and :attr:`Exchange.content` its bytes when the
+recording kept them — as on a captured request and on the mock's request record.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeAlias
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
 
 __all__ = [
-    "DEFAULT_UNIT_TOKENS",
-    "Conversation",
     "Endpoint",
     "Exchange",
+    "LogEvent",
+    "Outcome",
     "Trace",
     "TraceSource",
     "TraceUsage",
-    "wire_parts",
+    "paused_gc",
 ]
 
 Endpoint: TypeAlias = Literal["chat", "anthropic"]
@@ -38,15 +38,13 @@ Endpoint: TypeAlias = Literal["chat", "anthropic"]
 API shape (DeepSeek's ``/anthropic`` endpoint)."""
 
 TraceSource: TypeAlias = Literal[
-    "session-log", "cassette", "mock-requests", "capture", "har", "proxy", "memory"
+    "session-log", "cassette", "mock-requests", "capture", "har", "proxy", "otel", "memory"
 ]
 """Which reader built a trace."""
 
-DEFAULT_UNIT_TOKENS: Final = 64
-"""DeepSeek's prefix cache stores and matches whole 64-token units."""
-
-_CHARS_PER_TOKEN: Final = 4
-"""The splitter's estimate: a prefix of ``4 × unit`` characters holds about one cache unit."""
+Outcome: TypeAlias = Literal["delivered", "abandoned", "interrupted", "upstream-timeout"]
+"""How a recorded exchange ended (the proxy records it): the answer reached the client whole;
+the client went away first; the recording stopped first; the upstream stopped answering."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,6 +83,25 @@ class TraceUsage:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LogEvent:
+    """What a session log says happened before a request (session-log traces only): the
+    evidence the doctor puts beside its findings."""
+
+    seq: int
+    """The event's sequence number in the log."""
+    kind: Literal["header", "compaction", "prune", "rewrite", "resume"]
+    """``header``: a header snapshot or delta (system prompt, tools, config); ``compaction``
+    and ``prune``: a surface replace the log prices; ``rewrite``: a replace nothing in the log
+    explains; ``resume``: the session was resumed (a resume snapshot)."""
+    detail: str
+    """What it changed, in the project's wording (``request/header-delta at seq 12: system
+    line 3 changed``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "kind": self.kind, "detail": self.detail}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Exchange:
     """One request of an agent, and what is known of its answer."""
 
@@ -92,11 +109,18 @@ class Exchange:
     """0-based position in the trace."""
     endpoint: Endpoint
     body: Mapping[str, Any]
-    """The request body as sent on the wire (parsed JSON)."""
+    """The request body as sent on the wire, parsed (also :attr:`json`)."""
+    content: bytes | None = None
+    """The request body's bytes exactly as sent, when the recording kept them."""
     url: str | None = None
     """The request URL (credentials in a query string are scrubbed by the readers)."""
+    method: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    """Request header pairs when the recording kept them (credentials redacted)."""
     status: int | None = None
     """The HTTP status answered; ``None`` when the answer is unknown."""
+    error: str | None = None
+    """For a refused request (status 400 or more): the error message the API answered."""
     response: Mapping[str, Any] | None = None
     """The assembled assistant message in the endpoint's own shape — chat: ``{"role":
     "assistant", "content", "reasoning_content", "tool_calls"}``; anthropic: ``{"role":
@@ -110,7 +134,22 @@ class Exchange:
     first_byte: float | None = None
     """When the first byte of the answer arrived, same clock."""
     conversation: str | None = None
-    """An explicit conversation key, when the recording carries one (a session id header)."""
+    """An explicit conversation key, when the recording carries one (a session id header, an
+    OpenTelemetry conversation id, a session log's id)."""
+    outcome: Outcome | None = None
+    """How the exchange ended, when the recorder knows (``None``: delivered or unknown)."""
+    body_exact: bool = True
+    """Whether :attr:`body` is the request as sent on the wire; ``False`` when rebuilt from
+    telemetry (spans), where byte-level details such as JSON spacing, key order and argument
+    formatting are unknown."""
+    log_events: tuple[LogEvent, ...] = ()
+    """Session logs only: what the log says happened between the previous request and this
+    one (header changes, compactions, prunes, rewrites, resumes)."""
+
+    @property
+    def json(self) -> Mapping[str, Any]:
+        """The request body, parsed: the same as :attr:`body` (as on every exchange shape)."""
+        return self.body
 
     @property
     def model(self) -> str | None:
@@ -121,6 +160,11 @@ class Exchange:
     def messages(self) -> list[Any]:
         messages = self.body.get("messages")
         return list(messages) if isinstance(messages, list) else []
+
+    @property
+    def refused(self) -> bool:
+        """Whether the API refused the request (status 400 or more): nothing was cached."""
+        return self.status is not None and self.status >= 400
 
     def to_json(self) -> dict[str, Any]:
         """The exchange as a trace-file record (``dsh-trace`` JSONL, see ``_file.py``)."""
@@ -137,11 +181,15 @@ class Exchange:
             "response": self.response,
             "usage": self.usage.to_json() if self.usage is not None else None,
         }
+        if self.error is not None:
+            out["error"] = self.error
+        if self.outcome is not None:
+            out["outcome"] = self.outcome
+        if not self.body_exact:
+            out["bodyExact"] = False
+        if self.log_events:
+            out["logEvents"] = [e.to_json() for e in self.log_events]
         return out
-
-
-_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-"""One encoder for every part: ``json.dumps`` with options builds a new one per call."""
 
 
 @contextlib.contextmanager
@@ -160,116 +208,6 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _canonical(value: Any) -> str:
-    return _ENCODER.encode(value)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(part.get("text", "")) if isinstance(part, Mapping) else str(part)
-            for part in content
-        )
-    return "" if content is None else _canonical(content)
-
-
-def wire_parts(body: Mapping[str, Any]) -> tuple[str, ...]:
-    """A request as the provider's cache reads it: system prompt, tools, then each message.
-
-    Chat and Anthropic bodies come out alike (the system prompt as text, the tools and each
-    message as canonical JSON), so the longest common prefix of two requests' parts is the part
-    of the prompt a prefix cache could share between them. Other fields (model, thinking) are
-    not in the prompt text; the doctor compares them apart.
-    """
-    messages = body.get("messages")
-    messages = list(messages) if isinstance(messages, list) else []
-    system: list[str] = []
-    if "system" in body:
-        system.append(_text(body["system"]))
-    while (
-        messages
-        and isinstance(messages[0], Mapping)
-        and messages[0].get("role") in ("system", "developer")
-    ):
-        system.append(_text(messages.pop(0).get("content")))
-    tools = body.get("tools")
-    return (
-        "\n".join(system),
-        _canonical(tools) if tools else "",
-        *(_canonical(m) for m in messages),
-    )
-
-
-def common_prefix_length(x: str, y: str) -> int:
-    """Length of the common prefix of two strings (64-character slices compared in C first)."""
-    limit = min(len(x), len(y))
-    n = 0
-    while n + 64 <= limit and x[n : n + 64] == y[n : n + 64]:
-        n += 64
-    while n < limit and x[n] == y[n]:
-        n += 1
-    return n
-
-
-def shared_chars(a: Sequence[str], b: Sequence[str]) -> int:
-    """Characters of the longest common prefix of the concatenations of ``a`` and ``b``."""
-    total = 0
-    for x, y in zip(a, b, strict=False):
-        if x == y:
-            total += len(x)
-            continue
-        return total + common_prefix_length(x, y)
-    return total
-
-
-def _first_chars(parts: Sequence[str], count: int) -> str | None:
-    """The first ``count`` characters of the joined parts (``None`` when shorter)."""
-    taken: list[str] = []
-    total = 0
-    for part in parts:
-        taken.append(part[: count - total])
-        total += len(taken[-1])
-        if total >= count:
-            return "".join(taken)
-    return None
-
-
-def continuation_score(last: Sequence[str], parts: Sequence[str], unit_tokens: int) -> int:
-    """How strongly ``parts`` continues the request ``last`` (0: not at all).
-
-    A request continues another when their prompts share at least one cache unit (estimated at
-    four characters a token), or — so that a short prompt, or a change at the very start of the
-    system prompt (a timestamp first), still reads as one conversation, the case the doctor must
-    explain — when both have the same (non-empty) system prompt or the same first message after
-    it.
-    """
-    shared = shared_chars(last, parts)
-    if shared >= unit_tokens * _CHARS_PER_TOKEN:
-        return shared
-    if len(last) > 2 and len(parts) > 2 and last[2] == parts[2]:
-        return 1 + shared_chars(last[2:], parts[2:])
-    if last and parts and last[0] and last[0] == parts[0]:
-        return 1 + shared
-    return 0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Conversation:
-    """Exchanges that extend one another (or were keyed together), in trace order."""
-
-    key: str
-    """The explicit key, or ``#1``, ``#2``, … in order of first request when split automatically."""
-    exchanges: tuple[Exchange, ...]
-
-    def __len__(self) -> int:
-        return len(self.exchanges)
-
-    def __iter__(self) -> Iterator[Exchange]:
-        return iter(self.exchanges)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Trace:
     """An agent's traffic: exchanges in the order they were sent."""
@@ -281,9 +219,10 @@ class Trace:
     """The file it was read from, if any."""
     notes: tuple[str, ...] = ()
     """What the reader skipped or could not tell (non-chat requests, an unfinished last line)."""
-    _parts: dict[int, tuple[str, ...]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
+    time_resolution: float | None = None
+    """How finely the recording timed its exchanges, in seconds (``1.0`` for HTTP ``Date``
+    headers and whole-second HAR times, ``1e-6`` for the proxy); ``None`` when it has no times.
+    The doctor draws no timing conclusion finer than this."""
 
     def __len__(self) -> int:
         return len(self.exchanges)
@@ -291,89 +230,10 @@ class Trace:
     def __iter__(self) -> Iterator[Exchange]:
         return iter(self.exchanges)
 
+    def __getitem__(self, index: int) -> Exchange:
+        return self.exchanges[index]
+
     @property
     def has_usage(self) -> bool:
         """Whether any exchange carries a cache figure from the provider."""
         return any(e.usage is not None and e.usage.hit_tokens is not None for e in self.exchanges)
-
-    def parts(self, exchange: Exchange) -> tuple[str, ...]:
-        """:func:`wire_parts` of an exchange of this trace (memoized)."""
-        found = self._parts.get(exchange.index)
-        if found is None:
-            found = self._parts[exchange.index] = wire_parts(exchange.body)
-        return found
-
-    def conversations(
-        self,
-        *,
-        key: Callable[[Exchange], str | None] | None = None,
-        unit_tokens: int = DEFAULT_UNIT_TOKENS,
-    ) -> tuple[Conversation, ...]:
-        """The exchanges grouped into conversations.
-
-        ``key`` names an exchange's conversation (default: :attr:`Exchange.conversation`).
-        Exchanges without a key are split automatically: each joins the open conversation
-        whose latest request shares the longest prefix with it, provided that prefix holds at
-        least one cache unit (``unit_tokens``, estimated at four characters a token) or the two
-        requests start with the same first message after the system prompt (see
-        :func:`continuation_score`); otherwise it starts a new conversation. Keyed and unkeyed
-        exchanges never mix.
-        """
-        keyed: dict[str, list[Exchange]] = {}
-        order: list[str] = []
-        open_auto: list[list[Exchange]] = []
-        # Only candidates are scored, found by dictionary lookups, so splitting stays linear in
-        # the trace: conversations that had this system prompt, this first message, or the
-        # same first unit of prompt text (two prompts that share a unit share exactly that).
-        threshold = unit_tokens * _CHARS_PER_TOKEN
-        by_head: dict[tuple[int, str], set[int]] = {}
-        for exchange in self.exchanges:
-            name = key(exchange) if key is not None else exchange.conversation
-            if name is not None:
-                if name not in keyed:
-                    keyed[name] = []
-                    order.append(name)
-                keyed[name].append(exchange)
-                continue
-            parts = self.parts(exchange)
-            heads = [(0, parts[0])] if parts and parts[0] else []
-            if len(parts) > 2:
-                heads.append((2, parts[2]))
-            unit = _first_chars(parts, threshold)
-            if unit is not None:
-                heads.append((1, unit))
-            candidates = set().union(*(by_head.get(h, set()) for h in heads))
-            best = self._best(open_auto, sorted(candidates), parts, unit_tokens)
-            if best is None:
-                best = len(open_auto)
-                open_auto.append([])
-                keyed[f"#{best + 1}"] = open_auto[best]
-                order.append(f"#{best + 1}")
-            open_auto[best].append(exchange)
-            for head in heads:
-                by_head.setdefault(head, set()).add(best)
-        return tuple(Conversation(key=k, exchanges=tuple(keyed[k])) for k in order)
-
-    def _best(
-        self,
-        conversations: list[list[Exchange]],
-        slots: Iterable[int],
-        parts: tuple[str, ...],
-        unit_tokens: int,
-    ) -> int | None:
-        best: int | None = None
-        best_score = 0
-        for slot in slots:
-            score = continuation_score(self.parts(conversations[slot][-1]), parts, unit_tokens)
-            if score > best_score:
-                best, best_score = slot, score
-        return best
-
-    def conversation(self, key: str) -> Conversation:
-        """The conversation named ``key`` (see :meth:`conversations`); ``KeyError`` names the keys."""
-        found = {c.key: c for c in self.conversations()}
-        if key not in found:
-            raise KeyError(
-                f"no conversation {key!r} in this trace; it has: {', '.join(found) or 'none'}"
-            )
-        return found[key]

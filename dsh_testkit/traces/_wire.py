@@ -22,6 +22,8 @@ __all__ = [
     "answer_of_json",
     "answer_of_text",
     "endpoint_of",
+    "error_of_json",
+    "error_of_text",
     "split_events",
     "usage_of",
 ]
@@ -289,3 +291,35 @@ def answer_of_text(
     except ValueError:
         return None, None
     return answer_of_json(body, endpoint)
+
+
+def error_of_json(body: Any) -> str | None:
+    """The message of an API error body (``{"error": {"message"}}`` on both endpoints, or a
+    plain ``{"message"}`` / ``{"detail"}``), ``None`` when it is not one."""
+    if not isinstance(body, Mapping):
+        return None
+    error = body.get("error")
+    if isinstance(error, Mapping):
+        message = error.get("message")
+        return str(message) if message is not None else canonical_error(error)
+    if isinstance(error, str):
+        return error
+    for key in ("message", "detail"):
+        if isinstance(body.get(key), str):
+            return str(body[key])
+    return None
+
+
+def canonical_error(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)[:500]
+
+
+def error_of_text(text: str | None) -> str | None:
+    """The API's error message in an answer body's text (JSON), or the text itself, cut."""
+    if not text:
+        return None
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text.strip()[:500] or None
+    return error_of_json(body) or canonical_error(body)

@@ -24,7 +24,7 @@ from dsh_core import (
     turn_step,
 )
 
-from ._compare import header_changes, header_summary
+from ._log_compare import header_changes, header_summary
 
 __all__ = [
     "HeaderStep",

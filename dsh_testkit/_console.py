@@ -1,4 +1,4 @@
-"""Terminal and JSON output shared by ``dsh-testkit audit`` and ``dsh-testkit cache-report``.
+"""Terminal and JSON output shared by the commands (audit, cache-report, rebuild, calibrate, …).
 
 Output goes through rich, captured and then written with trailing blanks stripped from every
 line, so piped output has no padding noise. Colours follow rich's detection: on for a terminal,

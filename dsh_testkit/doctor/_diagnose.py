@@ -1,0 +1,78 @@
+"""``diagnose``: a whole trace (or anything that holds one) through the engine, as a report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsh_core.providers import Prices
+
+from ..traces import Trace, trace_of
+from ..traces._model import paused_gc
+from ._engine import Doctor
+from ._report import ConversationDiagnosis, DoctorReport, RequestDiagnosis, group_findings
+from ._unit import cache_unit
+
+__all__ = ["diagnose"]
+
+
+def diagnose(
+    value: Any,
+    *,
+    simulate: bool | None = None,
+    conversation: str | None = None,
+    unit_tokens: int | None = None,
+    prices: Prices | None = None,
+) -> DoctorReport:
+    """The cache doctor's report of a trace (anything :func:`~dsh_testkit.traces.trace_of`
+    takes: a trace, a file of any supported kind, a capture, a mock, a list of requests).
+
+    ``simulate``: ``True`` runs the mock's prefix-cache simulator for the figures, ``False``
+    uses the trace's reported usage; ``None`` (default) simulates when the trace has no usage.
+    ``conversation`` restricts the report to one conversation (``KeyError`` naming the keys
+    otherwise). ``unit_tokens`` overrides the cache unit (default: from the trace's hits or the
+    model table). ``prices`` overrides the list prices the cost figures use.
+    """
+    with paused_gc():
+        trace = trace_of(value)
+        return _diagnose(trace, simulate, conversation, unit_tokens, prices)
+
+
+def _diagnose(
+    trace: Trace,
+    simulate: bool | None,
+    conversation: str | None,
+    unit_tokens: int | None,
+    prices: Prices | None,
+) -> DoctorReport:
+    use_simulator = (not trace.has_usage) if simulate is None else simulate
+    unit = cache_unit(trace, unit_tokens)
+    doctor = Doctor(
+        unit=unit, simulate=use_simulator, time_resolution=trace.time_resolution, prices=prices
+    )
+    by_key: dict[str, list[RequestDiagnosis]] = {}
+    for exchange in trace:
+        diagnosis = doctor.add(exchange)
+        by_key.setdefault(diagnosis.conversation, []).append(diagnosis)
+    if conversation is not None:
+        if conversation not in by_key:
+            keys = ", ".join(by_key) or "none"
+            raise KeyError(f"no conversation {conversation!r} in the trace; it has: {keys}")
+        by_key = {conversation: by_key[conversation]}
+    notes = list(trace.notes)
+    if use_simulator and simulate is None and len(trace):
+        notes.append("the trace carries no cache usage: figures are simulated")
+    if not len(trace):
+        notes.append("the trace is empty: it holds no model requests")
+    return DoctorReport(
+        source=trace.source,
+        path=trace.path,
+        figures="simulated" if use_simulator else "reported",
+        unit=unit,
+        conversations=tuple(
+            ConversationDiagnosis(key=key, requests=tuple(items), groups=group_findings(items))
+            for key, items in by_key.items()
+        ),
+        notes=tuple(notes),
+        prices=prices,
+        time_resolution=trace.time_resolution,
+    )

@@ -1,0 +1,32 @@
+"""The doctor's errors (part of ``dsh_testkit``'s one tree).
+
+::
+
+    TestkitError
+    └── CacheUnfriendly     ``assert_cache_friendly`` found requests that lost cache hits
+                            (``.conversation``, ``.findings``)   [AssertionError]
+
+(``assert_prefix_stable`` raises the tree's :class:`~dsh_testkit._errors.PrefixInstability`.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import TestkitError
+
+__all__ = ["CacheUnfriendly"]
+
+
+class CacheUnfriendly(TestkitError, AssertionError):
+    """Requests that lost prompt-cache hits (or were refused), with their causes.
+
+    ``.findings`` holds the doctor's findings (cause code, severity, what it cost, evidence);
+    ``.conversation`` the key of the first conversation with one.
+    """
+
+    def __init__(self, message: str, *, conversation: str, findings: Sequence[Any]) -> None:
+        self.conversation = conversation
+        self.findings = tuple(findings)
+        super().__init__(message)

@@ -1,0 +1,440 @@
+"""The doctor's report: its values, figures, totals, and its JSON document.
+
+One report for every input (a session log, a proxy trace, a capture, a cassette, the mock's
+log, a HAR export, OpenTelemetry spans): per request the figures and findings, per
+conversation and for the whole trace the totals, with one definition of each term
+(``_codes.TERMS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from dsh_core.providers import Prices
+
+from ._branches import Relation
+from ._changes import TextDiff
+from ._codes import CODES, CauseCode, Severity
+from ._unit import CacheUnit
+
+__all__ = [
+    "DOCTOR_FORMAT_VERSION",
+    "ConversationDiagnosis",
+    "DoctorReport",
+    "Finding",
+    "FindingGroup",
+    "RequestDiagnosis",
+    "Segment",
+    "Totals",
+    "request_ranges",
+]
+
+DOCTOR_FORMAT_VERSION: Final = 2
+"""Version of the cache report's JSON document (2: one report for logs and traces)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """One cause found on one request, with its evidence and what it cost."""
+
+    code: CauseCode
+    severity: Severity
+    detail: str
+    """What happened here, in wire terms."""
+    evidence: tuple[str, ...] = ()
+    """Lines showing it: both sides of the differing text around the first difference, the
+    arguments as produced and as resent, the timing, what the session log says."""
+    where: str | None = None
+    """The wire location (``system line 31 column 9``, ``tools[1]``, ``messages[3]``)."""
+    lost_tokens: int = 0
+    """The tokens this finding cost here (``severity == "loss"``)."""
+    rejected: bool = False
+    """Whether the API refuses the request for it."""
+    rendered: bool = True
+    """Whether the change reaches the prompt as DeepSeek's template renders it (a change that
+    does not cannot cost a hit; it still breaks a byte-level prefix)."""
+    diff: TextDiff | None = None
+    """The differing text, for highlighting."""
+    signature: str = ""
+    """What makes two findings the same change (for grouping repeats)."""
+
+    @property
+    def sentence(self) -> str:
+        return CODES[self.code].sentence
+
+    @property
+    def advice(self) -> str:
+        return CODES[self.code].advice
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "sentence": self.sentence,
+            "detail": self.detail,
+            "where": self.where,
+            "evidence": list(self.evidence),
+            "lostTokens": self.lost_tokens,
+            "rejected": self.rejected,
+            "rendered": self.rendered,
+            "diff": self.diff.to_json() if self.diff is not None else None,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Segment:
+    """One component of a request's prompt and its size, for the prompt bar."""
+
+    label: str
+    """``system``, ``tools``, ``messages[3] user``, …"""
+    tokens: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "tokens": self.tokens}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestDiagnosis:
+    """The doctor's view of one request."""
+
+    index: int
+    """The exchange's index in the trace (shown as ``#index+1``)."""
+    position: int
+    """1-based position in its conversation."""
+    conversation: str
+    parent: int | None
+    """The index of the request it is compared with (``None``: first of its conversation)."""
+    relation: Relation
+    model: str | None = None
+    status: int | None = None
+    error: str | None = None
+    outcome: str | None = None
+    prompt_tokens: int | None = None
+    hit_tokens: int | None = None
+    """``None`` when the figures are reported and this request has none."""
+    completion_tokens: int | None = None
+    reusable_tokens: int = 0
+    shared_tokens: int = 0
+    """What it shares with the request it is compared with (≤ reusable): what a perfect cache
+    would have given."""
+    divergence: str | None = None
+    """Where it first departs from the request it is compared with, as the prompt renders."""
+    findings: tuple[Finding, ...] = ()
+    log_events: tuple[str, ...] = ()
+    """What the session log says happened before it (session-log traces)."""
+    notes: tuple[str, ...] = ()
+    """What the doctor could not tell about it, and why."""
+    segments: tuple[Segment, ...] = ()
+    started: float | None = None
+    cost: float | None = None
+    """Estimated dollars (list prices) of its prompt and output."""
+    lost_cost: float | None = None
+    """Estimated dollars its lost tokens cost beyond a hit."""
+
+    @property
+    def measured(self) -> bool:
+        """Whether it counts in the totals: it has a hit figure and was not refused."""
+        return self.hit_tokens is not None and not (self.status or 0) >= 400
+
+    @property
+    def counted_hit_tokens(self) -> int:
+        return min(self.hit_tokens or 0, self.reusable_tokens)
+
+    @property
+    def lost_tokens(self) -> int:
+        return self.reusable_tokens - self.counted_hit_tokens if self.measured else 0
+
+    @property
+    def hit_rate(self) -> float | None:
+        if self.hit_tokens is None or not self.prompt_tokens:
+            return None
+        return self.hit_tokens / self.prompt_tokens
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return tuple(f.code for f in self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "position": self.position,
+            "conversation": self.conversation,
+            "parent": self.parent,
+            "relation": self.relation,
+            "model": self.model,
+            "status": self.status,
+            "error": self.error,
+            "outcome": self.outcome,
+            "promptTokens": self.prompt_tokens,
+            "hitTokens": self.hit_tokens,
+            "completionTokens": self.completion_tokens,
+            "hitRate": _round(self.hit_rate),
+            "reusableTokens": self.reusable_tokens,
+            "sharedTokens": self.shared_tokens,
+            "lostTokens": self.lost_tokens,
+            "divergence": self.divergence,
+            "findings": [f.to_json() for f in self.findings],
+            "logEvents": list(self.log_events),
+            "notes": list(self.notes),
+            "segments": [s.to_json() for s in self.segments],
+            "started": self.started,
+            "cost": _round(self.cost, 8),
+            "lostCost": _round(self.lost_cost, 8),
+        }
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Totals:
+    """Sums over a set of requests (one definition everywhere: ``_codes.TERMS``)."""
+
+    requests: int = 0
+    measured: int = 0
+    """Requests with a hit figure (refused ones excluded)."""
+    prompt_tokens: int = 0
+    hit_tokens: int = 0
+    reusable_tokens: int = 0
+    counted_hit_tokens: int = 0
+    lost_tokens: int = 0
+    cost: float | None = None
+    lost_cost: float | None = None
+    refused: int = 0
+
+    @property
+    def efficiency(self) -> float | None:
+        """Σ min(hit, reusable) / Σ reusable (``None`` when nothing was reusable)."""
+        if not self.reusable_tokens:
+            return None
+        return self.counted_hit_tokens / self.reusable_tokens
+
+    @property
+    def hit_rate(self) -> float | None:
+        """Σ hit / Σ prompt over the measured requests."""
+        if not self.prompt_tokens:
+            return None
+        return self.hit_tokens / self.prompt_tokens
+
+    @classmethod
+    def of(cls, requests: Iterable[RequestDiagnosis]) -> Totals:
+        items = list(requests)
+        measured = [r for r in items if r.measured]
+        costs = [r.cost for r in items if r.cost is not None]
+        lost_costs = [r.lost_cost for r in measured if r.lost_cost is not None]
+        return cls(
+            requests=len(items),
+            measured=len(measured),
+            prompt_tokens=sum(r.prompt_tokens or 0 for r in measured),
+            hit_tokens=sum(r.hit_tokens or 0 for r in measured),
+            reusable_tokens=sum(r.reusable_tokens for r in measured),
+            counted_hit_tokens=sum(r.counted_hit_tokens for r in measured),
+            lost_tokens=sum(r.lost_tokens for r in measured),
+            cost=sum(costs) if costs else None,
+            lost_cost=sum(lost_costs) if lost_costs else None,
+            refused=sum(1 for r in items if (r.status or 0) >= 400),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "measured": self.measured,
+            "refused": self.refused,
+            "promptTokens": self.prompt_tokens,
+            "hitTokens": self.hit_tokens,
+            "reusableTokens": self.reusable_tokens,
+            "countedHitTokens": self.counted_hit_tokens,
+            "lostTokens": self.lost_tokens,
+            "efficiency": _round(self.efficiency),
+            "hitRate": _round(self.hit_rate),
+            "cost": _round(self.cost, 8),
+            "lostCost": _round(self.lost_cost, 8),
+        }
+
+
+def request_ranges(indexes: Sequence[int]) -> str:
+    """``#2–#7, #9``: trace indexes (0-based) as 1-based request numbers, runs joined."""
+    numbers = sorted({i + 1 for i in indexes})
+    runs: list[str] = []
+    start = prev = None
+    for n in numbers:
+        if start is None:
+            start = prev = n
+        elif prev is not None and n == prev + 1:
+            prev = n
+        else:
+            runs.append(f"#{start}" if start == prev else f"#{start}–#{prev}")
+            start = prev = n
+    if start is not None:
+        runs.append(f"#{start}" if start == prev else f"#{start}–#{prev}")
+    return ", ".join(runs)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FindingGroup:
+    """The same finding on several requests of a conversation, said once."""
+
+    code: CauseCode
+    severity: Severity
+    """The gravest severity among its requests."""
+    requests: tuple[int, ...]
+    """Trace indexes of the requests it was found on."""
+    lost_tokens: int
+    first: Finding
+    """The finding on its first request (its detail and evidence stand for the group)."""
+
+    @property
+    def label(self) -> str:
+        return request_ranges(self.requests)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "requests": list(self.requests),
+            "label": self.label,
+            "lostTokens": self.lost_tokens,
+            "finding": self.first.to_json(),
+        }
+
+
+_GRAVITY: Final[Mapping[str, int]] = {"note": 0, "loss": 1, "refusal": 2}
+
+
+def group_findings(requests: Sequence[RequestDiagnosis]) -> tuple[FindingGroup, ...]:
+    """Findings grouped by what they say (code and signature), in order of first appearance."""
+    groups: dict[tuple[str, str], list[tuple[RequestDiagnosis, Finding]]] = {}
+    for request in requests:
+        for finding in request.findings:
+            key = (finding.code, finding.signature or finding.detail)
+            groups.setdefault(key, []).append((request, finding))
+    out = []
+    for items in groups.values():
+        severity = max((f.severity for _, f in items), key=lambda s: _GRAVITY[s])
+        out.append(
+            FindingGroup(
+                code=items[0][1].code,
+                severity=severity,
+                requests=tuple(r.index for r, _ in items),
+                lost_tokens=sum(f.lost_tokens for _, f in items),
+                first=items[0][1],
+            )
+        )
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationDiagnosis:
+    """The doctor's view of one conversation."""
+
+    key: str
+    requests: tuple[RequestDiagnosis, ...]
+    groups: tuple[FindingGroup, ...] = field(default=())
+
+    @property
+    def totals(self) -> Totals:
+        return Totals.of(self.requests)
+
+    @property
+    def efficiency(self) -> float | None:
+        return self.totals.efficiency
+
+    def findings(self) -> list[tuple[RequestDiagnosis, Finding]]:
+        return [(r, f) for r in self.requests for f in r.findings]
+
+    def to_json(self) -> dict[str, Any]:
+        totals = self.totals
+        return {
+            "key": self.key,
+            "totals": totals.to_json(),
+            "efficiency": _round(totals.efficiency),
+            "hitRate": _round(totals.hit_rate),
+            "findingGroups": [g.to_json() for g in self.groups],
+            "requests": [r.to_json() for r in self.requests],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DoctorReport:
+    """The cache doctor's report of a trace."""
+
+    source: str
+    """Which reader built the trace (``session-log``, ``proxy``, ``har``, …)."""
+    path: str | None
+    figures: Literal["reported", "simulated"]
+    """Where hit and prompt figures come from: the trace's usage, or the simulator."""
+    unit: CacheUnit
+    conversations: tuple[ConversationDiagnosis, ...]
+    notes: tuple[str, ...] = ()
+    prices: Prices | None = None
+    """The prices the cost figures use when one price applies to every request (``None``:
+    each request's model and date decide, see ``Prices.label`` in the JSON)."""
+    time_resolution: float | None = None
+
+    @property
+    def unit_tokens(self) -> int:
+        return self.unit.tokens
+
+    @property
+    def requests(self) -> list[RequestDiagnosis]:
+        return [r for c in self.conversations for r in c.requests]
+
+    @property
+    def totals(self) -> Totals:
+        return Totals.of(self.requests)
+
+    @property
+    def empty(self) -> bool:
+        return not self.conversations
+
+    def counts(self) -> dict[str, int]:
+        """How many requests each cause code was found on."""
+        out: dict[str, int] = {}
+        for request in self.requests:
+            for code in dict.fromkeys(request.codes):
+                out[code] = out.get(code, 0) + 1
+        return dict(sorted(out.items()))
+
+    def savings(self) -> dict[str, dict[str, Any]]:
+        """Per cause code that cost tokens: the requests, the lost tokens, and what fixing it
+        would save at list prices."""
+        out: dict[str, dict[str, Any]] = {}
+        for request in self.requests:
+            lost = request.lost_tokens
+            for finding in request.findings:
+                if finding.severity != "loss" or not finding.lost_tokens:
+                    continue
+                entry = out.setdefault(
+                    finding.code, {"requests": 0, "lostTokens": 0, "savings": 0.0}
+                )
+                entry["requests"] += 1
+                entry["lostTokens"] += finding.lost_tokens
+                if request.lost_cost is not None and lost:
+                    entry["savings"] += request.lost_cost * finding.lost_tokens / lost
+        return {
+            code: {**entry, "savings": round(entry["savings"], 8)}
+            for code, entry in sorted(out.items())
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        totals = self.totals
+        return {
+            "formatVersion": DOCTOR_FORMAT_VERSION,
+            "kind": "dsh-testkit/cache-report",
+            "source": self.source,
+            "path": self.path,
+            "figures": self.figures,
+            "unit": self.unit.to_json(),
+            "timeResolution": self.time_resolution,
+            "prices": self.prices.to_json() if self.prices is not None else None,
+            "totals": totals.to_json(),
+            "efficiency": _round(totals.efficiency),
+            "hitRate": _round(totals.hit_rate),
+            "causeCounts": self.counts(),
+            "savings": self.savings(),
+            "conversations": [c.to_json() for c in self.conversations],
+            "notes": list(self.notes),
+        }

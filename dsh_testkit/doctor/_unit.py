@@ -1,0 +1,82 @@
+"""The cache unit, said once: taken from the trace's hits, else the model table, else the user.
+
+DeepSeek reports hits in whole units: 64 tokens in V3-era traffic, 128 since the V4 models
+(docs/wire.md §2.2–§2.3). A trace's own usage tells which when its hits allow it (every non-zero
+hit a multiple of 128 — or of 64 and not all of 128); otherwise the model table gives the unit
+for the trace's model at the trace's date; ``--unit-tokens`` overrides both. The report states
+the unit and where it came from.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final, Literal
+
+from dsh_core.providers import CacheFacts, resolve_model
+
+from ..traces import Trace
+
+__all__ = ["CacheUnit", "cache_unit"]
+
+_CANDIDATES: Final = (128, 64)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheUnit:
+    """The unit the doctor rounds to, and why."""
+
+    tokens: int
+    origin: Literal["usage", "model-table", "given"]
+    """``usage``: the trace's hits; ``model-table``: the model and date; ``given``: the user."""
+    detail: str
+    """Where exactly it came from, for the report (``every one of 57 hits is a multiple of
+    128``)."""
+
+    def describe(self) -> str:
+        return f"{self.tokens} tokens ({self.detail})"
+
+    def to_json(self) -> dict[str, object]:
+        return {"tokens": self.tokens, "origin": self.origin, "detail": self.detail}
+
+
+def _table_unit(trace: Trace) -> tuple[int, str]:
+    models = Counter(e.model for e in trace if e.model is not None)
+    model = models.most_common(1)[0][0] if models else None
+    times = [e.started for e in trace if e.started is not None and e.started > 1e9]
+    when = min(times) if times else None
+    info = resolve_model(model) if model is not None else None
+    facts = info.cache if info is not None else CacheFacts()
+    tokens = facts.granularity_at(when)
+    day = datetime.fromtimestamp(when, UTC).date().isoformat() if when is not None else "today"
+    return tokens, f"model table: {model or 'an unknown model'} on {day}"
+
+
+def cache_unit(trace: Trace, given: int | None = None) -> CacheUnit:
+    """The cache unit for ``trace`` (see the module docstring)."""
+    if given is not None:
+        if given < 1:
+            raise ValueError(f"the cache unit must be at least 1 token, got {given}")
+        return CacheUnit(tokens=given, origin="given", detail="--unit-tokens")
+    hits = [
+        e.usage.hit_tokens
+        for e in trace
+        if e.usage is not None and e.usage.hit_tokens is not None and e.usage.hit_tokens > 0
+    ]
+    table, where = _table_unit(trace)
+    if hits:
+        fitting = [c for c in _CANDIDATES if all(h % c == 0 for h in hits)]
+        if table in fitting:
+            return CacheUnit(
+                tokens=table,
+                origin="usage",
+                detail=f"every one of {len(hits)} hit(s) is a multiple of {table}; {where}",
+            )
+        if fitting:
+            return CacheUnit(
+                tokens=fitting[0],
+                origin="usage",
+                detail=f"every one of {len(hits)} hit(s) is a multiple of {fitting[0]}",
+            )
+    return CacheUnit(tokens=table, origin="model-table", detail=where)

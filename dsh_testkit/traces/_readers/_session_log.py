@@ -1,0 +1,169 @@
+"""Reader: a ``dsh_core`` session log (ours or the reference harness's JSONL).
+
+Every request the log records is rebuilt (``reconstruct_requests``) and serialized by the
+provider's own codec, so the trace holds the exact wire bodies the loop sent, with the usage the
+log recorded for each attempt. What the log says happened between two requests — a header
+snapshot or delta, a compaction, a tool-result prune, an unexplained rewrite, a resume — rides
+along as :class:`~dsh_testkit.traces.LogEvent`\\ s, the evidence the doctor puts beside its
+findings. Times are the log's (milliseconds): a request starts at its step's boundary event and
+ends at the event that carries its usage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from dsh_core import DshError, Event, ReconstructedRequest, ToolsPlaceholder, reconstruct_requests
+from dsh_core.persistence import LoadedLog, loads_session
+
+from ..._wire_view import wire_view
+from .._errors import TraceError
+from .._log_facts import (
+    HeaderStep,
+    SurfaceRewrite,
+    changes_between,
+    find_usage,
+    header_steps,
+    surface_rewrites,
+)
+from .._model import LogEvent, Trace, TraceUsage
+from ._build import TraceBuilder, json_or_none
+
+__all__ = ["read", "session_log_trace", "sniff"]
+
+
+def sniff(head: str) -> bool:
+    first = json_or_none(head.lstrip().split("\n", 1)[0])
+    return isinstance(first, Mapping) and first.get("type") == "session"
+
+
+def read(data: bytes, path: str | None) -> Trace:
+    try:
+        loaded = loads_session(data, audit=True, path=path)
+    except DshError as exc:
+        raise TraceError(f"the session log does not read: {exc}", path=path) from None
+    return session_log_trace(loaded, path=path)
+
+
+def _header_event(step: HeaderStep) -> LogEvent:
+    what = (
+        ": " + "; ".join(step.changes)
+        if step.changes
+        else " (header unchanged)"
+        if step.reason in ("resume", "initial")
+        else " (what changed is not visible in the logged values)"
+    )
+    return LogEvent(
+        seq=step.seq,
+        kind="resume" if step.reason == "resume" else "header",
+        detail=f"{step.label} at seq {step.seq}{what}",
+    )
+
+
+def _rewrite_event(rewrite: SurfaceRewrite) -> LogEvent:
+    return LogEvent(seq=rewrite.seq, kind=rewrite.kind, detail=rewrite.description)
+
+
+def _events_between(
+    previous: ReconstructedRequest | None,
+    item: ReconstructedRequest,
+    steps: Sequence[HeaderStep],
+    rewrites: Sequence[SurfaceRewrite],
+) -> tuple[LogEvent, ...]:
+    if previous is None:
+        return ()
+    by_seq_step = {s.seq: s for s in steps}
+    by_seq_rewrite = {r.seq: r for r in rewrites}
+    out: list[LogEvent] = []
+    for seq in changes_between(previous, item, steps, rewrites):
+        if seq in by_seq_step:
+            out.append(_header_event(by_seq_step[seq]))
+        elif seq in by_seq_rewrite:
+            out.append(_rewrite_event(by_seq_rewrite[seq]))
+    return tuple(out)
+
+
+def _time(events: Sequence[Event], seq: int | None) -> float | None:
+    if seq is None or not 0 <= seq < len(events) or events[seq].time <= 0:
+        return None  # a normalized log's times are zero: unknown, not the epoch
+    return events[seq].time / 1000
+
+
+def session_log_trace(loaded: LoadedLog, *, path: str | None = None) -> Trace:
+    """A loaded session log as a trace of its rebuilt wire requests (see the module docstring).
+
+    Raises :class:`TraceError` when the log's requests cannot be rebuilt.
+    """
+    from dsh_core.providers import anthropic, deepseek
+
+    events = loaded.events
+    try:
+        rebuilt = list(reconstruct_requests(events))
+        steps, rewrites = header_steps(events), surface_rewrites(events)
+    except DshError as exc:
+        raise TraceError(f"the session log does not fold: {exc}", path=path) from None
+    builder = TraceBuilder("session-log", path)
+    builder.resolution = 0.001
+    previous: ReconstructedRequest | None = None
+    for index, item in enumerate(rebuilt):
+        options = item.request
+        end = rebuilt[index + 1].first_response_seq if index + 1 < len(rebuilt) else None
+        found = find_usage(events, item, end if end is not None else len(events))
+        usage = None
+        if found is not None:
+            usage = TraceUsage(
+                prompt_tokens=found.usage.prompt_tokens,
+                hit_tokens=found.usage.cache_read_tokens,
+                completion_tokens=found.usage.output_tokens,
+            )
+        placeholder = (
+            options.tools.to_json() if isinstance(options.tools, ToolsPlaceholder) else None
+        )
+        if placeholder is not None:
+            # The reference harness logs its tools as a placeholder: serialize without them and
+            # keep the placeholder text, so a change of it still shows.
+            options = dataclasses.replace(options, tools=())
+        try:
+            if options.provider == "anthropic":
+                body = anthropic.serialize_request(options)
+                url = "/anthropic/v1/messages"
+            else:
+                body = deepseek.serialize_request(options)
+                url = "/chat/completions"
+            if placeholder is not None:
+                body["tools"] = placeholder
+        except DshError as exc:
+            builder.notes.append(f"request {index + 1} cannot be serialized: {exc}")
+            previous = item
+            continue
+        response = None
+        if item.reply is not None:
+            try:
+                if options.provider == "anthropic":
+                    response = anthropic.serialize_message(item.reply)
+                else:
+                    view = wire_view(body, endpoint="chat")
+                    thinking = view.thinking if view is not None else True
+                    response = deepseek.serialize_message(item.reply, thinking=thinking)[0]
+            except (DshError, IndexError):
+                response = None
+        started = _time(events, item.boundary_seq)
+        finished = _time(events, found.seq if found is not None else None)
+        if started is not None and finished is not None and not 0 <= finished - started <= 3600:
+            finished = None  # stored logs mix recording runs: that end belongs to another one
+        builder.add(
+            url=url,
+            body=body,
+            status=200 if item.reply is not None else None,
+            response=response,
+            usage=usage,
+            started=started,
+            finished=finished,
+            conversation=loaded.info.id,
+            log_events=_events_between(previous, item, steps, rewrites),
+        )
+        previous = item
+    if loaded.dropped is not None:
+        builder.notes.append(f"an unfinished last line (line {loaded.dropped.line}) was dropped")
+    return builder.trace()
