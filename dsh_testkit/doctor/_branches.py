@@ -131,13 +131,24 @@ class Brancher:
         parent: int | None = None
         relation: Relation = "first"
         shared = 0
-        # 1. the longest earlier prompt this one starts with
+        # 1. the longest earlier prompt this one starts with; an exact repeat loses to a more
+        #    recent shorter one (a run started over follows its own new requests, not the
+        #    old run's; a retry repeats the latest request, so it keeps its parent)
+        repeat: int | None = None
         for k in range(len(parts), 2, -1):
             found = self._ends.get((scope, hashes[k]))
-            if found is not None:
-                parent, shared = found, k
-                relation = "repeats" if k == len(parts) else "extends"
+            if found is None:
+                continue
+            if k == len(parts):
+                repeat = found
+                continue
+            if repeat is not None and found < repeat:
                 break
+            parent, shared = found, k
+            relation = "repeats" if k == len(parts) else "extends"
+            break
+        if parent is None and repeat is not None:
+            parent, shared, relation = repeat, len(parts), "repeats"
         if parent is None:
             # 2. the longest shared prefix of whole components
             best = 0

@@ -281,7 +281,10 @@ def _system_changes(previous: WireView, current: WireView, names: tuple[str, str
                 signature=f"volatile-system-text {location}",
             )
         ]
-    spans = diff.spans
+    spans = (
+        _token_around(diff.before, diff.start, diff.before_end),
+        _token_around(diff.after, diff.start, diff.after_end),
+    )
     return [
         Change(
             code="system-changed",

@@ -163,6 +163,8 @@ class Doctor:
                 exchange, view, rendered, prompt, hit, parent, link
             )
         if exchange.refused:
+            if parent is not None:
+                findings = self._refused_changes(parent.exchange, exchange, view)
             findings.append(self._refused(exchange, view))
         findings, unmatched = _with_log_evidence(findings, exchange.log_events)
         diagnosis = RequestDiagnosis(
@@ -324,6 +326,8 @@ class Doctor:
         reusable = _floor(reusable_raw, unit)
         shared = _floor(min(provider(shared_r), reusable), unit)
         changes = compare(p_exchange, p_view, exchange, view)
+        if any(c.code == "params-changed" and c.where in ("model", "user_id") for c in changes):
+            shared_r = common_r = shared = 0  # another cache key: nothing is shared
         components = describe_components(view)
         divergence = None
         if shared_r < reusable_r:
@@ -388,7 +392,17 @@ class Doctor:
         reason = ""
         cause: Finding | None = None
         if lost >= unit:
-            if shared_r < reusable_r:
+            keyed = next(
+                (
+                    c
+                    for c in changes
+                    if c.code == "params-changed" and c.where in ("model", "user_id")
+                ),
+                None,
+            )
+            if keyed is not None:
+                limiting = keyed
+            elif shared_r < reusable_r:
                 at = _component_at(marks, common_r)
                 rendered = [c for c in changes if c.rendered]
                 limiting = next((c for c in rendered if c.component == at), None)
@@ -524,6 +538,7 @@ class Doctor:
             output_missed
             and gap is not None
             and resolution is not None
+            and resolution < 1.0
             and delay > 0
             and gap + resolution < delay
         ):
@@ -554,9 +569,39 @@ class Doctor:
             signature="provider-miss",
         )
 
+    def _refused_changes(
+        self, parent: Exchange, exchange: Exchange, view: WireView
+    ) -> list[Finding]:
+        """What changed in a refused request: the change the API refuses it for is part of the
+        refusal; the rest cost nothing (a refused request caches and reads nothing)."""
+        p_view = wire_view(parent.body, endpoint=parent.endpoint) or WireView()
+        error = (exchange.error or "").lower()
+        explained = not error or "reasoning" in error or "thinking" in error
+        out = []
+        for change in compare(parent, p_view, exchange, view):
+            refusing = change.rejected and explained
+            out.append(
+                Finding(
+                    code=change.code,
+                    severity="refusal" if refusing else "note",
+                    detail=change.detail
+                    if refusing
+                    else f"{change.detail} (the request was refused, so it cost no hit)",
+                    evidence=change.evidence,
+                    where=change.where,
+                    rejected=refusing,
+                    rendered=change.rendered,
+                    diff=change.diff,
+                    signature=change.signature,
+                )
+            )
+        return out
+
     def _refused(self, exchange: Exchange, view: WireView) -> Finding:
         reason = refusal_reason(view)
         error = exchange.error or "(no error body)"
+        if exchange.error and not any(w in error.lower() for w in ("reasoning", "thinking")):
+            reason = None  # refused for something else
         detail = f"status {exchange.status}: {error}"
         if reason is not None:
             detail += f"; {reason}"
