@@ -16,7 +16,7 @@ server (a fresh server and cache per client):
   every request (the classic prefix bust).
 
 Each client's traffic, as the mock recorded it (bodies, the scripted answers, the simulated
-usage), then goes through the cache doctor (``dsh_testkit.reports.diagnose``), which attributes
+usage), then goes through the cache doctor (``dsh_testkit.doctor.diagnose``), which attributes
 every lost hit to a cause code (``tool-args-reserialized``, ``volatile-system-text``, …).
 
 The mock's prefix-cache simulator is wrapped to record every request's prompt tokens, hit and
@@ -191,7 +191,7 @@ async def _drive(
 
 def _doctor(mock: MockDeepSeek) -> dict[str, int]:
     """The cache doctor's cause counts over what the mock received (reported usage)."""
-    from dsh_testkit.reports import diagnose
+    from dsh_testkit.doctor import diagnose
 
     return diagnose(mock, simulate=False).counts()
 
@@ -387,7 +387,7 @@ def run(quick: bool) -> Section:
             "rounded down to 64; the first request reuses nothing. A request *loses its prefix* "
             "when its prompt is not an extension of the previous prompt + reply (token by "
             "token). Each client's traffic then goes through the cache doctor "
-            "(`dsh_testkit.reports.diagnose` over the mock's request log), which names the "
+            "(`dsh_testkit.doctor.diagnose` over the mock's request log), which names the "
             "cause code of every lost hit."
         ),
     )

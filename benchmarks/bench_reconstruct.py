@@ -2,8 +2,9 @@
 
 Goal: twice the log takes at most 2.2× the time, for ``reconstruct_requests`` (every request of
 the log rebuilt) and ``audit_log`` (invariants, folds, the header timeline, every request rebuilt
-and compared with the one before it). Loading the JSONL file and the cache report are reported
-beside them.
+and compared with the one before it), and the cache doctor's report of the log
+(``dsh_testkit.doctor.diagnose`` over the log's rebuilt wire requests, as ``dsh-testkit
+cache-report LOG`` runs it). Loading the JSONL file is reported beside them.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dsh_core import Event, Session, reconstruct_requests
-from dsh_core.persistence import load_session, write_session
-from dsh_testkit.reports import audit_log, cache_report
+from dsh_core import Event, Session, SessionInfo, reconstruct_requests
+from dsh_core.persistence import LoadedLog, load_session, write_session
+from dsh_testkit.doctor import diagnose
+from dsh_testkit.reports import audit_log
+from dsh_testkit.traces import session_log_trace
 
 from ._common import Figure, Section, median
 from ._history import build_log, cut_at_turn
@@ -26,6 +29,7 @@ __all__ = ["run"]
 SIZES = (5_000, 10_000)
 QUICK_SIZES = (250, 500)
 GOAL = 2.2
+DOCTOR_ROUNDS = 3
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -53,7 +57,8 @@ def run(quick: bool) -> Section:
         return lambda: audit_log(events)
 
     def report(events: list[Event]) -> Callable[[], object]:
-        return lambda: cache_report(events)
+        loaded = LoadedLog(info=SessionInfo(id="bench", created_at=0), events=tuple(events))
+        return lambda: diagnose(session_log_trace(loaded))
 
     def load(path: Path) -> Callable[[], object]:
         return lambda: load_session(path)
@@ -63,7 +68,8 @@ def run(quick: bool) -> Section:
         "reconstruct_requests": (lambda n: reconstruct(logs[n]), True, rounds),
         "audit_log": (lambda n: audit(logs[n]), True, rounds),
         "load_session (JSONL file)": (lambda n: load(files[n]), False, rounds),
-        "cache_report": (lambda n: report(logs[n]), True, rounds),
+        # A sample of the doctor takes seconds at these sizes: fewer rounds keep make bench short.
+        "diagnose (cache-report)": (lambda n: report(logs[n]), True, min(rounds, DOCTOR_ROUNDS)),
     }
     samples: dict[tuple[str, int], list[float]] = {(op, n): [] for op in operations for n in sizes}
     for r in range(rounds):
@@ -85,7 +91,8 @@ def run(quick: bool) -> Section:
             f"{len(logs[small]):,} events ({requests[small]} requests) and {len(logs[large]):,} "
             f"events ({requests[large]} requests). Each operation runs on the in-memory events "
             "(`load_session` reads the JSONL file written by `write_session`); "
-            f"{rounds} rounds alternating the order of the two "
+            f"{rounds} rounds ({min(rounds, DOCTOR_ROUNDS)} for the cache doctor) alternating "
+            "the order of the two "
             "sizes, `gc.collect()` before each sample; times are medians. The scaling figure is "
             "the median over rounds of t(large) / t(small) measured back to back, at a "
             f"{len(logs[large]) / len(logs[small]):.2f}× longer log."

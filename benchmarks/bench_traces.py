@@ -113,8 +113,8 @@ def _write(path: Path, total: int) -> None:
 def _report_once(path: Path, simulate: bool) -> tuple[float, float, dict[str, int]]:
     """Wall and CPU seconds of one ``cache-report --json`` over ``path``, and the cause counts
     and conversations it found."""
-    from dsh_testkit.reports import diagnose
-    from dsh_testkit.reports._console import dumps_report_json
+    from dsh_testkit._console import dumps_report_json
+    from dsh_testkit.doctor import diagnose
     from dsh_testkit.traces import load_trace
 
     gc.collect()

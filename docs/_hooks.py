@@ -84,7 +84,7 @@ def script_reference() -> str:
 
 
 def cause_codes() -> str:
-    from dsh_testkit.reports import CAUSE_CODES
+    from dsh_testkit.doctor import CAUSE_CODES
 
     rows = ["| code | what it means |", "|---|---|"]
     rows += [f"| `{code}` | {sentence} |" for code, sentence in CAUSE_CODES.items()]
@@ -92,10 +92,10 @@ def cause_codes() -> str:
 
 
 def report_legend() -> str:
-    from dsh_testkit.reports import LEGEND
+    from dsh_testkit.doctor import TERMS
 
-    rows = ["| column | meaning |", "|---|---|"]
-    rows += [f"| {term} | {meaning} |" for term, meaning in LEGEND]
+    rows = ["| term | meaning |", "|---|---|"]
+    rows += [f"| {term} | {meaning} |" for term, meaning in TERMS]
     return "\n".join(rows)
 
 

@@ -204,10 +204,17 @@ class WireView:
         return model if isinstance(model, str) else None
 
     def cache_key(self) -> tuple[str | None, str | None]:
-        """``(serving model, end user)``: requests under different keys share no cache."""
+        """``(serving model, end user)``: requests under different keys share no cache.
+
+        The serving model is the one the mock's cache key names (``cache_model``): aliases of
+        one model (``deepseek-chat``, ``deepseek-reasoner``, ``deepseek-v4-flash``) share its
+        units (docs/fidelity.md, "Cache key").
+        """
+        from .mock._cache_values import cache_model
+
         model = self.model
         info = resolve_model(model, endpoint=self.endpoint) if model is not None else None
-        served = info.served_by if info is not None else model
+        served = cache_model(info.id) if info is not None else model
         user = self.params.get("user_id", self.params.get("user"))
         metadata = self.params.get("metadata")
         if user is None and isinstance(metadata, Mapping):

@@ -8,7 +8,7 @@ With ``DEEPSEEK_API_KEY`` set, the ``live`` variant runs against the real API (m
 ``DSH_E2E_MODEL``, default ``deepseek-v4-flash``; base URL from ``DSH_E2E_BASE_URL``). The
 ``mock`` variant always runs: the same scenario against the loopback mock server over real HTTP,
 whose prefix-cache simulator applies DeepSeek's documented rules. Each run's log is written to a
-temp dir and audited inside the test.
+temp dir, audited and read by the cache doctor inside the test.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import pytest
 from dsh_core import Agent, AgentOptions, Session, tool
 from dsh_core.persistence import load_session, write_session
 from dsh_core.providers import DeepSeekProvider
+from dsh_testkit.doctor import assert_cache_friendly
 from dsh_testkit.mock import MockDeepSeek, MockServer, Reply, ToolCall
-from dsh_testkit.reports import audit_file, cache_report_file
+from dsh_testkit.reports import audit_file
 
 VALUE = "azure-falcon-42"
 KEY = "deploy-color"
@@ -114,6 +115,10 @@ async def test_request_cache(target: tuple[str, str, str], tmp_path: Path) -> No
     assert all(r.extends_previous for r in audit.requests[1:]), [
         r.to_json() for r in audit.requests
     ]
-    report = cache_report_file(log_path)
+    # a prefix-stable client: nothing it did cost a hit (the provider's own misses allowed)
+    report = assert_cache_friendly(log_path)
+    assert report.figures == "reported"
     assert report.totals.hit_tokens > 0
+    [conversation] = report.conversations
+    assert [r.relation for r in conversation.requests[1:]] == ["extends"] * (len(messages) - 1)
     assert agent.request_invariant is not None and agent.request_invariant.checked == len(messages)

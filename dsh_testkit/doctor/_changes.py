@@ -474,6 +474,51 @@ def _echo_changes(
     return out
 
 
+def _meaning(message: Mapping[str, Any]) -> tuple[str, list[tuple[str, Any]]]:
+    """An assistant turn's text and tool calls, arguments by value (their spelling aside)."""
+    calls = []
+    for name, arguments in _calls(message):
+        value = arguments
+        if isinstance(arguments, str):
+            try:
+                value = canonical_json(_as_object(arguments))
+            except ValueError:
+                value = arguments
+        elif arguments is not None:
+            value = canonical_json(arguments)
+        calls.append((name, value))
+    return content_text(message.get("content")), calls
+
+
+def _answer_edited(
+    produced: Mapping[str, Any], sent: Any, position: int, current: WireView
+) -> list[Change]:
+    """The model's answer resent with other content or other tool calls than it produced (the
+    reasoning and the spelling of arguments are :func:`_echo_changes`' to judge)."""
+    if not isinstance(sent, Mapping) or sent.get("role") != "assistant":
+        return []
+    if _meaning(produced) == _meaning(sent):
+        return []
+    where = f"messages[{current.wire_index(position)}]"
+    field, evidence, diff = _message_diff(
+        *({k: v for k, v in m.items() if k != "reasoning_content"} for m in (produced, sent))
+    )
+    return [
+        Change(
+            code="history-rewritten",
+            detail=f"{where} is the model's answer resent edited: it is not what the model produced",
+            evidence=tuple(
+                e.replace("before:", "produced:", 1).replace("after: ", "sent:    ", 1)
+                for e in evidence
+            ),
+            where=where + field,
+            component=2 + position,
+            diff=diff,
+            signature=f"history-rewritten answer {where}{field}",
+        )
+    ]
+
+
 def _as_object(text: str) -> Any:
     """Arguments text as a value; an empty text means no arguments (``{}``)."""
     return {} if text.strip() == "" else json.loads(text)
@@ -602,6 +647,7 @@ def _history_changes(
         ]
     if answer is not None and len(new) > len(old):
         out += _echo_changes(answer, new[len(old)], len(old), current, rejected_at)
+        out += _answer_edited(answer, new[len(old)], len(old), current)
     if (
         rejected_at is not None
         and rejected_at >= len(old)
@@ -619,7 +665,7 @@ def _history_changes(
                 evidence=(f"sent: {canonical_json(new[rejected_at])[:100]}",),
                 where=f"{where}.reasoning_content",
                 component=2 + rejected_at,
-                rendered=True,
+                rendered=_reasoning_rendered(current, new[rejected_at]),
                 rejected=True,
                 signature="reasoning-dropped rejected",
             )

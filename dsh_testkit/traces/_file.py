@@ -18,6 +18,8 @@ from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import IO, Any, Final, Self
 
+from dsh_core import loads_json
+
 from .._secrets import _may_hold_key, scrub_json
 from ._errors import TraceError
 
@@ -106,7 +108,7 @@ def read_trace_lines(
     if lines and lines[-1] == "":
         lines.pop()
     try:
-        header = json.loads(lines[0]) if lines else None
+        header = loads_json(lines[0]) if lines else None
     except ValueError:
         header = None
     if not isinstance(header, Mapping) or header.get("format") != TRACE_FORMAT:
@@ -121,7 +123,7 @@ def read_trace_lines(
     records: list[tuple[int, Mapping[str, Any]]] = []
     for number, line in enumerate(lines[1:], start=2):
         try:
-            record = json.loads(line)
+            record = loads_json(line)
         except ValueError:
             if number == len(lines) and not text.endswith("\n"):
                 notes.append(

@@ -28,7 +28,9 @@ from typing import Any
 
 from dsh_core import CorruptLogError, DshError, dumps_canonical
 from dsh_core.persistence import ChunkRow, LoadedLog, load_session, open_session
-from dsh_testkit.reports import audit_loaded, cache_report_loaded
+from dsh_testkit.doctor import diagnose
+from dsh_testkit.reports import audit_loaded
+from dsh_testkit.traces import session_log_trace
 from tests._support import REFERENCE_LOGS
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "scenarios" / "recordings"
@@ -67,7 +69,11 @@ def _load(path: Path) -> LoadedLog | CorruptLogError:
 
 def _reports_do_not_crash(loaded: LoadedLog, where: str) -> None:
     """The audit and the cache report over a loaded log: a report or a typed error, no crash."""
-    for name, build in (("audit", audit_loaded), ("cache-report", cache_report_loaded)):
+
+    def cache_report(log: LoadedLog) -> object:
+        return diagnose(session_log_trace(log))
+
+    for name, build in (("audit", audit_loaded), ("cache-report", cache_report)):
         try:
             build(loaded)
         except DshError:

@@ -36,8 +36,8 @@ def _entry(request_text: str, response_text: str, **extra: object) -> dict[str, 
 
 HOSTILE_TRACES: dict[str, tuple[bytes, str]] = {
     "entries-are-strings.har": (_har("x", 1, None), "is not a HAR entry"),
-    "truncated.har": (b'{"log":{"version":"1.2","entries":[{"req', "not a recognized trace"),
-    "binary.har": (b"\x00\xff\xfe" * 100, "can't decode"),
+    "truncated.har": (b'{"log":{"version":"1.2","entries":[{"req', "does not parse"),
+    "binary.har": (b"\x00\xff\xfe" * 100, "not a recognized trace"),
     "empty.har": (b"", "not a recognized trace"),
     "usage-of-strings.har": (
         _har(

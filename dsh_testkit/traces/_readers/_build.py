@@ -7,9 +7,10 @@ what the recording did not already scrub, and numbers the exchanges in trace ord
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
+
+from dsh_core import loads_json
 
 from ..._secrets import scrub_headers, scrub_json, scrub_url
 from .._errors import TraceError
@@ -53,9 +54,20 @@ def json_or_none(text: str | bytes | None) -> Any:
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return loads_json(text.decode("utf-8") if isinstance(text, bytes) else text)
     except ValueError:
         return None
+
+
+def json_document(text: str, *, path: str | None, what: str) -> Any:
+    """A whole-file JSON document; a :class:`TraceError` saying it does not parse (and where)
+    otherwise, so a file cut short is not reported as one of the wrong shape."""
+    try:
+        return loads_json(text)
+    except ValueError as exc:
+        raise TraceError(
+            f"{what} must be one JSON document; this one does not parse: {exc}", path=path
+        ) from None
 
 
 def decode_text(data: bytes, *, path: str | None, line_based: bool) -> tuple[str, str | None]:

@@ -16,7 +16,7 @@ from typing import Any
 from .._errors import TraceError
 from .._model import Trace, TraceUsage
 from .._wire import answer_of_text, endpoint_of, error_of_text
-from ._build import TraceBuilder, decode_text, json_or_none
+from ._build import TraceBuilder, decode_text, json_document, json_or_none
 
 __all__ = ["read", "sniff"]
 
@@ -44,7 +44,7 @@ def _text(content: Mapping[str, Any], key: str = "text") -> str | None:
 
 def read(data: bytes, path: str | None) -> Trace:
     text, _ = decode_text(data, path=path, line_based=False)
-    document = json_or_none(text)
+    document = json_document(text, path=path, what="a HAR file")
     entries = (document.get("log") or {}).get("entries") if isinstance(document, Mapping) else None
     if not isinstance(entries, list):
         raise TraceError("a HAR file needs log.entries (a list)", path=path)

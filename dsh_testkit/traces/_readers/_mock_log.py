@@ -14,7 +14,7 @@ from typing import Any
 from .._errors import TraceError
 from .._model import Trace, TraceSource, TraceUsage
 from .._wire import error_of_json
-from ._build import TraceBuilder, decode_text, json_or_none
+from ._build import TraceBuilder, decode_text, json_document
 
 __all__ = ["read", "records_trace", "sniff"]
 
@@ -28,7 +28,7 @@ def sniff(head: str) -> bool:
 
 def read(data: bytes, path: str | None) -> Trace:
     text, _ = decode_text(data, path=path, line_based=False)
-    document = json_or_none(text)
+    document = json_document(text, path=path, what="the mock's request log")
     if isinstance(document, Mapping) and isinstance(document.get("requests"), list):
         return records_trace(document["requests"], path=path, source="mock-requests")
     if isinstance(document, list):

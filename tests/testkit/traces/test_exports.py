@@ -1,4 +1,5 @@
-"""The public surfaces of ``dsh_testkit.traces`` and ``dsh_testkit.proxy`` are their sorted ``__all__``."""
+"""The public surfaces of ``dsh_testkit.traces``, ``dsh_testkit.proxy``, ``dsh_testkit.doctor``
+and ``dsh_testkit.reports`` are their sorted ``__all__``."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import types
 
 import pytest
 
+import dsh_testkit.doctor
 import dsh_testkit.proxy
+import dsh_testkit.reports
 import dsh_testkit.traces
 
 
-@pytest.mark.parametrize("package", [dsh_testkit.traces, dsh_testkit.proxy])
+@pytest.mark.parametrize(
+    "package", [dsh_testkit.traces, dsh_testkit.proxy, dsh_testkit.doctor, dsh_testkit.reports]
+)
 def test_all_is_sorted_unique_and_exact(package: types.ModuleType) -> None:
     exported = package.__all__
     assert len(exported) == len(set(exported))
@@ -31,8 +36,8 @@ def test_all_is_sorted_unique_and_exact(package: types.ModuleType) -> None:
             assert value.__module__.startswith(package.__name__), name
 
 
-def test_the_doctor_is_exported_from_reports() -> None:
-    from dsh_testkit import reports
-
-    for name in ("CAUSE_CODES", "diagnose", "run_trace_cache_report", "Finding"):
-        assert name in reports.__all__
+def test_the_doctor_has_its_own_package_and_reports_keeps_the_log_audit() -> None:
+    for name in ("CAUSE_CODES", "diagnose", "assert_cache_friendly", "Finding"):
+        assert name in dsh_testkit.doctor.__all__
+        assert name not in dsh_testkit.reports.__all__
+    assert {"audit_file", "run_audit", "run_rebuild"} <= set(dsh_testkit.reports.__all__)

@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import openai
 
+from dsh_testkit.doctor import diagnose
 from dsh_testkit.mock import MockDeepSeek, MockServer, Reply, ToolCall
 from dsh_testkit.proxy import ProxyServer
-from dsh_testkit.reports import diagnose
 from dsh_testkit.traces import load_trace
 from tests.testkit.traces._agent import KEY, RULES, TOOLS, run_agent
 
@@ -56,7 +56,10 @@ def test_openai_agent_through_the_proxy_is_recorded_and_diagnosed(tmp_path: Path
     assert doctor.counts() == {"tool-args-reserialized": 2}
     finding = doctor.conversations[0].findings()[0][1]
     # The mock's V4 template renders tool arguments by value: the resent bytes cost no tokens.
-    assert "so it cost nothing this time" in finding.detail
+    assert (finding.severity, finding.rendered) == ("note", False)
+    assert finding.detail.endswith(
+        "(the template does not render this difference, so it cost nothing)"
+    )
 
 
 def test_sse_is_relayed_event_by_event_before_the_upstream_finishes(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from dsh_testkit.capture import RequestCapture
+from dsh_testkit.doctor import conversations, diagnose
 from dsh_testkit.mock import MockDeepSeek, MockServer, Reply, ToolCall
 from dsh_testkit.traces import Trace, TraceError, load_trace, loads_trace, trace_of
 from tests.testkit.traces._agent import KEY, RULES, TOOLS, har_of, run_agent
@@ -56,7 +57,7 @@ def test_capture_save_and_load_round_trip(tmp_path: Path) -> None:
     assert trace.exchanges[0].endpoint == "chat"
     assert trace.exchanges[0].body["messages"][0]["content"] == RULES
     assert trace.exchanges[2].messages[-1] == {"role": "user", "content": "thanks"}
-    assert [len(c) for c in trace.conversations()] == [3]
+    assert [len(c) for c in conversations(trace)] == [3]
     assert trace_of(capture).exchanges[1].body == trace.exchanges[1].body
 
 
@@ -156,13 +157,16 @@ def test_conversations_split_by_shared_prefix() -> None:
     }
     b2 = {"model": "m", "messages": [*b1["messages"], {"role": "assistant", "content": "y"}]}
     trace = trace_of([a1, b1, a2, b2])
-    conversations = trace.conversations()
-    assert [c.key for c in conversations] == ["#1", "#2"]
-    assert [[e.index for e in c] for c in conversations] == [[0, 2], [1, 3]]
-    keyed = trace.conversations(key=lambda e: "one")
-    assert [len(c) for c in keyed] == [4]
+    found = conversations(trace)
+    assert [c.key for c in found] == ["#1", "#2"]
+    assert [[e.index for e in c] for c in found] == [[0, 2], [1, 3]]
+    assert [[(link.parent, link.relation) for link in c.links] for c in found] == [
+        [(None, "first"), (0, "extends")],
+        [(None, "first"), (1, "extends")],
+    ]
+    assert [r.conversation for r in diagnose(trace, conversation="#2").requests] == ["#2", "#2"]
     with pytest.raises(KeyError, match="#1, #2"):
-        trace.conversation("nope")
+        diagnose(trace, conversation="nope")
 
 
 def test_unknown_content_is_a_typed_error(tmp_path: Path) -> None:

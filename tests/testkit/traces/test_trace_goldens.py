@@ -83,7 +83,7 @@ import json
 def test_agent(snapshot):
     capture = RequestCapture()
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-    capture.requests.append(CapturedRequest(method="POST", url="http://x/chat/completions", headers=(), body=json.dumps(body).encode()))
+    capture.requests.append(CapturedRequest(method="POST", url="http://x/chat/completions", headers=(), content=json.dumps(body).encode()))
     assert capture == snapshot(extension_class=WireRequestsExtension)
 """
     )
