@@ -466,7 +466,7 @@ class MockDeepSeek:
                 entry=None if entry is None else redact(entry.to_json(), secrets),
                 error=None if error is None else redact(error.to_json(), secrets),
                 scripted=scripted,
-                extras=dict(extras or {}),
+                extras=redact(dict(extras or {}), secrets),  # the answer may echo a key
             )
         )
         size = len(request.body)

@@ -37,6 +37,7 @@ import pytest
 
 from dsh_core import RequestInvariant, Session
 from dsh_core.persistence import write_session
+from dsh_testkit.doctor import assert_prefix_stable
 from dsh_testkit.mock import ErrorReply, Reply
 
 OFF = {"thinking": {"type": "disabled"}}
@@ -204,7 +205,7 @@ def test_capture_sees_a_third_party_agents_requests(dsh_mock_server, dsh_capture
         chat(client, "Be terse.")
     assert [r.url for r in dsh_capture.requests] == [dsh_mock_server.base_url + "/chat/completions"] * 2
     assert dict(dsh_capture.requests[0].headers)["authorization"] != "Bearer any"
-    dsh_capture.assert_prefix_stable()
+    assert_prefix_stable(dsh_capture)
 """
 
 
@@ -220,6 +221,7 @@ import itertools
 import openai
 import pytest
 
+from dsh_testkit.doctor import assert_prefix_stable
 from dsh_testkit.mock import Reply
 
 OFF = {"thinking": {"type": "disabled"}}
@@ -256,7 +258,7 @@ def test_capture_of_an_agent_that_busts_the_cache(dsh_mock_server, dsh_capture):
                 {"role": "assistant", "content": answer.choices[0].message.content},
                 {"role": "user", "content": "more"},
             ]
-    dsh_capture.assert_prefix_stable()
+    assert_prefix_stable(dsh_capture)
 """
 
 
@@ -284,7 +286,8 @@ def test_what_a_user_sees_when_replay_or_capture_fails(project: pytest.Pytester)
         [
             "*_ test_capture_of_an_agent_that_busts_the_cache _*",
             "E   *PrefixInstability: request 1 does not extend request 0, so the provider's "
-            "prefix cache cannot reuse it; the first divergence:",
+            "prefix cache cannot reuse it (volatile-system-text at system line 2 column 13: *); "
+            "the first divergence:",
             "E   *  system line 2 differs: request 0: 'The time is 1.', request 1: 'The time is 2.'",
         ]
     )

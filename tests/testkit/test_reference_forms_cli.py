@@ -84,9 +84,12 @@ def test_a_compaction_checkpoint_without_compaction_events_is_attributed_to_comp
         "compaction (checkpoint of compaction c-1): user/message at seq 10 replaced seq 3"
     )
     report2 = json.loads(cli("cache-report", "--json", COMPACTION).stdout)
-    assert report2["requests"][1]["causes"] == [
-        {"kind": "compaction", "seq": 10, "detail": rewrite["description"]}
-    ]
+    second = report2["conversations"][0]["requests"][1]
+    [finding] = second["findings"]
+    assert (finding["code"], finding["severity"]) == ("history-rewritten", "loss")
+    assert finding["where"] == "messages[2].content line 1 column 1"
+    assert finding["evidence"][-1] == f"log: {rewrite['description']}"
+    assert finding["lostTokens"] == second["lostTokens"] > 0
 
 
 def test_a_checkpoint_inside_its_bracket_is_explained_by_the_bracket(tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ not show, and the words fit the change."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from dsh_testkit.doctor import diagnose
 
 from ._bodies import (
@@ -21,7 +23,9 @@ from ._bodies import (
 CALL = ("call_1", "read_file", '{"path": "README.md"}')
 
 
-def _turn(sys_text: str = SYSTEM, **params: object) -> tuple[dict, dict, dict]:
+def _turn(
+    sys_text: str = SYSTEM, **params: Any
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """A first request, the model's tool call, and the next request that resends it."""
     first = body([system(sys_text), user("What does the README say?")], **params)
     answer = assistant(reasoning="I should read it.", calls=[CALL])
@@ -227,7 +231,7 @@ def test_when_two_changes_apply_the_first_divergence_limits_the_hit() -> None:
 
 def test_a_change_repeated_over_requests_is_one_group() -> None:
     traffic = Traffic()
-    history: list[dict] = [user("Start.")]
+    history: list[dict[str, Any]] = [user("Start.")]
     previous_answer = None
     for minute in range(6):
         sys_text = SYSTEM + f"Time: 10:0{minute}"

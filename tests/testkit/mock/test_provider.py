@@ -401,9 +401,10 @@ async def test_a_retried_request_is_byte_identical_on_the_wire(over: str) -> Non
     assert sleep.delays == [2.0]  # the Retry-After, waited through the fake
     assert [r.status for r in mock.requests] == [200, 429, 200]
     first, failed, retried = capture.requests
-    assert failed.body == retried.body  # byte for byte, not merely the same JSON
-    assert failed.body != first.body
-    sent = json.loads(retried.body)
+    assert failed.content == retried.content  # byte for byte, not merely the same JSON
+    assert failed.content != first.content
+    sent = json.loads(retried.content)
+    assert sent == retried.body
     assert [m["role"] for m in sent["messages"]] == ["system", "user", "assistant", "tool"]
     assert sent["messages"][2]["reasoning_content"] == "I should look it up."
     # Every header, in wire order: our provider sends nothing volatile (no retry counter, no
@@ -414,7 +415,7 @@ async def test_a_retried_request_is_byte_identical_on_the_wire(over: str) -> Non
     assert headers["content-type"] == "application/json"
     assert headers["accept"] == "text/event-stream"
     assert headers["authorization"] == "<REDACTED>"
-    assert headers["content-length"] == str(len(retried.body))
+    assert headers["content-length"] == str(len(retried.content))
     assert [e.type for e in agent.session.events].count("llm/retry") == 1
 
 
