@@ -16,7 +16,10 @@ from tests.testkit.traces._agent import KEY, RULES, TOOLS, run_agent, tool
 
 def replies(turns: int) -> list[Reply]:
     call = ToolCall(name="read_file", arguments='{"path": "a.txt"}')
-    return [Reply(reasoning="Let me read it.", tool_calls=(call,)), Reply(text="It says hi.")] * turns
+    return [
+        Reply(reasoning="Let me read it.", tool_calls=(call,)),
+        Reply(text="It says hi."),
+    ] * turns
 
 
 CONTEXT = " ".join(f"Note {i}: the answer must quote the file exactly." for i in range(40))

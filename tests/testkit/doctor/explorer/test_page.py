@@ -195,9 +195,7 @@ def test_cache_report_writes_the_explorer(
 ) -> None:
     mock = three_killers()
     log = tmp_path / "requests.json"
-    log.write_text(
-        json.dumps({"requests": [r.to_json() for r in mock.requests]}), encoding="utf-8"
-    )
+    log.write_text(json.dumps({"requests": [r.to_json() for r in mock.requests]}), encoding="utf-8")
     out = tmp_path / "explorer.html"
     assert main(["cache-report", str(log), "--html", str(out)]) == 0
     assert f"wrote the HTML report to {out}" in capsys.readouterr().err
