@@ -62,16 +62,17 @@ class Page:
     def __init__(self, page: Any) -> None:
         self.page = page
         self.problems: list[str] = []
-        page.on(
-            "console",
-            lambda m: (
-                self.problems.append(f"{m.type}: {m.text}")
-                if m.type in ("error", "warning")
-                else None
-            ),
-        )
+        page.on("console", self._console)
         page.on("pageerror", lambda e: self.problems.append(f"uncaught: {e}"))
-        page.on("dialog", lambda d: (self.problems.append(f"dialog: {d.message}"), d.dismiss()))
+        page.on("dialog", self._dialog)
+
+    def _console(self, message: Any) -> None:
+        if message.type in ("error", "warning"):
+            self.problems.append(f"{message.type}: {message.text}")
+
+    def _dialog(self, dialog: Any) -> None:
+        self.problems.append(f"dialog: {dialog.message}")
+        dialog.dismiss()
 
     def open(self, url: str) -> Any:
         self.page.goto(url)
