@@ -3,8 +3,8 @@
 
 function figuresNote(data) {
   return data.figures === "simulated"
-    ? "figures simulated: the trace reports no cache usage, so the mock's prefix-cache simulator ran over it"
-    : "figures reported: hits and prompt tokens are the provider's own usage figures";
+    ? "simulated — the trace reports no cache usage, so the mock's prefix-cache simulator ran over it"
+    : "reported — hits and prompt tokens are the provider's own usage figures";
 }
 
 function unitNote(unit) {
