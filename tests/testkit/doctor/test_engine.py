@@ -12,7 +12,6 @@ from ._bodies import (
     assistant,
     body,
     floor,
-    prompt_tokens,
     system,
     tokens_before,
     tool_result,
@@ -68,7 +67,7 @@ def test_a_miss_of_exactly_one_unit_is_explained() -> None:
 
 
 def test_a_timestamp_in_the_system_prompt_is_volatile_and_names_the_characters() -> None:
-    first, answer, second = _turn(sys_text=SYSTEM + "Now: 2026-12-03T10:00:00Z")
+    first, answer, _second = _turn(sys_text=SYSTEM + "Now: 2026-12-03T10:00:00Z")
     _, _, changed = _turn(sys_text=SYSTEM + "Now: 2026-12-03T10:00:07Z")
     traffic = Traffic()
     traffic.add(first, answer=answer, hit=0)
@@ -126,7 +125,7 @@ def test_strict_false_on_a_tool_is_not_rendered_and_is_no_finding() -> None:
 
 
 def test_a_parameter_outside_the_cache_key_claims_nothing() -> None:
-    first, answer, second = _turn(reasoning_effort="high")
+    first, answer, _second = _turn(reasoning_effort="high")
     _, _, changed = _turn(reasoning_effort="max")
     traffic = Traffic()
     traffic.add(first, answer=answer, hit=0)
