@@ -136,6 +136,22 @@ def test_the_labels_are_consistent(labels: dict[str, Any]) -> None:
     assert counts["causes"] == dict(sorted(Counter(c["cause"] for c in cases).items()))
 
 
+def test_the_labels_state_the_figures_the_findings_report(labels: dict[str, Any]) -> None:
+    # The figures quoted in the findings (and in docs/wire.md): change them together.
+    counts = labels["counts"]
+    assert (counts["runs"], counts["cases"]) == (303, 469)
+    assert (counts["lost"], counts["lostTokens"], counts["lostVsPrompt"]) == (66, 8512, 9)
+    lost = Counter(c["cause"] for c in labels["cases"] if c["lost"])
+    assert lost == {
+        "system-moved": 24,
+        "provider-miss": 24,
+        "system-changed": 10,
+        "tool-args-reserialized": 6,
+        "tools-changed": 2,
+    }
+    assert len(labels["structures"]) == 18
+
+
 def test_every_later_request_is_labelled_and_every_label_is_in_the_fixture(
     runs: tuple[Run, ...], labels: dict[str, Any]
 ) -> None:
