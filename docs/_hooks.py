@@ -91,19 +91,15 @@ def script_reference() -> str:
 
 
 def cause_codes() -> str:
-    from dsh_testkit.reports import CAUSE_CODES
+    from dsh_testkit.doctor._codes import cause_codes_markdown
 
-    rows = ["| code | what it means |", "|---|---|"]
-    rows += [f"| `{code}` | {sentence} |" for code, sentence in CAUSE_CODES.items()]
-    return "\n".join(rows)
+    return cause_codes_markdown()
 
 
 def report_legend() -> str:
-    from dsh_testkit.reports import LEGEND
+    from dsh_testkit.doctor._codes import terms_markdown
 
-    rows = ["| column | meaning |", "|---|---|"]
-    rows += [f"| {term} | {meaning} |" for term, meaning in LEGEND]
-    return "\n".join(rows)
+    return terms_markdown()
 
 
 def on_files(files: Any, config: Any, **_: Any) -> Any:

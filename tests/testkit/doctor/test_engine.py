@@ -1,0 +1,266 @@
+"""The doctor's verdicts on traffic built request by request, with the figures a provider
+would report: every loss of a unit or more has a cause, no cause claims a loss the figures do
+not show, and the words fit the change."""
+
+from __future__ import annotations
+
+from dsh_testkit.doctor import diagnose
+
+from ._bodies import (
+    SYSTEM,
+    Traffic,
+    assistant,
+    body,
+    floor,
+    system,
+    tokens_before,
+    tool_result,
+    user,
+)
+
+CALL = ("call_1", "read_file", '{"path": "README.md"}')
+
+
+def _turn(sys_text: str = SYSTEM, **params: object) -> tuple[dict, dict, dict]:
+    """A first request, the model's tool call, and the next request that resends it."""
+    first = body([system(sys_text), user("What does the README say?")], **params)
+    answer = assistant(reasoning="I should read it.", calls=[CALL])
+    second = body(
+        [
+            system(sys_text),
+            user("What does the README say?"),
+            answer,
+            tool_result("call_1", "# Project\nA tool for testing agents."),
+        ],
+        **params,
+    )
+    return first, answer, second
+
+
+def test_a_pure_extension_that_hit_everything_lost_nothing() -> None:
+    first, answer, second = _turn()
+    traffic = Traffic()
+    traffic.add(first, answer=answer, hit=0)
+    reusable = floor(tokens_before(second, 3))  # through the model's answer
+    traffic.add(second, answer=assistant("It says hello."), hit=reusable)
+    report = diagnose(traffic.trace())
+    [conversation] = report.conversations
+    second_diagnosis = conversation.requests[1]
+    assert second_diagnosis.parent == 0 and second_diagnosis.relation == "extends"
+    assert second_diagnosis.reusable_tokens == reusable
+    assert second_diagnosis.lost_tokens == 0
+    assert second_diagnosis.findings == ()
+    assert conversation.totals.efficiency == 1.0
+
+
+def test_a_miss_of_exactly_one_unit_is_explained() -> None:
+    first, answer, second = _turn()
+    traffic = Traffic()
+    traffic.add(first, answer=answer, hit=0)
+    reusable = floor(tokens_before(second, 3))
+    traffic.add(second, hit=reusable - 128)
+    diagnosis = diagnose(traffic.trace()).requests[1]
+    assert diagnosis.lost_tokens == 128
+    [finding] = diagnosis.findings
+    assert finding.code == "provider-miss"
+    assert finding.severity == "loss" and finding.lost_tokens == 128
+
+
+def test_a_timestamp_in_the_system_prompt_is_volatile_and_names_the_characters() -> None:
+    first, answer, _second = _turn(sys_text=SYSTEM + "Now: 2026-12-03T10:00:00Z")
+    _, _, changed = _turn(sys_text=SYSTEM + "Now: 2026-12-03T10:00:07Z")
+    traffic = Traffic()
+    traffic.add(first, answer=answer, hit=0)
+    traffic.add(changed, hit=floor(tokens_before(changed, 0)))
+    diagnosis = diagnose(traffic.trace()).requests[1]
+    [finding] = diagnosis.findings
+    assert finding.code == "volatile-system-text"
+    assert finding.severity == "loss" and finding.lost_tokens == diagnosis.lost_tokens > 0
+    assert "'2026-12-03T10:00:00Z' → '2026-12-03T10:00:07Z'" in finding.detail
+    assert finding.diff is not None and finding.diff.spans == ("0", "7")
+
+
+def test_a_deliberate_code_word_change_is_an_edit_not_volatile() -> None:
+    first, answer, _ = _turn(sys_text=SYSTEM + "The code word is XKCD7392.")
+    _, _, changed = _turn(sys_text=SYSTEM + "The code word is PURPLE-ELEPHANT-42.")
+    traffic = Traffic()
+    traffic.add(first, answer=answer, hit=0)
+    traffic.add(changed, hit=floor(tokens_before(changed, 0)))
+    [finding] = diagnose(traffic.trace()).requests[1].findings
+    assert finding.code == "system-changed"
+    assert "XKCD7392" in finding.detail and "PURPLE-ELEPHANT-42" in finding.detail
+
+
+def test_a_system_message_moved_after_the_history_is_named_as_moved() -> None:
+    first, answer, _ = _turn()
+    moved = body(
+        [
+            user("What does the README say?"),
+            answer,
+            tool_result("call_1", "# Project"),
+            system(SYSTEM),
+        ]
+    )
+    traffic = Traffic()
+    traffic.add(first, answer=answer, hit=0)
+    traffic.add(moved, hit=0)
+    [finding] = diagnose(traffic.trace()).requests[1].findings
+    assert finding.code == "system-moved"
+    assert "messages[3]" in finding.detail
+    assert finding.severity == "loss"
+
+
+def test_strict_false_on_a_tool_is_not_rendered_and_is_no_finding() -> None:
+    first, answer, second = _turn()
+    strict = {
+        **second,
+        "tools": [{**t, "function": {**t["function"], "strict": False}} for t in second["tools"]],
+    }
+    traffic = Traffic()
+    traffic.add(first, answer=answer, hit=0)
+    traffic.add(strict, hit=floor(tokens_before(strict, 3)))
+    diagnosis = diagnose(traffic.trace()).requests[1]
+    assert diagnosis.findings == ()
+    assert diagnosis.lost_tokens == 0
+
+
+def test_a_parameter_outside_the_cache_key_claims_nothing() -> None:
+    first, answer, _second = _turn(reasoning_effort="high")
+    _, _, changed = _turn(reasoning_effort="max")
+    traffic = Traffic()
+    traffic.add(first, answer=answer, hit=0)
+    traffic.add(changed, hit=floor(tokens_before(changed, 3)))
+    assert diagnose(traffic.trace()).requests[1].findings == ()
+
+
+def test_a_model_change_is_params_changed_with_the_loss() -> None:
+    first, answer, _ = _turn()
+    _, _, changed = _turn(model="deepseek-v4-pro")
+    traffic = Traffic()
+    traffic.add(first, answer=answer, hit=0)
+    traffic.add(changed, hit=0)
+    diagnosis = diagnose(traffic.trace()).requests[1]
+    [finding] = diagnosis.findings
+    assert finding.code == "params-changed" and finding.where == "model"
+    assert finding.lost_tokens == diagnosis.lost_tokens > 0
+
+
+def test_empty_arguments_resent_as_an_object_are_reserialized_and_rendered() -> None:
+    first = body([system(SYSTEM), user("Run the tests.")])
+    answer = assistant(reasoning="Run them.", calls=[("call_9", "run_tests", "")])
+    resent = assistant(reasoning="Run them.", calls=[("call_9", "run_tests", "{}")])
+    second = body([system(SYSTEM), user("Run the tests."), resent, tool_result("call_9", "ok")])
+    traffic = Traffic()
+    traffic.add(first, answer=answer, hit=0)
+    traffic.add(second, hit=floor(tokens_before(second, 2)))
+    diagnosis = diagnose(traffic.trace()).requests[1]
+    [finding] = diagnosis.findings
+    assert finding.code == "tool-args-reserialized" and finding.rendered
+    assert finding.evidence == ("produced: ", "sent:     {}")
+
+
+def test_spacing_only_reserialization_costs_nothing_under_the_v4_template() -> None:
+    first, answer, second = _turn()
+    compact = assistant(
+        reasoning="I should read it.", calls=[("call_1", "read_file", '{"path":"README.md"}')]
+    )
+    second["messages"][2] = compact
+    traffic = Traffic()
+    traffic.add(first, answer=answer, hit=0)
+    traffic.add(second, hit=floor(tokens_before(second, 3)))
+    diagnosis = diagnose(traffic.trace()).requests[1]
+    [finding] = diagnosis.findings
+    assert finding.code == "tool-args-reserialized"
+    assert finding.severity == "note" and not finding.rendered
+    assert "cost nothing" in finding.detail
+    assert diagnosis.lost_tokens == 0
+
+
+def test_spacing_reserialization_where_the_hit_stopped_is_the_cause() -> None:
+    # An older template rendered the arguments' text: the hit stopped at the resent turn.
+    first, _, second = _turn()
+    thought = "I should read the file first, then summarise it in two sentences. " * 12
+    answer = assistant(reasoning=thought, calls=[CALL])
+    second["messages"][2] = assistant(
+        reasoning=thought, calls=[("call_1", "read_file", '{"path":"README.md"}')]
+    )
+    traffic = Traffic()
+    traffic.add(first, answer=answer, hit=0)
+    traffic.add(second, hit=floor(tokens_before(second, 2)))
+    diagnosis = diagnose(traffic.trace()).requests[1]
+    [finding] = diagnosis.findings
+    assert finding.code == "tool-args-reserialized" and finding.severity == "loss"
+    assert "rendered this difference" in finding.detail
+    assert diagnosis.lost_tokens == finding.lost_tokens > 0
+
+
+def test_a_refused_request_shows_the_status_the_error_and_the_rule() -> None:
+    first, answer, second = _turn()
+    del second["messages"][2]["reasoning_content"]
+    traffic = Traffic()
+    traffic.add(first, answer=answer, hit=0)
+    message = "The `reasoning_content` in the thinking mode must be passed back to the API."
+    traffic.add(second, status=400, error=message)
+    diagnosis = diagnose(traffic.trace()).requests[1]
+    codes = {f.code: f for f in diagnosis.findings}
+    assert set(codes) == {"reasoning-dropped", "request-refused"}
+    assert codes["reasoning-dropped"].severity == "refusal"
+    refused = codes["request-refused"]
+    assert refused.severity == "refusal" and "status 400" in refused.detail
+    assert message in refused.detail and "messages[2]" in refused.detail
+    assert diagnosis.hit_tokens is None and not diagnosis.measured
+
+
+def test_when_two_changes_apply_the_first_divergence_limits_the_hit() -> None:
+    first, answer, second = _turn(sys_text=SYSTEM + "Today is Monday.")
+    second["messages"][0] = system(SYSTEM + "Today is Tuesday.")
+    second["tools"] = list(reversed(second["tools"]))
+    traffic = Traffic()
+    traffic.add(first, answer=answer, hit=0)
+    traffic.add(second, hit=floor(tokens_before(second, 0)))
+    findings = diagnose(traffic.trace()).requests[1].findings
+    assert [f.code for f in findings] == ["volatile-system-text", "tools-changed"]
+    assert findings[0].severity == "loss" and findings[0].lost_tokens > 0
+    assert findings[1].severity == "note"
+    assert "already limited by volatile-system-text" in findings[1].detail
+
+
+def test_a_change_repeated_over_requests_is_one_group() -> None:
+    traffic = Traffic()
+    history: list[dict] = [user("Start.")]
+    previous_answer = None
+    for minute in range(6):
+        sys_text = SYSTEM + f"Time: 10:0{minute}"
+        if previous_answer is not None:
+            history += [previous_answer, user(f"Step {minute}.")]
+        request = body([system(sys_text), *history], tools=None)
+        previous_answer = assistant(f"Done {minute}.")
+        traffic.add(request, answer=previous_answer, hit=0)
+    conversation = diagnose(traffic.trace()).conversations[0]
+    [group] = conversation.groups
+    assert group.code == "volatile-system-text"
+    assert group.label == "#2–#6" and len(group.requests) == 5
+
+
+def test_below_cache_unit_is_noted_once_and_never_beside_a_hit() -> None:
+    traffic = Traffic()
+    short = body([user("hi")], tools=None)
+    answer = assistant("hello")
+    long_question = "Now explain, step by step, how a prefix cache decides what to reuse. " * 8
+    traffic.add(short, answer=answer, hit=0)
+    second = body([user("hi"), answer, user(long_question)], tools=None)
+    traffic.add(second, answer=answer, hit=0)
+    third = body([user("hi"), answer, user(long_question), answer, user("more")], tools=None)
+    traffic.add(third, hit=0)
+    requests = diagnose(traffic.trace()).requests
+    assert [r.codes for r in requests] == [(), ("below-cache-unit",), ("provider-miss",)]
+    assert requests[1].findings[0].severity == "note"
+    assert "below one 128-token unit" in requests[1].findings[0].detail
+
+
+def test_below_cache_unit_is_not_noted_on_a_prompt_shorter_than_a_unit() -> None:
+    traffic = Traffic()
+    short = body([user("hi")], tools=None)
+    traffic.add(short, answer=assistant("hello"), hit=0)
+    traffic.add(body([user("hi"), assistant("hello"), user("again")], tools=None), hit=0)
+    assert [r.codes for r in diagnose(traffic.trace()).requests] == [(), ()]
