@@ -349,13 +349,7 @@ function requestView(r) {
     r.status !== null && r.status !== undefined ? `status ${r.status}` : null,
     fmtTime(r.started),
   ].filter(Boolean);
-  const card = (x, label, cls) =>
-    h(
-      "div",
-      { class: `card ${cls}` },
-      h("h3", null, `${label} `, x === r ? num(x.index) : requestLink(x.index)),
-      figures(x, x === r && r.parent !== null),
-    );
+  const card = (x, title, cls) => h("div", { class: `card ${cls}` }, h("h3", null, title), figures(x, x === r && r.parent !== null));
   const segsOf = (x) => (x.segments || []).reduce((a, s) => a + s.tokens, 0);
   const scale = Math.max(1, segsOf(r), parent ? segsOf(parent) : 0);
   const breakAt = r.parent !== null && r.divergence ? r.sharedTokens || 0 : null;
@@ -369,9 +363,9 @@ function requestView(r) {
       "div",
       { class: "ab" },
       parent
-        ? card(parent, `A · compared with (${r.relation})`, "a")
+        ? card(parent, ["A · ", requestLink(parent.index), ` · the request ${num(r.index)} ${r.relation === "diverges" ? "diverges from" : r.relation}`], "a")
         : h("div", { class: "card a muted" }, r.parent === null ? "No earlier request: this one starts its conversation." : `Request ${num(r.parent)} is not in this report.`),
-      card(r, "B · this request", "b"),
+      card(r, `B · ${num(r.index)} · this request`, "b"),
     ),
     h(
       "div",

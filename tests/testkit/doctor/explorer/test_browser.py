@@ -86,7 +86,7 @@ def test_clicking_a_request_shows_its_diff_and_what_it_was_compared_with(
     row(page, 5).click()
     assert selected(page) == "#5"
     assert "first difference in tools" in verdict(page)
-    assert page.locator(".ab .card.a h3").inner_text() == "A · compared with (diverges) #4"
+    assert page.locator(".ab .card.a h3").inner_text() == "A · #4 · the request #5 diverges from"
     inserted = page.locator(".finding[data-code=tools-changed] .diff ins").inner_text()
     assert "grep" in inserted
     assert (
@@ -245,4 +245,42 @@ def test_the_live_mock_page_shows_its_request_log(tab: Page) -> None:
         assert page.locator(".rail-row.req .codes").first.inner_text() == "first"
         assert "extends #1" in (row(page, 2).get_attribute("title") or "")
         client.close()
+    assert tab.problems == []
+
+
+def side_call_bodies() -> list[dict[str, Any]]:
+    """A main line #1 → #2 → #4 → #5 and a compaction side call #3 off #2."""
+    system = {"role": "system", "content": "You are terse. " * 200}
+    turns = [{"role": "user", "content": "one"}, {"role": "assistant", "content": "ok one"}]
+    turns += [{"role": "user", "content": "two"}]
+    summarize = {"role": "user", "content": "Summarize the conversation so far."}
+    later = [{"role": "assistant", "content": "ok two"}, {"role": "user", "content": "three"}]
+    last = [{"role": "assistant", "content": "ok three"}, {"role": "user", "content": "four"}]
+    lines = [
+        turns[:1],
+        turns,
+        [*turns, summarize],
+        [*turns, *later],
+        [*turns, *later, *last],
+    ]
+    return [{"model": "deepseek-v4-flash", "messages": [system, *m]} for m in lines]
+
+
+def test_a_side_call_is_a_branch_of_the_request_it_starts_from(tab: Page, tmp_path: Path) -> None:
+    report = diagnose(side_call_bodies())
+    assert [r.parent for r in report.requests] == [None, 0, 1, 1, 3]
+    page = tab.open_file(write(tmp_path, report))
+    branches = page.locator(".rail-row.req").evaluate_all(
+        "rows => rows.map(r => [r.querySelector('.num').textContent, !!r.querySelector('.branch'),"
+        " r.firstElementChild.style.width])"
+    )
+    assert branches == [
+        ["#1", False, "0px"],
+        ["#2", False, "0px"],
+        ["#3", True, "12px"],
+        ["#4", False, "0px"],
+        ["#5", False, "0px"],
+    ]
+    row(page, 4).click()
+    assert page.locator(".ab .card.a h3").inner_text() == "A · #2 · the request #4 extends"
     assert tab.problems == []
