@@ -111,7 +111,7 @@ def render_page(
     """The Cache Explorer of ``report`` as one self-contained HTML document."""
     return "".join(
         (
-            "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>",
+            "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>",
             "<meta name='viewport' content='width=device-width, initial-scale=1'>",
             # Nothing on the page may load from anywhere: inline style and script only.
             "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "

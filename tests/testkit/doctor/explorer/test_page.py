@@ -67,7 +67,7 @@ def hostile_bodies() -> list[dict[str, Any]]:
 
 def test_the_page_needs_nothing_from_anywhere(report: DoctorReport) -> None:
     page = render_html(report)
-    assert page.startswith("<!doctype html>")
+    assert page.startswith("<!DOCTYPE html>")
     assert not re.search(r"<(?:link|img|iframe|object|embed)\b", page, re.I)
     assert not re.search(r"<script[^>]*\bsrc=", page, re.I)
     assert not re.search(r"\b(?:src|href)=['\"]?(?:https?:)?//", page, re.I)
