@@ -38,7 +38,7 @@ Endpoint: TypeAlias = Literal["chat", "anthropic"]
 API shape (DeepSeek's ``/anthropic`` endpoint)."""
 
 TraceSource: TypeAlias = Literal[
-    "session-log", "cassette", "mock-requests", "capture", "har", "proxy", "memory"
+    "session-log", "cassette", "mock-requests", "capture", "har", "proxy", "memory", "otel"
 ]
 """Which reader built a trace."""
 
@@ -111,6 +111,10 @@ class Exchange:
     """When the first byte of the answer arrived, same clock."""
     conversation: str | None = None
     """An explicit conversation key, when the recording carries one (a session id header)."""
+    body_exact: bool = True
+    """Whether :attr:`body` is the request as sent on the wire; ``False`` when rebuilt from
+    telemetry (spans), where byte-level details such as JSON spacing, key order and argument
+    formatting are unknown."""
 
     @property
     def model(self) -> str | None:
@@ -137,6 +141,8 @@ class Exchange:
             "response": self.response,
             "usage": self.usage.to_json() if self.usage is not None else None,
         }
+        if not self.body_exact:
+            out["bodyExact"] = False
         return out
 
 

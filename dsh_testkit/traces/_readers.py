@@ -381,6 +381,10 @@ def loads_trace(text: str, *, path: str | None = None) -> Trace:
 
 
 def _loads_trace(text: str, path: str | None) -> Trace:
+    from ._otel import read_otlp_json, sniff_otlp_json  # hook: to be re-homed in the registry
+
+    if sniff_otlp_json(text[:4096]):
+        return read_otlp_json(text, path=path)
     stripped = text.lstrip()
     first = stripped.split("\n", 1)[0]
     head = _json_or_none(first)
