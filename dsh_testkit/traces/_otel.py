@@ -123,7 +123,7 @@ def any_value(value: Any, where: str, depth: int = 0) -> Any:
     if kind == "doubleValue":
         if isinstance(inner, (int, float)) and not isinstance(inner, bool):
             return float(inner)
-        if inner in _SPECIAL_DOUBLES:
+        if isinstance(inner, str) and inner in _SPECIAL_DOUBLES:
             return _SPECIAL_DOUBLES[inner]
         raise _Malformed(f"{where}.doubleValue must be a number, not {inner!r:.40}")
     if kind == "bytesValue":
@@ -142,7 +142,8 @@ def _attributes(pairs: list[Any], where: str, depth: int = 0) -> dict[str, Any]:
     for i, pair in enumerate(pairs):
         pair = _object(pair, f"{where}[{i}]")
         key = _string(pair.get("key"), f"{where}[{i}].key")
-        out[key] = any_value(pair.get("value") or {}, f"{where}[{i}] ({key!r:.60})", depth)
+        value = pair.get("value")
+        out[key] = None if value is None else any_value(value, f"{where}[{i}] ({key!r:.60})", depth)
     return out
 
 

@@ -375,7 +375,7 @@ def _legacy_content(value: Any) -> Any:
     if isinstance(value, str) and value.startswith('[{"'):
         try:
             parsed = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return value
         if isinstance(parsed, list) and all(isinstance(p, Mapping) and "type" in p for p in parsed):
             return parsed
@@ -420,7 +420,7 @@ def _legacy_tools(attributes: Mapping[str, Any]) -> list[dict[str, Any]] | None:
                 function["parameters"] = (
                     json.loads(parameters) if isinstance(parameters, str) else parameters
                 )
-            except ValueError:
+            except (ValueError, RecursionError):
                 function["parameters"] = parameters
         tools.append({"type": "function", "function": function})
     return tools
@@ -434,7 +434,7 @@ def operation_of(span: OtelSpan) -> str | None:
     operation = span.attributes.get("gen_ai.operation.name")
     if operation is None and span.attributes.get("llm.request.type") == "chat":
         return "chat"  # OpenLLMetry before it wrote gen_ai.operation.name
-    return operation if operation in CHAT_OPERATIONS else None
+    return operation if isinstance(operation, str) and operation in CHAT_OPERATIONS else None
 
 
 def _body(span: OtelSpan) -> dict[str, Any] | None:
@@ -501,8 +501,15 @@ def model_call(span: OtelSpan, notes: SpanNotes) -> ModelCall | None:
             )
             return None
         response = _response(span)
+        body = scrub_json(body)
+        response = scrub_json(response) if response is not None else None
     except _Unreadable as problem:
         notes.add(problem.kind, problem.reason, span.where)
+        return None
+    except RecursionError:
+        notes.add(
+            "too-deep", "messages nested too deeply to read; the span was skipped", span.where
+        )
         return None
     if "tools" not in body and any(
         m.get("tool_calls") or m.get("role") == "tool" for m in body["messages"]
@@ -526,8 +533,8 @@ def model_call(span: OtelSpan, notes: SpanNotes) -> ModelCall | None:
     ]
     conversation = span.attributes.get("gen_ai.conversation.id")
     return ModelCall(
-        body=scrub_json(body),
-        response=scrub_json(response) if response is not None else None,
+        body=body,
+        response=response,
         usage=_usage(span, notes),
         started=_seconds(started),
         finished=_seconds(finished),

@@ -446,6 +446,11 @@ def test_a_torn_last_line_is_dropped_with_a_note() -> None:
             "must hold one value, it has intValue, stringValue",
         ),
         (otlp_line(chat_span(x={"boolValue": "yes"})) + "\n", "boolValue must be true or false"),
+        (otlp_line(chat_span(x={"doubleValue": [1]})) + "\n", "doubleValue must be a number"),
+        (
+            otlp_line(chat_span(x={"arrayValue": []})) + "\n",
+            "('x').arrayValue must be a JSON object, not list",
+        ),
         ('{"resourceSpans": ' + "[" * 100_000 + "\n", "line 1 is not JSON (nested too deeply)"),
         (
             '{"resourceSpans": [\n  {"scopeSpans": [}\n]}\n',
@@ -466,6 +471,8 @@ def test_a_torn_last_line_is_dropped_with_a_note() -> None:
         "unknown-kind",
         "two-values",
         "bool-string",
+        "double-list",
+        "value-list",
         "json-nested-deep",
         "broken-document",
     ],
@@ -507,6 +514,7 @@ def test_values_nested_too_deep_are_refused() -> None:
             "without recorded messages",
         ),
         ({"gen_ai__tool__definitions": '"get_weather"'}, "gen_ai.tool.definitions is not a list"),
+        ({"gen_ai__input__messages": "[" * 5000}, "is not valid JSON"),
     ],
     ids=[
         "truncated",
@@ -516,6 +524,7 @@ def test_values_nested_too_deep_are_refused() -> None:
         "no-content",
         "no-messages",
         "tools-string",
+        "deep-json",
     ],
 )
 def test_unreadable_model_calls_are_skipped_with_a_note(
@@ -555,6 +564,15 @@ def test_odd_usage_is_left_out_with_a_note(usage: dict[str, Any], note: str) -> 
     (exchange,) = trace = read_otlp_json(otlp_line(chat_span(**usage)) + "\n")
     assert exchange.usage is None or exchange.usage.hit_tokens is None
     assert any(note in n for n in trace.notes), trace.notes
+
+
+def test_an_operation_name_that_is_not_text_is_not_a_model_call() -> None:
+    kv = {"kvlistValue": {"values": [{"key": "name", "value": {"stringValue": "chat"}}]}}
+    trace = read_otlp_json(otlp_line(chat_span(gen_ai__operation__name=kv)) + "\n")
+    assert len(trace) == 0
+    assert trace.notes == (
+        "1 span(s) without gen_ai.operation.name are not model calls and were skipped",
+    )
 
 
 def test_a_span_that_ends_before_it_starts_keeps_its_start() -> None:
