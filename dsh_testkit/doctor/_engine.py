@@ -39,6 +39,7 @@ from ..mock._template_tokens import RenderedPrompt
 from ..traces import Exchange, LogEvent
 from ._attribution import attribute, component_at, floor_unit, refusal, refused_changes
 from ._branches import Brancher, Link
+from ._change import Change
 from ._changes import compare, describe_components
 from ._codes import CauseCode
 from ._report import Finding, RequestDiagnosis, Segment
@@ -351,6 +352,8 @@ class Doctor:
         reusable = floor_unit(reusable_raw, unit)
         shared = floor_unit(min(provider(shared_r), reusable), unit)
         changes = compare(p_exchange, p_view, exchange, view, template=template)
+        if not (exchange.body_exact and p_exchange.body_exact):
+            changes = [_unjudged(c) for c in changes]
         if any(c.code == "params-changed" and c.where in ("model", "user_id") for c in changes):
             shared_r = common_r = shared = 0  # another cache key: nothing is shared
         components = describe_components(view)
@@ -430,6 +433,22 @@ class Doctor:
         )
         lost_cost = diagnosis.lost_tokens * (prices.miss - prices.hit) / 1e6
         return replace(diagnosis, cost=cost, lost_cost=lost_cost)
+
+
+_BYTE_LEVEL: Final = frozenset({"tool-args-reserialized"})
+"""Codes that need the request's bytes: a request rebuilt from telemetry cannot show them."""
+
+
+def _unjudged(change: Change) -> Change:
+    """A byte-level change seen on a request rebuilt from spans: it cannot be judged."""
+    if change.code not in _BYTE_LEVEL:
+        return change
+    return replace(
+        change,
+        rendered=False,
+        detail=f"{change.detail} (cannot be judged from spans: the request was rebuilt from "
+        "telemetry, so its argument formatting is unknown)",
+    )
 
 
 _INTERVAL: Final = 4096
