@@ -14,11 +14,15 @@ before it in the trace but with its **parent**:
 
 Refused requests (status 400 or more) cached nothing and are never a parent. Side calls
 (compaction, titles, subagents, retries) so become branches of the request they start from,
-and the main line after them still extends its own previous request.
+and the main line after them still extends its own previous request. A request marked as a
+side call (:data:`SIDE_CALL_HEADERS`) is never the parent of a request that departs from the
+main line (the request after a compaction is compared with the main line, not the summary
+call).
 
 A request without a parent starts a new conversation, and so does one that repeats the start
-of a conversation already under way (a run started again from its first message), except
-under an explicit key (a header, a session id), which always decides the conversation.
+of a conversation already under way (a run started again from its first message) or repeats a
+one-shot request (the same single question asked again), except under an explicit key (a
+header, a session id), which always decides the conversation.
 
 Lookups go through hashes of each prompt's component prefixes, so linking is linear in the
 number of components; :class:`Brancher` links one request at a time (the proxy's live report)
@@ -35,7 +39,15 @@ from typing import Literal, TypeAlias
 from .._wire_view import WireView, wire_view
 from ..traces import Exchange, Trace
 
-__all__ = ["Brancher", "Conversation", "Link", "Relation", "conversations", "link_trace"]
+__all__ = [
+    "SIDE_CALL_HEADERS",
+    "Brancher",
+    "Conversation",
+    "Link",
+    "Relation",
+    "conversations",
+    "link_trace",
+]
 
 Relation: TypeAlias = Literal["first", "extends", "repeats", "diverges"]
 """How a request relates to its parent: ``first`` (no parent: a new conversation), ``extends``
@@ -82,6 +94,18 @@ def _prefix_hashes(parts: Sequence[str]) -> list[int]:
 
 def _has_history(view: WireView) -> bool:
     return any(isinstance(m, Mapping) and m.get("role") == "assistant" for m in view.messages)
+
+
+SIDE_CALL_HEADERS = ("x-dsh-side-call", "x-deepseek-harness-compact")
+"""Request headers that mark a side call (a compaction, a title): it branches off the request
+it extends, and a later request that departs from the main line is never compared with it."""
+
+
+def _side_call(exchange: Exchange) -> bool:
+    return any(
+        name.lower() in SIDE_CALL_HEADERS and value not in ("", "0", "false")
+        for name, value in exchange.headers
+    )
 
 
 @dataclass(slots=True)
@@ -156,7 +180,12 @@ class Brancher:
                 if (scope, hashes[k]) in self._through:
                     best = k
                     break
-            continues = view is not None and (_has_history(view) or best >= 3)
+            # Under an explicit key, sharing the system prompt is enough: the key says it is the
+            # same conversation (a compaction that rewrote everything after the header).
+            keyed = exchange.conversation is not None
+            continues = view is not None and (
+                _has_history(view) or best >= 3 or (keyed and best >= 1)
+            )
             if best >= 1 and continues:
                 parent, shared, relation = self._through[(scope, hashes[best])], best, "diverges"
             elif view is not None and _has_history(view) and len(parts) > 2:
@@ -166,7 +195,14 @@ class Brancher:
                     parent, shared, relation = found, 0, "diverges"
         if parent is not None:
             known = self._known[parent]  # a forgotten request is never found
-            restart = relation == "repeats" and known.children > 0 and exchange.conversation is None
+            # A repeat starts a conversation of its own when the request it repeats was already
+            # continued (a run started over) or is a one-shot (one message, no history: the same
+            # question asked again), unless an explicit key says otherwise.
+            restart = (
+                relation == "repeats"
+                and exchange.conversation is None
+                and (known.children > 0 or len(parts) <= 3)
+            )
             if restart:
                 key = self._new_conversation(exchange)
             else:
@@ -182,15 +218,25 @@ class Brancher:
             conversation=key,
         )
         if not exchange.refused:
-            self._remember(exchange.index, scope, parts, hashes, key)
+            self._remember(
+                exchange.index, scope, parts, hashes, key, side_call=_side_call(exchange)
+            )
         return link
 
     def _remember(
-        self, index: int, scope: str, parts: Sequence[str], hashes: list[int], key: str
+        self,
+        index: int,
+        scope: str,
+        parts: Sequence[str],
+        hashes: list[int],
+        key: str,
+        *,
+        side_call: bool,
     ) -> None:
         keys = [(scope, h) for h in hashes[1:]]
-        for entry in keys:
-            self._through[entry] = index
+        if not side_call:  # a side call is extended by its own retries only
+            for entry in keys:
+                self._through[entry] = index
         if keys:
             self._ends[keys[-1]] = index
         first = (scope, parts[2]) if len(parts) > 2 else None

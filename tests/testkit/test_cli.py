@@ -66,5 +66,5 @@ def test_cache_report_says_where_it_wrote_the_html(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert page.read_text(encoding="utf-8").startswith("<!doctype html>")
+    assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert f"wrote the HTML report to {page}" in result.stderr

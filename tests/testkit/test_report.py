@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from html.parser import HTMLParser
 from typing import Any
 
 import pytest
@@ -83,14 +82,15 @@ def only_finding(request: RequestDiagnosis, code: str) -> Any:
 # --------------------------------------------------------------------------------------------
 # Measurement
 #
-# The synthetic logs report 1,000 prompt tokens for the first request and 1,100 for the second,
-# which resends the model's answer ("ok") and adds a question. What the second could reuse is
-# the first request's prompt and the answer (the provider persists a unit at the end of the
-# model's output), rounded down to the cache unit: 1,024 tokens in 128-token units.
+# The synthetic logs report 1,000 prompt tokens and 5 completion tokens for the first request,
+# 1,100 prompt tokens for the second, which resends the model's answer ("ok") as generated and
+# adds a question. What the second could reuse is the first request's prompt and its answer
+# (the provider persists a unit at the end of the model's output): 1,005 tokens, rounded down to
+# the cache unit — 896 in 128-token units, 960 in 64-token units.
 
 
 def test_a_pure_extension_with_a_full_hit_loses_nothing():
-    report = doctor(initial_two_turns(hits=(0, 1024)))
+    report = doctor(initial_two_turns(hits=(0, 896)))
 
     assert (report.source, report.figures) == ("session-log", "reported")
     assert (report.unit.tokens, report.unit.origin) == (128, "usage")
@@ -105,12 +105,12 @@ def test_a_pure_extension_with_a_full_hit_loses_nothing():
     )
     assert (first.reusable_tokens, first.lost_tokens, first.findings) == (0, 0, ())
     assert (second.parent, second.relation) == (0, "extends")
-    assert (second.prompt_tokens, second.hit_tokens, second.completion_tokens) == (1100, 1024, 5)
-    assert (second.reusable_tokens, second.shared_tokens, second.lost_tokens) == (1024, 1024, 0)
+    assert (second.prompt_tokens, second.hit_tokens, second.completion_tokens) == (1100, 896, 5)
+    assert (second.reusable_tokens, second.shared_tokens, second.lost_tokens) == (896, 896, 0)
     assert second.findings == () and second.divergence is None
-    assert second.hit_rate == pytest.approx(1024 / 1100)
+    assert second.hit_rate == pytest.approx(896 / 1100)
     assert report.totals.efficiency == 1.0
-    assert report.totals.hit_rate == pytest.approx(1024 / 2100)
+    assert report.totals.hit_rate == pytest.approx(896 / 2100)
     assert report.to_json()["efficiency"] == 1.0
 
 
@@ -118,14 +118,14 @@ def test_a_pure_extension_that_missed_is_a_provider_miss():
     report = doctor(initial_two_turns(hits=(0, 128)))
 
     second = report.requests[1]
-    assert (second.reusable_tokens, second.hit_tokens, second.lost_tokens) == (1024, 128, 896)
+    assert (second.reusable_tokens, second.hit_tokens, second.lost_tokens) == (896, 128, 768)
     [finding] = second.findings
-    assert (finding.code, finding.severity, finding.lost_tokens) == ("provider-miss", "loss", 896)
+    assert (finding.code, finding.severity, finding.lost_tokens) == ("provider-miss", "loss", 768)
     assert finding.detail == (
-        "it extends request #1 unchanged as the template renders it, yet 896 of 1024 reusable "
+        "it extends request #1 unchanged as the template renders it, yet 768 of 896 reusable "
         "tokens missed"
     )
-    assert report.totals.efficiency == pytest.approx(128 / 1024)
+    assert report.totals.efficiency == pytest.approx(128 / 896)
     assert report.counts() == {"provider-miss": 1}
 
 
@@ -137,9 +137,9 @@ def test_a_unit_of_one_token_measures_exact_tokens():
         "--unit-tokens",
     )
     second = report.requests[1]
-    # all of the first request's 1,000 prompt tokens and the answer; not the new question
-    assert 1000 < second.reusable_tokens < 1100
-    assert second.lost_tokens == second.reusable_tokens - 1000
+    # the first request's 1,000 prompt tokens and its 5-token answer, not rounded
+    assert second.reusable_tokens == 1005
+    assert second.lost_tokens == 5
 
 
 def test_hits_beyond_what_was_reusable_count_only_up_to_it():
@@ -149,15 +149,15 @@ def test_hits_beyond_what_was_reusable_count_only_up_to_it():
     first, second = report.requests
     assert (first.hit_tokens, first.counted_hit_tokens) == (640, 0)  # nothing to reuse yet
     assert (second.reusable_tokens, second.counted_hit_tokens, second.lost_tokens) == (
-        1024,
-        1024,
+        960,
+        960,
         0,
     )
     totals = report.totals
     assert (totals.hit_tokens, totals.counted_hit_tokens, totals.reusable_tokens) == (
         1728,
-        1024,
-        1024,
+        960,
+        960,
     )
     assert totals.efficiency == 1.0
 
@@ -241,10 +241,10 @@ def test_a_change_snapshot_is_named_with_what_changed():
     second = report.requests[1]
     assert (second.relation, second.divergence) == ("diverges", "system")
     # shared: the 39 unchanged lines; reusable: all of request 1 and its answer
-    assert 0 < second.shared_tokens < second.reusable_tokens == 1024
+    assert 0 < second.shared_tokens < second.reusable_tokens == 896
     [finding] = second.findings
     assert (finding.code, finding.severity) == ("system-changed", "loss")
-    assert finding.lost_tokens == second.lost_tokens == 1024 - 40
+    assert finding.lost_tokens == second.lost_tokens == 896 - 40
     assert finding.where == "system line 40 column 10"
     assert finding.evidence == (
         "request #1: 'rule 40: answer precisely and cite the file you read'",
@@ -291,7 +291,7 @@ def test_a_miss_after_an_unchanged_header_snapshot_is_the_providers(reason, suff
 
     second = report.requests[1]
     assert second.relation == "extends"  # the values did not change
-    assert second.reusable_tokens == second.lost_tokens == 1024
+    assert second.reusable_tokens == second.lost_tokens == 896
     assert second.codes == ("provider-miss",)
     assert second.log_events == (f"request/header {reason} at seq {seq}{suffix}",)
 
@@ -303,11 +303,11 @@ def test_a_switch_to_another_serving_model_shares_nothing():
         log, header_event=snapshot("change", model="deepseek-v4-pro"), usage_data=usage(1100, 0)
     )
     second = report.requests[1]
-    assert (second.shared_tokens, second.reusable_tokens) == (0, 1024)
+    assert (second.shared_tokens, second.reusable_tokens) == (0, 896)
     finding = [f for f in second.findings if f.severity == "loss"]
     assert [(f.code, f.where) for f in finding] == [("params-changed", "model")]
     assert finding[0].detail.startswith("model: 'deepseek-chat' → 'deepseek-v4-pro'")
-    assert finding[0].lost_tokens == 1024
+    assert finding[0].lost_tokens == 896
     assert second.log_events == (
         f"request/header change at seq {seq}: config.model differs: previous: "
         "'deepseek-chat', this: 'deepseek-v4-pro'",
@@ -323,7 +323,7 @@ def test_aliases_of_one_model_share_its_cache():
         log, header_event=snapshot("change", model="deepseek-reasoner"), usage_data=usage(1100, 0)
     )
     second = report.requests[1]
-    assert second.shared_tokens == second.reusable_tokens == 1024
+    assert second.shared_tokens == second.reusable_tokens == 896
     assert [(f.code, f.severity, f.where) for f in second.findings] == [
         ("params-changed", "note", "thinking"),
         ("provider-miss", "loss", None),
@@ -668,14 +668,14 @@ def test_run_prints_a_plain_table_when_piped(tmp_path, capsys):
     assert out.startswith(f"Cache doctor {path}\nsession-log · 1 conversation(s) · 2 request(s)")
     flat = " ".join(out.split())
     assert (
-        "it extends request #1 unchanged as the template renders it, yet 896 of 1024 reusable "
+        "it extends request #1 unchanged as the template renders it, yet 768 of 896 reusable "
         "tokens missed" in flat
     )
-    assert "efficiency 12.5 % (128 of 1,024 reusable)" in flat
+    assert "efficiency 14.3 % (128 of 896 reusable)" in flat
 
 
 def test_run_json_is_versioned_and_sorted(tmp_path, capsys):
-    path = initial_two_turns(hits=(0, 1024)).write(tmp_path / "session.jsonl")
+    path = initial_two_turns(hits=(0, 896)).write(tmp_path / "session.jsonl")
 
     assert run([str(path), "--json"]) == 0
 
@@ -691,53 +691,48 @@ def test_run_json_is_versioned_and_sorted(tmp_path, capsys):
     second = document["conversations"][0]["requests"][1]
     assert (second["promptTokens"], second["hitTokens"], second["reusableTokens"]) == (
         1100,
-        1024,
-        1024,
+        896,
+        896,
     )
-    assert (second["parent"], second["relation"], second["hitRate"]) == (0, "extends", 0.9309)
+    assert (second["parent"], second["relation"], second["hitRate"]) == (0, "extends", 0.8145)
     assert list(second) == sorted(second)
     assert text.endswith("}\n")
 
 
-class _Tags(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
+def embedded_report(page: str) -> Any:
+    """The report the Cache Explorer page embeds (its ``dsh-report`` JSON block)."""
+    found = re.search(r"<script type='application/json' id='dsh-report'>(.*?)</script>", page, re.S)
+    assert found is not None
+    return json.loads(found.group(1))
 
 
-def test_html_is_self_contained_and_byte_stable(tmp_path, capsys):
+def test_html_is_self_contained_byte_stable_and_holds_the_json_report(tmp_path, capsys):
     path = initial_two_turns(hits=(0, 128)).write(tmp_path / "session.jsonl")
     first, second = tmp_path / "a.html", tmp_path / "b.html"
 
     assert run([str(path), "--html", str(first), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["totals"]["lostTokens"] == 896
+    document = json.loads(capsys.readouterr().out)
+    assert document["totals"]["lostTokens"] == 768
     assert run([str(path), "--html", str(second)]) == 0
 
     page = first.read_bytes()
     assert page == second.read_bytes()
     html = page.decode("utf-8")
-    parser = _Tags()
-    parser.feed(html)
-    tags = parser.tags
-    assert not [a for _, a in tags if "src" in a]
-    assert {str(a["href"])[:1] for _, a in tags if "href" in a} == {"#"}  # in-page links only
-    assert not [t for t, _ in tags if t in ("script", "link", "img", "iframe")]
-    assert re.findall(r"https?://", html) == []
-    assert "provider-miss" in html and "896 tokens lost" in html
+    assert html.startswith("<!DOCTYPE html>")
+    assert not re.search(r"<(?:link|img|iframe)\b|<script[^>]*\bsrc=", html, re.I)
+    assert not re.search(r"\b(?:src|href)=['\"]?(?:https?:)?//", html, re.I)
+    assert embedded_report(html) == document  # the page shows the report --json prints
 
 
-def test_html_escapes_what_the_log_holds():
-    log = LogBuilder(session_id="s&<1>")
+def test_html_keeps_what_the_log_holds_inert():
+    log = LogBuilder(session_id="s&<1></script>")
     log.start_turn("q <b>")
     log.step(header_event=snapshot("initial"))
     log.step(usage_data=usage(300, 0))
     log.end_turn()
     html = render_html(doctor(log))
-    assert "s&amp;&lt;1&gt;" in html and "s&<1>" not in html
-    assert "<td>–</td>" in html  # a request without figures
+    assert "s&<1></script>" not in html
+    assert embedded_report(html)["conversations"][0]["key"] == "s&<1></script>"
 
 
 def test_run_errors_have_exit_codes_and_messages(tmp_path, capsys):

@@ -55,7 +55,7 @@ def json_or_none(text: str | bytes | None) -> Any:
         return None
     try:
         return loads_json(text.decode("utf-8") if isinstance(text, bytes) else text)
-    except ValueError:
+    except ValueError:  # not JSON, or nested deeper than the limit: not a recording
         return None
 
 
