@@ -241,7 +241,8 @@ class ScenarioComparison:
     """One scenario in both runs."""
 
     name: str
-    """What it is called: its declared id (a test's node id), else its path (``#key``)."""
+    """What it is called: its declared id (a test's node id) when matched by it, else the new
+    run's path for it (``#key`` for a part of a split file)."""
     matched_by: Literal["id", "conversation", "path", "file"]
     base_path: str | None
     new_path: str | None
@@ -813,8 +814,10 @@ def _first_change(base: Trace, new: Trace) -> tuple[RequestChange | None, list[b
 def _by_code(
     report: DoctorReport,
 ) -> dict[str, tuple[list[int], int, Severity, Finding]]:
+    """Per cause code: the requests it is on, the tokens it lost, its gravest severity, and the
+    first finding of that severity (whose evidence stands for it)."""
     out: dict[str, tuple[list[int], int, Severity, Finding]] = {}
-    for request in report.requests:
+    for request in sorted(report.requests, key=lambda r: r.index):
         for finding in request.findings:
             found = out.get(finding.code)
             if found is None:
@@ -829,7 +832,7 @@ def _by_code(
             if indexes[-1] != request.index:
                 indexes.append(request.index)
             if _GRAVITY[finding.severity] > _GRAVITY[severity]:
-                severity = finding.severity
+                severity, first = finding.severity, finding
             out[finding.code] = (indexes, lost + finding.lost_tokens, severity, first)
     return out
 
@@ -904,7 +907,7 @@ def _compare_pair(pair: _Pair, ctx: _Context) -> ScenarioComparison:
         for i in range(max(len(by_position_base), len(by_position_new)))
     )
     return ScenarioComparison(
-        name=n.declared or b.declared or n.label,
+        name=(n.declared or n.label) if how in ("id", "file") else n.label,
         matched_by=how,
         base_path=b.path,
         new_path=n.path,

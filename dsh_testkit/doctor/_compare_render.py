@@ -58,9 +58,7 @@ def _requests(base: Totals, new: Totals) -> str:
 
 def _header(result: RunComparison) -> list[str]:
     counts = result.counts()
-    tally = ", ".join(
-        f"{counts[v]} {v}" for v in ("regression", "improvement", "benign", "identical")
-    )
+    tally = ", ".join(_tally(counts))
     lines = [
         f"base: {result.base.path or 'trace'} ({result.base.traces} trace(s), "
         f"{result.base.scenarios} scenario(s)) → new: {result.new.path or 'trace'} "
@@ -72,11 +70,23 @@ def _header(result: RunComparison) -> list[str]:
         f"{result.thresholds.max_cost_increase:g} %",
     ]
     if result.prices:
-        when = f"at {result.price_date}" if result.price_date else "at today's list prices"
         if result.prices == ("--price",):
             when = "as given"
+        elif result.price_date:
+            when = f"in force on {result.price_date}, the new run's date"
+        else:
+            when = "in force today"
         lines.append(f"prices: {', '.join(result.prices)} ({when}; both runs priced alike)")
     return lines
+
+
+def _tally(counts: dict[str, int]) -> list[str]:
+    out = []
+    for verdict in ("regression", "improvement", "benign", "identical"):
+        n = counts[verdict]
+        plural = "s" if n != 1 and verdict in ("regression", "improvement") else ""
+        out.append(f"{n} {verdict}{plural}")
+    return out
 
 
 def _rows(result: RunComparison) -> list[ScenarioComparison]:
@@ -242,9 +252,7 @@ def comparison_markdown(result: RunComparison) -> str:
     """The Markdown report: for a pull-request comment or ``$GITHUB_STEP_SUMMARY``."""
     counts = result.counts()
     out = [f"### Cache compare: {result.verdict}", ""]
-    tally = " · ".join(
-        f"{counts[v]} {v}" for v in ("regression", "improvement", "benign", "identical")
-    )
+    tally = " · ".join(_tally(counts))
     out.append(f"{tally} · {counts['added']} added · {counts['removed']} removed")
     out.append("")
     header = _header(result)
@@ -302,7 +310,8 @@ def comparison_markdown(result: RunComparison) -> str:
                 )
     if result.notes:
         out += ["", *(f"> {_cell(n)}" for n in result.notes)]
-    return "\n".join(out) + "\n"
+    text = "\n".join(line for i, line in enumerate(out) if line or (i and out[i - 1]))
+    return text + "\n"
 
 
 def _html(text: str) -> str:
