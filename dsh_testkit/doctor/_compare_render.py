@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from ._compare import (
+from ._compare_values import (
     CauseChange,
     RunComparison,
     ScenarioComparison,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dsh_testkit.doctor import CacheRegression, Thresholds, Totals, compare_runs
-from dsh_testkit.doctor._compare import _judge
+from dsh_testkit.doctor._compare_values import judge
 
 from ._agent import cli
 from ._traces import body, conversation, write
@@ -45,17 +45,17 @@ def totals(*, reusable: int = 1000, counted: int = 1000, cost: float | None = 1.
 )
 def test_thresholds_are_limits_not_exceeded(new: Totals, verdict: str) -> None:
     base = totals(counted=1000)
-    assert _judge(LIMITS, base, new, same=False)[0] == verdict
+    assert judge(LIMITS, base, new, same=False)[0] == verdict
 
 
 def test_an_improvement_in_efficiency_beyond_the_margin() -> None:
-    verdict, reasons = _judge(LIMITS, totals(counted=500), totals(counted=900), same=False)
+    verdict, reasons = judge(LIMITS, totals(counted=500), totals(counted=900), same=False)
     assert verdict == "improvement"
     assert reasons == ("efficiency rose 40.0 pp (50.0 % → 90.0 %)",)
 
 
 def test_the_reasons_name_figures_and_thresholds() -> None:
-    verdict, reasons = _judge(
+    verdict, reasons = judge(
         LIMITS, totals(counted=1000, cost=0.0002), totals(counted=600, cost=0.0003), same=False
     )
     assert verdict == "regression"
@@ -66,16 +66,16 @@ def test_the_reasons_name_figures_and_thresholds() -> None:
 
 
 def test_a_cost_from_nothing_and_unmeasured_figures() -> None:
-    verdict, reasons = _judge(LIMITS, totals(cost=0.0), totals(cost=0.01), same=False)
+    verdict, reasons = judge(LIMITS, totals(cost=0.0), totals(cost=0.01), same=False)
     assert verdict == "regression"
     assert reasons == ("estimated cost rose from nothing ($0.00 → $0.0100; more than 5 %)",)
     # Nothing reusable and no price on either side: nothing to judge but the requests.
     empty = Totals(requests=1)
-    assert _judge(LIMITS, empty, empty, same=True) == (
+    assert judge(LIMITS, empty, empty, same=True) == (
         "identical",
         ("every request byte-identical, the same figures",),
     )
-    assert _judge(LIMITS, empty, empty, same=False)[0] == "benign"
+    assert judge(LIMITS, empty, empty, same=False)[0] == "benign"
 
 
 def test_thresholds_refuse_what_is_not_a_limit() -> None:
