@@ -125,7 +125,7 @@ def read_run(target: Any, loader: TraceLoader) -> Run:
             single=True,
         )
     trace = trace_of(target)
-    label = trace.path or trace.source
+    label = trace.path or "trace"
     scenarios = _split(trace, name="", label=label, declared=None)
     return Run(
         summary=RunSummary(path=trace.path, traces=1, scenarios=len(scenarios)),
