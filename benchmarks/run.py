@@ -44,6 +44,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "traces": ("bench_traces", "9. Trace analysis: cache-report over a 10,000-request trace"),
     "peers": ("bench_peers", "10. The loop against its peers"),
     "calibrate": ("bench_calibrate", "11. Calibrate over a directory of 100 logs"),
+    "compare": ("bench_compare", "12. Compare two folders of 1,000 traces"),
 }
 """Section key → (module in ``benchmarks``, heading); the issue's numbering."""
 
