@@ -153,6 +153,9 @@ def test_the_baseline_fails_exactly_the_test_whose_harness_change_broke_the_cach
         "source": "memory",
         "scenario": "test_suite.py::test_dated",
     }
+    assert json.loads(files["test_suite/test_captured.trace.jsonl"].split(b"\n")[0])["source"] == (
+        "capture"
+    )
     records = [
         json.loads(line) for line in files["test_suite/test_server.trace.jsonl"].splitlines()[1:]
     ]
@@ -264,3 +267,40 @@ def test_usage_errors(pytester: pytest.Pytester, args: list[str], message: str) 
     result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str()
+
+
+CASSETTE_SUITE = """
+import pytest
+
+@pytest.mark.dsh_lenient
+@pytest.mark.dsh_cassette
+async def test_chat(dsh_cassette_provider, dsh_agent):
+    agent = dsh_agent(dsh_cassette_provider, system="Be terse. " * 50)
+    await agent.run("Say hi")
+    await agent.run("Again")
+"""
+
+
+@pytest.mark.slow
+def test_a_cassette_test_keeps_the_same_baseline_recording_and_replaying(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    pytester.makefile(".ini", pytest=INI)
+    pytester.makepyfile(test_cassette=CASSETTE_SUITE)
+    # Recording: the mock answers and its log is the traffic.
+    recorded = pytester.runpytest(
+        "--dsh-record-mode=once", "--dsh-cache-baseline=b", "--dsh-cache-baseline-update"
+    )
+    recorded.assert_outcomes(passed=1)
+    first = baseline_files(pytester.path / "b")
+    assert list(first) == ["test_cassette/test_chat.trace.jsonl"]
+    # Replaying: nothing reaches the mock; the cassette is the traffic, and it is the same.
+    replayed = pytester.runpytest("--dsh-cache-baseline=b", "--dsh-cache-baseline-update")
+    replayed.assert_outcomes(passed=1)
+    assert baseline_files(pytester.path / "b") == first
+    compared = pytester.runpytest("--dsh-cache-baseline=b")
+    compared.assert_outcomes(passed=1)
+    assert summary(compared) == (
+        "cache: 1 test · efficiency 100.0 % (baseline 100.0 %) · cost +0.0 % · no regression"
+    )
