@@ -336,6 +336,7 @@ class _BaselinePlugin:
         __tracebackhide__ = True
         from .doctor import CacheRegression, Thresholds, compare_runs, diagnose
         from .doctor._compare_render import scenario_text
+        from .traces import TraceError
 
         path = baseline_path(self.settings.directory, self.settings.rootdir, item)
         if self.settings.update:
@@ -356,7 +357,14 @@ class _BaselinePlugin:
         with tempfile.TemporaryDirectory(prefix="dsh-cache-") as scratch:
             current = Path(scratch) / path.name
             write_baseline(trace, current, scenario=item.nodeid)
-            result = compare_runs(path, current, thresholds=thresholds)
+            try:
+                result = compare_runs(path, current, thresholds=thresholds)
+            except TraceError as exc:
+                pytest.fail(
+                    f"the cache baseline of {item.nodeid} does not read: {exc}; rewrite it with "
+                    "--dsh-cache-baseline-update",
+                    pytrace=False,
+                )
         scenario = result.scenarios[0]
         state = "regression" if result.verdict == "regression" else scenario.verdict
         self._record(item, state, scenario.new, scenario.base)

@@ -247,6 +247,38 @@ def test_a_failing_test_writes_no_baseline(pytester: pytest.Pytester) -> None:
     assert summary(result) == "cache: no test sent model requests"
 
 
+def test_a_baseline_file_that_does_not_read_fails_its_test_saying_so(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makefile(".ini", pytest=INI)
+    pytester.makepyfile(
+        test_one="""
+        import httpx
+
+        def test_one(dsh_mock):
+            dsh_mock.lenient()
+            body = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi"}]}
+            with httpx.Client(transport=dsh_mock.transport("httpx")) as client:
+                client.post(
+                    "https://api.deepseek.com/chat/completions",
+                    json=body,
+                    headers={"authorization": "Bearer sk-test"},
+                )
+        """
+    )
+    broken = pytester.path / "b" / "test_one" / "test_one.trace.jsonl"
+    broken.parent.mkdir(parents=True)
+    broken.write_text('{"format": "dsh-trace", "version": 9}\n', encoding="utf-8")
+    result = pytester.runpytest("--dsh-cache-baseline=b")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*the cache baseline of test_one.py::test_one does not read: *trace format version 9*"
+            "; rewrite it with --dsh-cache-baseline-update"
+        ]
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
