@@ -22,22 +22,31 @@ _HEAD_BYTES: Final = 65536
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Scenario:
+    """What is compared with its counterpart: a recording, or one conversation of it."""
+
     name: str
     """What matching by path compares: the path relative to the folder (``#key`` when split);
     for a single-file run only the ``#key`` part."""
     label: str
     """What the report calls it."""
     path: str | None
+    """The file it was read from."""
     declared: str | None
+    """The id the recording declares (a dsh-trace header's or a cassette's ``scenario``)."""
     key: str | None
+    """The explicit conversation key every one of its requests carries."""
     trace: Trace
+    """Its requests (renumbered from 0 for a part of a split file)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Run:
+    """One side of a comparison: what was read, and its scenarios."""
+
     summary: RunSummary
     scenarios: tuple[Scenario, ...]
     single: bool
+    """A single recording, not a folder: two single-scenario runs pair whatever their names."""
 
 
 TraceLoader: TypeAlias = Callable[[str, str, bytes], Trace]
