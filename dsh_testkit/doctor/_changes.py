@@ -6,30 +6,21 @@ around the first difference, a volatile-looking span named only when the changed
 looks volatile), the tools as the template renders them, the history, and the echo of the
 model's answer — each placed at the component of the prompt where it sits and marked with
 whether DeepSeek's template renders it (a change that does not reach the prompt cannot cost a
-hit). Which change, if any, cost tokens is decided later from the figures (``_engine.py``).
+hit). Which change, if any, cost tokens is decided later from the figures (``_attribution.py``).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final
 
-from dsh_core import locate_text_difference
-from dsh_core.providers import missing_reasoning
+from dsh_core.providers import ChatTemplate
 
-from .._wire_view import (
-    WireView,
-    canonical_json,
-    content_text,
-    rendered_arguments,
-    rendered_tool,
-    tool_name,
-)
+from .._wire_view import WireView, canonical_json, content_text, rendered_tool, tool_name
 from ..traces import Exchange
-from ._codes import CauseCode
+from ._change import PARAMS_COMPONENT, Change
+from ._history import history_changes, rejected_at
+from ._text import TextDiff, locate, text_diff, token_around, volatile_span
 
 __all__ = [
     "PARAMS_COMPONENT",
@@ -41,149 +32,6 @@ __all__ = [
     "refusal_reason",
     "text_diff",
 ]
-
-PARAMS_COMPONENT: Final = -1
-"""The component of a change in the request's parameters (the cache key, thinking mode)."""
-
-_EXCERPT: Final = 240
-"""Characters of context kept on each side of a difference for the page."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TextDiff:
-    """Two versions of one text, cut around their first difference, for highlighting."""
-
-    before: str
-    after: str
-    start: int
-    """Where the differing characters begin in both excerpts (the common prefix's length)."""
-    before_end: int
-    """Where they end in :attr:`before` (the common suffix starts there)."""
-    after_end: int
-    """Where they end in :attr:`after`."""
-
-    @property
-    def spans(self) -> tuple[str, str]:
-        """The differing characters: ``(before, after)``."""
-        return self.before[self.start : self.before_end], self.after[self.start : self.after_end]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "before": self.before,
-            "after": self.after,
-            "start": self.start,
-            "beforeEnd": self.before_end,
-            "afterEnd": self.after_end,
-        }
-
-
-def text_diff(a: str, b: str) -> TextDiff | None:
-    """The first difference of two texts with :data:`_EXCERPT` characters around it."""
-    if a == b:
-        return None
-    limit = min(len(a), len(b))
-    start = 0
-    while start < limit and a[start] == b[start]:
-        start += 1
-    end = 0
-    while end < limit - start and a[len(a) - 1 - end] == b[len(b) - 1 - end]:
-        end += 1
-    lo = max(0, start - _EXCERPT)
-    a_hi = min(len(a), len(a) - end + _EXCERPT)
-    b_hi = min(len(b), len(b) - end + _EXCERPT)
-    return TextDiff(
-        before=a[lo:a_hi],
-        after=b[lo:b_hi],
-        start=start - lo,
-        before_end=len(a) - end - lo,
-        after_end=len(b) - end - lo,
-    )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Change:
-    """One difference between a request and the one it is compared with."""
-
-    code: CauseCode
-    detail: str
-    """What happened, in wire terms (``tool 'grep' inserted at position 1 of 3``)."""
-    evidence: tuple[str, ...] = ()
-    """Lines showing it (both sides around the first difference, in the project's wording)."""
-    where: str | None = None
-    """The wire location (``system line 31 column 9``, ``tools[1]``, ``messages[3]``)."""
-    component: int = PARAMS_COMPONENT
-    """Which component of the request's prompt it sits in: 0 the system prompt, 1 the tools,
-    2 + i the view's message i; :data:`PARAMS_COMPONENT` for parameters."""
-    rendered: bool = True
-    """Whether DeepSeek's chat template renders the difference (else it never reaches the
-    prompt)."""
-    rejected: bool = False
-    """Whether the API refuses the request for it (the reasoning pass-back rule)."""
-    diff: TextDiff | None = None
-    """The differing text, when it is text."""
-    signature: str = ""
-    """What makes two findings "the same change" across requests (code, place and the
-    differing text)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Text and volatile spans
-
-_VOLATILE_TOKEN: Final = re.compile(
-    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?)?(?:Z|[+-]\d{2}:?\d{2})?"
-    r"|\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
-    r"|\d{1,2}/\d{1,2}/\d{2,4}"
-    r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-    r"|(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}"
-    r"|[0-9]+(?:[.,][0-9]+)?"
-    r"|(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
-    r"|(?:January|February|March|April|May|June|July|August|September|October|November|"
-    r"December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)"
-    r"|(?:[A-Za-z]+[-_])?(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])"
-    r"[A-Za-z0-9_-]{16,}"
-)
-"""What a volatile value looks like, as a whole token: a date or date-time, a time, a UUID, a
-hex id, a number (a counter, a Unix time), a day or month name, a random id (16+ characters
-mixing digits and both cases, optionally prefixed like ``req_``)."""
-
-_WORD: Final = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_:.+/,")
-
-
-def _token_around(text: str, lo: int, hi: int) -> str:
-    """The word-like token ``text[lo:hi]`` sits in (extended over letters, digits, ``-_:.+/,``)."""
-    while lo > 0 and text[lo - 1] in _WORD:
-        lo -= 1
-    while hi < len(text) and text[hi] in _WORD:
-        hi += 1
-    token = text[lo:hi].strip(".,:;/")
-    return token
-
-
-def _looks_volatile(token: str) -> bool:
-    return bool(token) and _VOLATILE_TOKEN.fullmatch(token) is not None
-
-
-def _volatile_span(diff: TextDiff) -> str | None:
-    """``'old' → 'new'`` when the changed token on each side looks volatile, else ``None``."""
-    old = _token_around(diff.before, diff.start, diff.before_end)
-    new = _token_around(diff.after, diff.start, diff.after_end)
-    if not old and not new:
-        return None
-    if (old and not _looks_volatile(old)) or (new and not _looks_volatile(new)):
-        return None
-    if not old:
-        return f"{new!r} added"
-    if not new:
-        return f"{old!r} removed"
-    return f"{old!r} → {new!r}"
-
-
-def _location(a: str, b: str) -> tuple[str, tuple[str, str]]:
-    found = locate_text_difference(a, b)
-    if found is None:
-        return "", ("", "")
-    return f"line {found.line} column {found.column}", (found.expected, found.actual)
-
 
 # ---------------------------------------------------------------------------------------------
 # Parameters, system prompt, tools
@@ -261,10 +109,10 @@ def _system_changes(previous: WireView, current: WireView, names: tuple[str, str
         ]
     diff = text_diff(old, new)
     assert diff is not None
-    location, (x, y) = _location(old, new)
+    location, (x, y) = locate(old, new)
     where = f"system {location}"
     evidence = (f"{names[0]}: {x}", f"{names[1]}: {y}")
-    volatile = _volatile_span(diff)
+    volatile = volatile_span(diff)
     if volatile is not None:
         return [
             Change(
@@ -282,8 +130,8 @@ def _system_changes(previous: WireView, current: WireView, names: tuple[str, str
             )
         ]
     spans = (
-        _token_around(diff.before, diff.start, diff.before_end),
-        _token_around(diff.after, diff.start, diff.after_end),
+        token_around(diff.before, diff.start, diff.before_end),
+        token_around(diff.after, diff.start, diff.after_end),
     )
     return [
         Change(
@@ -353,278 +201,46 @@ def _tools_change(previous: WireView, current: WireView) -> Change | None:
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# History and the echo of the model's answer
+def _gathered(view: WireView) -> list[str]:
+    """Every system text of a request, as DeepSeek-V3's template gathered them into the head."""
+    return [*view.system] + [
+        content_text(m.get("content"))
+        for m in view.messages
+        if isinstance(m, Mapping) and m.get("role") in ("system", "developer")
+    ]
 
 
-def _calls(message: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    out = []
-    for call in message.get("tool_calls") or ():
-        function = call.get("function") if isinstance(call, Mapping) else None
-        if isinstance(function, Mapping):
-            out.append((str(function.get("name")), function.get("arguments")))
-    return out
-
-
-def _rendered_message(message: Any, *, keep_reasoning: bool) -> Any:
-    """What the template renders of one history message (chat shape)."""
-    if not isinstance(message, Mapping):
-        return message
-    role = message.get("role")
-    out: dict[str, Any] = {"role": role, "content": content_text(message.get("content"))}
-    if role == "assistant":
-        calls = _calls(message)
-        out["calls"] = [(name, rendered_arguments(args)) for name, args in calls]
-        reasoning = message.get("reasoning_content")
-        if keep_reasoning and calls and isinstance(reasoning, str):
-            out["reasoning"] = reasoning
-    return out
-
-
-def _reasoning_rendered(current: WireView, message: Mapping[str, Any]) -> bool:
-    """Whether this assistant turn's reasoning reaches the prompt (DeepSeek's rule: a turn that
-    made tool calls keeps it, in thinking mode)."""
-    return current.thinking and bool(message.get("tool_calls"))
-
-
-def _echo_changes(
-    produced: Mapping[str, Any],
-    sent: Any,
-    position: int,
-    current: WireView,
-    rejected_at: int | None,
-) -> list[Change]:
-    """Compare the assistant turn the model produced with the one the client sent back."""
-    if not isinstance(sent, Mapping) or sent.get("role") != "assistant":
-        return []
-    where = f"messages[{current.wire_index(position)}]"
-    component = 2 + position
-    out: list[Change] = []
-    reasoning = produced.get("reasoning_content")
-    sent_reasoning = sent.get("reasoning_content")
-    if isinstance(reasoning, str) and reasoning and not isinstance(sent_reasoning, str):
-        rejected = rejected_at == position
-        out.append(
-            Change(
-                code="reasoning-dropped",
-                detail=(
-                    f"{where} was sent without the model's reasoning_content ({len(reasoning)} "
-                    "characters)"
-                    + (
-                        "; the API refuses this request (400: reasoning_content must be passed "
-                        "back in thinking mode)"
-                        if rejected
-                        else ""
-                    )
-                ),
-                evidence=(f"produced: reasoning_content {reasoning[:60]!r}", "sent: (absent)"),
-                where=f"{where}.reasoning_content",
-                component=component,
-                rendered=_reasoning_rendered(current, produced),
-                rejected=rejected,
-                signature="reasoning-dropped",
-            )
-        )
-    elif (
-        isinstance(reasoning, str)
-        and isinstance(sent_reasoning, str)
-        and reasoning != sent_reasoning
-    ):
-        location, (x, y) = _location(reasoning, sent_reasoning)
-        out.append(
-            Change(
-                code="reasoning-altered",
-                detail=f"{where}.reasoning_content differs from the model's at {location}",
-                evidence=(f"produced: {x}", f"sent:     {y}"),
-                where=f"{where}.reasoning_content",
-                component=component,
-                rendered=_reasoning_rendered(current, produced),
-                diff=text_diff(reasoning, sent_reasoning),
-                signature="reasoning-altered",
-            )
-        )
-    for i, ((name, made), (_, echoed)) in enumerate(
-        zip(_calls(produced), _calls(sent), strict=False)
-    ):
-        if made == echoed:
-            continue
-        made_text = made if isinstance(made, str) else canonical_json(made)
-        echoed_text = echoed if isinstance(echoed, str) else canonical_json(echoed)
-        try:
-            same = _as_object(made_text) == _as_object(echoed_text)
-        except ValueError:
-            same = False
-        if not same:
-            continue
-        out.append(
-            Change(
-                code="tool-args-reserialized",
-                detail=(
-                    f"{where}.tool_calls[{i}] ({name!r}): the arguments mean the same JSON but "
-                    "are written differently"
-                ),
-                evidence=(f"produced: {made_text}", f"sent:     {echoed_text}"),
-                where=f"{where}.tool_calls[{i}].function.arguments",
-                component=component,
-                rendered=rendered_arguments(made_text) != rendered_arguments(echoed_text),
-                diff=text_diff(made_text, echoed_text),
-                signature="tool-args-reserialized",
-            )
-        )
-    return out
-
-
-def _as_object(text: str) -> Any:
-    """Arguments text as a value; an empty text means no arguments (``{}``)."""
-    return {} if text.strip() == "" else json.loads(text)
-
-
-def _message_diff(old: Any, new: Any) -> tuple[str, tuple[str, ...], TextDiff | None]:
-    """The first differing field of two messages, with the differing text visible."""
-    if isinstance(old, Mapping) and isinstance(new, Mapping):
-        for key in dict.fromkeys([*old, *new]):
-            a, b = old.get(key), new.get(key)
-            if a == b:
-                continue
-            if isinstance(a, str) and isinstance(b, str):
-                location, (x, y) = _location(a, b)
-                return f".{key} {location}", (f"before: {x}", f"after:  {y}"), text_diff(a, b)
-            a_text, b_text = content_text(a), content_text(b)
-            return (
-                f".{key}",
-                (f"before: {a_text[:100]!r}", f"after:  {b_text[:100]!r}"),
-                text_diff(a_text, b_text),
-            )
-    a_text, b_text = canonical_json(old), canonical_json(new)
-    return "", (f"before: {a_text[:100]}", f"after:  {b_text[:100]}"), text_diff(a_text, b_text)
-
-
-def _same_turn(produced: Mapping[str, Any], sent: Any) -> bool:
-    """Whether ``sent`` is the model's answer resent (content and tool-call names agree)."""
-    if not isinstance(sent, Mapping) or sent.get("role") != "assistant":
-        return False
-    names = [name for name, _ in _calls(produced)]
-    sent_names = [name for name, _ in _calls(sent)]
-    return content_text(produced.get("content")) == content_text(sent.get("content")) and (
-        names == sent_names
+def _gathered_system_change(
+    previous: WireView, current: WireView, names: tuple[str, str]
+) -> Change | None:
+    """Under DeepSeek-V3's template, a system message anywhere changes the prompt's head."""
+    old, new = "\n\n".join(_gathered(previous)), "\n\n".join(_gathered(current))
+    if old == new:
+        return None
+    at = next(
+        (
+            i
+            for i, m in enumerate(current.messages)
+            if isinstance(m, Mapping)
+            and m.get("role") in ("system", "developer")
+            and content_text(m.get("content")) not in _gathered(previous)
+        ),
+        None,
     )
-
-
-def _rejected_at(current: WireView) -> int | None:
-    return missing_reasoning(
-        current.messages,
-        thinking=current.thinking,
-        has_tools=bool(current.tools),
-        anthropic=current.endpoint == "anthropic",
+    where = f"messages[{current.wire_index(at)}]" if at is not None else "system"
+    place, (x, y) = locate(old, new)
+    return Change(
+        code="system-changed",
+        detail=(
+            f"the system message at {where} is gathered into the system prompt by this "
+            f"request's template (DeepSeek-V3's), so the prompt's head changed at {place}"
+        ),
+        evidence=(f"{names[0]}: {x}", f"{names[1]}: {y}"),
+        where=f"system {place}",
+        component=0,
+        diff=text_diff(old, new),
+        signature=f"system-changed gathered {where}",
     )
-
-
-def _history_changes(
-    previous: WireView, current: WireView, answer: Mapping[str, Any] | None
-) -> list[Change]:
-    old, new = list(previous.messages), list(current.messages)
-    rejected_at = _rejected_at(current)
-    same = 0
-    for x, y in zip(old, new, strict=False):
-        if x != y:
-            break
-        same += 1
-    out: list[Change] = []
-    if same < len(old):
-        where = f"messages[{current.wire_index(same)}]"
-        component = 2 + same
-        if same < len(new):
-            a, b = old[same], new[same]
-            if (
-                isinstance(a, Mapping)
-                and isinstance(b, Mapping)
-                and a.get("role") == b.get("role") == "assistant"
-            ):
-                echo = _echo_changes(a, b, same, current, rejected_at)
-                stripped = [
-                    {k: v for k, v in m.items() if k not in ("reasoning_content", "tool_calls")}
-                    for m in (a, b)
-                ]
-                if echo and stripped[0] == stripped[1]:
-                    return echo
-            later = next((j for j in range(same + 1, len(old)) if old[j] == b), None)
-            if later is not None or (answer is not None and _same_turn(answer, b)):
-                removed = (later if later is not None else len(old)) - same
-                return [
-                    Change(
-                        code="history-rewritten",
-                        detail=(
-                            f"{removed} message(s) from {where} on were removed (truncation): "
-                            f"the previous request had {len(old) + previous.message_offset} "
-                            "messages"
-                        ),
-                        evidence=(f"removed: {canonical_json(old[same])[:80]}",),
-                        where=where,
-                        component=component,
-                        signature=f"history-rewritten removed {where}",
-                    )
-                ]
-            field, evidence, diff = _message_diff(a, b)
-            keep = current.thinking
-            rendered = _rendered_message(a, keep_reasoning=keep) != _rendered_message(
-                b, keep_reasoning=keep
-            )
-            kind = (
-                "replaced by a message the previous request did not have, and the history "
-                "shortened (truncation, summarization or compaction)"
-                if len(new) < len(old)
-                else "edited"
-            )
-            return [
-                Change(
-                    code="history-rewritten",
-                    detail=f"{where} was {kind}",
-                    evidence=evidence,
-                    where=where + field,
-                    component=component,
-                    rendered=rendered,
-                    diff=diff,
-                    signature=f"history-rewritten {where}{field}",
-                )
-            ]
-        return [
-            Change(
-                code="history-rewritten",
-                detail=(
-                    f"the history was cut: the previous request had "
-                    f"{len(old) + previous.message_offset} messages, this one "
-                    f"{len(new) + current.message_offset} (truncation)"
-                ),
-                where=where,
-                component=min(component, 2 + len(new)),
-                signature="history-rewritten cut",
-            )
-        ]
-    if answer is not None and len(new) > len(old):
-        out += _echo_changes(answer, new[len(old)], len(old), current, rejected_at)
-    if (
-        rejected_at is not None
-        and rejected_at >= len(old)
-        and not any(c.code == "reasoning-dropped" for c in out)
-    ):
-        where = f"messages[{current.wire_index(rejected_at)}]"
-        out.append(
-            Change(
-                code="reasoning-dropped",
-                detail=(
-                    f"{where} is an assistant turn sent without its reasoning in thinking "
-                    "mode; the API refuses this request (400: reasoning_content must be "
-                    "passed back)"
-                ),
-                evidence=(f"sent: {canonical_json(new[rejected_at])[:100]}",),
-                where=f"{where}.reasoning_content",
-                component=2 + rejected_at,
-                rendered=True,
-                rejected=True,
-                signature="reasoning-dropped rejected",
-            )
-        )
-    return out
 
 
 def compare(
@@ -632,22 +248,34 @@ def compare(
     previous_view: WireView,
     current: Exchange,
     current_view: WireView,
+    *,
+    template: ChatTemplate = "deepseek-v4",
 ) -> list[Change]:
-    """Every change from ``previous`` (and its answer) to ``current``, in prompt order."""
+    """Every change from ``previous`` (and its answer) to ``current``, in prompt order, as
+    ``template`` renders them (the one the service used for ``current``)."""
     names = (f"request #{previous.index + 1}", f"request #{current.index + 1}")
     out = _params_changes(previous_view, current_view)
     out += _system_changes(previous_view, current_view, names)
+    if template == "deepseek-v3" and not out:
+        gathered = _gathered_system_change(previous_view, current_view, names)
+        if gathered is not None:
+            out.append(gathered)
     tools = _tools_change(previous_view, current_view)
     if tools is not None:
         out.append(tools)
     if not any(c.code == "system-moved" for c in out):
-        out += _history_changes(previous_view, current_view, previous.response)
+        out += history_changes(
+            previous_view,
+            current_view,
+            previous.response,
+            arguments_as_text=template == "deepseek-v3",
+        )
     return sorted(out, key=lambda c: c.component)
 
 
 def refusal_reason(view: WireView) -> str | None:
     """Why the API refuses this request, when the pass-back rule says it does."""
-    at = _rejected_at(view)
+    at = rejected_at(view)
     if at is None:
         return None
     return (

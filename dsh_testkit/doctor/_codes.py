@@ -18,6 +18,8 @@ __all__ = [
     "CauseCode",
     "CodeInfo",
     "Severity",
+    "cause_codes_markdown",
+    "terms_markdown",
 ]
 
 CauseCode: TypeAlias = Literal[
@@ -202,3 +204,34 @@ TERMS: Final[tuple[tuple[str, str], ...]] = (
     ),
 )
 """The report's terms and their definitions: the legend under every report and in the docs."""
+
+
+def cause_codes_markdown() -> str:
+    """The cause codes as the docs show them: one heading a code (its anchor is the code), its
+    sentence, what it costs and the advice."""
+    kinds = {
+        "change": "a change the client made",
+        "refusal": "the API refused the request",
+        "size": "too short to cache",
+        "timing": "too soon",
+        "provider": "nothing the client did",
+    }
+    parts: list[str] = []
+    for info in _INFO:
+        parts += [
+            f"### `{info.code}`",
+            "",
+            info.sentence,
+            "",
+            f"*Kind:* {kinds[info.kind]}. *Advice:* {info.advice}",
+            "",
+        ]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def terms_markdown() -> str:
+    """The report's terms as a definition table (the legend under every report)."""
+    rows = ["| term | meaning |", "|---|---|"]
+    pipe = "\\|"
+    rows += [f"| {term} | {meaning.replace('|', pipe)} |" for term, meaning in TERMS]
+    return "\n".join(rows) + "\n"

@@ -25,23 +25,25 @@ proxy can diagnose a long live session as it goes.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from dsh_core.providers import Prices, prices_for, resolve_model
+from dsh_core.providers import ChatTemplate, Prices, prices_for
 
 from .._wire_view import WireView, wire_view
 from ..mock import PrefixCacheSimulator, PromptRenderer
 from ..mock._template_tokens import RenderedPrompt
 from ..traces import Exchange, LogEvent
+from ._attribution import attribute, component_at, floor_unit, refusal, refused_changes
 from ._branches import Brancher, Link
-from ._changes import PARAMS_COMPONENT, Change, compare, describe_components, refusal_reason
+from ._change import Change
+from ._changes import compare, describe_components
 from ._codes import CauseCode
 from ._report import Finding, RequestDiagnosis, Segment
-from ._unit import CacheUnit
+from ._unit import CacheUnit, template_of
 
 __all__ = ["Doctor"]
 
@@ -59,10 +61,6 @@ _LOG_KINDS: Final[Mapping[str, tuple[str, ...]]] = {
     "rewrite": ("history-rewritten",),
 }
 """Which findings a session log's event explains."""
-
-
-def _floor(tokens: float, unit: int) -> int:
-    return max(0, int(tokens)) // unit * unit
 
 
 def _common(a: Sequence[int], b: Sequence[int]) -> int:
@@ -127,15 +125,17 @@ class Doctor:
 
     # -- rendering ----------------------------------------------------------------------
 
-    def _render_body(self, body: Mapping[str, Any], endpoint: str) -> RenderedPrompt:
+    def _render_body(
+        self, body: Mapping[str, Any], endpoint: str, template: ChatTemplate
+    ) -> RenderedPrompt:
         if endpoint == "anthropic":
-            return self._renderer.render_anthropic(body)
-        return self._renderer.render_chat(body)
+            return self._renderer.render_anthropic(body, template=template)
+        return self._renderer.render_chat(body, template=template)
 
     def _render(self, exchange: Exchange) -> RenderedPrompt:
         found = self._rendered.get(exchange.index)
         if found is None:
-            found = self._render_body(exchange.body, exchange.endpoint)
+            found = self._render_body(exchange.body, exchange.endpoint, template_of(exchange))
             self._rendered[exchange.index] = found
             while len(self._rendered) > _MEMO:
                 self._rendered.popitem(last=False)
@@ -164,8 +164,8 @@ class Doctor:
             )
         if exchange.refused:
             if parent is not None:
-                findings = self._refused_changes(parent.exchange, exchange, view)
-            findings.append(self._refused(exchange, view))
+                findings = refused_changes(parent.exchange, exchange, view)
+            findings.append(refusal(exchange, view))
         findings, unmatched = _with_log_evidence(findings, exchange.log_events)
         diagnosis = RequestDiagnosis(
             index=exchange.index,
@@ -289,25 +289,51 @@ class Doctor:
         fast = link.relation in ("extends", "repeats") and (
             not resends or view.messages[count] == p_exchange.response
         )
-        ideal = rendered if fast else self._render_body(ideal_body, p_exchange.endpoint)
+        template = template_of(exchange)
+        if template != "deepseek-v4" and any(
+            isinstance(m, Mapping) and m.get("role") in ("system", "developer")
+            for m in view.messages[count:]
+        ):
+            # DeepSeek-V3 gathers a system message sent later into the prompt's head: had the
+            # request only appended, it would not carry one.
+            fast = False
+            ideal_body = dict(ideal_body)
+            ideal_body["messages"] = [
+                m
+                for i, m in enumerate(ideal_body["messages"])
+                if i < p_view.message_offset + count
+                or not (isinstance(m, Mapping) and m.get("role") in ("system", "developer"))
+            ]
+        ideal = rendered if fast else self._render_body(ideal_body, p_exchange.endpoint, template)
         marks = ideal.marks
         p_input = ideal.input_end if count + 2 >= len(marks) - 1 else marks[count + 2]
-        slot = count + 2 + (1 if resends else 0)
-        reusable_r = marks[slot] if resends and slot < len(marks) - 1 else p_input
+        slot = count + 2 + 1
+        # The answer's own unit is reusable only when the next prompt renders the answer as it
+        # was generated: not in thinking mode when the template drops its reasoning (a turn
+        # without tool calls).
+        cached = resends and _answer_cached(p_exchange.response, view) and slot < len(marks) - 1
+        reusable_r = marks[slot] if cached else p_input
         common_r = len(ideal.tokens) if fast else _common(rendered.tokens, ideal.tokens)
         shared_r = min(common_r, reusable_r)
-        # rendered positions → provider tokens, anchored at the reported figures
+        # rendered positions → provider tokens, anchored at the reported figures: the parent's
+        # prompt, its answer (prompt + completion tokens, when the answer is reused as
+        # generated), this prompt
         own = len(rendered.tokens)
         p_prompt = parent.prompt if parent.prompt is not None else parent.rendered_length
         p_length = max(1, parent.rendered_length)
         p_input_provider = p_prompt * p_input / p_length
         total = prompt if prompt is not None else own
+        anchors = [(0, 0.0), (p_input, p_input_provider)]
+        completion = p_exchange.usage.completion_tokens if p_exchange.usage is not None else None
+        if cached and not self.simulate and parent.prompt is not None and completion:
+            anchors.append((reusable_r, float(parent.prompt + completion)))
+        if own > anchors[-1][0]:
+            anchors.append((own, float(total)))
 
         def provider(x: int) -> float:
-            if x <= p_input or own <= p_input:
-                return x * p_input_provider / max(1, p_input)
-            return p_input_provider + (x - p_input) * (total - p_input_provider) / (own - p_input)
+            return _interpolate(anchors, x)
 
+        expected_r = _expected_unit(ideal, min(common_r, reusable_r))
         reusable_raw = min(provider(reusable_r), total)
         if (
             link.relation in ("extends", "repeats")
@@ -323,17 +349,21 @@ class Doctor:
                 "reusable part is not counted"
             )
             return 0, 0, None, [], (note,)
-        reusable = _floor(reusable_raw, unit)
-        shared = _floor(min(provider(shared_r), reusable), unit)
-        changes = compare(p_exchange, p_view, exchange, view)
+        reusable = floor_unit(reusable_raw, unit)
+        shared = floor_unit(min(provider(shared_r), reusable), unit)
+        changes = compare(p_exchange, p_view, exchange, view, template=template)
+        if not (exchange.body_exact and p_exchange.body_exact):
+            changes = [_unjudged(c) for c in changes]
         if any(c.code == "params-changed" and c.where in ("model", "user_id") for c in changes):
             shared_r = common_r = shared = 0  # another cache key: nothing is shared
         components = describe_components(view)
         divergence = None
         if shared_r < reusable_r:
-            at = _component_at(rendered.marks, common_r)
+            at = component_at(rendered.marks, common_r)
             divergence = components[at] if 0 <= at < len(components) else "the generation prefix"
-        findings = self._attribute(
+        findings = attribute(
+            unit=self.unit.tokens,
+            resolution=self.time_resolution,
             exchange=exchange,
             view=view,
             parent=p_exchange,
@@ -346,13 +376,16 @@ class Doctor:
             marks=rendered.marks,
             provider=provider,
             p_input_provider=p_input_provider,
-            resends=resends,
+            resends=cached,
+            expected=floor_unit(provider(expected_r), unit),
         )
         if (
             hit is not None
             and not hit
+            and link.relation != "repeats"
             and reusable == 0
             and 0 < reusable_raw < unit
+            and total >= unit  # a prompt shorter than a unit could never hit anyway
             and link.conversation not in self._below_noted
         ):
             self._below_noted.add(link.conversation)
@@ -361,259 +394,14 @@ class Doctor:
                     code="below-cache-unit",
                     severity="note",
                     detail=(
-                        f"the prompt it could reuse (about {int(reusable_raw)} tokens) is below "
-                        f"one {unit}-token unit (noted once per conversation)"
+                        f"the {int(reusable_raw)} tokens it could reuse from request "
+                        f"#{p_exchange.index + 1} are below one {unit}-token unit, so its "
+                        f"{total:,}-token prompt could not hit (noted once per conversation)"
                     ),
                     signature="below-cache-unit",
                 )
             )
         return reusable, shared, divergence, findings, ()
-
-    def _attribute(
-        self,
-        *,
-        exchange: Exchange,
-        view: WireView,
-        parent: Exchange,
-        changes: list[Change],
-        hit: int | None,
-        reusable: int,
-        shared_r: int,
-        reusable_r: int,
-        common_r: int,
-        marks: Sequence[int],
-        provider: Callable[[int], float],
-        p_input_provider: float,
-        resends: bool,
-    ) -> list[Finding]:
-        unit = self.unit.tokens
-        lost = reusable - min(hit, reusable) if hit is not None else 0
-        limiting: Change | None = None
-        reason = ""
-        cause: Finding | None = None
-        if lost >= unit:
-            keyed = next(
-                (
-                    c
-                    for c in changes
-                    if c.code == "params-changed" and c.where in ("model", "user_id")
-                ),
-                None,
-            )
-            if keyed is not None:
-                limiting = keyed
-            elif shared_r < reusable_r:
-                at = _component_at(marks, common_r)
-                rendered = [c for c in changes if c.rendered]
-                limiting = next((c for c in rendered if c.component == at), None)
-                if limiting is None:
-                    limiting = next(
-                        (c for c in rendered if c.component >= at or c.component < 0), None
-                    )
-                if limiting is None and rendered:
-                    limiting = rendered[0]
-                if limiting is None:
-                    label = _label_at(at, view)
-                    limiting = Change(
-                        code="history-rewritten",
-                        detail=(
-                            f"the prompt departs from the request it extends at {label} in "
-                            "what the template renders"
-                        ),
-                        where=label,
-                        component=at,
-                        signature=f"history-rewritten at {at}",
-                    )
-                    changes = [*changes, limiting]
-            else:
-                hidden = [
-                    c
-                    for c in changes
-                    if not c.rendered
-                    and c.component >= 0
-                    and c.component < len(marks)
-                    and hit is not None
-                    and hit <= provider(marks[c.component]) + unit
-                ]
-                if hidden:
-                    limiting = hidden[0]
-                    reason = (
-                        "; the hit stopped there: the provider's template rendered this difference"
-                    )
-                else:
-                    cause = self._timing_or_provider(
-                        exchange, parent, hit, reusable, lost, p_input_provider, resends
-                    )
-        findings: list[Finding] = []
-        for change in changes:
-            if change is limiting:
-                findings.append(
-                    Finding(
-                        code=change.code,
-                        severity="loss",
-                        detail=change.detail + reason,
-                        evidence=change.evidence,
-                        where=change.where,
-                        lost_tokens=lost,
-                        rejected=change.rejected,
-                        rendered=change.rendered,
-                        diff=change.diff,
-                        signature=change.signature,
-                    )
-                )
-                continue
-            findings.append(self._note(change, exchange, limiting, lost, hit))
-        if cause is not None:
-            findings.append(cause)
-        return findings
-
-    def _note(
-        self,
-        change: Change,
-        exchange: Exchange,
-        limiting: Change | None,
-        lost: int,
-        hit: int | None,
-    ) -> Finding:
-        if change.rejected and not exchange.refused:
-            if exchange.status is None:
-                return Finding(
-                    code=change.code,
-                    severity="refusal",
-                    detail=change.detail,
-                    evidence=change.evidence,
-                    where=change.where,
-                    rejected=True,
-                    rendered=change.rendered,
-                    diff=change.diff,
-                    signature=change.signature,
-                )
-            why = "the API accepted it here (this service did not enforce the pass-back rule)"
-        elif not change.rendered:
-            why = "the template does not render this difference, so it cost nothing"
-        elif limiting is not None:
-            why = f"no further cost: the hit was already limited by {limiting.code} at {limiting.where}"
-        elif hit is None:
-            why = "its cost is unknown: the trace reports no cache figures for this request"
-        else:
-            why = "it cost nothing here: the hit still covered it"
-        return Finding(
-            code=change.code,
-            severity="note",
-            detail=f"{change.detail} ({why})",
-            evidence=change.evidence,
-            where=change.where,
-            rejected=change.rejected,
-            rendered=change.rendered,
-            diff=change.diff,
-            signature=change.signature,
-        )
-
-    def _timing_or_provider(
-        self,
-        exchange: Exchange,
-        parent: Exchange,
-        hit: int | None,
-        reusable: int,
-        lost: int,
-        p_input_provider: float,
-        resends: bool,
-    ) -> Finding:
-        unit = self.unit.tokens
-        # The gap from the parent's end; when its end is unknown, the time since it started
-        # bounds the gap from above (it ended after it started).
-        end = parent.finished if parent.finished is not None else parent.started
-        gap = exchange.started - end if exchange.started is not None and end is not None else None
-        if gap is not None and gap < 0:
-            gap = None
-        info = resolve_model(parent.model) if parent.model else None
-        delay = (
-            info.cache.visibility_at(parent.finished or parent.started).output
-            if info is not None
-            else 0.0
-        )
-        resolution = self.time_resolution
-        output_missed = resends and hit is not None and hit >= _floor(p_input_provider, unit) - unit
-        if (
-            output_missed
-            and gap is not None
-            and resolution is not None
-            and resolution < 1.0
-            and delay > 0
-            and gap + resolution < delay
-        ):
-            since = "finished" if parent.finished is not None else "started"
-            return Finding(
-                code="not-yet-persisted",
-                severity="loss",
-                detail=(
-                    f"sent {gap:.3f} s after request #{parent.index + 1} {since}; that "
-                    f"request's output-end unit needed about {delay:g} s to become usable; "
-                    f"{lost} tokens missed"
-                ),
-                evidence=(f"gap {gap:.3f} s (times known to {resolution:g} s)",),
-                lost_tokens=lost,
-                signature="not-yet-persisted",
-            )
-        timing = ""
-        if gap is not None and resolution is not None and resolution >= 0.5:
-            timing = f" (the gap, {gap:.0f} s, is only known to {resolution:g} s)"
-        return Finding(
-            code="provider-miss",
-            severity="loss",
-            detail=(
-                f"it extends request #{parent.index + 1} unchanged as the template renders it, "
-                f"yet {lost} of {reusable} reusable tokens missed{timing}"
-            ),
-            lost_tokens=lost,
-            signature="provider-miss",
-        )
-
-    def _refused_changes(
-        self, parent: Exchange, exchange: Exchange, view: WireView
-    ) -> list[Finding]:
-        """What changed in a refused request: the change the API refuses it for is part of the
-        refusal; the rest cost nothing (a refused request caches and reads nothing)."""
-        p_view = wire_view(parent.body, endpoint=parent.endpoint) or WireView()
-        error = (exchange.error or "").lower()
-        explained = not error or "reasoning" in error or "thinking" in error
-        out = []
-        for change in compare(parent, p_view, exchange, view):
-            refusing = change.rejected and explained
-            out.append(
-                Finding(
-                    code=change.code,
-                    severity="refusal" if refusing else "note",
-                    detail=change.detail
-                    if refusing
-                    else f"{change.detail} (the request was refused, so it cost no hit)",
-                    evidence=change.evidence,
-                    where=change.where,
-                    rejected=refusing,
-                    rendered=change.rendered,
-                    diff=change.diff,
-                    signature=change.signature,
-                )
-            )
-        return out
-
-    def _refused(self, exchange: Exchange, view: WireView) -> Finding:
-        reason = refusal_reason(view)
-        error = exchange.error or "(no error body)"
-        if exchange.error and not any(w in error.lower() for w in ("reasoning", "thinking")):
-            reason = None  # refused for something else
-        detail = f"status {exchange.status}: {error}"
-        if reason is not None:
-            detail += f"; {reason}"
-        return Finding(
-            code="request-refused",
-            severity="refusal",
-            detail=detail,
-            evidence=(f"error: {error}",),
-            where=None,
-            rejected=True,
-            signature=f"request-refused {exchange.status} {error[:80]}",
-        )
 
     # -- presentation ----------------------------------------------------------------------
 
@@ -647,17 +435,56 @@ class Doctor:
         return replace(diagnosis, cost=cost, lost_cost=lost_cost)
 
 
-def _component_at(marks: Sequence[int], position: int) -> int:
-    """The component (index into the view's parts) that token ``position`` falls in (an empty
-    component never: a position at a shared boundary belongs to the next non-empty one)."""
-    if len(marks) < 2:
-        return PARAMS_COMPONENT
-    return min(max(0, bisect_right(marks, position) - 1), len(marks) - 2)
+_BYTE_LEVEL: Final = frozenset({"tool-args-reserialized"})
+"""Codes that need the request's bytes: a request rebuilt from telemetry cannot show them."""
 
 
-def _label_at(at: int, view: WireView) -> str:
-    labels = describe_components(view)
-    return labels[at] if 0 <= at < len(labels) else "the end of the prompt"
+def _unjudged(change: Change) -> Change:
+    """A byte-level change seen on a request rebuilt from spans: it cannot be judged."""
+    if change.code not in _BYTE_LEVEL:
+        return change
+    return replace(
+        change,
+        rendered=False,
+        detail=f"{change.detail} (cannot be judged from spans: the request was rebuilt from "
+        "telemetry, so its argument formatting is unknown)",
+    )
+
+
+_INTERVAL: Final = 4096
+"""Tokens between the fixed-interval units inside a long prompt (not published; the mock's)."""
+
+
+def _answer_cached(answer: Mapping[str, Any] | None, view: WireView) -> bool:
+    """Whether the next prompt renders the model's answer exactly as it was generated, so the
+    unit ending after it can hit: always without thinking; in thinking mode only for a turn
+    with tool calls (the template drops the reasoning of the others)."""
+    if answer is None:
+        return False
+    if not view.thinking:
+        return True
+    if view.endpoint == "anthropic":
+        content = answer.get("content")
+        return isinstance(content, list) and any(
+            isinstance(b, Mapping) and b.get("type") == "tool_use" for b in content
+        )
+    return bool(answer.get("tool_calls"))
+
+
+def _interpolate(anchors: Sequence[tuple[int, float]], x: int) -> float:
+    """Piecewise-linear through ``anchors`` (rendered position → provider tokens)."""
+    for (x0, y0), (x1, y1) in itertools.pairwise(anchors):
+        if x <= x1:
+            return y0 if x1 == x0 else y0 + (x - x0) * (y1 - y0) / (x1 - x0)
+    (xa, ya), (xb, yb) = anchors[-2] if len(anchors) > 1 else anchors[0], anchors[-1]
+    return yb if xb == xa else yb + (x - xb) * (yb - ya) / (xb - xa)
+
+
+def _expected_unit(ideal: RenderedPrompt, limit: int) -> int:
+    """The longest unit a perfect cache holds within the first ``limit`` tokens of the ideal
+    prompt: the end of an earlier input or answer of the conversation, or an interval unit."""
+    ends = [b for b in (*ideal.input_ends, *ideal.output_ends) if b <= limit]
+    return max([*ends, limit // _INTERVAL * _INTERVAL, 0])
 
 
 def _with_log_evidence(

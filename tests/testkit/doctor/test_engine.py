@@ -12,7 +12,6 @@ from ._bodies import (
     assistant,
     body,
     floor,
-    prompt_tokens,
     system,
     tokens_before,
     tool_result,
@@ -68,7 +67,7 @@ def test_a_miss_of_exactly_one_unit_is_explained() -> None:
 
 
 def test_a_timestamp_in_the_system_prompt_is_volatile_and_names_the_characters() -> None:
-    first, answer, second = _turn(sys_text=SYSTEM + "Now: 2026-12-03T10:00:00Z")
+    first, answer, _second = _turn(sys_text=SYSTEM + "Now: 2026-12-03T10:00:00Z")
     _, _, changed = _turn(sys_text=SYSTEM + "Now: 2026-12-03T10:00:07Z")
     traffic = Traffic()
     traffic.add(first, answer=answer, hit=0)
@@ -126,7 +125,7 @@ def test_strict_false_on_a_tool_is_not_rendered_and_is_no_finding() -> None:
 
 
 def test_a_parameter_outside_the_cache_key_claims_nothing() -> None:
-    first, answer, second = _turn(reasoning_effort="high")
+    first, answer, _second = _turn(reasoning_effort="high")
     _, _, changed = _turn(reasoning_effort="max")
     traffic = Traffic()
     traffic.add(first, answer=answer, hit=0)
@@ -191,7 +190,7 @@ def test_spacing_reserialization_where_the_hit_stopped_is_the_cause() -> None:
     diagnosis = diagnose(traffic.trace()).requests[1]
     [finding] = diagnosis.findings
     assert finding.code == "tool-args-reserialized" and finding.severity == "loss"
-    assert "template rendered this difference" in finding.detail
+    assert "rendered this difference" in finding.detail
     assert diagnosis.lost_tokens == finding.lost_tokens > 0
 
 
@@ -247,9 +246,32 @@ def test_below_cache_unit_is_noted_once_and_never_beside_a_hit() -> None:
     traffic = Traffic()
     short = body([user("hi")], tools=None)
     answer = assistant("hello")
+    long_question = "Now explain, step by step, how a prefix cache decides what to reuse. " * 8
     traffic.add(short, answer=answer, hit=0)
-    traffic.add(body([user("hi"), answer, user("again")], tools=None), answer=answer, hit=0)
-    traffic.add(body([user("hi"), answer, user("again"), answer, user("more")], tools=None), hit=0)
-    codes = [r.codes for r in diagnose(traffic.trace()).requests]
-    assert codes == [(), ("below-cache-unit",), ()]
-    assert all(f.severity == "note" for r in diagnose(traffic.trace()).requests for f in r.findings)
+    second = body([user("hi"), answer, user(long_question)], tools=None)
+    traffic.add(second, answer=answer, hit=0)
+    third = body([user("hi"), answer, user(long_question), answer, user("more")], tools=None)
+    traffic.add(third, hit=0)
+    requests = diagnose(traffic.trace()).requests
+    assert [r.codes for r in requests] == [(), ("below-cache-unit",), ("provider-miss",)]
+    assert requests[1].findings[0].severity == "note"
+    assert "below one 128-token unit" in requests[1].findings[0].detail
+
+
+def test_below_cache_unit_is_not_noted_on_a_prompt_shorter_than_a_unit() -> None:
+    traffic = Traffic()
+    short = body([user("hi")], tools=None)
+    traffic.add(short, answer=assistant("hello"), hit=0)
+    traffic.add(body([user("hi"), assistant("hello"), user("again")], tools=None), hit=0)
+    assert [r.codes for r in diagnose(traffic.trace()).requests] == [(), ()]
+
+
+def test_a_lone_surrogate_in_a_request_is_diagnosed() -> None:
+    traffic = Traffic()
+    first = body([system(SYSTEM), user("broken \ud800 text")])
+    traffic.add(first, answer=assistant("ok"), hit=0)
+    traffic.add(
+        body([system(SYSTEM), user("broken \ud800 text"), assistant("ok"), user("go")]), hit=0
+    )
+    report = diagnose(traffic.trace())
+    assert [r.relation for r in report.requests] == ["first", "extends"]

@@ -77,17 +77,20 @@ def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             ("har", "har"),
         )
     }
-    with MockServer(mock) as server, ProxyServer(server.base_url, out=str(paths["proxy"])) as proxy:
-        with capture_requests() as capture:
-            asyncio.run(
-                _session(
-                    proxy.base_url,
-                    "sk-five-recordings-not-a-key",
-                    "deepseek-v4-flash",
-                    paths["log"],
-                    Console(file=io.StringIO()),
-                )
+    with (
+        MockServer(mock) as server,
+        ProxyServer(server.base_url, out=str(paths["proxy"])) as proxy,
+        capture_requests() as capture,
+    ):
+        asyncio.run(
+            _session(
+                proxy.base_url,
+                "sk-five-recordings-not-a-key",
+                "deepseek-v4-flash",
+                paths["log"],
+                Console(file=io.StringIO()),
             )
+        )
     paths["mock"].write_text(
         json.dumps({"requests": [r.to_json() for r in mock.requests]}), encoding="utf-8"
     )
