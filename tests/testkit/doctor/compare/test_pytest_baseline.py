@@ -62,8 +62,9 @@ class Agent:
                 self.ask(prompt, step)
 '''
 
-# The harness change under review: the date moves from the user message into the system prompt.
-BROKEN = 'system = RULES + f"\\nNow: {now(step)}"  # DATED-LINE'
+# The harness change under review: the date moves from the user message to the top of the system
+# prompt.
+BROKEN = 'system = f"Now: {now(step)}\\n" + RULES  # DATED-LINE'
 
 SUITE = """
 import pytest
@@ -178,12 +179,15 @@ def test_the_baseline_fails_exactly_the_test_whose_harness_change_broke_the_cach
     broken = suite.runpytest("--dsh-cache-baseline=baseline")
     broken.assert_outcomes(passed=4, failed=1)
     out = broken.stdout.str()
+    assert re.findall(r"^FAILED (\S+)", out, re.M) == ["test_suite.py::test_dated"]
     assert re.search(
-        r"^FAILED test_suite.py::test_dated - dsh_testkit.doctor.+CacheRegressio", out, re.M
+        r"^E +dsh_testkit\.doctor\.\w+\.CacheRegression: cache regression in "
+        r"test_suite\.py::test_dated against the baseline baseline/test_suite/test_dated\.trace\.jsonl:$",
+        out,
+        re.M,
     )
-    assert "cache regression in test_suite.py::test_dated against the baseline " in out
     assert "volatile-system-text appeared (loss) on #2–#3" in out
-    assert "'2026-05-04T09:00:01Z' → '2026-05-04T09:00:02Z'" in out
+    assert "'2026-05-04T09:00:00Z' → '2026-05-04T09:00:01Z'" in out
     assert re.search(r"efficiency fell [\d.]+ pp \(100\.0 % → [\d.]+ %; more than 2 pp\)", out)
     assert "accept it with --dsh-cache-baseline-update" in out
     line = summary(broken)
