@@ -168,8 +168,8 @@ def _first_change(base: Trace, new: Trace) -> tuple[RequestChange | None, list[b
             differences = diff_chat(va, vb, names=("base", "new"))
         if not differences:
             differences = (
-                "the request bodies differ where the wording does not name it (compare them "
-                "with `dsh-testkit rebuild` or the trace files)",
+                f"request #{at + 1} differs in its endpoint or body shape (base "
+                f"{a.endpoint}, new {b.endpoint}); see the two recordings",
             )
         return RequestChange(
             request=at + 1, kind="changed", differences=differences, changed_requests=changed

@@ -2,7 +2,9 @@
 
 Exit status: 0 no regression; 1 a regression (a scenario or the totals beyond the thresholds);
 2 an input that cannot be read (a missing path, a file of no known kind given alone, a corrupt
-recording inside a folder) or a bad option — a build must tell a broken input from a regression.
+recording inside a folder, a folder with no recording in it) or a bad option — a build must
+tell a broken input from a regression (an empty run compared with a baseline would otherwise
+pass).
 """
 
 from __future__ import annotations
@@ -165,6 +167,14 @@ def run_compare(args: argparse.Namespace) -> int:
     except (TraceError, DshError) as exc:
         print(f"{command}: {exc}", file=sys.stderr)
         return 2
+    for side, summary in (("BASE", result.base), ("NEW", result.new)):
+        if not summary.scenarios:
+            print(
+                f"{command}: {side} {summary.path}: no recording found (a folder of recordings, "
+                "or one recording, is expected)",
+                file=sys.stderr,
+            )
+            return 2
     if args.markdown_file:
         try:
             with open(args.markdown_file, "w", encoding="utf-8", newline="\n") as file:

@@ -35,6 +35,7 @@ def write(
     usage: Sequence[tuple[int, int] | None] | None = None,
     status: Sequence[int] | None = None,
     started: float | None = None,
+    url: str = "https://api.deepseek.com/chat/completions",
 ) -> Path:
     """A dsh-trace file of ``bodies``; ``key`` an explicit conversation key (one, or one per
     request); ``usage`` (prompt, hit) per request (default: none, figures simulated)."""
@@ -48,7 +49,7 @@ def write(
                 {
                     "index": i,
                     "endpoint": "chat",
-                    "url": "https://api.deepseek.com/chat/completions",
+                    "url": url,
                     "conversation": keys[i],
                     "started": None if started is None else started + 60 * i,
                     "status": code,

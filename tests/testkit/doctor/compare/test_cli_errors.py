@@ -63,6 +63,20 @@ def test_a_corrupt_recording_in_a_folder_names_the_file(
     assert err == f"dsh-testkit compare: {broken}: line 2 is not JSON\n"
 
 
+def test_a_folder_with_no_recording_in_it(
+    runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = runs[1].parent / "empty"
+    empty.mkdir()
+    (empty / "README.md").write_text("nothing here\n", encoding="utf-8")
+    status, out, err = cli(capsys, "compare", str(runs[0]), str(empty))
+    assert (status, out) == (2, "")
+    assert err == (
+        f"dsh-testkit compare: NEW {empty}: no recording found (a folder of recordings, or one "
+        "recording, is expected)\n"
+    )
+
+
 def test_a_file_of_no_known_kind(
     runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

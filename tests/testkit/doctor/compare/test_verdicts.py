@@ -194,3 +194,21 @@ def test_markdown_keeps_odd_names_intact(tmp_path: Path) -> None:
     row = next(line for line in markdown.splitlines() if "test_x" in line and line.startswith("|"))
     assert row.startswith("| ``tests/t.py::test_x[a\\|b`c]`` | ")
     assert "<code>tests/t.py::test_x[a|b`c]</code>" in markdown
+
+
+def test_the_same_body_sent_to_another_endpoint_is_named(tmp_path: Path) -> None:
+    request = {
+        "model": "deepseek-v4-flash",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    base = write(tmp_path / "a.jsonl", [request])
+    new = write(
+        tmp_path / "b.jsonl", [request], url="https://api.deepseek.com/anthropic/v1/messages"
+    )
+    (scenario,) = compare_runs(base, new).scenarios
+    assert scenario.first_change is not None
+    assert scenario.first_change.differences == (
+        "request #1 differs in its endpoint or body shape (base chat, new anthropic); see the two "
+        "recordings",
+    )
