@@ -70,7 +70,6 @@ from ._compare_inputs import Pair, Run, Scenario, TraceLoader, default_loader, m
 from ._compare_values import (
     COMPARE_FORMAT_VERSION,
     GRAVITY,
-    CacheRegression,
     CauseChange,
     RequestChange,
     RequestPair,
@@ -84,6 +83,7 @@ from ._compare_values import (
     money,
 )
 from ._diagnose import diagnose
+from ._errors import CacheRegression
 from ._report import DoctorReport, Finding, RequestDiagnosis, Totals, request_ranges
 
 __all__ = [

@@ -13,14 +13,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeAlias
 
-from .._errors import TestkitError
 from ._codes import CauseCode, Severity
+from ._errors import CacheRegression
 from ._report import Finding, RequestDiagnosis, Totals
 
 __all__ = [
     "COMPARE_FORMAT_VERSION",
     "GRAVITY",
-    "CacheRegression",
     "CauseChange",
     "RequestChange",
     "RequestPair",
@@ -41,18 +40,6 @@ Verdict: TypeAlias = Literal["identical", "benign", "regression", "improvement"]
 
 _EPSILON: Final = 1e-9
 GRAVITY: Final[Mapping[str, int]] = {"note": 0, "loss": 1, "refusal": 2}
-
-
-class CacheRegression(TestkitError, AssertionError):
-    """A change made caching or the estimated cost worse beyond the thresholds.
-
-    ``.comparison`` is the :class:`RunComparison`; ``.scenarios`` the scenarios that regressed.
-    """
-
-    def __init__(self, message: str, *, comparison: RunComparison) -> None:
-        self.comparison = comparison
-        self.scenarios = tuple(s for s in comparison.scenarios if s.verdict == "regression")
-        super().__init__(message)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
