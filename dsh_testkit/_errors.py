@@ -34,6 +34,8 @@ pytest reports them as failures, not as crashes. Each carries its facts as attri
         ├── TraceError                 a file or object is not a readable trace (``.path``)  [traces]
         ├── CacheUnfriendly            assert_cache_friendly found requests that lost cache hits
         │                              (``.conversation``, ``.findings``)   [AssertionError, doctor]
+        ├── CacheRegression            a run's caching or cost got worse than its baseline's
+        │                              (``.comparison``, ``.scenarios``)   [AssertionError, doctor]
         ├── ProxyError                 the recording proxy could not start (``.host``, ``.port``) [proxy]
         └── MockError                  the mock DeepSeek was misused                       [mock]
             ├── ScriptError            a script entry or file is invalid (``.path``)

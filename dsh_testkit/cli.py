@@ -1,5 +1,5 @@
 """The ``dsh-testkit`` command: ``demo``, ``serve``, ``proxy``, ``audit``, ``cache-report``,
-``rebuild`` and ``calibrate``.
+``compare``, ``rebuild`` and ``calibrate``.
 
 ``cache-report`` takes any recording of an agent's traffic (a session log, a proxy trace file, a
 saved capture, a cassette, the mock's request log, a HAR file, OpenTelemetry spans) and runs the
@@ -160,6 +160,12 @@ def _cache_report_arguments(parser: argparse.ArgumentParser) -> None:
     from .doctor._cli import add_cache_report_arguments
 
     add_cache_report_arguments(parser)
+
+
+def _compare_arguments(parser: argparse.ArgumentParser) -> None:
+    from .doctor._compare_cli import add_compare_arguments
+
+    add_compare_arguments(parser)
 
 
 def _reader_of(path: str) -> str | None:
@@ -420,6 +426,10 @@ _SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] =
         "the cache doctor: every lost prompt-cache hit of any recording, explained",
         _cache_report_arguments,
     ),
+    "compare": (
+        "two runs side by side: what a change did to caching and cost; exit 1 on a regression",
+        _compare_arguments,
+    ),
     "rebuild": (
         "print every request a log rebuilds, as a summary or the exact wire body",
         _rebuild_arguments,
@@ -477,6 +487,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .doctor._cli import run_cache_report
 
         return run_cache_report(args)
+    if args.command == "compare":
+        from .doctor._compare_cli import run_compare
+
+        return run_compare(args)
     if args.command == "rebuild":
         from .reports import run_rebuild
 

@@ -17,6 +17,8 @@ Options (group ``dsh``; ``pytest --help`` lists them):
   never printed). Without it, any connection to a DeepSeek API host fails the test, whatever the
   client (the ``ALLOW_MODEL_REQUESTS=False`` of pydantic-ai, always on).
 - ``--dsh-cassette-dir`` (the ini option ``dsh_cassette_dir`` sets a default).
+- ``--dsh-cache-baseline DIR`` (``--dsh-cache-baseline-update``, thresholds): each test's
+  traffic kept as a trace and compared with the next run's; ``_cache_baseline.py``.
 
 Markers: ``dsh_cassette`` / ``dsh_cassette(name)`` (alone, it puts the test under its cassette,
 like ``@pytest.mark.vcr``), ``dsh_live``, ``dsh_lenient`` (the mock fixtures are strict like
@@ -42,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import pytest
 
-from . import _network
+from . import _cache_baseline, _network
 from ._plugin_settings import API_KEY_ENV, RECORD_MODES
 from ._plugin_settings import DEFAULT_DIR_NAME as _DEFAULT_DIR_NAME
 from ._plugin_settings import Settings as _Settings
@@ -141,6 +143,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="directory of cassettes (default: the dsh_cassette_dir ini option, else a "
         "'cassettes' folder beside each test module)",
     )
+    _cache_baseline.add_options(group, parser)
     parser.addini(
         "dsh_record_mode",
         "default cassette record mode outside CI (--dsh-record-mode overrides it; CI=true forces "
@@ -195,6 +198,7 @@ def pytest_configure(config: pytest.Config) -> None:
         live=settings.live,
     )
     config.stash[_GUARD] = _network.NetworkGuard(policy).install()
+    _cache_baseline.configure(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

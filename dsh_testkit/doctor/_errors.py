@@ -3,8 +3,11 @@
 ::
 
     TestkitError
-    └── CacheUnfriendly     ``assert_cache_friendly`` found requests that lost cache hits
-                            (``.conversation``, ``.findings``)   [AssertionError]
+    ├── CacheUnfriendly     ``assert_cache_friendly`` found requests that lost cache hits
+    │                       (``.conversation``, ``.findings``)   [AssertionError]
+    └── CacheRegression     a run's caching or estimated cost got worse than its baseline's
+                            beyond the thresholds (``.comparison``, ``.scenarios``)
+                            [AssertionError]
 
 (``assert_prefix_stable`` raises the tree's :class:`~dsh_testkit._errors.PrefixInstability`.)
 """
@@ -12,11 +15,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import TestkitError
 
-__all__ = ["CacheUnfriendly"]
+if TYPE_CHECKING:
+    from ._compare_values import RunComparison
+
+__all__ = ["CacheRegression", "CacheUnfriendly"]
 
 
 class CacheUnfriendly(TestkitError, AssertionError):
@@ -29,4 +35,16 @@ class CacheUnfriendly(TestkitError, AssertionError):
     def __init__(self, message: str, *, conversation: str, findings: Sequence[Any]) -> None:
         self.conversation = conversation
         self.findings = tuple(findings)
+        super().__init__(message)
+
+
+class CacheRegression(TestkitError, AssertionError):
+    """A change made caching or the estimated cost worse beyond the thresholds.
+
+    ``.comparison`` is the :class:`RunComparison`; ``.scenarios`` the scenarios that regressed.
+    """
+
+    def __init__(self, message: str, *, comparison: RunComparison) -> None:
+        self.comparison = comparison
+        self.scenarios = tuple(s for s in comparison.scenarios if s.verdict == "regression")
         super().__init__(message)

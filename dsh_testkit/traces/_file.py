@@ -1,7 +1,9 @@
 """The trace file: what ``dsh-testkit proxy`` and :meth:`RequestCapture.save` write.
 
 JSON Lines, UTF-8, ``\\n`` endings. The first line is the header ``{"format": "dsh-trace",
-"version": 1, "source": "proxy" | "capture" | …}``; every further line is one exchange
+"version": 1, "source": "proxy" | "capture" | …}`` (and ``"scenario"``, the test or scenario the
+file records, when the writer was given one: the pytest cache baseline writes the test's node
+id, which ``dsh-testkit compare`` matches runs by); every further line is one exchange
 (:meth:`Exchange.to_json`: ``index``, ``endpoint``, ``url``, ``conversation``, ``started``,
 ``firstByte``, ``finished``, ``status``, ``request``, ``response``, ``usage``), appended and
 flushed as soon as the exchange completes, so a crash loses at most the exchange in flight; an
@@ -52,13 +54,24 @@ class TraceWriter:
     """Appends exchanges to a trace file, one flushed line each (crash-safe).
 
     ``fsync=True`` also syncs every line to disk (survives a machine crash, costs a syscall).
+    ``scenario`` names what the file records (a test's node id) in its header.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, source: str, fsync: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        source: str,
+        fsync: bool = False,
+        scenario: str | None = None,
+    ) -> None:
         self.path = os.fspath(path)
         self._fsync = fsync
         self._file: IO[str] = open(self.path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115 - closed by close()
-        self._write({"format": TRACE_FORMAT, "version": TRACE_FORMAT_VERSION, "source": source})
+        header = {"format": TRACE_FORMAT, "version": TRACE_FORMAT_VERSION, "source": source}
+        if scenario is not None:
+            header["scenario"] = scenario
+        self._write(header)
 
     def _write(self, record: Mapping[str, Any]) -> None:
         self._file.write(_line(record))
