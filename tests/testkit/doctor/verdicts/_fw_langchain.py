@@ -88,11 +88,9 @@ def _chat(scene: Scene, model: str) -> ChatDeepSeek:
 def drive(scene: Scene) -> None:
     timestamp = scene.name == "volatile-system-text"
     system = ("Current date and time: {now} UTC\n" if timestamp else "") + SYSTEM_PROMPT
-    prompt = ChatPromptTemplate.from_messages(
-        [("system", system), MessagesPlaceholder("history")]
-    )
+    prompt = ChatPromptTemplate.from_messages([("system", system), MessagesPlaceholder("history")])
     chat = _chat(scene, MODEL)
-    tools = TOOLS
+    tools: tuple[str, ...] = TOOLS
     history: list[BaseMessage] = []
     for turn, text in enumerate(PROMPTS, start=1):
         if turn == 2 and scene.name == "system-changed":

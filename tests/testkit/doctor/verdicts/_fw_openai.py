@@ -91,7 +91,7 @@ def _assistant(scene: Scene, message: Any) -> dict[str, Any]:
 def drive(scene: Scene) -> None:
     client = openai.OpenAI(base_url=scene.base_url, api_key=API_KEY, max_retries=0)
     system = SYSTEM_PROMPT
-    tools = TOOLS
+    tools: tuple[str, ...] = TOOLS
     model = MODEL
     extra = None if scene.thinking else THINKING_OFF
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
@@ -117,7 +117,10 @@ def drive(scene: Scene) -> None:
             while True:
                 try:
                     reply = client.chat.completions.create(
-                        model=model, messages=messages, tools=_tools(tools), extra_body=extra
+                        model=model,
+                        messages=messages,  # type: ignore[arg-type]  # plain dicts, as users write them
+                        tools=_tools(tools),  # type: ignore[arg-type]
+                        extra_body=extra,
                     )
                 except openai.BadRequestError as error:
                     scene.note(f"refused: {error.message}")
@@ -127,6 +130,7 @@ def drive(scene: Scene) -> None:
                 if not message.tool_calls:
                     break
                 for call in message.tool_calls:
+                    assert call.type == "function"
                     arguments = json.loads(call.function.arguments or "{}")
                     messages.append(
                         {

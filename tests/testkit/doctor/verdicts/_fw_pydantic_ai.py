@@ -141,7 +141,9 @@ async def _play(scene: Scene) -> None:
             if turn == 3 and scene.name == "history-rewritten":
                 settings.keep_turns = 2
             if turn == 3 and scene.name == "params-changed":
-                model = OpenAIChatModel(SWITCHED_MODEL, provider=DeepSeekProvider(openai_client=client))
+                model = OpenAIChatModel(
+                    SWITCHED_MODEL, provider=DeepSeekProvider(openai_client=client)
+                )
             try:
                 result = await agent.run(prompt, message_history=history, model=model)
             except ModelHTTPError as error:

@@ -42,7 +42,6 @@ from dsh_testkit.mock import MockServer, Reply, ToolCall
 from ._scoring import Case, verdict_of
 
 __all__ = [
-    "FRAMEWORKS",
     "KILLERS",
     "MODEL",
     "SWITCHED_MODEL",
@@ -216,8 +215,7 @@ class Killer:
         if self.code is None or self.severity is None:
             return ()
         return tuple(
-            Plant(index=i, code=self.code, severity=self.severity, also=self.also)
-            for i in self.at
+            Plant(index=i, code=self.code, severity=self.severity, also=self.also) for i in self.at
         )
 
 
@@ -437,6 +435,10 @@ def run_scenario(framework: Framework, name: str) -> Outcome:
     cases = []
     for request in sorted(report.requests, key=lambda r: r.index)[1:]:
         plant = by_index.get(request.index)
+        truth: str
+        severity: Severity | None
+        accepted: tuple[str, ...]
+        also: tuple[tuple[str, Severity], ...]
         if plant is None:
             truth, severity, accepted, also = "none", None, (), ()
         elif plant.severity == "note":  # a change that costs nothing: no cause, a note

@@ -282,7 +282,9 @@ def markdown_confusion(card: Scorecard) -> str:
 def summary_lines(card: Scorecard, *, issue_lost: int | None = None) -> Sequence[str]:
     """The headline figures, one line each."""
     lines = [f"cases: {card.cases}; verdict right: {card.right}"]
-    lines.append(f"lost ≥ 1 unit: {card.lost}; explained with the right cause: {card.lost_explained}")
+    lines.append(
+        f"lost ≥ 1 unit: {card.lost}; explained with the right cause: {card.lost_explained}"
+    )
     if card.lost_vs_prompt:
         lines.append(
             f"lost counting the previous prompt only: {card.lost_vs_prompt}; explained: "
@@ -293,7 +295,8 @@ def summary_lines(card: Scorecard, *, issue_lost: int | None = None) -> Sequence
     rate = card.below_unit_wrong_rate
     lines.append(
         f"below-cache-unit named wrongly on requests that lost nothing: {card.below_unit_wrong} "
-        f"of {card.nothing_lost}" + ("" if rate is None else f" ({rate:.1%})")
+        f"of {card.nothing_lost}"
+        + ("" if rate is None else f" ({rate:.1%})")
         + f"; named there at all: {card.below_unit_named}"
     )
     lines.append(
