@@ -32,10 +32,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final
 
 from dsh_core import GenerateOptions, ToolsPlaceholder
-from dsh_core.providers import resolve_model, thinking_enabled
+from dsh_core.providers import Endpoint, resolve_model, thinking_enabled
 
 __all__ = [
     "CACHE_KEY_PARAMS",
@@ -51,9 +51,6 @@ __all__ = [
     "wire_view_of_options",
 ]
 
-Endpoint: TypeAlias = Literal["chat", "anthropic"]
-"""``chat``: OpenAI-style Chat Completions (DeepSeek's native API). ``anthropic``: the Messages
-API shape (DeepSeek's ``/anthropic`` endpoint)."""
 
 CACHE_KEY_PARAMS: Final = ("model", "user_id", "user")
 """Request fields the prefix cache is keyed by (docs/wire.md §2.1, docs/fidelity.md "Cache

@@ -32,10 +32,14 @@ Endpoint: TypeAlias = Literal["chat", "anthropic"]
 """Which of DeepSeek's two wire formats a request was sent to."""
 
 
-ChatTemplate: TypeAlias = Literal["deepseek-v4"]
-"""The chat template that turns a request into the model's prompt tokens."""
+ChatTemplate: TypeAlias = Literal["deepseek-v3", "deepseek-v4"]
+"""The chat template that turns a request into the model's prompt tokens. ``deepseek-v4`` (and
+V3.2's, which renders tool calls the same way) writes a tool call's arguments one parameter per
+argument and keeps system messages where they stand; ``deepseek-v3`` (the V3-era service, until
+V3.2) gathered every system message into the leading system prompt and wrote arguments as their
+text (docs/wire.md §1.4)."""
 
-CHAT_TEMPLATES: tuple[ChatTemplate, ...] = ("deepseek-v4",)
+CHAT_TEMPLATES: tuple[ChatTemplate, ...] = ("deepseek-v3", "deepseek-v4")
 """Every template a model of the table can name."""
 
 
@@ -81,6 +85,14 @@ by the next request whatever the gap. The switch is put between the two."""
 
 
 _EARLIER_GRANULARITY: tuple[tuple[str, int], ...] = (("2026-04-24T00:00:00Z", 64),)
+
+_EARLIER_TEMPLATES: tuple[tuple[str, ChatTemplate], ...] = (
+    ("2025-12-01T00:00:00Z", "deepseek-v3"),
+)
+"""Until DeepSeek-V3.2 (2025-12-01) the service's template wrote a tool call's arguments as their
+text and gathered system messages into the leading system prompt (measured on real recordings,
+docs/wire.md §1.4): resending the model's arguments reformatted then cost the answer's cache unit,
+and a system message added after the history changed the prompt's head."""
 """Before the V4 models (2026-04-24), DeepSeek's cache stored 64-token units (its 2024
 announcement, docs/wire.md §2.2); every V4-era hit measured is a multiple of 128 (§2.3)."""
 
@@ -101,9 +113,19 @@ class CacheFacts:
     earlier_visibility: tuple[tuple[str, UnitVisibility], ...] = _EARLIER_VISIBILITY
     """The service's earlier behaviour, oldest first: ``(until, visibility)`` pairs, where
     ``until`` is an ISO 8601 UTC instant before which requests saw ``visibility``."""
+    earlier_templates: tuple[tuple[str, ChatTemplate], ...] = _EARLIER_TEMPLATES
+    """The templates before :attr:`template`, oldest first: ``(until, template)`` pairs."""
     earlier_granularity: tuple[tuple[str, int], ...] = _EARLIER_GRANULARITY
     """The unit before :attr:`granularity`, oldest first: ``(until, tokens)`` pairs (the V3-era
     service stored 64-token units, docs/wire.md §2.2–§2.3)."""
+
+    def template_at(self, when: float | None) -> ChatTemplate:
+        """The template a request made at ``when`` (Unix seconds) was rendered with."""
+        if when is not None:
+            for until, template in self.earlier_templates:
+                if when < _unix_seconds(until):
+                    return template
+        return self.template
 
     def granularity_at(self, when: float | None) -> int:
         """The cache unit a request made at ``when`` (Unix seconds) met; ``None``: now."""

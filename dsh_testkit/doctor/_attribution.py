@@ -20,6 +20,7 @@ from ..traces import Exchange
 from ._change import PARAMS_COMPONENT, Change
 from ._changes import compare, describe_components, refusal_reason
 from ._report import Finding
+from ._unit import template_of
 
 __all__ = ["attribute", "component_at", "floor_unit", "refusal", "refused_changes"]
 
@@ -59,7 +60,11 @@ def attribute(
     provider: Callable[[int], float],
     p_input_provider: float,
     resends: bool,
+    expected: int,
 ) -> list[Finding]:
+    """The findings of one request: its changes, and the cause of its loss (see the module
+    docstring). ``expected`` is the hit a perfect cache gives this request as it is (the
+    longest earlier unit before the divergence): below it, the provider lost the rest."""
     lost = reusable - min(hit, reusable) if hit is not None else 0
     limiting: Change | None = None
     reason = ""
@@ -72,6 +77,20 @@ def attribute(
         if keyed is not None:
             limiting = keyed
         elif shared_r < reusable_r:
+            if hit is not None and hit + unit <= expected:
+                # the provider missed whole units that the change left intact
+                cause = _timing_or_provider(
+                    exchange,
+                    parent,
+                    hit,
+                    expected,
+                    expected - hit,
+                    p_input_provider,
+                    resends,
+                    unit=unit,
+                    resolution=resolution,
+                )
+                lost = reusable - expected
             at = component_at(marks, common_r)
             rendered = [c for c in changes if c.rendered]
             limiting = next((c for c in rendered if c.component == at), None)
@@ -93,10 +112,13 @@ def attribute(
                 )
                 changes = [*changes, limiting]
         else:
+            # A change the template hides, where the hit stopped: an older template rendered
+            # it. Only when the trace's time does not tell which template served the request.
             hidden = [
                 c
                 for c in changes
-                if not c.rendered
+                if exchange.started is None
+                and not c.rendered
                 and c.component >= 0
                 and c.component < len(marks)
                 and hit is not None
@@ -104,7 +126,10 @@ def attribute(
             ]
             if hidden:
                 limiting = hidden[0]
-                reason = "; the hit stopped there: the provider's template rendered this difference"
+                reason = (
+                    "; the hit stopped there: the template that served it (unknown without "
+                    "the request's date) rendered this difference"
+                )
             else:
                 cause = _timing_or_provider(
                     exchange,
@@ -117,6 +142,8 @@ def attribute(
                     unit=unit,
                     resolution=resolution,
                 )
+    if limiting is not None and lost < unit:
+        limiting = None  # the provider's part was the whole loss
     findings: list[Finding] = []
     for change in changes:
         if change is limiting:
@@ -250,7 +277,7 @@ def refused_changes(parent: Exchange, exchange: Exchange, view: WireView) -> lis
     error = (exchange.error or "").lower()
     explained = not error or "reasoning" in error or "thinking" in error
     out = []
-    for change in compare(parent, p_view, exchange, view):
+    for change in compare(parent, p_view, exchange, view, template=template_of(exchange)):
         refusing = change.rejected and explained
         out.append(
             Finding(

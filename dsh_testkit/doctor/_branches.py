@@ -20,8 +20,9 @@ main line (the request after a compaction is compared with the main line, not th
 call).
 
 A request without a parent starts a new conversation, and so does one that repeats the start
-of a conversation already under way (a run started again from its first message), except
-under an explicit key (a header, a session id), which always decides the conversation.
+of a conversation already under way (a run started again from its first message) or repeats a
+one-shot request (the same single question asked again), except under an explicit key (a
+header, a session id), which always decides the conversation.
 
 Lookups go through hashes of each prompt's component prefixes, so linking is linear in the
 number of components; :class:`Brancher` links one request at a time (the proxy's live report)
@@ -194,7 +195,14 @@ class Brancher:
                     parent, shared, relation = found, 0, "diverges"
         if parent is not None:
             known = self._known[parent]  # a forgotten request is never found
-            restart = relation == "repeats" and known.children > 0 and exchange.conversation is None
+            # A repeat starts a conversation of its own when the request it repeats was already
+            # continued (a run started over) or is a one-shot (one message, no history: the same
+            # question asked again), unless an explicit key says otherwise.
+            restart = (
+                relation == "repeats"
+                and exchange.conversation is None
+                and (known.children > 0 or len(parts) <= 3)
+            )
             if restart:
                 key = self._new_conversation(exchange)
             else:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from dsh_core.providers import ChatTemplate
+
 from .._wire_view import WireView, canonical_json, content_text, rendered_tool, tool_name
 from ..traces import Exchange
 from ._change import PARAMS_COMPONENT, Change
@@ -199,21 +201,75 @@ def _tools_change(previous: WireView, current: WireView) -> Change | None:
     )
 
 
+def _gathered(view: WireView) -> list[str]:
+    """Every system text of a request, as DeepSeek-V3's template gathered them into the head."""
+    return [*view.system] + [
+        content_text(m.get("content"))
+        for m in view.messages
+        if isinstance(m, Mapping) and m.get("role") in ("system", "developer")
+    ]
+
+
+def _gathered_system_change(
+    previous: WireView, current: WireView, names: tuple[str, str]
+) -> Change | None:
+    """Under DeepSeek-V3's template, a system message anywhere changes the prompt's head."""
+    old, new = "\n\n".join(_gathered(previous)), "\n\n".join(_gathered(current))
+    if old == new:
+        return None
+    at = next(
+        (
+            i
+            for i, m in enumerate(current.messages)
+            if isinstance(m, Mapping)
+            and m.get("role") in ("system", "developer")
+            and content_text(m.get("content")) not in _gathered(previous)
+        ),
+        None,
+    )
+    where = f"messages[{current.wire_index(at)}]" if at is not None else "system"
+    place, (x, y) = locate(old, new)
+    return Change(
+        code="system-changed",
+        detail=(
+            f"the system message at {where} is gathered into the system prompt by this "
+            f"request's template (DeepSeek-V3's), so the prompt's head changed at {place}"
+        ),
+        evidence=(f"{names[0]}: {x}", f"{names[1]}: {y}"),
+        where=f"system {place}",
+        component=0,
+        diff=text_diff(old, new),
+        signature=f"system-changed gathered {where}",
+    )
+
+
 def compare(
     previous: Exchange,
     previous_view: WireView,
     current: Exchange,
     current_view: WireView,
+    *,
+    template: ChatTemplate = "deepseek-v4",
 ) -> list[Change]:
-    """Every change from ``previous`` (and its answer) to ``current``, in prompt order."""
+    """Every change from ``previous`` (and its answer) to ``current``, in prompt order, as
+    ``template`` renders them (the one the service used for ``current``)."""
     names = (f"request #{previous.index + 1}", f"request #{current.index + 1}")
     out = _params_changes(previous_view, current_view)
     out += _system_changes(previous_view, current_view, names)
+    if template == "deepseek-v3" and not out:
+        gathered = _gathered_system_change(previous_view, current_view, names)
+        if gathered is not None:
+            out.append(gathered)
     tools = _tools_change(previous_view, current_view)
     if tools is not None:
         out.append(tools)
     if not any(c.code == "system-moved" for c in out):
-        out += history_changes(previous_view, current_view, previous.response)
+        out += history_changes(
+            previous_view,
+            current_view,
+            previous.response,
+            arguments_as_text=template == "deepseek-v3",
+        )
     return sorted(out, key=lambda c: c.component)
 
 

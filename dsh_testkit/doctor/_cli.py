@@ -70,6 +70,26 @@ def parse_prices(text: str) -> Prices:
     )
 
 
+def _judging_arguments(parser: argparse.ArgumentParser, *, prefix: str) -> None:
+    """``--unit-tokens`` and ``--allow``: what both commands judge a trace with."""
+    parser.add_argument(
+        "--unit-tokens",
+        type=int,
+        metavar="N",
+        help=f"{prefix}the provider's cache unit in tokens (default: from the trace's own hits, "
+        "else the model table by model and date; the report says which)",
+    )
+    parser.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="CODE",
+        choices=sorted(CAUSE_CODES),
+        help=f"{prefix}a cause code this agent accepts (repeatable), as "
+        "assert_cache_friendly's allow=",
+    )
+
+
 def _common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("log", metavar="INPUT", help="the recording to read (see below)")
     parser.add_argument(
@@ -83,21 +103,7 @@ def _common_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help="report only conversation K (an explicit key, or #1, #2, … as found)",
     )
-    parser.add_argument(
-        "--unit-tokens",
-        type=int,
-        metavar="N",
-        help="the provider's cache unit in tokens (default: from the trace's own hits, else "
-        "the model table by model and date; the report says which)",
-    )
-    parser.add_argument(
-        "--allow",
-        action="append",
-        default=[],
-        metavar="CODE",
-        choices=sorted(CAUSE_CODES),
-        help="a cause code this agent accepts (repeatable), as assert_cache_friendly's allow=",
-    )
+    _judging_arguments(parser, prefix="")
     parser.add_argument(
         "--price",
         metavar="hit=H,miss=M[,output=O]",
@@ -130,17 +136,7 @@ def add_cache_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_trace_audit_arguments(parser: argparse.ArgumentParser) -> None:
     """The options ``dsh-testkit audit`` adds for traces (its session-log audit has its own)."""
-    parser.add_argument(
-        "--allow",
-        action="append",
-        default=[],
-        metavar="CODE",
-        choices=sorted(CAUSE_CODES),
-        help="for a trace: a cause code this agent accepts (repeatable)",
-    )
-    parser.add_argument(
-        "--unit-tokens", type=int, metavar="N", help="for a trace: the cache unit in tokens"
-    )
+    _judging_arguments(parser, prefix="for a trace: ")
 
 
 def read_input(command: str, args: argparse.Namespace) -> Trace | int:

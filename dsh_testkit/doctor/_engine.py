@@ -25,12 +25,13 @@ proxy can diagnose a long live session as it goes.
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from dsh_core.providers import Prices, prices_for
+from dsh_core.providers import ChatTemplate, Prices, prices_for
 
 from .._wire_view import WireView, wire_view
 from ..mock import PrefixCacheSimulator, PromptRenderer
@@ -38,10 +39,11 @@ from ..mock._template_tokens import RenderedPrompt
 from ..traces import Exchange, LogEvent
 from ._attribution import attribute, component_at, floor_unit, refusal, refused_changes
 from ._branches import Brancher, Link
+from ._change import Change
 from ._changes import compare, describe_components
 from ._codes import CauseCode
 from ._report import Finding, RequestDiagnosis, Segment
-from ._unit import CacheUnit
+from ._unit import CacheUnit, template_of
 
 __all__ = ["Doctor"]
 
@@ -123,15 +125,17 @@ class Doctor:
 
     # -- rendering ----------------------------------------------------------------------
 
-    def _render_body(self, body: Mapping[str, Any], endpoint: str) -> RenderedPrompt:
+    def _render_body(
+        self, body: Mapping[str, Any], endpoint: str, template: ChatTemplate
+    ) -> RenderedPrompt:
         if endpoint == "anthropic":
-            return self._renderer.render_anthropic(body)
-        return self._renderer.render_chat(body)
+            return self._renderer.render_anthropic(body, template=template)
+        return self._renderer.render_chat(body, template=template)
 
     def _render(self, exchange: Exchange) -> RenderedPrompt:
         found = self._rendered.get(exchange.index)
         if found is None:
-            found = self._render_body(exchange.body, exchange.endpoint)
+            found = self._render_body(exchange.body, exchange.endpoint, template_of(exchange))
             self._rendered[exchange.index] = found
             while len(self._rendered) > _MEMO:
                 self._rendered.popitem(last=False)
@@ -285,25 +289,51 @@ class Doctor:
         fast = link.relation in ("extends", "repeats") and (
             not resends or view.messages[count] == p_exchange.response
         )
-        ideal = rendered if fast else self._render_body(ideal_body, p_exchange.endpoint)
+        template = template_of(exchange)
+        if template != "deepseek-v4" and any(
+            isinstance(m, Mapping) and m.get("role") in ("system", "developer")
+            for m in view.messages[count:]
+        ):
+            # DeepSeek-V3 gathers a system message sent later into the prompt's head: had the
+            # request only appended, it would not carry one.
+            fast = False
+            ideal_body = dict(ideal_body)
+            ideal_body["messages"] = [
+                m
+                for i, m in enumerate(ideal_body["messages"])
+                if i < p_view.message_offset + count
+                or not (isinstance(m, Mapping) and m.get("role") in ("system", "developer"))
+            ]
+        ideal = rendered if fast else self._render_body(ideal_body, p_exchange.endpoint, template)
         marks = ideal.marks
         p_input = ideal.input_end if count + 2 >= len(marks) - 1 else marks[count + 2]
-        slot = count + 2 + (1 if resends else 0)
-        reusable_r = marks[slot] if resends and slot < len(marks) - 1 else p_input
+        slot = count + 2 + 1
+        # The answer's own unit is reusable only when the next prompt renders the answer as it
+        # was generated: not in thinking mode when the template drops its reasoning (a turn
+        # without tool calls).
+        cached = resends and _answer_cached(p_exchange.response, view) and slot < len(marks) - 1
+        reusable_r = marks[slot] if cached else p_input
         common_r = len(ideal.tokens) if fast else _common(rendered.tokens, ideal.tokens)
         shared_r = min(common_r, reusable_r)
-        # rendered positions → provider tokens, anchored at the reported figures
+        # rendered positions → provider tokens, anchored at the reported figures: the parent's
+        # prompt, its answer (prompt + completion tokens, when the answer is reused as
+        # generated), this prompt
         own = len(rendered.tokens)
         p_prompt = parent.prompt if parent.prompt is not None else parent.rendered_length
         p_length = max(1, parent.rendered_length)
         p_input_provider = p_prompt * p_input / p_length
         total = prompt if prompt is not None else own
+        anchors = [(0, 0.0), (p_input, p_input_provider)]
+        completion = p_exchange.usage.completion_tokens if p_exchange.usage is not None else None
+        if cached and not self.simulate and parent.prompt is not None and completion:
+            anchors.append((reusable_r, float(parent.prompt + completion)))
+        if own > anchors[-1][0]:
+            anchors.append((own, float(total)))
 
         def provider(x: int) -> float:
-            if x <= p_input or own <= p_input:
-                return x * p_input_provider / max(1, p_input)
-            return p_input_provider + (x - p_input) * (total - p_input_provider) / (own - p_input)
+            return _interpolate(anchors, x)
 
+        expected_r = _expected_unit(ideal, min(common_r, reusable_r))
         reusable_raw = min(provider(reusable_r), total)
         if (
             link.relation in ("extends", "repeats")
@@ -321,7 +351,9 @@ class Doctor:
             return 0, 0, None, [], (note,)
         reusable = floor_unit(reusable_raw, unit)
         shared = floor_unit(min(provider(shared_r), reusable), unit)
-        changes = compare(p_exchange, p_view, exchange, view)
+        changes = compare(p_exchange, p_view, exchange, view, template=template)
+        if not (exchange.body_exact and p_exchange.body_exact):
+            changes = [_unjudged(c) for c in changes]
         if any(c.code == "params-changed" and c.where in ("model", "user_id") for c in changes):
             shared_r = common_r = shared = 0  # another cache key: nothing is shared
         components = describe_components(view)
@@ -344,13 +376,16 @@ class Doctor:
             marks=rendered.marks,
             provider=provider,
             p_input_provider=p_input_provider,
-            resends=resends,
+            resends=cached,
+            expected=floor_unit(provider(expected_r), unit),
         )
         if (
             hit is not None
             and not hit
+            and link.relation != "repeats"
             and reusable == 0
             and 0 < reusable_raw < unit
+            and total >= unit  # a prompt shorter than a unit could never hit anyway
             and link.conversation not in self._below_noted
         ):
             self._below_noted.add(link.conversation)
@@ -359,8 +394,9 @@ class Doctor:
                     code="below-cache-unit",
                     severity="note",
                     detail=(
-                        f"the prompt it could reuse (about {int(reusable_raw)} tokens) is below "
-                        f"one {unit}-token unit (noted once per conversation)"
+                        f"the {int(reusable_raw)} tokens it could reuse from request "
+                        f"#{p_exchange.index + 1} are below one {unit}-token unit, so its "
+                        f"{total:,}-token prompt could not hit (noted once per conversation)"
                     ),
                     signature="below-cache-unit",
                 )
@@ -397,6 +433,58 @@ class Doctor:
         )
         lost_cost = diagnosis.lost_tokens * (prices.miss - prices.hit) / 1e6
         return replace(diagnosis, cost=cost, lost_cost=lost_cost)
+
+
+_BYTE_LEVEL: Final = frozenset({"tool-args-reserialized"})
+"""Codes that need the request's bytes: a request rebuilt from telemetry cannot show them."""
+
+
+def _unjudged(change: Change) -> Change:
+    """A byte-level change seen on a request rebuilt from spans: it cannot be judged."""
+    if change.code not in _BYTE_LEVEL:
+        return change
+    return replace(
+        change,
+        rendered=False,
+        detail=f"{change.detail} (cannot be judged from spans: the request was rebuilt from "
+        "telemetry, so its argument formatting is unknown)",
+    )
+
+
+_INTERVAL: Final = 4096
+"""Tokens between the fixed-interval units inside a long prompt (not published; the mock's)."""
+
+
+def _answer_cached(answer: Mapping[str, Any] | None, view: WireView) -> bool:
+    """Whether the next prompt renders the model's answer exactly as it was generated, so the
+    unit ending after it can hit: always without thinking; in thinking mode only for a turn
+    with tool calls (the template drops the reasoning of the others)."""
+    if answer is None:
+        return False
+    if not view.thinking:
+        return True
+    if view.endpoint == "anthropic":
+        content = answer.get("content")
+        return isinstance(content, list) and any(
+            isinstance(b, Mapping) and b.get("type") == "tool_use" for b in content
+        )
+    return bool(answer.get("tool_calls"))
+
+
+def _interpolate(anchors: Sequence[tuple[int, float]], x: int) -> float:
+    """Piecewise-linear through ``anchors`` (rendered position → provider tokens)."""
+    for (x0, y0), (x1, y1) in itertools.pairwise(anchors):
+        if x <= x1:
+            return y0 if x1 == x0 else y0 + (x - x0) * (y1 - y0) / (x1 - x0)
+    (xa, ya), (xb, yb) = anchors[-2] if len(anchors) > 1 else anchors[0], anchors[-1]
+    return yb if xb == xa else yb + (x - xb) * (yb - ya) / (xb - xa)
+
+
+def _expected_unit(ideal: RenderedPrompt, limit: int) -> int:
+    """The longest unit a perfect cache holds within the first ``limit`` tokens of the ideal
+    prompt: the end of an earlier input or answer of the conversation, or an interval unit."""
+    ends = [b for b in (*ideal.input_ends, *ideal.output_ends) if b <= limit]
+    return max([*ends, limit // _INTERVAL * _INTERVAL, 0])
 
 
 def _with_log_evidence(

@@ -30,7 +30,7 @@ def _calls(message: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return out
 
 
-def _rendered_message(message: Any, *, keep_reasoning: bool) -> Any:
+def _rendered_message(message: Any, *, keep_reasoning: bool, arguments_as_text: bool) -> Any:
     """What the template renders of one history message (chat shape)."""
     if not isinstance(message, Mapping):
         return message
@@ -38,7 +38,9 @@ def _rendered_message(message: Any, *, keep_reasoning: bool) -> Any:
     out: dict[str, Any] = {"role": role, "content": content_text(message.get("content"))}
     if role == "assistant":
         calls = _calls(message)
-        out["calls"] = [(name, rendered_arguments(args)) for name, args in calls]
+        out["calls"] = [
+            (name, args if arguments_as_text else rendered_arguments(args)) for name, args in calls
+        ]
         reasoning = message.get("reasoning_content")
         if keep_reasoning and calls and isinstance(reasoning, str):
             out["reasoning"] = reasoning
@@ -57,6 +59,8 @@ def _echo_changes(
     position: int,
     current: WireView,
     refused_at: int | None,
+    *,
+    arguments_as_text: bool,
 ) -> list[Change]:
     """Compare the assistant turn the model produced with the one the client sent back."""
     if not isinstance(sent, Mapping) or sent.get("role") != "assistant":
@@ -130,7 +134,8 @@ def _echo_changes(
                 evidence=(f"produced: {made_text}", f"sent:     {echoed_text}"),
                 where=f"{where}.tool_calls[{i}].function.arguments",
                 component=component,
-                rendered=rendered_arguments(made_text) != rendered_arguments(echoed_text),
+                rendered=arguments_as_text
+                or rendered_arguments(made_text) != rendered_arguments(echoed_text),
                 diff=text_diff(made_text, echoed_text),
                 signature="tool-args-reserialized",
             )
@@ -184,8 +189,14 @@ def rejected_at(current: WireView) -> int | None:
 
 
 def history_changes(
-    previous: WireView, current: WireView, answer: Mapping[str, Any] | None
+    previous: WireView,
+    current: WireView,
+    answer: Mapping[str, Any] | None,
+    *,
+    arguments_as_text: bool = False,
 ) -> list[Change]:
+    """Where the resent history departs from ``previous`` and its ``answer``; with
+    ``arguments_as_text`` (DeepSeek-V3's template) a call's arguments render as their text."""
     old, new = list(previous.messages), list(current.messages)
     refused_at = rejected_at(current)
     same = 0
@@ -204,7 +215,9 @@ def history_changes(
                 and isinstance(b, Mapping)
                 and a.get("role") == b.get("role") == "assistant"
             ):
-                echo = _echo_changes(a, b, same, current, refused_at)
+                echo = _echo_changes(
+                    a, b, same, current, refused_at, arguments_as_text=arguments_as_text
+                )
                 stripped = [
                     {k: v for k, v in m.items() if k not in ("reasoning_content", "tool_calls")}
                     for m in (a, b)
@@ -230,9 +243,11 @@ def history_changes(
                 ]
             field, evidence, diff = _message_diff(a, b)
             keep = current.thinking
-            rendered = _rendered_message(a, keep_reasoning=keep) != _rendered_message(
-                b, keep_reasoning=keep
-            )
+            rendered = _rendered_message(
+                a, keep_reasoning=keep, arguments_as_text=arguments_as_text
+            ) != _rendered_message(b, keep_reasoning=keep, arguments_as_text=arguments_as_text)
+            if not rendered:
+                return []  # a difference the template never renders (content "" vs null)
             kind = (
                 "replaced by a message the previous request did not have, and the history "
                 "shortened (truncation, summarization or compaction)"
@@ -265,7 +280,14 @@ def history_changes(
             )
         ]
     if answer is not None and len(new) > len(old):
-        out += _echo_changes(answer, new[len(old)], len(old), current, refused_at)
+        out += _echo_changes(
+            answer,
+            new[len(old)],
+            len(old),
+            current,
+            refused_at,
+            arguments_as_text=arguments_as_text,
+        )
     if (
         refused_at is not None
         and refused_at >= len(old)

@@ -1,4 +1,4 @@
-"""The cache unit, said once: taken from the trace's hits, else the model table, else the user.
+"""The cache unit (and the template), said once: taken from the trace's hits, else the model table, else the user.
 
 DeepSeek reports hits in whole units: 64 tokens in V3-era traffic, 128 since the V4 models
 (docs/wire.md §2.2–§2.3). A trace's own usage tells which when its hits allow it (every non-zero
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
 
-from dsh_core.providers import CacheFacts, resolve_model
+from dsh_core.providers import CacheFacts, ChatTemplate, resolve_model
 
-from ..traces import Trace
+from ..traces import Exchange, Trace
 
-__all__ = ["CacheUnit", "cache_unit"]
+__all__ = ["CacheUnit", "cache_unit", "template_of"]
 
 _CANDIDATES: Final = (128, 64)
 
@@ -80,3 +80,12 @@ def cache_unit(trace: Trace, given: int | None = None) -> CacheUnit:
                 detail=f"every one of {len(hits)} hit(s) is a multiple of {fitting[0]}",
             )
     return CacheUnit(tokens=table, origin="model-table", detail=where)
+
+
+def template_of(exchange: Exchange) -> ChatTemplate:
+    """The chat template the service rendered ``exchange`` with: its model's at its date, from
+    the model table (today's when the trace has no times)."""
+    model = exchange.model
+    info = resolve_model(model, endpoint=exchange.endpoint) if model else None
+    facts = info.cache if info is not None else CacheFacts()
+    return facts.template_at(exchange.started)

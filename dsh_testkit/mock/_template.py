@@ -97,7 +97,7 @@ class PromptRenderer:
 
     __slots__ = ("_memo", "_memo_entries", "reasoning_rule", "tokenizer")
 
-    TEMPLATES: ClassVar[frozenset[ChatTemplate]] = frozenset({"deepseek-v4"})
+    TEMPLATES: ClassVar[frozenset[ChatTemplate]] = frozenset({"deepseek-v3", "deepseek-v4"})
     """The chat templates this renderer implements."""
 
     def __init__(
@@ -164,12 +164,20 @@ class PromptRenderer:
     # -- chat completions -------------------------------------------------------------------
 
     def render_chat(
-        self, body: Mapping[str, Any], *, thinking: bool | None = None
+        self,
+        body: Mapping[str, Any],
+        *,
+        thinking: bool | None = None,
+        template: ChatTemplate = "deepseek-v4",
     ) -> RenderedPrompt:
         """Render a chat-completions request body (``messages``, ``tools``, …) to tokens.
 
         ``thinking`` defaults to :func:`default_thinking` of the body. The body is assumed
         validated; unexpected shapes render deterministically (non-text values as JSON).
+        ``template="deepseek-v3"`` renders the two ways the V3-era service differed for prefix
+        caching (the cache doctor reads older traffic with it): every system message is gathered
+        into the leading system prompt (``"\n\n"``-joined), and a tool call's arguments are
+        written as their text.
         """
         if thinking is None:
             thinking = default_thinking(body)
@@ -179,10 +187,21 @@ class PromptRenderer:
         messages = messages if isinstance(messages, list) else []
         kept = self._kept_reasoning(messages, thinking, bool(tool_texts), anthropic=False)
         builder = _Builder(self.encode)
+        gathered = template == "deepseek-v3"
+        builder.arguments_as_text = gathered
         index = 0
         builder.mark()
+        if gathered:
+            texts = [
+                _joined_text(m.get("content"))[0]
+                for m in messages
+                if _role(m) in ("system", "developer")
+            ]
+            if texts:
+                builder.system("\n\n".join(texts))
         while index < len(messages) and _role(messages[index]) in ("system", "developer"):
-            builder.system(_joined_text(messages[index].get("content"))[0])
+            if not gathered:
+                builder.system(_joined_text(messages[index].get("content"))[0])
             index += 1
         builder.mark()
         builder.tools(tool_texts)
@@ -195,7 +214,8 @@ class PromptRenderer:
                 continue
             role = message.get("role")
             if role in ("system", "developer"):
-                builder.system(_joined_text(message.get("content"))[0])
+                if not gathered:  # V3 gathered it into the leading system prompt
+                    builder.system(_joined_text(message.get("content"))[0])
             elif role == "assistant":
                 text, _ = _joined_text(message.get("content"))
                 reasoning = message.get("reasoning_content")
@@ -229,7 +249,11 @@ class PromptRenderer:
     # -- anthropic messages -----------------------------------------------------------------
 
     def render_anthropic(
-        self, body: Mapping[str, Any], *, thinking: bool | None = None
+        self,
+        body: Mapping[str, Any],
+        *,
+        thinking: bool | None = None,
+        template: ChatTemplate = "deepseek-v4",
     ) -> RenderedPrompt:
         """Render an Anthropic messages body (``system``, ``messages``, ``tools``) to tokens.
 
@@ -242,6 +266,7 @@ class PromptRenderer:
             [self._anthropic_tool_text(t) for t in tools] if isinstance(tools, list) else []
         )
         builder = _Builder(self.encode)
+        builder.arguments_as_text = template == "deepseek-v3"
         builder.mark()
         system = body.get("system")
         if system is not None:

@@ -217,6 +217,7 @@ class _Builder:
         "_encode",
         "_in_user_run",
         "_pending_input",
+        "arguments_as_text",
         "input_ends",
         "marks",
         "out",
@@ -229,6 +230,9 @@ class _Builder:
         self.input_ends: list[int] = []
         self.output_ends: list[int] = []
         self.marks: list[int] = []
+        self.arguments_as_text = False
+        """DeepSeek-V3's template: a call's arguments are written as the client sent their text,
+        not one parameter per argument."""
         self._in_user_run = False
         self._pending_input = False
 
@@ -305,7 +309,11 @@ class _Builder:
             self.text("<")
             self.out.append(DSML)
             self.text(f'invoke name="{name}">\n')
-            parameters = _parameters(arguments)
+            parameters = (
+                [("arguments", _arguments_text(arguments), True)]
+                if self.arguments_as_text
+                else _parameters(arguments)
+            )
             if not parameters:
                 self.text("\n")
             for key, value, is_string in parameters:

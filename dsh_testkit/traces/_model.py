@@ -22,6 +22,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from dsh_core.providers import Endpoint
+
 __all__ = [
     "Endpoint",
     "Exchange",
@@ -33,9 +35,6 @@ __all__ = [
     "paused_gc",
 ]
 
-Endpoint: TypeAlias = Literal["chat", "anthropic"]
-"""``chat``: OpenAI-style Chat Completions (DeepSeek's native API). ``anthropic``: the Messages
-API shape (DeepSeek's ``/anthropic`` endpoint)."""
 
 TraceSource: TypeAlias = Literal[
     "session-log", "cassette", "mock-requests", "capture", "har", "proxy", "otel", "memory"

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from .._errors import TraceError
 from .._model import Trace, paused_gc
-from . import _cassette, _har, _mock_log, _session_log, _trace_file
+from . import _cassette, _har, _mock_log, _otel, _session_log, _trace_file
 from ._build import TraceBuilder, json_or_none
 
 __all__ = ["READERS", "TraceReader", "identify", "load_trace", "loads_trace", "trace_of"]
@@ -68,6 +68,12 @@ READERS: Final[tuple[TraceReader, ...]] = (
         description="a dsh cassette",
         sniff=_cassette.sniff,
         read=_cassette.read,
+    ),
+    TraceReader(
+        name="otel",
+        description="OpenTelemetry GenAI spans as OTLP JSON (the collector's file exporter)",
+        sniff=_otel.sniff,
+        read=_otel.read,
     ),
     TraceReader(
         name="har",

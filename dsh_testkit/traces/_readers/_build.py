@@ -54,7 +54,7 @@ def json_or_none(text: str | bytes | None) -> Any:
         return None
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep for the parser: not a recording
         return None
 
 

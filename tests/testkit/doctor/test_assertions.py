@@ -51,7 +51,11 @@ def _script() -> list[Reply]:
 
 def _run(base_url: str, resend: Callable[[Any], dict[str, Any]], *, model: str) -> None:
     """A hand-rolled agent loop: ask, run the tool, send the history back via ``resend``."""
-    client = OpenAI(base_url=base_url, api_key="sk-not-a-real-key", max_retries=0)
+    with OpenAI(base_url=base_url, api_key="sk-not-a-real-key", max_retries=0) as client:
+        _loop(client, resend, model=model)
+
+
+def _loop(client: OpenAI, resend: Callable[[Any], dict[str, Any]], *, model: str) -> None:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": "Weather in Paris?"},

@@ -190,7 +190,7 @@ def test_spacing_reserialization_where_the_hit_stopped_is_the_cause() -> None:
     diagnosis = diagnose(traffic.trace()).requests[1]
     [finding] = diagnosis.findings
     assert finding.code == "tool-args-reserialized" and finding.severity == "loss"
-    assert "template rendered this difference" in finding.detail
+    assert "rendered this difference" in finding.detail
     assert diagnosis.lost_tokens == finding.lost_tokens > 0
 
 
@@ -246,9 +246,21 @@ def test_below_cache_unit_is_noted_once_and_never_beside_a_hit() -> None:
     traffic = Traffic()
     short = body([user("hi")], tools=None)
     answer = assistant("hello")
+    long_question = "Now explain, step by step, how a prefix cache decides what to reuse. " * 8
     traffic.add(short, answer=answer, hit=0)
-    traffic.add(body([user("hi"), answer, user("again")], tools=None), answer=answer, hit=0)
-    traffic.add(body([user("hi"), answer, user("again"), answer, user("more")], tools=None), hit=0)
-    codes = [r.codes for r in diagnose(traffic.trace()).requests]
-    assert codes == [(), ("below-cache-unit",), ()]
-    assert all(f.severity == "note" for r in diagnose(traffic.trace()).requests for f in r.findings)
+    second = body([user("hi"), answer, user(long_question)], tools=None)
+    traffic.add(second, answer=answer, hit=0)
+    third = body([user("hi"), answer, user(long_question), answer, user("more")], tools=None)
+    traffic.add(third, hit=0)
+    requests = diagnose(traffic.trace()).requests
+    assert [r.codes for r in requests] == [(), ("below-cache-unit",), ("provider-miss",)]
+    assert requests[1].findings[0].severity == "note"
+    assert "below one 128-token unit" in requests[1].findings[0].detail
+
+
+def test_below_cache_unit_is_not_noted_on_a_prompt_shorter_than_a_unit() -> None:
+    traffic = Traffic()
+    short = body([user("hi")], tools=None)
+    traffic.add(short, answer=assistant("hello"), hit=0)
+    traffic.add(body([user("hi"), assistant("hello"), user("again")], tools=None), hit=0)
+    assert [r.codes for r in diagnose(traffic.trace()).requests] == [(), ()]

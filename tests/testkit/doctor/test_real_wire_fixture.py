@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from dsh_testkit.doctor import CAUSE_CODES
 from dsh_testkit.traces import load_trace
 from dsh_testkit.traces._wire import answer_of_text
 
@@ -31,24 +32,7 @@ from ._real_wire import (
 )
 
 LABELS = Path(__file__).resolve().parents[2] / "fixtures" / "real-wire-labels.json"
-CAUSES = frozenset(
-    {
-        "volatile-system-text",
-        "system-changed",
-        "system-moved",
-        "tools-changed",
-        "tool-args-reserialized",
-        "reasoning-dropped",
-        "reasoning-altered",
-        "history-rewritten",
-        "params-changed",
-        "below-cache-unit",
-        "not-yet-persisted",
-        "provider-miss",
-        "request-refused",
-        "none",
-    }
-)
+CAUSES = frozenset({*CAUSE_CODES, "none"})
 """The cause vocabulary of the labels (the doctor's cause codes, and ``none``)."""
 NO_LOSS = frozenset({"none", "below-cache-unit"})
 
