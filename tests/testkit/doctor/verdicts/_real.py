@@ -43,6 +43,15 @@ class Judgement:
 
 JUDGEMENTS: Final = (
     Judgement(
+        applies=lambda label: label["cause"] == "below-cache-unit",
+        accept=("none",),
+        why=(
+            "the request lost nothing; 'below-cache-unit' is a note explaining a zero, which the "
+            "doctor gives once per conversation and only where the prompt reaches a unit: "
+            "saying nothing of it claims nothing false"
+        ),
+    ),
+    Judgement(
         applies=lambda label: (
             label["cause"] == "none" and label["reach"] == 0 and label["hit"] == 0
         ),
@@ -54,8 +63,9 @@ JUDGEMENTS: Final = (
         ),
     ),
 )
-"""This suite's judgement beside the labels (18 requests: the repeated one-message prompts of
-``reports_consistent_token_counts_compared_to_non-streaming``)."""
+"""This suite's judgement beside the labels: 28 requests that could not hit may go without a
+finding, and 18 (the repeated one-message prompts of
+``reports_consistent_token_counts_compared_to_non-streaming``) may get ``below-cache-unit``."""
 
 
 def load_labels(path: Path = LABELS) -> dict[str, Any]:
@@ -78,6 +88,7 @@ def _case(label: Mapping[str, Any], verdict: Any, resolution: float | None) -> C
         verdict=verdict,
         lost=label["lost"],
         lost_vs_prompt=label["lostVsPrompt"],
+        provider_share=label["lostByProvider"] > 0,
         resolution=resolution,
         borderline=bool(label.get("borderline")),
         why="; ".join(why),

@@ -52,6 +52,9 @@ class Verdict:
     """The severity of the finding the verdict comes from (``None`` for ``none``)."""
     findings: tuple[tuple[str, Severity], ...] = ()
     """Every finding, as (code, severity)."""
+    losses: tuple[tuple[str, int], ...] = ()
+    """Every ``loss`` finding, as (code, the tokens counted on it): a loss may be split between
+    a change and the provider."""
     lost: int = 0
     """The tokens the doctor counts as lost."""
     reusable: int = 0
@@ -84,6 +87,7 @@ def verdict_of(request: RequestDiagnosis) -> Verdict:
         cause=cause,
         severity=severity,
         findings=findings,
+        losses=tuple((f.code, f.lost_tokens) for f in request.findings if f.severity == "loss"),
         lost=request.lost_tokens,
         reusable=request.reusable_tokens,
         timing=any(code == "not-yet-persisted" for code, _ in findings),
@@ -105,6 +109,8 @@ class Case:
     """The severity the true cause must be named with (generated cases; ``None``: any)."""
     also: tuple[tuple[str, Severity], ...] = ()
     """Findings (code, severity) the request must carry besides its cause."""
+    provider_share: bool = False
+    """Part of its loss is the provider's (a ``provider-miss`` loss may stand beside its cause)."""
     lost: int | None = None
     """The tokens it truly lost (real cases: the labels' measure, previous prompt and answer)."""
     lost_vs_prompt: int | None = None
@@ -124,16 +130,27 @@ class Case:
 
     @property
     def right(self) -> bool:
-        """The verdict is the true cause (or an accepted one), with the planted severity, and
-        every code the case also needs is there."""
+        """The verdict is the true cause (or an accepted one), with the planted severity; every
+        code the case also needs is there; and no loss is counted on a code that did not cost
+        it anything (only ``provider-miss`` may share a loss, where the provider lost a part)."""
         if self.verdict.cause != self.truth and self.verdict.cause not in self.accepted:
+            return False
+        allowed = {self.truth, *self.accepted, *(("provider-miss",) if self.provider_share else ())}
+        if any(code not in allowed for code, _ in self.verdict.losses):
             return False
         if self.severity is not None and self.verdict.severity != self.severity:
             return False
         return all(self.verdict.has(code, severity) for code, severity in self.also)
 
     def describe(self) -> str:
-        found = ", ".join(f"{c} ({s})" for c, s in self.verdict.findings) or "no finding"
+        lost = dict(self.verdict.losses)
+        found = (
+            ", ".join(
+                f"{c} ({s}{f', {lost[c]} tokens' if s == 'loss' and c in lost else ''})"
+                for c, s in self.verdict.findings
+            )
+            or "no finding"
+        )
         return (
             f"{self.id}: true {self.truth}"
             + (f" (or {', '.join(self.accepted)})" if self.accepted else "")

@@ -134,3 +134,33 @@ def test_a_refused_request_is_not_one_that_lost_nothing() -> None:
     )
     card = score([refused])
     assert (card.lost, card.nothing_lost, card.right) == (0, 0, 1)
+
+
+def test_a_loss_may_be_shared_with_the_provider_only_where_the_provider_lost_a_part() -> None:
+    def split(provider_share: bool) -> Case:
+        verdict = Verdict(
+            cause="tools-changed",
+            severity="loss",
+            findings=(("tools-changed", "loss"), ("provider-miss", "loss")),
+            losses=(("tools-changed", 384), ("provider-miss", 256)),
+        )
+        return Case(
+            id="split",
+            source="real",
+            truth="tools-changed",
+            verdict=verdict,
+            lost=640,
+            provider_share=provider_share,
+        )
+
+    assert split(True).right
+    assert not split(False).right
+    blamed = Verdict(
+        cause="tool-args-reserialized",
+        severity="loss",
+        findings=(("tool-args-reserialized", "loss"), ("provider-miss", "loss")),
+        losses=(("tool-args-reserialized", 64), ("provider-miss", 128)),
+    )
+    case = Case(id="b", source="real", truth="provider-miss", verdict=blamed, provider_share=True)
+    assert not case.right
+    assert "tool-args-reserialized (loss, 64 tokens)" in case.describe()
