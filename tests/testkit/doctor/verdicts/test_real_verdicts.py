@@ -9,9 +9,8 @@ alone: the labels find 9, so at most one may go wrong), no loss given a wrong ca
 timing verdict where the trace knows the gap no finer than a second.
 
 Where the doctor is wrong today the expectation stays what is true, marked ``xfail(strict)``
-with the defect (:data:`DEFECTS`, also in ``/work/notes/verdict-disagreements.md`` beside the
-checkout's worktrees): the test then passes the day the engine is fixed, and strictness makes
-that visible. Reading the recordings takes a few seconds per worker: the module is slow.
+with the defect (:data:`DEFECTS`): the test then passes the day the engine is fixed, and
+strictness makes that visible (remove the entry then). Reading the recordings takes a few seconds per worker: the module is slow.
 """
 
 from __future__ import annotations
