@@ -21,12 +21,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tests.testkit.doctor._real_wire import MISSING, WIRE
-from tests.testkit.doctor.verdicts._fw_agents import AGENTS_SDK
-from tests.testkit.doctor.verdicts._fw_langchain import LANGCHAIN_DEEPSEEK
-from tests.testkit.doctor.verdicts._fw_openai import OPENAI_SDK
-from tests.testkit.doctor.verdicts._fw_pydantic_ai import PYDANTIC_AI
 from tests.testkit.doctor.verdicts._real import ISSUE_LOST, load_labels, real_cases
-from tests.testkit.doctor.verdicts._scenarios import KILLER_NAMES, run_scenario
+from tests.testkit.doctor.verdicts._scenarios import (
+    FRAMEWORKS,
+    KILLER_NAMES,
+    NOT_PRODUCIBLE,
+    framework,
+    run_scenario,
+)
 from tests.testkit.doctor.verdicts._scoring import (
     Case,
     Scorecard,
@@ -40,7 +42,6 @@ from ._common import Figure, Section
 
 __all__ = ["Source", "run", "sources"]
 
-FRAMEWORKS = (OPENAI_SDK, PYDANTIC_AI, AGENTS_SDK, LANGCHAIN_DEEPSEEK)
 QUICK_FRAMEWORKS = ("openai-sdk",)
 
 
@@ -68,14 +69,15 @@ def _real(quick: bool) -> Source:
 def _generated(quick: bool) -> Source:
     cases: list[Case] = []
     skipped: list[str] = []
-    for framework in FRAMEWORKS:
-        if quick and framework.name not in QUICK_FRAMEWORKS:
+    for name in FRAMEWORKS:
+        if quick and name not in QUICK_FRAMEWORKS:
             continue
-        for name in KILLER_NAMES:
-            if name in framework.skip:
-                skipped.append(f"{framework.name} × {name}: {framework.skip[name]}")
+        for killer in KILLER_NAMES:
+            reason = NOT_PRODUCIBLE.get((name, killer))
+            if reason is not None:
+                skipped.append(f"{name} × {killer}: {reason}")
                 continue
-            cases.extend(run_scenario(framework, name).cases)
+            cases.extend(run_scenario(framework(name), killer).cases)
     return Source(
         name="generated cache killers",
         cases=tuple(cases),

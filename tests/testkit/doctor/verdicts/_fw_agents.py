@@ -154,8 +154,4 @@ AGENTS_SDK: Final = Framework(
         ),
     },
     requests={"reasoning-dropped": 3},
-    skip={
-        "tool-args-respaced": "the Agents SDK sends every arguments string back as the model "
-        "produced it (only '' becomes '{}', the tool-args-reserialized scenario)",
-    },
 )

@@ -29,8 +29,9 @@ the doctor must say the same of both.
 
 from __future__ import annotations
 
+import importlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
@@ -42,14 +43,19 @@ from dsh_testkit.mock import MockServer, Reply, ToolCall
 from ._scoring import Case, verdict_of
 
 __all__ = [
+    "FRAMEWORKS",
     "KILLERS",
+    "KILLER_NAMES",
     "MODEL",
+    "NOT_PRODUCIBLE",
     "SWITCHED_MODEL",
     "Framework",
     "Killer",
     "Outcome",
     "Plant",
     "Scene",
+    "cells",
+    "framework",
     "run_scenario",
 ]
 
@@ -382,6 +388,34 @@ def clock(turn: int) -> datetime:
 
 Driver = Callable[[Scene], None]
 
+FRAMEWORKS: Final = ("openai-sdk", "pydantic-ai", "agents-sdk", "langchain-deepseek")
+"""The frameworks, by name; :func:`framework` imports one's driver when it is first played (so
+collecting the tests imports none of them)."""
+_DRIVERS: Final = {
+    "openai-sdk": ("_fw_openai", "OPENAI_SDK"),
+    "pydantic-ai": ("_fw_pydantic_ai", "PYDANTIC_AI"),
+    "agents-sdk": ("_fw_agents", "AGENTS_SDK"),
+    "langchain-deepseek": ("_fw_langchain", "LANGCHAIN_DEEPSEEK"),
+}
+NOT_PRODUCIBLE: Final[Mapping[tuple[str, str], str]] = {
+    ("agents-sdk", "tool-args-respaced"): "the Agents SDK sends every arguments string back as "
+    "the model produced it (only '' becomes '{}': the tool-args-reserialized scenario)",
+}
+"""(framework, killer) → why that framework cannot produce that killer."""
+
+
+def framework(name: str) -> Framework:
+    """The named framework's driver (imported on first use)."""
+    module, attribute = _DRIVERS[name]
+    driver = getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
+    assert isinstance(driver, Framework) and driver.name == name
+    return driver
+
+
+def cells() -> list[tuple[str, str]]:
+    """Every (framework, killer) pair a framework can produce."""
+    return [(f, k) for f in FRAMEWORKS for k in KILLER_NAMES if (f, k) not in NOT_PRODUCIBLE]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Framework:
@@ -395,8 +429,6 @@ class Framework:
     plants: dict[str, tuple[Plant, ...]] = field(default_factory=dict)
     """Where this framework's plants differ from the killer's (by killer name)."""
     requests: dict[str, int] = field(default_factory=dict)
-    skip: dict[str, str] = field(default_factory=dict)
-    """Killer name → why this framework cannot produce it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -420,8 +452,9 @@ def run_scenario(framework: Framework, name: str) -> Outcome:
     """Play one scenario with one framework against a fresh loopback mock, and label each
     request after the first by construction."""
     item = killer(name)
-    if name in framework.skip:
-        raise ValueError(f"{framework.name} cannot produce {name}: {framework.skip[name]}")
+    reason = NOT_PRODUCIBLE.get((framework.name, name))
+    if reason is not None:
+        raise ValueError(f"{framework.name} cannot produce {name}: {reason}")
     plants = framework.plants.get(name, item.plants())
     with MockServer() as server, capture_requests() as capture:
         scene = Scene(killer=item, base_url=server.base_url, resends=framework.resends)
