@@ -120,7 +120,7 @@ async def _play(scene: Scene) -> None:
                 scene.note(f"input list cut to the items from {last} on")
             if turn == 3 and scene.name == "params-changed":
                 current = agent.clone(model=_model(client, SWITCHED_MODEL))
-            if scene.name == "reasoning-dropped":
+            if scene.drops_reasoning:
                 history = [i for i in history if i.get("type") != "reasoning"]
             try:
                 result = await agents.Runner.run(
@@ -151,6 +151,10 @@ AGENTS_SDK: Final = Framework(
                 severity="refusal",
                 also=(("request-refused", "refusal"),),
             ),
+        ),
+        # Accepted: each turn's tool-call turn loses its reasoning when the next turn starts.
+        "reasoning-dropped-accepted": tuple(
+            Plant(index=i, code="reasoning-dropped", severity="loss") for i in (2, 4)
         ),
     },
     requests={"reasoning-dropped": 3},

@@ -72,7 +72,7 @@ def _tools(names: tuple[str, ...]) -> list[dict[str, Any]]:
 
 def _assistant(scene: Scene, message: Any) -> dict[str, Any]:
     """The model's message as the loop appends it to the history."""
-    if scene.name == "reasoning-dropped":
+    if scene.drops_reasoning:
         # Rebuilt by hand from the fields the loop knows about: the reasoning is left out.
         out: dict[str, Any] = {"role": "assistant", "content": message.content}
         if message.tool_calls:

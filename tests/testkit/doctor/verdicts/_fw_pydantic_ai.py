@@ -87,7 +87,7 @@ def _strip_thinking(messages: list[ModelMessage]) -> list[ModelMessage]:
 
 def _agent(scene: Scene, client: AsyncOpenAI, settings: _Settings) -> Any:
     processors: list[Any] = [_keep_last_turns(settings)]
-    if scene.name == "reasoning-dropped":
+    if scene.drops_reasoning:
         processors.append(_strip_thinking)
     agent: Any = pydantic_ai.Agent(
         OpenAIChatModel(MODEL, provider=DeepSeekProvider(openai_client=client)),
@@ -178,6 +178,14 @@ PYDANTIC_AI: Final = Framework(
                 severity="refusal",
                 also=(("request-refused", "refusal"),),
             ),
+        ),
+        # Accepted (a service without the pass-back rule): both tool-call turns go back with
+        # reasoning_content "", and the plain answer turns without it.
+        "reasoning-dropped-accepted": tuple(
+            Plant(
+                index=i, code="reasoning-dropped", severity="loss", accepted=("reasoning-altered",)
+            )
+            for i in (1, 3)
         ),
     },
     requests={"reasoning-dropped": 3},

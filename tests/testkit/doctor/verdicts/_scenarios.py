@@ -38,7 +38,7 @@ from typing import Any, Final, Literal
 
 from dsh_testkit.capture import RequestCapture, capture_requests
 from dsh_testkit.doctor import CauseCode, DoctorReport, Severity, diagnose
-from dsh_testkit.mock import MockServer, Reply, ToolCall
+from dsh_testkit.mock import MockDeepSeek, MockServer, PassbackRule, Reply, ToolCall
 
 from ._scoring import Case, verdict_of
 
@@ -215,7 +215,13 @@ class Killer:
     """Findings the planted requests must carry besides (a refusal's ``request-refused``)."""
     requests: int = 5
     """How many requests the conversation sends (a refused request ends it)."""
+    passback: PassbackRule = "strict"
+    """The mock's reasoning pass-back rule (``off``: a service that does not enforce it)."""
     what: str = ""
+
+    @property
+    def drops_reasoning(self) -> bool:
+        return self.name.startswith("reasoning-dropped")
 
     def plants(self) -> tuple[Plant, ...]:
         if self.code is None or self.severity is None:
@@ -273,6 +279,17 @@ KILLERS: Final = (
         what="thinking on; the tool-call turn resent without its reasoning_content",
     ),
     Killer(
+        name="reasoning-dropped-accepted",
+        code="reasoning-dropped",
+        severity="loss",
+        at=(1, 3),
+        thinking=True,
+        passback="off",
+        what="thinking on, against a service that does not enforce the pass-back rule (the API "
+        "before it, a gateway): the tool-call turns resent without their reasoning are accepted "
+        "and lose their hit",
+    ),
+    Killer(
         name="tool-args-reserialized",
         code="tool-args-reserialized",
         severity="loss",
@@ -317,6 +334,18 @@ REASONING: Final = (
 )
 
 
+REASONING_2: Final = (
+    "The user asks what is left in todo.txt. I must not guess: rule 3 says to read a note "
+    "before saying what it contains, so I call read_note with the path todo.txt. The note "
+    "holds open tasks, one per line, each starting with a date written year-month-day; once I "
+    "have it I will list the tasks briefly, keep the user's wording, quote at most three lines, "
+    "and name the note at the end of the answer. If the note is missing I will say so plainly "
+    "and offer to create it. Nothing needs saving in this turn, so no other tool is needed; "
+    "one call answers the question, which is what rule 15 prefers over several partial ones."
+)
+"""The reasoning before turn 2's tool call: long enough that leaving it out costs a unit."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Scene:
     """What a framework driver needs to play one scenario."""
@@ -336,6 +365,10 @@ class Scene:
     @property
     def thinking(self) -> bool:
         return self.killer.thinking
+
+    @property
+    def drops_reasoning(self) -> bool:
+        return self.killer.drops_reasoning
 
     def note(self, text: str) -> None:
         self.marks.append(text)
@@ -363,7 +396,7 @@ def script(scene: Scene, *, empty_arguments: bool) -> list[Reply]:
             "`ideas.txt`. Saved",
         ),
         Reply(
-            reasoning="Read todo.txt." if thought else None,
+            reasoning=REASONING_2 if thought else None,
             tool_calls=(ToolCall(name="read_note", arguments=dump_args(READ_ARGS, style)),),
         ),
         Reply(
@@ -456,7 +489,8 @@ def run_scenario(framework: Framework, name: str) -> Outcome:
     if reason is not None:
         raise ValueError(f"{framework.name} cannot produce {name}: {reason}")
     plants = framework.plants.get(name, item.plants())
-    with MockServer() as server, capture_requests() as capture:
+    mock = MockDeepSeek(passback=item.passback)
+    with MockServer(mock=mock) as server, capture_requests() as capture:
         scene = Scene(killer=item, base_url=server.base_url, resends=framework.resends)
         empty = framework.empty_arguments and name == "tool-args-reserialized"
         server.mock.push(*script(scene, empty_arguments=empty))

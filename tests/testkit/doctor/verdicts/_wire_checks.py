@@ -72,8 +72,8 @@ def _check_plant(name: str, requests: Sequence[CapturedRequest], index: int) -> 
         assert new[: len(old)] != old and len(new) < len(old), "the history was cut"
     elif name == "params-changed":
         assert (before["model"], now["model"]) == (MODEL, SWITCHED_MODEL)
-    elif name == "reasoning-dropped":
-        produced = next(_answer(r) for r in requests[:index] if _answer(r).get("tool_calls"))
+    elif name.startswith("reasoning-dropped"):
+        produced = [_answer(r) for r in requests[:index] if _answer(r).get("tool_calls")][-1]
         assert produced.get("reasoning_content"), "the model thought before its tool calls"
         resent = _resent(now, produced)
         assert not resent.get("reasoning_content"), "its reasoning was not sent back"
