@@ -44,7 +44,8 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "traces": ("bench_traces", "9. Trace analysis: cache-report over a 10,000-request trace"),
     "peers": ("bench_peers", "10. The loop against its peers"),
     "calibrate": ("bench_calibrate", "11. Calibrate over a directory of 100 logs"),
-    "verdicts": ("bench_verdicts", "12. Cache doctor: verdict accuracy"),
+    "explorer": ("bench_explorer", "12. The Cache Explorer: page size, write time, browser"),
+    "verdicts": ("bench_verdicts", "13. Cache doctor: verdict accuracy"),
 }
 """Section key → (module in ``benchmarks``, heading); the issue's numbering."""
 

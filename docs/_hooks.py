@@ -6,6 +6,9 @@
   schema itself.
 - ``<!-- dsh:cause-codes -->`` and ``<!-- dsh:report-legend -->`` become the cache doctor's cause
   codes and the terms of its report, with the sentences the report itself prints.
+- ``<!-- dsh:explorer-screenshots -->`` becomes the Cache Explorer's screenshots, taken during the
+  build by the system's Chromium (:func:`on_files`; ``tools/explorer_screenshots.py``), or a
+  note saying how to get them where Chromium is absent.
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ CLI_MARKER = "<!-- dsh:cli-reference -->"
 SCHEMA_MARKER = "<!-- dsh:script-schema -->"
 CAUSES_MARKER = "<!-- dsh:cause-codes -->"
 LEGEND_MARKER = "<!-- dsh:report-legend -->"
+EXPLORER_MARKER = "<!-- dsh:explorer-screenshots -->"
+EXPLORER_SHOTS = "guides/cache-explorer"
+"""Where the screenshots are placed in the site, beside the guide that shows them."""
+_explorer_shots: list[str] = []
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -95,6 +102,34 @@ def report_legend() -> str:
     return terms_markdown()
 
 
+def on_files(files: Any, config: Any, **_: Any) -> Any:
+    """The Cache Explorer's screenshots, taken now by Chromium, added to the site's files."""
+    from mkdocs.structure.files import File
+
+    from tools.explorer_screenshots import screenshots
+
+    _explorer_shots.clear()
+    for name, data in screenshots().items():
+        files.append(File.generated(config, f"{EXPLORER_SHOTS}/{name}", content=data))
+        _explorer_shots.append(name)
+    return files
+
+
+def explorer_screenshots() -> str:
+    from tools.explorer_screenshots import SHOTS
+
+    if not _explorer_shots:
+        return (
+            '!!! note "Screenshots"\n    `make docs` takes screenshots of the page here with '
+            "the system's Chromium; it is not installed on the machine that built these docs "
+            "(`apt-get install chromium`)."
+        )
+    folder = EXPLORER_SHOTS.rsplit("/", 1)[-1]
+    return "\n\n".join(
+        f"![{SHOTS[name][0]}]({folder}/{name})\n\n*{SHOTS[name][0]}*" for name in _explorer_shots
+    )
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
     if CLI_MARKER in markdown:
         markdown = markdown.replace(CLI_MARKER, cli_reference())
@@ -104,4 +139,6 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
         markdown = markdown.replace(CAUSES_MARKER, cause_codes())
     if LEGEND_MARKER in markdown:
         markdown = markdown.replace(LEGEND_MARKER, report_legend())
+    if EXPLORER_MARKER in markdown:
+        markdown = markdown.replace(EXPLORER_MARKER, explorer_screenshots())
     return markdown

@@ -67,7 +67,8 @@ def _serve(args: argparse.Namespace) -> int:
         print(base_url, flush=True)
         print(
             f"mock DeepSeek at {base_url} (chat: /chat/completions, /v1/chat/completions; "
-            f"Anthropic format: {base_url}/anthropic; control API index: {base_url}/_dsh/). "
+            f"Anthropic format: {base_url}/anthropic; control API index: {base_url}/_dsh/; "
+            f"live Cache Explorer of the request log: {base_url}/_dsh/explorer). "
             "Stop with Ctrl-C or SIGTERM.",
             file=sys.stderr,
             flush=True,
@@ -342,7 +343,8 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
         "Record any agent's live traffic: forward every request to --upstream, stream answers "
         "back unbuffered, append each exchange to --out (a dsh-trace file for cache-report). "
         "The first line on stdout says where it listens; GET /_dsh/report answers the cache "
-        "report so far; Ctrl-C prints it and exits. Credentials are never written."
+        "report so far, /_dsh/explorer shows it live in a browser; Ctrl-C prints it and exits. "
+        "Credentials are never written."
     )
     parser.add_argument(
         "--upstream",
@@ -371,7 +373,8 @@ def _proxy(args: argparse.Namespace) -> int:
     def ready(base_url: str) -> None:
         print(
             f"dsh-testkit proxy listening on {base_url} → {scrub_url(args.upstream)}; "
-            f"trace: {args.out or '(not written)'}; report: {base_url}/_dsh/report",
+            f"trace: {args.out or '(not written)'}; report: {base_url}/_dsh/report; "
+            f"live Cache Explorer: {base_url}/_dsh/explorer",
             flush=True,
         )
 

@@ -92,7 +92,7 @@ def hashed_id(text: str) -> int:
     :class:`HeuristicTokenizer` gives each word piece this id; the mock's chat template uses it
     for an image's source, so two requests carrying the same image render to the same tokens.
     """
-    return HASHED_ID_BASE + zlib.crc32(text.encode("utf-8"))
+    return HASHED_ID_BASE + zlib.crc32(text.encode("utf-8", "surrogatepass"))  # a lone surrogate too
 
 
 class HeuristicTokenizer:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from dsh_core.providers import Prices
+from dsh_core.providers import Prices, prices_for
 
 from ._branches import Relation
 from ._changes import TextDiff
@@ -80,6 +80,7 @@ class Finding:
             "rejected": self.rejected,
             "rendered": self.rendered,
             "diff": self.diff.to_json() if self.diff is not None else None,
+            "signature": self.signature,
         }
 
 
@@ -419,6 +420,18 @@ class DoctorReport:
             for code, entry in sorted(out.items())
         }
 
+    def price_list(self) -> list[Prices]:
+        """The list prices the cost figures use: the given ones, else each distinct entry the
+        requests' models and dates chose (the engine's rule: ``prices_for(model, started)``)."""
+        if self.prices is not None:
+            return [self.prices]
+        found: dict[str, Prices] = {}
+        for request in self.requests:
+            if request.cost is not None:
+                prices = prices_for(request.model, request.started)
+                found.setdefault(prices.label, prices)
+        return list(found.values())
+
     def to_json(self) -> dict[str, Any]:
         totals = self.totals
         return {
@@ -430,6 +443,7 @@ class DoctorReport:
             "unit": self.unit.to_json(),
             "timeResolution": self.time_resolution,
             "prices": self.prices.to_json() if self.prices is not None else None,
+            "priceList": [p.to_json() for p in self.price_list()],
             "totals": totals.to_json(),
             "efficiency": _round(totals.efficiency),
             "hitRate": _round(totals.hit_rate),

@@ -12,6 +12,9 @@ path                   methods      what it does
                                     --script FILE`` re-reads FILE), its ``onExhausted``, an
                                     empty request log and cache, the PRNG re-seeded
 ``/_dsh/schema``       GET          the JSON Schema of a script document
+``/_dsh/report``       GET          the cache doctor's report of the request log (text;
+                                    ``?format=json`` the JSON document, with an ETag)
+``/_dsh/explorer``     GET          the Cache Explorer page of the request log, live
 =====================  ===========  ==========================================================
 
 Errors answer in the chat-completions error shape.
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ._api_errors import ApiError
 from ._errors import ScriptError
-from ._plan import HttpRequest, ResponsePlan, json_plan
+from ._plan import Emit, HttpRequest, ResponsePlan, json_plan
 from ._schema import script_schema
 from ._script import Script, ScriptEntry, entry_from_json
 
@@ -44,6 +47,8 @@ CONTROL_ENDPOINTS: Final[Mapping[str, tuple[str, str]]] = {
         "empty the request log and the cache, re-seed",
     ),
     "/_dsh/schema": ("GET", "the JSON Schema of a script document"),
+    "/_dsh/report": ("GET", "the cache doctor's report of the request log (?format=json)"),
+    "/_dsh/explorer": ("GET", "the Cache Explorer page of the request log, updated live"),
 }
 """Path → (methods, what it does): the index ``GET /_dsh/`` answers."""
 
@@ -71,6 +76,27 @@ def _requests_json(mock: MockDeepSeek) -> dict[str, Any]:
         "pending": len(mock.pending),
         "unscripted": [r.seq for r in mock.unscripted_requests],
     }
+
+
+def _live_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> ResponsePlan:
+    """The cache doctor's report of the request log (``diagnose(mock)``), or its page."""
+    from ..doctor import report_text
+    from ..doctor._explorer import live_report_of, wants_json
+
+    live = live_report_of(mock)
+    if path == "/_dsh/report" and not wants_json(request.query):
+        text = report_text(live.current().report).encode("utf-8")
+        return ResponsePlan(
+            status=200,
+            headers=(("content-type", "text/plain; charset=utf-8"),),
+            body=(Emit(data=text),),
+        )
+    answer = live.answer(path, request.query, request.header("if-none-match"))
+    return ResponsePlan(
+        status=answer.status,
+        headers=(("content-type", answer.content_type), *answer.headers),
+        body=(Emit(data=answer.body),) if answer.body else (),
+    )
 
 
 def control_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> ResponsePlan:
@@ -116,6 +142,8 @@ def control_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> Respons
         return json_plan(200, {"reset": True})
     if route == ("GET", "/_dsh/schema"):
         return json_plan(200, script_schema())
+    if route in (("GET", "/_dsh/report"), ("GET", "/_dsh/explorer")):
+        return _live_plan(mock, request, path)
     if path in CONTROL_ENDPOINTS:
         error = ApiError(status=405, message="Method Not Allowed")
         return json_plan(405, error.deepseek_body(), (("allow", CONTROL_ENDPOINTS[path][0]),))

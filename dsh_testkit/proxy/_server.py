@@ -10,7 +10,9 @@ waits for it), and appended to the trace file (one flushed line, see
 stopping proxy gives those up to :data:`SHUTDOWN_GRACE` seconds to end. Credentials never reach
 the trace or stdout: headers are not recorded, and the recorder scrubs every key-shaped string
 and credential field, the client's own credential included. ``GET /_dsh/report`` answers the
-cache doctor's report of the exchanges so far (``?format=json`` for JSON).
+cache doctor's report of the exchanges so far (``?format=json`` for JSON, with an ETag) and
+``GET /_dsh/explorer`` the Cache Explorer page, which polls that JSON and shows each new
+exchange as it is recorded.
 
 The HTTP side reuses the mock server's request reader (HTTP/1.1, keep-alive, chunked bodies);
 the upstream side is a small keep-alive HTTP/1.1 client (``_upstream.py``).
@@ -32,6 +34,7 @@ from urllib.parse import parse_qs, urlsplit
 from .._errors import TestkitError
 from .._secrets import Scrubber, scrub_json, scrub_url
 from .._server_thread import ServerThread
+from ..doctor._explorer import LiveReport, wants_json
 from ..mock._server import (
     HEAD_TIMEOUT,
     IDLE_TIMEOUT,
@@ -186,6 +189,8 @@ class _Proxy:
         self.base_path = parts.path.rstrip("/")
         self.recorder = recorder
         self.client = client
+        self.live = LiveReport(recorder.trace, lambda: recorder.exchanges)
+        """The report and the Cache Explorer at ``/_dsh/explorer``, live."""
         self.busy = 0
         """Requests being forwarded now."""
         self.idle = asyncio.Event()
@@ -209,11 +214,17 @@ class _Proxy:
                 await writer.wait_closed()
 
     async def _plain(
-        self, writer: asyncio.StreamWriter, status: int, body: bytes, content_type: str
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        body: bytes,
+        content_type: str,
+        headers: tuple[tuple[str, str], ...] = (),
     ) -> None:
+        extra = "".join(f"{name}: {value}\r\n" for name, value in headers)
         writer.write(
             f"HTTP/1.1 {status} {_reason(status)}\r\ncontent-type: {content_type}\r\n"
-            f"content-length: {len(body)}\r\n\r\n".encode("latin-1")
+            f"{extra}content-length: {len(body)}\r\n\r\n".encode("latin-1")
             + body
         )
         await writer.drain()
@@ -233,6 +244,14 @@ class _Proxy:
             await self._plain(writer, bad.status, str(bad).encode(), "text/plain")
             return False
         target = urlsplit(head.target)
+        if target.path == "/_dsh/explorer" or (
+            target.path == "/_dsh/report" and wants_json(target.query)
+        ):
+            # The live page and the JSON it polls (ETag, 304), diagnosed off the event loop.
+            if_none_match = ", ".join(head.values("if-none-match")) or None
+            live = await asyncio.to_thread(self.live.answer, target.path, "", if_none_match)
+            await self._plain(writer, live.status, live.body, live.content_type, live.headers)
+            return head.keep_alive
         if target.path == "/_dsh/report":
             as_json = parse_qs(target.query).get("format") == ["json"]
             text = report_text(self.recorder.trace(), as_json=as_json)

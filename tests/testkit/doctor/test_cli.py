@@ -110,7 +110,7 @@ def test_the_html_page_is_written(tmp_path) -> None:
     result = run_cli("cache-report", "--html", str(page), str(_volatile(tmp_path)))
     assert result.returncode == 0
     text = page.read_text(encoding="utf-8")
-    assert "volatile-system-text" in text and "http" not in text.split("<body", 1)[0]
+    assert "volatile-system-text" in text and "://" not in text.split("<body", 1)[0]
 
 
 @pytest.mark.skipif(not REFERENCE.is_dir(), reason="needs ../shared/fixtures/reference-logs")

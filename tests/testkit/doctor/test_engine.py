@@ -264,3 +264,14 @@ def test_below_cache_unit_is_not_noted_on_a_prompt_shorter_than_a_unit() -> None
     traffic.add(short, answer=assistant("hello"), hit=0)
     traffic.add(body([user("hi"), assistant("hello"), user("again")], tools=None), hit=0)
     assert [r.codes for r in diagnose(traffic.trace()).requests] == [(), ()]
+
+
+def test_a_lone_surrogate_in_a_request_is_diagnosed() -> None:
+    traffic = Traffic()
+    first = body([system(SYSTEM), user("broken \ud800 text")])
+    traffic.add(first, answer=assistant("ok"), hit=0)
+    traffic.add(
+        body([system(SYSTEM), user("broken \ud800 text"), assistant("ok"), user("go")]), hit=0
+    )
+    report = diagnose(traffic.trace())
+    assert [r.relation for r in report.requests] == ["first", "extends"]

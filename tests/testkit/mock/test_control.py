@@ -134,6 +134,8 @@ def test_the_index_lists_every_control_endpoint(mock: MockDeepSeek) -> None:
         "/_dsh/requests": "GET",
         "/_dsh/reset": "POST",
         "/_dsh/schema": "GET",
+        "/_dsh/report": "GET",
+        "/_dsh/explorer": "GET",
     }
     refused = mock.handle(request("/_dsh/schema", method="DELETE", key=None))
     assert (refused.status, refused.header("allow")) == (405, "GET")
