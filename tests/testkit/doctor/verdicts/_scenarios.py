@@ -18,7 +18,9 @@ history costs whole cache units. A scenario plants one killer the way a user of 
 would actually produce it (a timestamp in the instructions, an edited prompt, a tool added
 mid-list, a truncated or summarised history, a model switch, reasoning left out of the history,
 arguments written back differently) and says, by construction, which requests carry it: the
-first request that differs from the one it extends in that way. Those requests must get the
+first request that differs from the one it extends in that way (reasoning is dropped twice:
+against the API's pass-back rule, a refusal, and against a service that does not enforce it, the
+mock with ``passback="off"``, a loss). Those requests must get the
 planted code with the planted severity; every other request must get no loss and no refusal;
 the clean run must get no finding at all.
 
