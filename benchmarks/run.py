@@ -46,6 +46,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "calibrate": ("bench_calibrate", "11. Calibrate over a directory of 100 logs"),
     "explorer": ("bench_explorer", "12. The Cache Explorer: page size, write time, browser"),
     "compare": ("bench_compare", "13. Compare two folders of 1,000 traces"),
+    "verdicts": ("bench_verdicts", "14. Cache doctor: verdict accuracy"),
 }
 """Section key → (module in ``benchmarks``, heading); the issue's numbering."""
 

@@ -36,5 +36,10 @@ def test_every_benchmark_section_runs_in_quick_mode() -> None:
         "7. Cache efficiency",
         "8. Recording proxy",
         "9. Trace analysis",
+        "10. The loop against its peers",
+        "11. Calibrate",
+        "12. The Cache Explorer",
+        "13. Compare two folders",
+        "14. Cache doctor: verdict accuracy",
     ):
         assert title in result.stdout, title
