@@ -121,7 +121,7 @@ def _json_or_none(text: str | bytes | None) -> Any:
 # -- the trace file ---------------------------------------------------------------------------
 
 
-def _from_trace_file(text: str, path: str | None) -> Trace:
+def _from_trace_file(text: str | bytes, path: str | None) -> Trace:
     header, records, notes = read_trace_lines(text, path=path)
     source = header.get("source")
     builder = _Builder(
@@ -415,8 +415,15 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     Raises :class:`TraceError` for content of no known kind, ``OSError`` when it cannot be read.
     """
     name = os.fspath(path)
-    with open(name, encoding="utf-8") as file:
-        text = file.read()
+    with open(name, "rb") as file:
+        data = file.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        # A trace file is decoded line by line: a last line cut inside a character is dropped.
+        if data.startswith(b'{"format":"dsh-trace"'):
+            return _from_trace_file(data, name)
+        raise
     return loads_trace(text, path=name)
 
 
