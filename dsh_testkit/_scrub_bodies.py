@@ -71,16 +71,22 @@ def decode_text(body: bytes, headers: Mapping[str, Any]) -> tuple[str, str, byte
     body``.
 
     A byte order mark (UTF-8, UTF-16 or UTF-32, either order) is taken off the text, so a JSON
-    body reads as JSON; then UTF-8 when the bytes are; the ``Content-Type`` charset when it
-    decodes; UTF-16 or UTF-32 without a mark when the first bytes' zeros say so (as JSON's own
-    detection reads them: the first character is ASCII); else Latin-1, which keeps every byte
-    (and the ASCII of a key visible).
+    body reads as JSON; then UTF-16 or UTF-32 without a mark when the first bytes' zeros say so
+    (as JSON's own detection reads them: the first character is ASCII; such bytes are valid
+    UTF-8 too, but UTF-8 text hardly ever holds zero bytes); then UTF-8 when the bytes are; the
+    ``Content-Type`` charset when it decodes; else Latin-1, which keeps every byte (and the
+    ASCII of a key visible).
     """
     for bom, codec in _BOMS:
         if body.startswith(bom):
             text = _lossless(body[len(bom) :], codec)
             if text is not None:
                 return text, codec, bom
+    if b"\x00" in body[:4]:  # UTF-8 text hardly ever holds a zero byte; UTF-16's ASCII does
+        codec = json.detect_encoding(body)
+        text = _lossless(body, codec) if codec != "utf-8" else None
+        if text is not None:
+            return text, codec, b""
     text = _lossless(body, "utf-8")
     if text is not None:
         return text, "utf-8", b""
@@ -91,11 +97,6 @@ def decode_text(body: bytes, headers: Mapping[str, Any]) -> tuple[str, str, byte
         except LookupError:
             codec = ""
         text = _lossless(body, codec) if codec else None
-        if text is not None:
-            return text, codec, b""
-    if b"\x00" in body[:4]:
-        codec = json.detect_encoding(body)
-        text = _lossless(body, codec) if codec != "utf-8" else None
         if text is not None:
             return text, codec, b""
     return body.decode("latin-1"), "latin-1", b""

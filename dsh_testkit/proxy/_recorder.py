@@ -35,7 +35,7 @@ __all__ = ["Listener", "Recorder", "report_text"]
 
 _SCRUBBER: Final = Scrubber.for_rules(None)
 
-Listener = Callable[[Mapping[str, Any], int], None]
+Listener = Callable[[Mapping[str, Any], int], object]
 """Called with each exchange record as written (scrubbed; do not change it) and the byte offset
 of its line in the trace file, on the proxy's event loop, right after the line is written."""
 

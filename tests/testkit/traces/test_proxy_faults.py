@@ -334,7 +334,8 @@ def test_a_non_loopback_address_is_refused_without_allow_remote() -> None:
                 warn=said.append,
             )
         )
-        done, _ = await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+        waiters: set[asyncio.Future[Any]] = {task, ready}
+        done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         if task in done:
             task.result()
         stop.set()
