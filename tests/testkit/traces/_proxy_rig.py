@@ -92,6 +92,9 @@ class Upstream:
                 work = asyncio.ensure_future(self.handler(head, body, writer))
                 gone = asyncio.ensure_future(reader.read())
                 done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+                if gone in done:
+                    with contextlib.suppress(BaseException):
+                        gone.result()  # retrieved: a reset is an end like any other
                 if work not in done:
                     work.cancel()
                     with contextlib.suppress(BaseException):
