@@ -55,8 +55,10 @@ _CREDENTIAL_PIECES: Final = re.compile(r"[\s;,=]+")
 
 
 def may_hide(text: str) -> bool:
-    """``False`` only when ``text`` holds no escape a secret could hide behind (cheap)."""
-    return ("%" in text or "\\" in text) and _ESCAPE.search(text) is not None
+    """``False`` only when ``text`` holds no escape a secret could hide behind (substring
+    searches first: a JSON line's ``\\n`` escapes alone do not cost a regular-expression
+    scan)."""
+    return ("%" in text or "\\u" in text or "\\x" in text) and _ESCAPE.search(text) is not None
 
 
 def encoded_runs(text: str) -> Iterator[tuple[int, int]]:

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
+import ctypes.util
+import functools
 import io
 import os
 import sys
@@ -31,9 +34,38 @@ from .._secrets import Scrubber, scrub_json, scrub_url
 from ..traces import Trace, TraceError, TraceWriter, loads_trace
 from ..traces._file import encode_record, read_trace_lines
 
-__all__ = ["Listener", "Recorder", "report_text"]
+__all__ = ["TRIM_ABOVE", "Listener", "Recorder", "report_text", "trim_heap"]
 
 _SCRUBBER: Final = Scrubber.for_rules(None)
+
+TRIM_ABOVE: Final = 8 << 20
+"""An exchange larger than this (bytes, request and answer) hands the allocator's free memory
+back once it is recorded and dropped."""
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim: Callable[[int], int] = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+    return trim
+
+
+def trim_heap() -> None:
+    """Give the C allocator's free memory back to the system (glibc's ``malloc_trim``).
+
+    A large exchange is parsed, encoded and written in a few transient copies; once they are
+    freed, glibc keeps much of that memory for reuse (the copies below its mmap threshold sit in
+    the heap), so the resident set would stay at the peak of the largest exchange seen. A few
+    milliseconds, after an exchange of more than :data:`TRIM_ABOVE` only."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
 
 Listener = Callable[[Mapping[str, Any], int], object]
 """Called with each exchange record as written (scrubbed; do not change it) and the byte offset
@@ -173,7 +205,8 @@ class Recorder:
         except UnicodeDecodeError:
             read_trace_lines(data, path=self.path)  # raises the TraceError naming the line
             raise TraceError("the trace file is not UTF-8", path=self.path) from None
-        return loads_trace(text, path=self.path)
+        # No path on the trace: the report heads it "(proxy trace)", as the live report it is.
+        return loads_trace(text)
 
     def close(self) -> None:
         """Stop recording and release the file (:meth:`trace` still reads it)."""

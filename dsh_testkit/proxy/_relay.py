@@ -31,13 +31,13 @@ from .._secrets import credentials_of
 from ..mock._server import _Head, _reason
 from ..traces._readers import SESSION_HEADERS
 from ..traces._wire import answer_of_events, answer_of_json, endpoint_of, split_events
-from ._recorder import Recorder
+from ._recorder import TRIM_ABOVE, Recorder, trim_heap
 from ._upstream import Upstream, UpstreamError, UpstreamResponse, UpstreamTimeout
 
 if TYPE_CHECKING:
     from ._server import ClientConnection
 
-__all__ = ["Relay", "plain"]
+__all__ = ["InFlight", "Relay", "plain"]
 
 _DRAIN_ABOVE: Final = 64 * 1024
 """Bytes waiting in a client's send buffer above which the relay waits for it to drain."""
@@ -59,14 +59,25 @@ _HOP_BY_HOP: Final = frozenset(
 )
 
 
-class _Exchange:
-    """What is known of one exchange while it is relayed."""
+class InFlight:
+    """What is known of one exchange while it is relayed (the request body is dropped once
+    it is parsed for the record: a large body is not held twice)."""
 
-    __slots__ = ("body", "first_byte", "head", "received", "recorded", "response", "started")
+    __slots__ = (
+        "body",
+        "first_byte",
+        "head",
+        "large",
+        "received",
+        "recorded",
+        "response",
+        "started",
+    )
 
     def __init__(self, head: _Head, body: bytes) -> None:
         self.head = head
         self.body = body
+        self.large = len(body) > TRIM_ABOVE
         self.started = time.time()
         self.first_byte: float | None = None
         self.received = bytearray()
@@ -109,11 +120,10 @@ class Relay:
         self.idle.set()
 
     async def forward(
-        self, conn: ClientConnection, head: _Head, body: bytes, writer: asyncio.StreamWriter
+        self, conn: ClientConnection, exchange: InFlight, writer: asyncio.StreamWriter
     ) -> bool:
         """Relay one exchange; ``False`` when the client connection is done for (the client
         left, or its answer was cut short)."""
-        exchange = _Exchange(head, body)
         task = asyncio.current_task()
         assert task is not None
         conn.exchange = task
@@ -138,17 +148,21 @@ class Relay:
             conn.exchange = None
             if exchange.response is not None:
                 exchange.response.close()
+            if exchange.large or len(exchange.received) > TRIM_ABOVE:
+                exchange.body = b""
+                exchange.received = bytearray()
+                trim_heap()
             self.busy -= 1
             if not self.busy:
                 self.idle.set()
 
     @staticmethod
-    def _relayed(exchange: _Exchange) -> str:
+    def _relayed(exchange: InFlight) -> str:
         if exchange.response is None:
             return "no answer head had come"
         return f"{len(exchange.received)} bytes of the answer relayed"
 
-    def _left(self, exchange: _Exchange) -> str:
+    def _left(self, exchange: InFlight) -> str:
         response = exchange.response
         if response is not None and response.complete:
             return "the client went away before the end of the answer reached it"
@@ -157,7 +171,7 @@ class Relay:
         )
 
     async def _relay(
-        self, conn: ClientConnection, exchange: _Exchange, writer: asyncio.StreamWriter
+        self, conn: ClientConnection, exchange: InFlight, writer: asyncio.StreamWriter
     ) -> bool:
         head = exchange.head
         target = self.base_path + head.target
@@ -224,7 +238,7 @@ class Relay:
         await writer.drain()
         return not conn.gone
 
-    def _end(self, exchange: _Exchange, outcome: str, detail: str | None = None) -> None:
+    def _end(self, exchange: InFlight, outcome: str, detail: str | None = None) -> None:
         """Record the exchange (once) with how it ended; a request that is not a model request
         (no JSON body with ``messages``, or another endpoint) is counted, not recorded."""
         if exchange.recorded:
@@ -236,6 +250,7 @@ class Relay:
             parsed = json.loads(exchange.body) if exchange.body else None
         except ValueError:
             parsed = None
+        exchange.body = b""  # forwarded and parsed: not needed again
         endpoint = endpoint_of(head.target, parsed)
         if endpoint is None:
             self.recorder.events["not-recorded"] += 1

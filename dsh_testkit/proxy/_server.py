@@ -54,7 +54,7 @@ from ..mock._server import (
 )
 from ..traces import Trace
 from ._recorder import Recorder, report_text
-from ._relay import Relay, plain
+from ._relay import InFlight, Relay, plain
 from ._upstream import Upstream
 
 __all__ = ["ClientConnection", "ProxyError", "ProxyLimits", "ProxyServer", "serve_proxy"]
@@ -296,7 +296,9 @@ class _Proxy:
                 "application/json" if as_json else "text/plain; charset=utf-8",
             )
             return head.keep_alive
-        return await self.relay.forward(conn, head, body, writer) and head.keep_alive
+        exchange = InFlight(head, body)
+        del body  # the exchange holds the only reference: dropped once it is recorded
+        return await self.relay.forward(conn, exchange, writer) and head.keep_alive
 
 
 def _is_loopback(address: str) -> bool:

@@ -405,12 +405,14 @@ class Upstream:
         head += [f"{name}: {value}" for name, value in headers]
         if body or method in ("POST", "PUT", "PATCH"):
             head.append(f"content-length: {len(body)}")
-        data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
         for attempt in (0, 1):
             conn, pooled = await self._connect()
             assert conn.transport is not None
             try:
                 conn.transport.write(data)
+                if body:
+                    conn.transport.write(body)  # not joined to the head: no copy of a large body
                 raw = await _read_head(conn, self.first_byte_timeout)
             except UpstreamTimeout:
                 conn.abort()

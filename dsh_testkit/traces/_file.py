@@ -99,11 +99,18 @@ else:
         return True
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+def _write_all(fd: int, data: bytes, end: bytes = b"") -> None:
+    """``data`` then ``end`` in one ``writev`` (no copy joining them), then what is left."""
+    if end and hasattr(os, "writev"):
+        written = os.writev(fd, [data, end])
+        whole = len(data) + len(end)
+        if written == whole:
+            return
+        rest = memoryview(data + end)[written:]  # a short write (a full disk): rare
+    else:
+        rest = memoryview(data + end)
+    while rest:
+        rest = rest[os.write(fd, rest) :]
 
 
 class TraceWriter:
@@ -245,17 +252,18 @@ class TraceWriter:
             self.dropped_tail = len(tail)
             self.records = lines - 1
 
-    def _write_line(self, data: bytes) -> None:
-        """Append ``data`` in one write; a failed write is cut back, leaving the file whole."""
+    def _write_line(self, data: bytes, end: bytes = b"") -> None:
+        """Append ``data + end`` in one write; a failed write is cut back, leaving the file
+        whole."""
         try:
-            _write_all(self._fd, data)
+            _write_all(self._fd, data, end)
             if self._fsync:
                 os.fsync(self._fd)
         except OSError:
             with contextlib.suppress(OSError):  # cannot even cut back: the error says enough
                 os.ftruncate(self._fd, self.size)
             raise
-        self.size += len(data)
+        self.size += len(data) + len(end)
 
     def append(self, record: Mapping[str, Any], *, scrubbed: bool = False) -> int:
         """Write one exchange record and flush it; scrubbed first unless ``scrubbed`` says the
@@ -271,7 +279,7 @@ class TraceWriter:
         if self._closed:
             raise ValueError("the trace writer is closed")
         offset = self.size
-        self._write_line((line + "\n").encode("utf-8"))
+        self._write_line(line.encode("utf-8"), b"\n")
         self.records += 1
         return offset
 

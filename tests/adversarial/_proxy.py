@@ -569,3 +569,52 @@ async def long_session(out: Path, seconds: float, rng: random.Random) -> Session
     session.outcomes.update(str(r.get("outcome")) for r in records)
     session.trace_bytes = out.stat().st_size
     return session
+
+
+@dataclass
+class Load:
+    """Latencies of one load run, direct and through the proxy (seconds, to the answer's end)."""
+
+    direct: list[float] = field(default_factory=list)
+    proxied: list[float] = field(default_factory=list)
+    completed: int = 0
+    """Requests through the proxy whose client got the whole answer."""
+    recorded: int = 0
+    """Trace lines those requests left (one each is the promise)."""
+
+
+async def load(out: Path, clients: int = 50, streams: int = 20) -> Load:
+    """``clients`` clients at once, each sending ``streams`` streamed requests one after the
+    other, to the upstream directly and then through the proxy (kept-alive connections)."""
+    result = Load()
+    upstream = Upstream()
+    url = await upstream.start()
+    direct_port = int(url.rsplit(":", 1)[1])
+    proxy = await start_proxy(url, out, nofile=4096)
+
+    async def one_client(port: int, times: list[float], first_tag: int) -> int:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        completed = 0
+        loop = asyncio.get_running_loop()
+        try:
+            for n in range(streams):
+                sent = Sent(first_tag + n, "ok")
+                started = loop.time()
+                writer.write(_request(sent.tag, "ok"))
+                head = await _read_head(reader, sent)
+                await _read_rest(reader, head, sent)
+                times.append(loop.time() - started)
+                completed += sent.ended
+        finally:
+            writer.close()
+        return completed
+
+    await asyncio.gather(*(one_client(direct_port, result.direct, 0) for _ in range(clients)))
+    done = await asyncio.gather(
+        *(one_client(proxy.port, result.proxied, 1000 * (i + 1)) for i in range(clients))
+    )
+    result.completed = sum(done)
+    await proxy.stop()
+    upstream.close()
+    result.recorded = len(records_of(out))
+    return result
