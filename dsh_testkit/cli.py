@@ -456,8 +456,8 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
 def _proxy(args: argparse.Namespace) -> int:
     """Run the recording proxy until SIGINT/SIGTERM, then print a summary and the report."""
     from ._secrets import scrub_url
-    from .proxy import ProxyError, ProxyLimits, Recorder, report_text, serve_proxy
-    from .proxy._recorder import session_summary
+    from .proxy import ProxyError, ProxyLimits, Recorder, serve_proxy
+    from .proxy._recorder import live_report, session_summary
     from .traces import TraceError
 
     try:
@@ -529,7 +529,7 @@ def _proxy(args: argparse.Namespace) -> int:
         f"dsh-testkit proxy: {session_summary(recorder, limits.grace)}", file=sys.stderr, flush=True
     )
     try:
-        report = report_text(recorder.trace())
+        report = live_report(recorder)
     except TraceError as exc:
         print(f"dsh-testkit proxy: the trace does not read back: {exc}", file=sys.stderr)
         return 1

@@ -22,6 +22,7 @@ import ctypes
 import ctypes.util
 import functools
 import io
+import json
 import os
 import sys
 import threading
@@ -34,10 +35,22 @@ from .._secrets import Scrubber, scrub_json, scrub_url
 from ..traces import Trace, TraceError, TraceWriter, loads_trace
 from ..traces._file import encode_record, read_trace_lines
 
-__all__ = ["TRIM_ABOVE", "Listener", "Recorder", "report_text", "trim_heap"]
+__all__ = [
+    "REPORT_READ_LIMIT",
+    "TRIM_ABOVE",
+    "Listener",
+    "Recorder",
+    "live_report",
+    "report_text",
+    "trim_heap",
+]
 
 _SCRUBBER: Final = Scrubber.for_rules(None)
 
+REPORT_READ_LIMIT: Final = 256 << 20
+"""The largest trace file the live report (``/_dsh/report``, the report at the end) reads back
+whole; a larger one gets a pointer to ``dsh-testkit cache-report`` instead, so a long session's
+report cannot take the proxy's memory with it."""
 TRIM_ABOVE: Final = 8 << 20
 """An exchange larger than this (bytes, request and answer) hands the allocator's free memory
 back once it is recorded and dropped."""
@@ -216,6 +229,23 @@ class Recorder:
 
 def _stderr(message: str) -> None:
     print(f"dsh-testkit proxy: {message}", file=sys.stderr, flush=True)
+
+
+def live_report(recorder: Recorder, *, as_json: bool = False) -> str:
+    """:func:`report_text` of the recorder's trace, read back from its file; for a file larger
+    than :data:`REPORT_READ_LIMIT`, a sentence saying how to get the report instead."""
+    size = recorder.writer.size
+    if size > REPORT_READ_LIMIT:
+        where = f"dsh-testkit cache-report {recorder.path}" if recorder.path else "--out FILE"
+        message = (
+            f"the trace holds {size / 2**20:.0f} MiB ({recorder.recorded} exchanges), more than "
+            f"the live report reads back ({REPORT_READ_LIMIT >> 20} MiB); run `{where}` for "
+            "its report"
+        )
+        if as_json:
+            return json.dumps({"error": message}) + "\n"
+        return f"Cache doctor (proxy trace) · {message}\n"
+    return report_text(recorder.trace(), as_json=as_json)
 
 
 def report_text(trace: Trace, *, as_json: bool = False) -> str:

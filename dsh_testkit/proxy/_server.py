@@ -53,7 +53,7 @@ from ..mock._server import (
     _read_body,
 )
 from ..traces import Trace
-from ._recorder import Recorder, report_text
+from ._recorder import Recorder, live_report
 from ._relay import InFlight, Relay, plain
 from ._upstream import Upstream
 
@@ -286,9 +286,7 @@ class _Proxy:
             as_json = parse_qs(target.query).get("format") == ["json"]
             async with self.reporting:
                 # Off the loop: reading a long trace back must not stall the streams relayed.
-                text = await asyncio.to_thread(
-                    lambda: report_text(self.recorder.trace(), as_json=as_json)
-                )
+                text = await asyncio.to_thread(live_report, self.recorder, as_json=as_json)
             await plain(
                 writer,
                 200,

@@ -503,9 +503,10 @@ class Session:
 
 
 async def long_session(out: Path, seconds: float, rng: random.Random) -> Session:
-    """Hostile rounds and large requests (5 MB bodies, 1 MB answers) through one proxy until
-    ``seconds`` have passed, the proxy's RSS sampled after each round; then ``kill -9`` with
-    answers in flight and a restart on the same file. Judged as the bounded test judges."""
+    """Hostile rounds and large requests (three 5 MB bodies and three 1 MB answers a round)
+    through one proxy until ``seconds`` have passed, the proxy's RSS sampled after each round;
+    then ``kill -9`` with answers in flight and a restart on the same file. Judged as the
+    bounded test judges."""
     session = Session()
     upstream = Upstream()
     url = await upstream.start()
@@ -519,7 +520,7 @@ async def long_session(out: Path, seconds: float, rng: random.Random) -> Session
     while loop.time() < deadline or session.rounds < 3:
         done = await hostile_round(proxy.port, tag, rng)
         tag += 10_000
-        for _ in range(10):
+        for _ in range(3):
             request = Sent(tag, "large")
             tag += 1
             done.sent.append(await client(proxy.port, request, size=5 << 20))

@@ -12,11 +12,13 @@ import gc
 import json
 import logging
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dsh_testkit.proxy import ProxyError, ProxyLimits, Recorder, report_text, serve_proxy
+from dsh_testkit.proxy import ProxyError, ProxyLimits, Recorder, _recorder, report_text, serve_proxy
+from dsh_testkit.proxy._recorder import live_report
 from dsh_testkit.traces import Trace
 from tests.testkit.traces._proxy_rig import (
     SSE_HEAD,
@@ -318,6 +320,28 @@ def test_the_report_of_an_empty_trace_says_it_is_empty() -> None:
     assert "the trace is empty: no model request was recorded" in text
     assert "conversation(s)" not in text and "simulated" not in text
     assert "note: a note" in text
+
+
+def test_a_trace_too_large_to_read_back_gets_a_pointer_instead_of_a_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorder = Recorder(str(tmp_path / "big.trace"))
+    recorder.record(
+        {
+            "index": 0,
+            "endpoint": "chat",
+            "url": "http://u/chat/completions",
+            "request": json.loads(chat_body("x" * 5000)),
+            "outcome": "delivered",
+        }
+    )
+    assert "1 conversation(s)" in live_report(recorder)
+    monkeypatch.setattr(_recorder, "REPORT_READ_LIMIT", 4096)
+    text = live_report(recorder)
+    assert "more than the live report reads back" in text
+    assert f"dsh-testkit cache-report {tmp_path / 'big.trace'}" in text
+    assert "more than" in json.loads(live_report(recorder, as_json=True))["error"]
+    recorder.close()
 
 
 def test_a_non_loopback_address_is_refused_without_allow_remote() -> None:
