@@ -13,7 +13,7 @@ import gzip
 import json
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -66,7 +66,9 @@ def _lossless(body: bytes, codec: str) -> str | None:
     return text if text.encode(codec) == body else None
 
 
-def decode_text(body: bytes, headers: Mapping[str, Any]) -> tuple[str, str, bytes]:
+def decode_text(
+    body: bytes, headers: Mapping[str, Any], holds: Callable[[str], bool] | None = None
+) -> tuple[str, str, bytes]:
     """``body`` as text, losslessly: ``(text, codec, bom)`` with ``bom + text.encode(codec) ==
     body``.
 
@@ -75,7 +77,8 @@ def decode_text(body: bytes, headers: Mapping[str, Any]) -> tuple[str, str, byte
     (as JSON's own detection reads them: the first character is ASCII; such bytes are valid
     UTF-8 too, but UTF-8 text hardly ever holds zero bytes); then UTF-8 when the bytes are; the
     ``Content-Type`` charset when it decodes; else Latin-1, which keeps every byte (and the
-    ASCII of a key visible).
+    ASCII of a key visible). ``holds(text)`` says whether a text holds a secret: binary data that
+    happens to read as UTF-16 is read as Latin-1 instead when only that view shows one.
     """
     for bom, codec in _BOMS:
         if body.startswith(bom):
@@ -85,7 +88,9 @@ def decode_text(body: bytes, headers: Mapping[str, Any]) -> tuple[str, str, byte
     if b"\x00" in body[:4]:  # UTF-8 text hardly ever holds a zero byte; UTF-16's ASCII does
         codec = json.detect_encoding(body)
         text = _lossless(body, codec) if codec != "utf-8" else None
-        if text is not None:
+        if text is not None and not (
+            holds is not None and holds(body.decode("latin-1")) and not holds(text)
+        ):
             return text, codec, b""
     text = _lossless(body, "utf-8")
     if text is not None:

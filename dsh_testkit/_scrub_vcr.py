@@ -24,24 +24,26 @@ if TYPE_CHECKING:
 __all__ = ["request_is_clean", "response_is_clean", "vcr_request", "vcr_response"]
 
 
-def _body_text(body: Any, headers: Mapping[str, Any]) -> tuple[str, str, bytes] | None:
+def _body_text(
+    body: Any, headers: Mapping[str, Any], known: KnownSecrets
+) -> tuple[str, str, bytes] | None:
     if body is None or body in (b"", ""):
         return None
     if isinstance(body, str):
         return body, "", b""
     if not isinstance(body, bytes) or body[:2] == b"\x1f\x8b":
         return None  # a gzip stream without its header: refused by the scrubber if it holds a key
-    return decode_text(body, headers)
+    return decode_text(body, headers, known.in_text)
 
 
 def _holds_known(body: Any, headers: Mapping[str, Any], known: KnownSecrets) -> bool:
-    decoded = _body_text(body, headers)
+    decoded = _body_text(body, headers, known)
     return decoded is not None and known.in_text(decoded[0])
 
 
 def _without_known(body: Any, headers: Mapping[str, Any], known: KnownSecrets) -> Any:
     """``body`` without the request's own credentials in any spelling (read in its charset)."""
-    decoded = _body_text(body, headers) if known else None
+    decoded = _body_text(body, headers, known) if known else None
     if decoded is None:
         return body
     text, codec, bom = decoded

@@ -183,6 +183,10 @@ class Scrubber:
             return True
         return any(p.search(text) for p in self._patterns)
 
+    def _holds(self, text: str) -> bool:
+        """Whether ``text`` holds a secret the rules find (shape, pattern or escaped run)."""
+        return self._may_hold_secret(text) and bool(self.find(text))
+
     def _hidden(self, text: str) -> list[tuple[int, int]]:
         """The runs of escapes in ``text`` that decode to a key shape or a user pattern
         (``sk%2D…``, ``\\u0073k-…``, a key percent-encoded twice): replaced whole."""
@@ -315,7 +319,7 @@ class Scrubber:
         if body[:2] == b"\x1f\x8b":
             self._refuse_secret_in_gzip(body, part)
             return body
-        text, encoding, bom = decode_text(body, headers)
+        text, encoding, bom = decode_text(body, headers, self._holds)
         scrubbed = self._text_body(text, headers, ascii_json=encoding != "utf-8")
         if scrubbed is text:
             return body
@@ -400,7 +404,7 @@ class Scrubber:
         if isinstance(body, bytes):
             if body[:2] == b"\x1f\x8b":
                 return False
-            text = decode_text(body, headers)[0]
+            text = decode_text(body, headers, self._holds)[0]
         else:
             text = body
         media = content_type(headers)

@@ -171,3 +171,15 @@ def test_scrubbing_text_with_hidden_keys_is_idempotent(text: str, key: str) -> N
     assert scrubber.text(once) == once
     assert scrubber.find(once) == []
     assert KEY not in once
+
+
+def test_binary_that_reads_as_utf16_still_loses_a_key_written_in_ascii() -> None:
+    scrubber = Scrubber()
+    body = b"\x00\x01" * 40 + KEY.encode() + b"\x00"  # even length, zeros first: UTF-16-like
+    assert not scrubber.body_is_clean(body, {})
+    scrubbed = scrubber.body(body, {}, part="request body")
+    assert isinstance(scrubbed, bytes) and KEY.encode() not in scrubbed
+    text = json.dumps({"content": f"use {KEY}"}).encode("utf-16-le")  # real UTF-16 text
+    cleaned = scrubber.body(text, {}, part="request body")
+    assert isinstance(cleaned, bytes)
+    assert KEY not in cleaned.decode("utf-16-le") and "<REDACTED>" in cleaned.decode("utf-16-le")
