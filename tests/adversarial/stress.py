@@ -40,7 +40,7 @@ from tests.adversarial._logs import (
     real_logs,
     record_ends,
 )
-from tests.adversarial._proxy import long_session
+from tests.adversarial._proxy_session import long_session
 
 
 def _peak_rss_mib() -> float:
