@@ -13,7 +13,7 @@ import gzip
 import json
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -24,6 +24,7 @@ __all__ = [
     "content_type",
     "cut_pieces",
     "data_line",
+    "decode_text",
     "decompress",
     "gunzip",
     "rewrite_event",
@@ -47,31 +48,68 @@ def content_type(headers: Mapping[str, Any]) -> str:
 _CHARSET: Final = re.compile(r"charset\s*=\s*\"?([A-Za-z0-9_.:\-]+)")
 
 
-def text_encoding(body: bytes, headers: Mapping[str, Any]) -> str:
-    """How to read ``body`` as text, losslessly: UTF-8 when it is, else the ``Content-Type``
-    charset when it decodes, else Latin-1 (every byte is a character, and the ASCII of a key
-    stays visible)."""
+_BOMS: Final = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xef\xbb\xbf", "utf-8"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+"""Byte order marks, UTF-32's before UTF-16's (``FF FE 00 00`` starts with ``FF FE``)."""
+
+
+def _lossless(body: bytes, codec: str) -> str | None:
     try:
-        body.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    else:
-        return "utf-8"
+        text = body.decode(codec)
+    except (LookupError, UnicodeError):
+        return None
+    return text if text.encode(codec) == body else None
+
+
+def decode_text(
+    body: bytes, headers: Mapping[str, Any], holds: Callable[[str], bool] | None = None
+) -> tuple[str, str, bytes]:
+    """``body`` as text, losslessly: ``(text, codec, bom)`` with ``bom + text.encode(codec) ==
+    body``.
+
+    A byte order mark (UTF-8, UTF-16 or UTF-32, either order) is taken off the text, so a JSON
+    body reads as JSON; then UTF-16 or UTF-32 without a mark when the first bytes' zeros say so
+    (as JSON's own detection reads them: the first character is ASCII; such bytes are valid
+    UTF-8 too, but UTF-8 text hardly ever holds zero bytes); then UTF-8 when the bytes are; the
+    ``Content-Type`` charset when it decodes; else Latin-1, which keeps every byte (and the
+    ASCII of a key visible). ``holds(text)`` says whether a text holds a secret: binary data that
+    happens to read as UTF-16 is read as Latin-1 instead when only that view shows one.
+    """
+    for bom, codec in _BOMS:
+        if body.startswith(bom):
+            text = _lossless(body[len(bom) :], codec)
+            if text is not None:
+                return text, codec, bom
+    if b"\x00" in body[:4]:  # UTF-8 text hardly ever holds a zero byte; UTF-16's ASCII does
+        codec = json.detect_encoding(body)
+        text = _lossless(body, codec) if codec != "utf-8" else None
+        if text is not None and not (
+            holds is not None and holds(body.decode("latin-1")) and not holds(text)
+        ):
+            return text, codec, b""
+    text = _lossless(body, "utf-8")
+    if text is not None:
+        return text, "utf-8", b""
     match = _CHARSET.search(content_type(headers))
     if match is not None:
         try:
-            name = codecs.lookup(match.group(1)).name
-            if body.decode(name).encode(name) == body:
-                return name
-        except (LookupError, UnicodeError):
-            pass
-    if body[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        try:
-            if body.decode("utf-16").encode("utf-16") == body:
-                return "utf-16"
-        except UnicodeError:
-            pass
-    return "latin-1"
+            codec = codecs.lookup(match.group(1)).name
+        except LookupError:
+            codec = ""
+        text = _lossless(body, codec) if codec else None
+        if text is not None:
+            return text, codec, b""
+    return body.decode("latin-1"), "latin-1", b""
+
+
+def text_encoding(body: bytes, headers: Mapping[str, Any]) -> str:
+    """The codec :func:`decode_text` reads ``body`` with."""
+    return decode_text(body, headers)[1]
 
 
 def gunzip(body: bytes) -> bytes:

@@ -43,7 +43,6 @@ at all.
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import zlib
@@ -51,18 +50,18 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from . import _scrub_vcr
 from ._errors import ScrubRuleError, UnscrubbableBody
 from ._scrub_bodies import (
     Piece,
     content_type,
     cut_pieces,
     data_line,
-    decompress,
+    decode_text,
     gunzip,
     rewrite_event,
     split_events,
     stream_fields,
-    text_encoding,
 )
 from ._scrub_rules import (
     _KEY_PATTERN,
@@ -83,6 +82,7 @@ from ._scrub_rules import (
 from ._scrub_rules import (
     _may_hold_key as _may_hold_key,  # also read by the trace writer
 )
+from ._scrub_spellings import KnownSecrets, header_credentials, hidden, may_hide, replace_spans
 
 __all__ = [
     "REDACTED",
@@ -92,7 +92,10 @@ __all__ = [
     "SECRET_QUERY_NAMES",
     "ScrubRules",
     "Scrubber",
+    "credentials_of",
     "find_secrets",
+    "may_hold_secret",
+    "redact_known",
     "request_is_clean",
     "response_is_clean",
     "scrub_headers",
@@ -168,21 +171,46 @@ class Scrubber:
     # --------------------------------------------------------------------------- text
 
     def _may_hold_secret(self, text: str) -> bool:
-        return _may_hold_key(text) or any(p.search(text) for p in self._patterns)
+        return (
+            _may_hold_key(text)
+            or any(p.search(text) for p in self._patterns)
+            or bool(self._hidden(text))
+        )
+
+    def _shows_secret(self, text: str) -> bool:
+        """Whether ``text`` as it reads holds a key shape or a user pattern."""
+        if _may_hold_key(text) and _KEY_PATTERN.search(text):
+            return True
+        return any(p.search(text) for p in self._patterns)
+
+    def _holds(self, text: str) -> bool:
+        """Whether ``text`` holds a secret the rules find (shape, pattern or escaped run)."""
+        return self._may_hold_secret(text) and bool(self.find(text))
+
+    def _hidden(self, text: str) -> list[tuple[int, int]]:
+        """The runs of escapes in ``text`` that decode to a key shape or a user pattern
+        (``sk%2D…``, ``\\u0073k-…``, a key percent-encoded twice): replaced whole."""
+        return hidden(text, self._shows_secret) if may_hide(text) else []
 
     def find(self, text: str) -> list[str]:
-        """The key-shaped (and user-pattern) substrings of ``text`` (empty when it is clean)."""
-        found = [m.group(0) for m in _KEY_PATTERN.finditer(text)] if _may_hold_key(text) else []
+        """The key-shaped (and user-pattern) substrings of ``text``, and the runs of escapes
+        that decode to one (empty when it is clean)."""
+        found = [text[start:end] for start, end in self._hidden(text)]
+        if _may_hold_key(text):
+            found.extend(m.group(0) for m in _KEY_PATTERN.finditer(text))
         for pattern in self._patterns:
             found.extend(m.group(0) for m in pattern.finditer(text))
         return found
 
     def text(self, text: str) -> str:
-        """``text`` with every secret-shaped substring replaced, to a fixpoint (idempotent)."""
+        """``text`` with every secret-shaped substring replaced, and every run of escapes that
+        decodes to one, to a fixpoint (idempotent)."""
         if not self._may_hold_secret(text):
             return text
         for _ in range(_MAX_PASSES):
-            scrubbed = _KEY_PATTERN.sub(_replace, text) if _may_hold_key(text) else text
+            scrubbed = replace_spans(text, self._hidden(text), REDACTED)
+            if _may_hold_key(scrubbed):
+                scrubbed = _KEY_PATTERN.sub(_replace, scrubbed)
             for pattern in self._patterns:
                 scrubbed = pattern.sub(REDACTED, scrubbed)
             if scrubbed == text:
@@ -243,6 +271,14 @@ class Scrubber:
         rebuilt = urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
         return self.text(rebuilt).replace(REDACTED, _URL_REDACTED)
 
+    # -------------------------------------------------------------------- credentials
+
+    def credentials(self, headers: Iterable[tuple[str, str]]) -> tuple[str, ...]:
+        """The values a request's credential headers present (:meth:`is_secret_header`), in the
+        spellings they may be repeated in elsewhere (see
+        :func:`~dsh_testkit._scrub_spellings.header_credentials`)."""
+        return header_credentials(headers, self.is_secret_header)
+
     # ------------------------------------------------------------------------ headers
 
     def header_value(self, name: str, value: str) -> str:
@@ -283,13 +319,12 @@ class Scrubber:
         if body[:2] == b"\x1f\x8b":
             self._refuse_secret_in_gzip(body, part)
             return body
-        encoding = text_encoding(body, headers)
-        text = body.decode(encoding)
+        text, encoding, bom = decode_text(body, headers, self._holds)
         scrubbed = self._text_body(text, headers, ascii_json=encoding != "utf-8")
         if scrubbed is text:
             return body
         try:
-            return scrubbed.encode(encoding)
+            return bom + scrubbed.encode(encoding)
         except UnicodeEncodeError:  # pragma: no cover - replacements are ASCII
             raise UnscrubbableBody(
                 f"the {part} cannot be written back in {encoding} after scrubbing",
@@ -369,7 +404,7 @@ class Scrubber:
         if isinstance(body, bytes):
             if body[:2] == b"\x1f\x8b":
                 return False
-            text = body.decode(text_encoding(body, headers))
+            text = decode_text(body, headers, self._holds)[0]
         else:
             text = body
         media = content_type(headers)
@@ -466,90 +501,22 @@ class Scrubber:
 
     def request_is_clean(self, request: Any) -> bool:
         """Whether :meth:`vcr_request` would change nothing in ``request`` ("maybe": scrub it)."""
-        if self.url(request.uri) != request.uri:
-            return False
-        headers = request.headers
-        if any(name.lower() == "content-encoding" for name in headers):
-            return False
-        if not all(self._header_is_clean(name, value) for name, value in headers.items()):
-            return False
-        return self.body_is_clean(request.body, headers)
+        return _scrub_vcr.request_is_clean(self, request)
 
     def response_is_clean(self, response: Mapping[str, Any]) -> bool:
         """Whether :meth:`vcr_response` would return a response equal to ``response``."""
-        headers: Mapping[str, list[str]] = response.get("headers") or {}
-        for name, values in headers.items():
-            if not all(self._header_is_clean(name, value) for value in values):
-                return False
-        body = response.get("body")
-        if not isinstance(body, Mapping):
-            return True
-        chunks = body.get("chunks")
-        if chunks is not None and content_type(headers).startswith("text/event-stream"):
-            try:
-                events = [c.decode("utf-8") if isinstance(c, bytes) else str(c) for c in chunks]
-            except UnicodeDecodeError:
-                return False
-            return self._stream_is_clean(events)
-        if "string" in body and not self.body_is_clean(body["string"], headers):
-            return False
-        return all(self.body_is_clean(chunk, headers) for chunk in chunks or ())
+        return _scrub_vcr.response_is_clean(self, response)
 
     def vcr_request(self, request: Any) -> Any:
         """vcrpy ``before_record_request`` hook: a scrubbed copy of ``request`` (never mutates
-        it). A compressed body is stored decompressed (its ``Content-Encoding`` dropped)."""
-        request = copy.deepcopy(request)
-        request.uri = self.url(request.uri)
-        headers = dict(request.headers)
-        body = request.body
-        encoding_name = next((n for n in headers if n.lower() == "content-encoding"), None)
-        if encoding_name is not None:
-            body = decompress(body, str(headers.pop(encoding_name)), part="request body")
-        request.headers = dict(self.headers(headers.items()))
-        request.body = self.body(body, request.headers, part="request body")
-        return request
+        it). A compressed body is stored decompressed (its ``Content-Encoding`` dropped); the
+        request's own credentials are removed from its URL and body in every spelling."""
+        return _scrub_vcr.vcr_request(self, request)
 
     def vcr_response(self, original: Mapping[str, Any]) -> dict[str, Any]:
         """vcrpy ``before_record_response`` hook: a scrubbed copy of a response dict. A body still
         compressed (an encoding vcrpy could not decode) is refused."""
-        response: dict[str, Any] = copy.deepcopy(dict(original))
-        headers: dict[str, list[str]] = response.get("headers") or {}
-        for name, values in headers.items():
-            if name.lower() == "content-encoding" and any(
-                v.strip().lower() not in ("", "identity") for v in values
-            ):
-                raise UnscrubbableBody(
-                    f"the response body is compressed with {', '.join(values)!s}, which cannot "
-                    "be decoded here to check it for secrets; it is not stored (install the "
-                    "decoder vcrpy uses for it, or ask the server for gzip)",
-                    part="response body",
-                    reason=f"content-encoding {', '.join(values)}",
-                )
-        response["headers"] = {
-            name: [self.header_value(name, v) for v in values] for name, values in headers.items()
-        }
-        body = response.get("body")
-        if not isinstance(body, dict):
-            return response
-        chunks = body.get("chunks")
-        if chunks is not None and content_type(headers).startswith("text/event-stream"):
-            try:
-                events = [c.decode("utf-8") if isinstance(c, bytes) else str(c) for c in chunks]
-            except UnicodeDecodeError:
-                events = None
-            if events is not None:
-                scrubbed = self.stream(events)
-                if scrubbed is not events:
-                    body["chunks"] = [e.encode("utf-8") for e in scrubbed]
-                    string = body.get("string")
-                    joined = "".join(scrubbed)
-                    body["string"] = joined if isinstance(string, str) else joined.encode("utf-8")
-                return response
-        if "string" in body:
-            body["string"] = self.body(body["string"], headers, part="response body")
-        if chunks is not None:
-            body["chunks"] = [self.body(c, headers, part="response body") for c in chunks]
-        return response
+        return _scrub_vcr.vcr_response(self, original)
 
 
 # ------------------------------------------------------------------ the default scrubber
@@ -560,6 +527,29 @@ _DEFAULT: Final = Scrubber()
 def find_secrets(text: str) -> list[str]:
     """The key-shaped substrings of ``text`` (empty when it is clean)."""
     return _DEFAULT.find(text)
+
+
+def may_hold_secret(text: str) -> bool:
+    """``False`` only when ``text`` certainly holds nothing the built-in rules scrub (cheap:
+    substring checks, and the runs of escapes decoded only when there are some)."""
+    return _DEFAULT._may_hold_secret(text)
+
+
+def credentials_of(headers: Iterable[tuple[str, str]]) -> tuple[str, ...]:
+    """The values a request's credential headers present, in the spellings they may be repeated
+    in (each value, without its scheme word, a Basic credential's ``user:password`` and
+    password, a cookie's values; 8 characters or more), longest first. Hand them to
+    :func:`redact_known` for the request's body, URL and anything logged of it."""
+    return _DEFAULT.credentials(headers)
+
+
+def redact_known(value: Any, secrets: Iterable[str] | KnownSecrets, *, url: bool = False) -> Any:
+    """A JSON value (or a text) with every spelling of each known secret replaced: as it is,
+    percent-encoded, JSON-escaped, and inside any run of escapes that decodes to it
+    (:class:`~dsh_testkit._scrub_spellings.KnownSecrets`). ``url=True`` replaces with
+    ``REDACTED`` (no ``<>`` to escape in a URL)."""
+    known = secrets if isinstance(secrets, KnownSecrets) else KnownSecrets(secrets)
+    return known.json(value, _URL_REDACTED if url else REDACTED)
 
 
 def scrub_text(text: str) -> str:

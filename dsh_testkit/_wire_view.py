@@ -226,21 +226,27 @@ class WireView:
             return self.tools
         return canonical_json([rendered_tool(t) for t in self.tools])
 
-    def parts(self) -> tuple[str, ...]:
+    def parts(self, memo: dict[int, tuple[Any, str]] | None = None) -> tuple[str, ...]:
         """The prompt as comparable components: system, tools, then each message.
 
         The system texts and the rendered tools are compared as the template renders them;
         each message as its compact JSON with sorted keys. The longest common prefix of two
-        requests' parts is what a prefix cache could share between them (memoized).
+        requests' parts is what a prefix cache could share between them (memoized). ``memo``
+        (message id → ``(message, text)``) lets requests that share their history's message
+        objects encode each message once.
         """
         if not self._parts:
-            self._parts.append(
-                (
-                    "\x1e".join(self.system),
-                    self.rendered_tools(),
-                    *(canonical_json(m) for m in self.messages),
-                )
-            )
+            if memo is None:
+                texts = tuple(canonical_json(m) for m in self.messages)
+            else:
+                out = []
+                for message in self.messages:
+                    found = memo.get(id(message))
+                    if found is None or found[0] is not message:
+                        found = memo[id(message)] = (message, canonical_json(message))
+                    out.append(found[1])
+                texts = tuple(out)
+            self._parts.append(("\x1e".join(self.system), self.rendered_tools(), *texts))
         return self._parts[0]
 
     def wire_index(self, position: int) -> int:

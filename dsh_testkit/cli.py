@@ -344,13 +344,25 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
 def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Record any agent's live traffic: forward every request to --upstream, stream answers "
-        "back unbuffered, append each exchange to --out (a dsh-trace file for cache-report). "
-        "The first line on stdout says where it listens; GET /_dsh/report answers the cache "
-        "report so far, /_dsh/explorer shows it live in a browser; Ctrl-C prints it and exits. "
-        "Credentials are never written."
+        "back unbuffered, append each exchange (and how it ended: delivered, abandoned by its "
+        "client, interrupted, upstream timeout or error) to --out, a dsh-trace file for "
+        "cache-report. The first line on stdout says where it listens; GET /_dsh/report "
+        "answers the cache report so far, /_dsh/explorer shows it live in a browser; Ctrl-C "
+        "prints a summary line on stderr and the report, and exits. Credentials are never "
+        "written."
     )
     parser.add_argument(
         "--upstream",
@@ -358,28 +370,118 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="where requests go, e.g. https://api.deepseek.com or a `dsh-testkit serve` URL",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1); anything but loopback needs --allow-remote",
+    )
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback --host: anyone who reaches it can use the proxy and read "
+        "/_dsh/report (every recorded prompt); there is no authentication",
+    )
     parser.add_argument(
         "--port", type=int, default=0, help="port to bind; 0 picks a free one (default 0)"
     )
-    parser.add_argument("--out", metavar="FILE", help="the trace file to write (default: none)")
+    parser.add_argument(
+        "--out",
+        metavar="FILE",
+        help="the trace file: appended to (a restart continues it), one proxy per file "
+        "(default: a temporary file, removed at exit)",
+    )
+    parser.add_argument(
+        "--fsync", action="store_true", help="sync every trace line to disk (survives power loss)"
+    )
+    limits = parser.add_argument_group("limits")
+    limits.add_argument(
+        "--connect-timeout",
+        type=_positive,
+        default=10.0,
+        metavar="SECONDS",
+        help="time to connect to the upstream, then 504 (default 10)",
+    )
+    limits.add_argument(
+        "--first-byte-timeout",
+        type=_positive,
+        default=600.0,
+        metavar="SECONDS",
+        help="time from a request sent to the upstream's answer head, then 504 (default 600)",
+    )
+    limits.add_argument(
+        "--idle-timeout",
+        type=_positive,
+        default=300.0,
+        metavar="SECONDS",
+        help="time the upstream may send nothing in the middle of an answer, then the answer "
+        "is cut (default 300)",
+    )
+    limits.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="concurrent client connections; one more gets a 503 (default 512, or less to fit "
+        "the open-file limit)",
+    )
+    limits.add_argument(
+        "--pool-size",
+        type=int,
+        default=32,
+        metavar="N",
+        help="idle upstream connections kept for reuse (default 32)",
+    )
+    limits.add_argument(
+        "--grace",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="on Ctrl-C, time the answers in flight get to end before they are cut and "
+        "recorded as interrupted (default 2)",
+    )
 
 
 def _proxy(args: argparse.Namespace) -> int:
-    """Run the recording proxy until SIGINT/SIGTERM, then print the cache report."""
+    """Run the recording proxy until SIGINT/SIGTERM, then print a summary and the report."""
     from ._secrets import scrub_url
-    from .proxy import ProxyError, Recorder, report_text, serve_proxy
+    from .proxy import ProxyError, ProxyLimits, Recorder, serve_proxy
+    from .proxy._recorder import live_report, session_summary
+    from .traces import TraceError
 
     try:
-        recorder = Recorder(args.out)
+        limits = ProxyLimits(
+            connect_timeout=args.connect_timeout,
+            first_byte_timeout=args.first_byte_timeout,
+            idle_timeout=args.idle_timeout,
+            max_connections=args.max_connections,
+            pool_size=args.pool_size,
+            grace=args.grace,
+        )
+    except ValueError as exc:
+        print(f"dsh-testkit proxy: {exc}", file=sys.stderr)
+        return 2
+    try:
+        recorder = Recorder(args.out, fsync=args.fsync)
+    except TraceError as exc:
+        print(f"dsh-testkit proxy: cannot record to {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"dsh-testkit proxy: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    if recorder.continued or recorder.writer.dropped_tail:
+        torn = recorder.writer.dropped_tail
+        print(
+            f"dsh-testkit proxy: continuing {args.out}: {recorder.continued} exchange(s) "
+            "already in it"
+            + (f"; a torn last line ({torn} bytes, an earlier crash) was cut off" if torn else ""),
+            file=sys.stderr,
+            flush=True,
+        )
 
     def ready(base_url: str) -> None:
+        trace = f"{args.out} (appended)" if args.out else "(a temporary file, removed at exit)"
         print(
             f"dsh-testkit proxy listening on {base_url} → {scrub_url(args.upstream)}; "
-            f"trace: {args.out or '(not written)'}; report: {base_url}/_dsh/report; "
+            f"trace: {trace}; report: {base_url}/_dsh/report; "
             f"live Cache Explorer: {base_url}/_dsh/explorer",
             flush=True,
         )
@@ -391,19 +493,35 @@ def _proxy(args: argparse.Namespace) -> int:
             with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
                 loop.add_signal_handler(signum, stop.set)
         await serve_proxy(
-            args.upstream, host=args.host, port=args.port, stop=stop, ready=ready, recorder=recorder
+            args.upstream,
+            host=args.host,
+            port=args.port,
+            stop=stop,
+            ready=ready,
+            recorder=recorder,
+            limits=limits,
+            allow_remote=args.allow_remote,
         )
 
     try:
         asyncio.run(run())
     except ProxyError as exc:
+        recorder.close()
         print(f"dsh-testkit proxy: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # where signal handlers cannot be installed
         pass
     finally:
         recorder.close()
-    sys.stdout.write(report_text(recorder.trace()))
+    print(
+        f"dsh-testkit proxy: {session_summary(recorder, limits.grace)}", file=sys.stderr, flush=True
+    )
+    try:
+        report = live_report(recorder)
+    except TraceError as exc:
+        print(f"dsh-testkit proxy: the trace does not read back: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.write(report)
     sys.stdout.flush()
     return 0
 

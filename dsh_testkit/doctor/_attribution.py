@@ -18,7 +18,7 @@ from dsh_core.providers import resolve_model
 from .._wire_view import WireView, wire_view
 from ..traces import Exchange
 from ._change import PARAMS_COMPONENT, Change
-from ._changes import compare, describe_components, refusal_reason
+from ._changes import compare, component_label, refusal_reason
 from ._report import Finding
 from ._unit import template_of
 
@@ -39,8 +39,7 @@ def component_at(marks: Sequence[int], position: int) -> int:
 
 
 def _label_at(at: int, view: WireView) -> str:
-    labels = describe_components(view)
-    return labels[at] if 0 <= at < len(labels) else "the end of the prompt"
+    return component_label(view, at)
 
 
 def attribute(

@@ -27,6 +27,7 @@ __all__ = [
     "Change",
     "TextDiff",
     "compare",
+    "component_label",
     "component_text",
     "describe_components",
     "refusal_reason",
@@ -282,6 +283,20 @@ def refusal_reason(view: WireView) -> str | None:
         f"messages[{view.wire_index(at)}] is an assistant turn without its reasoning in "
         "thinking mode (the pass-back rule)"
     )
+
+
+def component_label(view: WireView, component: int) -> str:
+    """One component's label (``system``, ``tools``, ``messages[2] user``)."""
+    if component == 0:
+        return "system"
+    if component == 1:
+        return "tools"
+    index = component - 2
+    if 0 <= index < len(view.messages):
+        message = view.messages[index]
+        role = message.get("role") if isinstance(message, Mapping) else None
+        return f"messages[{view.wire_index(index)}] {role or '?'}"
+    return "the end of the prompt"
 
 
 def describe_components(view: WireView) -> list[str]:

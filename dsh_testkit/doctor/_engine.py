@@ -26,6 +26,7 @@ proxy can diagnose a long live session as it goes.
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -35,12 +36,12 @@ from dsh_core.providers import ChatTemplate, Prices, prices_for
 
 from .._wire_view import WireView, wire_view
 from ..mock import PrefixCacheSimulator, PromptRenderer
-from ..mock._template_tokens import RenderedPrompt
+from ..mock._template_tokens import RenderedPrompt, default_thinking
 from ..traces import Exchange, LogEvent
 from ._attribution import attribute, component_at, floor_unit, refusal, refused_changes
 from ._branches import Brancher, Link
 from ._change import Change
-from ._changes import compare, describe_components
+from ._changes import compare, component_label
 from ._codes import CauseCode
 from ._report import Finding, RequestDiagnosis, Segment
 from ._unit import CacheUnit, template_of
@@ -113,6 +114,8 @@ class Doctor:
         self._known: OrderedDict[int, _Known] = OrderedDict()
         self._rendered: OrderedDict[int, RenderedPrompt] = OrderedDict()
         self._positions: dict[str, int] = {}
+        self._canonical: dict[int, tuple[Any, str]] = {}
+        """Each message's comparable text, once for the message objects requests share."""
         self._below_noted: set[str] = set()
         self._clock = 0.0
         self._simulator: PrefixCacheSimulator | None = None
@@ -132,10 +135,28 @@ class Doctor:
             return self._renderer.render_anthropic(body, template=template)
         return self._renderer.render_chat(body, template=template)
 
-    def _render(self, exchange: Exchange) -> RenderedPrompt:
+    def _render(self, exchange: Exchange, link: Link | None = None) -> RenderedPrompt:
+        """The request's prompt as the template renders it; a request that extends its parent
+        is rendered from where the parent's left off (linear in a long conversation)."""
         found = self._rendered.get(exchange.index)
         if found is None:
-            found = self._render_body(exchange.body, exchange.endpoint, template_of(exchange))
+            template = template_of(exchange)
+            previous = (
+                self._rendered.get(link.parent)
+                if link is not None
+                and link.parent is not None
+                and link.relation in ("extends", "repeats")
+                and exchange.endpoint == "chat"
+                and template == "deepseek-v4"
+                else None
+            )
+            if previous is not None and previous.thinking == default_thinking(exchange.body):
+                assert link is not None
+                found = self._renderer.render_chat(
+                    exchange.body, template=template, resume=(previous, link.shared_parts - 2)
+                )
+            else:
+                found = self._render_body(exchange.body, exchange.endpoint, template)
             self._rendered[exchange.index] = found
             while len(self._rendered) > _MEMO:
                 self._rendered.popitem(last=False)
@@ -148,8 +169,11 @@ class Doctor:
         view = wire_view(exchange.body, endpoint=exchange.endpoint)
         if view is None:  # readers keep only chat requests; an empty body is still one
             view = WireView(endpoint=exchange.endpoint)
+        if len(self._canonical) > _CANONICAL_ENTRIES:
+            self._canonical.clear()
+        view.parts(self._canonical)
         link = self._brancher.link(exchange, view)
-        rendered = self._render(exchange)
+        rendered = self._render(exchange, link)
         prompt, hit = self._figures(exchange, view, rendered)
         position = self._positions.get(link.conversation, 0) + 1
         self._positions[link.conversation] = position
@@ -228,7 +252,10 @@ class Doctor:
             return None
         known = self._known.get(link.parent)
         if known is None and self._lookup is not None:
-            exchange = self._lookup(link.parent)
+            try:
+                exchange = self._lookup(link.parent)
+            except LookupError:
+                return None  # no longer kept: compared with nothing
             known = _Known(
                 exchange=exchange,
                 prompt=exchange.usage.prompt_tokens if exchange.usage else None,
@@ -356,11 +383,10 @@ class Doctor:
             changes = [_unjudged(c) for c in changes]
         if any(c.code == "params-changed" and c.where in ("model", "user_id") for c in changes):
             shared_r = common_r = shared = 0  # another cache key: nothing is shared
-        components = describe_components(view)
         divergence = None
         if shared_r < reusable_r:
             at = component_at(rendered.marks, common_r)
-            divergence = components[at] if 0 <= at < len(components) else "the generation prefix"
+            divergence = component_label(view, at) if at >= 0 else "the generation prefix"
         findings = attribute(
             unit=self.unit.tokens,
             resolution=self.time_resolution,
@@ -408,15 +434,32 @@ class Doctor:
     def _segments(
         self, view: WireView, rendered: RenderedPrompt, prompt: int | None
     ) -> tuple[Segment, ...]:
+        """The prompt's components sized in provider tokens, for the prompt bar: the system
+        prompt, the tools and each message; in a long conversation the older messages are
+        grouped (at most :data:`_SEGMENTS` segments, so a report stays linear in its requests)."""
         marks = rendered.marks
         own = len(rendered.tokens)
         ratio = (prompt / own) if prompt and own else 1.0
-        labels = describe_components(view)
+        count = len(marks) - 1  # components
+        spans: list[tuple[str, int, int]] = [
+            (component_label(view, i), i, i + 1) for i in range(min(2, count))
+        ]
+        messages = count - 2
+        if messages <= _SEGMENTS:
+            spans += [(component_label(view, 2 + i), 2 + i, 3 + i) for i in range(messages)]
+        else:
+            recent = _SEGMENTS // 3
+            older = messages - recent
+            groups = _SEGMENTS - recent
+            for g in range(groups):
+                lo, hi = older * g // groups, older * (g + 1) // groups
+                if hi > lo:
+                    label = f"messages[{view.wire_index(lo)}–{view.wire_index(hi - 1)}]"
+                    spans.append((label, 2 + lo, 2 + hi))
+            spans += [(component_label(view, 2 + i), 2 + i, 3 + i) for i in range(older, messages)]
         out = []
-        for i, label in enumerate(labels):
-            if i + 1 >= len(marks):
-                break
-            size = round((marks[i + 1] - marks[i]) * ratio)
+        for label, lo, hi in spans:
+            size = round((marks[hi] - marks[lo]) * ratio)
             if size > 0:
                 out.append(Segment(label=label, tokens=size))
         return tuple(out)
@@ -451,6 +494,12 @@ def _unjudged(change: Change) -> Change:
     )
 
 
+_CANONICAL_ENTRIES: Final = 200_000
+"""Messages whose comparable text is kept for the requests that resend them."""
+
+_SEGMENTS: Final = 42
+"""The most message segments a request's prompt bar shows (older messages grouped beyond it)."""
+
 _INTERVAL: Final = 4096
 """Tokens between the fixed-interval units inside a long prompt (not published; the mock's)."""
 
@@ -483,8 +532,12 @@ def _interpolate(anchors: Sequence[tuple[int, float]], x: int) -> float:
 def _expected_unit(ideal: RenderedPrompt, limit: int) -> int:
     """The longest unit a perfect cache holds within the first ``limit`` tokens of the ideal
     prompt: the end of an earlier input or answer of the conversation, or an interval unit."""
-    ends = [b for b in (*ideal.input_ends, *ideal.output_ends) if b <= limit]
-    return max([*ends, limit // _INTERVAL * _INTERVAL, 0])
+    found = limit // _INTERVAL * _INTERVAL
+    for ends in (ideal.input_ends, ideal.output_ends):  # ascending
+        at = bisect_right(ends, limit)
+        if at:
+            found = max(found, ends[at - 1])
+    return found
 
 
 def _with_log_evidence(

@@ -169,6 +169,7 @@ class PromptRenderer:
         *,
         thinking: bool | None = None,
         template: ChatTemplate = "deepseek-v4",
+        resume: tuple[RenderedPrompt, int] | None = None,
     ) -> RenderedPrompt:
         """Render a chat-completions request body (``messages``, ``tools``, …) to tokens.
 
@@ -178,16 +179,23 @@ class PromptRenderer:
         caching (the cache doctor reads older traffic with it): every system message is gathered
         into the leading system prompt (``"\n\n"``-joined), and a tool call's arguments are
         written as their text.
+
+        ``resume=(previous, count)`` renders a body that extends the one ``previous`` rendered
+        (same system prompt, tools, thinking mode and template; its first ``count`` messages
+        after the leading system messages are that body's) from where ``previous`` left off,
+        in time proportional to the new messages only: the tokens are those of a full render.
         """
         if thinking is None:
             thinking = default_thinking(body)
         tools = body.get("tools")
-        tool_texts = [self._chat_tool_text(t) for t in tools] if isinstance(tools, list) else []
         messages = body.get("messages")
         messages = messages if isinstance(messages, list) else []
+        gathered = template == "deepseek-v3"
+        if resume is not None and resume[0].open_state is not None and not gathered:
+            return self._resume_chat(messages, resume[0], resume[1], thinking, tools)
+        tool_texts = [self._chat_tool_text(t) for t in tools] if isinstance(tools, list) else []
         kept = self._kept_reasoning(messages, thinking, bool(tool_texts), anthropic=False)
         builder = _Builder(self.encode)
-        gathered = template == "deepseek-v3"
         builder.arguments_as_text = gathered
         index = 0
         builder.mark()
@@ -205,8 +213,22 @@ class PromptRenderer:
             index += 1
         builder.mark()
         builder.tools(tool_texts)
+        prefix = self._chat_messages(builder, messages, index, kept, thinking, gathered=gathered)
+        return builder.finish(thinking=thinking, prefix=prefix)
+
+    def _chat_messages(
+        self,
+        builder: _Builder,
+        messages: Sequence[Any],
+        start: int,
+        kept: frozenset[int],
+        thinking: bool,
+        *,
+        gathered: bool,
+    ) -> bool:
+        """Render ``messages[start:]`` into ``builder``; whether the last is a chat prefix."""
         prefix = False
-        for position in range(index, len(messages)):
+        for position in range(start, len(messages)):
             builder.mark()
             message = messages[position]
             if not isinstance(message, Mapping):
@@ -236,6 +258,30 @@ class PromptRenderer:
                 builder.reminder(_joined_text(message.get("content"))[0])
             else:
                 _user_content(builder, message.get("content"))
+        return prefix
+
+    def _resume_chat(
+        self,
+        messages: Sequence[Any],
+        previous: RenderedPrompt,
+        count: int,
+        thinking: bool,
+        tools: Any,
+    ) -> RenderedPrompt:
+        leading = 0
+        while leading < len(messages) and _role(messages[leading]) in ("system", "developer"):
+            leading += 1
+        start = leading + count
+        builder = _Builder(self.encode)
+        builder.resume(previous)
+        rest = messages[start:]
+        kept = frozenset(
+            start + i
+            for i in self._kept_reasoning(
+                rest, thinking, isinstance(tools, list) and bool(tools), anthropic=False
+            )
+        )
+        prefix = self._chat_messages(builder, messages, start, kept, thinking, gathered=False)
         return builder.finish(thinking=thinking, prefix=prefix)
 
     def _chat_tool_text(self, tool: Any) -> str:

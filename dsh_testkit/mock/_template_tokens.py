@@ -66,6 +66,12 @@ class RenderedPrompt:
     then each message after the leading system messages (the components of
     ``WireView.parts``), then the end of the prompt. Lets a comparison made on the request's
     JSON be placed in the prompt."""
+    open_state: tuple[int, int, int, bool, bool] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """The builder's state after the last message, before the generation prefix: ``(tokens,
+    input ends, output ends, in a user run, input pending)``, so a request that extends this
+    one can be rendered from here (:meth:`PromptRenderer.render_chat`'s ``resume``)."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -368,7 +374,25 @@ class _Builder:
         """Note where the next component starts (see :attr:`RenderedPrompt.marks`)."""
         self.marks.append(len(self.out))
 
+    def resume(self, previous: RenderedPrompt) -> None:
+        """Continue from the end of ``previous``'s messages (see ``RenderedPrompt.open_state``)."""
+        assert previous.open_state is not None
+        length, inputs, outputs, in_run, pending = previous.open_state
+        self.out = list(previous.tokens[:length])
+        self.input_ends = list(previous.input_ends[:inputs])
+        self.output_ends = list(previous.output_ends[:outputs])
+        self.marks = list(previous.marks[:-1])
+        self._in_user_run = in_run
+        self._pending_input = pending
+
     def finish(self, *, thinking: bool, prefix: bool) -> RenderedPrompt:
+        state = (
+            len(self.out),
+            len(self.input_ends),
+            len(self.output_ends),
+            self._in_user_run,
+            self._pending_input,
+        )
         if prefix:  # the assistant prefix is input too: it ends where generation starts
             input_end = len(self.out)
             self.input_ends.append(input_end)
@@ -386,6 +410,7 @@ class _Builder:
             output_ends=tuple(self.output_ends),
             thinking=thinking,
             marks=(*self.marks, len(self.out)),
+            open_state=None if prefix else state,
         )
 
 

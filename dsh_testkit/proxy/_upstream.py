@@ -9,7 +9,14 @@ everything of the body that read completed (for a chunked body, every whole chun
 of a chunk that arrived, the transfer coding removed), so the proxy writes one client write per
 upstream read: several SSE events that arrived together go on together, and an event that
 arrived alone goes on alone, at once. A connection whose response was read to its end goes back
-to the pool; anything else is closed.
+to the pool (at most ``pool_size`` idle connections are kept; one more is closed); anything else
+is closed, and a response given up before its end (the client left, the proxy stopped, a timeout)
+is aborted, so the upstream sees the connection drop at once and stops producing the answer.
+
+Three timeouts bound what a silent upstream can hold: ``connect_timeout`` (TCP and TLS),
+``first_byte_timeout`` (from the request sent to the answer's head read) and ``idle_timeout``
+(between two reads of the body). Each raises :class:`UpstreamTimeout`, which says whether the
+request had been sent (``.sent``).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Final, cast
 from urllib.parse import urlsplit
 
-__all__ = ["Upstream", "UpstreamError", "UpstreamResponse"]
+__all__ = ["Upstream", "UpstreamError", "UpstreamResponse", "UpstreamTimeout"]
 
 _MAX_HEAD: Final = 64 * 1024
 """The longest response head (status line and headers) accepted."""
@@ -33,7 +40,29 @@ _HIGH_WATER: Final = 1024 * 1024
 
 class UpstreamError(Exception):
     """The upstream could not be reached, answered something that is not HTTP/1.x, or closed
-    the connection before the end of the answer."""
+    the connection before the end of the answer. ``.sent``: whether the request had reached it
+    (``False``: it was never sent, so nothing happened upstream)."""
+
+    def __init__(self, message: str, *, sent: bool = True) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
+class UpstreamTimeout(UpstreamError):
+    """The upstream took longer than allowed: ``.phase`` is ``connect``, ``first-byte`` (no
+    answer head in time) or ``idle`` (nothing more mid-answer); ``.seconds`` the limit."""
+
+    def __init__(self, phase: str, seconds: float) -> None:
+        what = {
+            "connect": "could not be connected to",
+            "first-byte": "sent no answer",
+            "idle": "sent nothing more of its answer",
+        }[phase]
+        super().__init__(
+            f"the upstream {what} within {seconds:g} s ({phase} timeout)", sent=phase != "connect"
+        )
+        self.phase = phase
+        self.seconds = seconds
 
 
 class _Connection(asyncio.Protocol):
@@ -71,18 +100,29 @@ class _Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def more(self) -> None:
-        """Wait for the next read (or the end); :class:`UpstreamError` when it has ended."""
+    @staticmethod
+    def _expire(waiter: asyncio.Future[None]) -> None:
+        if not waiter.done():
+            waiter.set_exception(TimeoutError())
+
+    async def more(self, timeout: float | None = None) -> None:
+        """Wait for the next read (or the end); :class:`UpstreamError` when it has ended,
+        ``TimeoutError`` when nothing came within ``timeout`` seconds."""
         if self.eof:
             raise UpstreamError("the upstream closed the connection before the end of the answer")
         if self._paused and len(self.buffer) <= _HIGH_WATER // 2 and self.transport is not None:
             self._paused = False
             self.transport.resume_reading()
-        self._waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        # A timer rather than asyncio.timeout: one handle per read, no cancellation to untangle.
+        timer = loop.call_later(timeout, self._expire, waiter) if timeout is not None else None
         try:
-            await self._waiter
+            await waiter
         finally:
             self._waiter = None
+            if timer is not None:
+                timer.cancel()
 
     @property
     def reusable(self) -> bool:
@@ -92,12 +132,27 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def abort(self) -> None:
+        """Drop the connection at once (no TLS goodbye): the upstream sees it end now."""
+        if self.transport is not None:
+            self.transport.abort()
+
 
 class UpstreamResponse:
     """A response whose head is read; :meth:`body` relays the rest, one upstream read at a
     time."""
 
-    __slots__ = ("_conn", "_done", "_pool", "bodiless", "complete", "headers", "reason", "status")
+    __slots__ = (
+        "_conn",
+        "_done",
+        "_idle",
+        "_pool",
+        "bodiless",
+        "complete",
+        "headers",
+        "reason",
+        "status",
+    )
 
     def __init__(
         self,
@@ -108,6 +163,7 @@ class UpstreamResponse:
         conn: _Connection,
         pool: Upstream,
         bodiless: bool = False,
+        idle_timeout: float | None = None,
     ) -> None:
         self.status = status
         self.bodiless = bodiless
@@ -120,6 +176,7 @@ class UpstreamResponse:
         self._conn = conn
         self._pool = pool
         self._done = False
+        self._idle = idle_timeout
 
     def header(self, name: str) -> str | None:
         wanted = name.lower()
@@ -130,7 +187,8 @@ class UpstreamResponse:
 
         An empty piece says "nothing more has arrived yet": it comes once, before the first
         wait for the upstream, so a caller holding back the response head knows to send it.
-        Raises :class:`UpstreamError` when the upstream closes before the end.
+        Raises :class:`UpstreamError` when the upstream closes before the end, and
+        :class:`UpstreamTimeout` when it sends nothing for ``idle_timeout`` seconds.
         """
         conn = self._conn
         encoding = (self.header("transfer-encoding") or "").lower()
@@ -152,7 +210,7 @@ class UpstreamResponse:
                 if not told:
                     told = True
                     yield b""
-                await conn.more()
+                await self._more()
         elif length is not None:
             try:
                 remaining = int(length)
@@ -171,7 +229,7 @@ class UpstreamResponse:
                 if not told:
                     told = True
                     yield b""
-                await conn.more()
+                await self._more()
         else:
             reusable = False
             while True:
@@ -186,10 +244,21 @@ class UpstreamResponse:
                 if not told:
                     told = True
                     yield b""
-                with contextlib.suppress(UpstreamError):
-                    await conn.more()
+                try:
+                    await self._more()
+                except UpstreamTimeout:
+                    raise
+                except UpstreamError:
+                    pass  # the close is the end of a close-delimited body
         self.complete = True
         self._finish(reusable and not conn.buffer)
+
+    async def _more(self) -> None:
+        try:
+            await self._conn.more(self._idle)
+        except TimeoutError:
+            assert self._idle is not None
+            raise UpstreamTimeout("idle", self._idle) from None
 
     def _finish(self, reusable: bool) -> None:
         self._done = True
@@ -199,10 +268,11 @@ class UpstreamResponse:
             self._conn.close()
 
     def close(self) -> None:
-        """Drop the connection unless the body was read to its end (then it is pooled)."""
+        """Abort the connection unless the body was read to its end (then it is pooled): an
+        answer given up mid-way is cancelled upstream at once."""
         if not self._done:
             self._done = True
-            self._conn.close()
+            self._conn.abort()
 
 
 class _Dechunker:
@@ -266,9 +336,18 @@ class _Dechunker:
 
 
 class Upstream:
-    """Connections to one origin (``http://host:port`` or ``https://…``), kept alive."""
+    """Connections to one origin (``http://host:port`` or ``https://…``), kept alive: at most
+    ``pool_size`` idle ones; the timeouts are the module's (``None``: no limit)."""
 
-    def __init__(self, origin: str) -> None:
+    def __init__(
+        self,
+        origin: str,
+        *,
+        connect_timeout: float | None = None,
+        first_byte_timeout: float | None = None,
+        idle_timeout: float | None = None,
+        pool_size: int = 32,
+    ) -> None:
         parts = urlsplit(origin)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"an upstream must be an http(s) URL, got {origin!r}")
@@ -276,9 +355,22 @@ class Upstream:
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.tls = parts.scheme == "https"
         self.host_header = parts.netloc.rsplit("@", 1)[-1]
+        self.connect_timeout = connect_timeout
+        self.first_byte_timeout = first_byte_timeout
+        self.idle_timeout = idle_timeout
+        self.pool_size = pool_size
         self._idle: list[_Connection] = []
+        self._context: ssl.SSLContext | None = None
+
+    @property
+    def idle_connections(self) -> int:
+        """Idle connections kept for reuse now (at most ``pool_size``)."""
+        return len(self._idle)
 
     def release(self, conn: _Connection) -> None:
+        if len(self._idle) >= self.pool_size:
+            conn.close()
+            return
         self._idle.append(conn)
 
     async def _connect(self) -> tuple[_Connection, bool]:
@@ -287,9 +379,21 @@ class Upstream:
             if conn.reusable and not conn.buffer:
                 return conn, True
             conn.close()
-        context = ssl.create_default_context() if self.tls else None
+        if self.tls and self._context is None:
+            self._context = ssl.create_default_context()
         loop = asyncio.get_running_loop()
-        _, conn = await loop.create_connection(_Connection, self.host, self.port, ssl=context)
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                _, conn = await loop.create_connection(
+                    _Connection, self.host, self.port, ssl=self._context if self.tls else None
+                )
+        except TimeoutError:
+            assert self.connect_timeout is not None
+            raise UpstreamTimeout("connect", self.connect_timeout) from None
+        except OSError as exc:
+            raise UpstreamError(
+                f"cannot connect to {self.host}:{self.port}: {exc}", sent=False
+            ) from exc
         return conn, False
 
     async def request(
@@ -301,21 +405,26 @@ class Upstream:
         head += [f"{name}: {value}" for name, value in headers]
         if body or method in ("POST", "PUT", "PATCH"):
             head.append(f"content-length: {len(body)}")
-        data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
         for attempt in (0, 1):
-            try:
-                conn, pooled = await self._connect()
-            except OSError as exc:
-                raise UpstreamError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+            conn, pooled = await self._connect()
             assert conn.transport is not None
             try:
                 conn.transport.write(data)
-                raw = await _read_head(conn)
+                if body:
+                    conn.transport.write(body)  # not joined to the head: no copy of a large body
+                raw = await _read_head(conn, self.first_byte_timeout)
+            except UpstreamTimeout:
+                conn.abort()
+                raise
             except UpstreamError as exc:
                 conn.close()
                 if pooled and attempt == 0 and not conn.buffer:
                     continue  # the upstream closed an idle connection: one fresh try
                 raise UpstreamError(f"the upstream did not answer: {exc}") from exc
+            except BaseException:  # cancelled (the client left, the proxy stops): drop it now
+                conn.abort()
+                raise
             lines = raw.decode("latin-1").split("\r\n")
             status_line = lines[0].split(" ", 2)
             if len(status_line) < 2 or not status_line[0].startswith("HTTP/1."):
@@ -337,6 +446,7 @@ class Upstream:
                 conn=conn,
                 pool=self,
                 bodiless=method == "HEAD",
+                idle_timeout=self.idle_timeout,
             )
         raise UpstreamError("unreachable")  # pragma: no cover
 
@@ -347,8 +457,11 @@ class Upstream:
         self._idle.clear()
 
 
-async def _read_head(conn: _Connection) -> bytes:
-    """The response head (without its blank line), consumed from the connection's buffer."""
+async def _read_head(conn: _Connection, timeout: float | None) -> bytes:
+    """The response head (without its blank line), consumed from the connection's buffer;
+    :class:`UpstreamTimeout` when it is not complete within ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
     searched = 0
     while True:
         buffer = conn.buffer
@@ -360,4 +473,8 @@ async def _read_head(conn: _Connection) -> bytes:
         if len(buffer) > _MAX_HEAD:
             raise UpstreamError("the response head is too large")
         searched = len(buffer)
-        await conn.more()
+        try:
+            await conn.more(None if deadline is None else max(0.0, deadline - loop.time()))
+        except TimeoutError:
+            assert timeout is not None
+            raise UpstreamTimeout("first-byte", timeout) from None

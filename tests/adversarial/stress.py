@@ -1,16 +1,21 @@
-"""``make stress``: the session-log adversarial checks for longer, within a time budget.
+"""``make stress``: the adversarial checks for longer, within a time budget.
 
-The bounded tests in this package sample; this runs the same judges (``_logs.py``) over every
-real log: the loader at every byte offset, resumes at sampled cuts, every field replaced by a
-value of every other JSON kind, random byte damage, and a 100,000-deep line. It prints the
-figures RELIABILITY.md reports and exits 1 when any promise broke.
+The bounded tests in this package sample; this runs the same judges longer. Session logs
+(``_logs.py``) over every real log: the loader at every byte offset, resumes at sampled cuts,
+every field replaced by a value of every other JSON kind, random byte damage, and a
+100,000-deep line. The recording proxy (``_proxy.py``): one long session of hostile rounds and
+5 MB requests through ``dsh-testkit proxy`` with its resident set sampled after each round,
+ended by ``kill -9`` and a restart. It prints the figures RELIABILITY.md reports and exits 1
+when any promise broke.
 
-``DSH_STRESS_SECONDS`` (default 120) bounds the whole run; ``DSH_STRESS_SEED`` (default 0)
-picks the sample, so a failure is reproducible.
+``DSH_STRESS_SECONDS`` (default 120) bounds the whole run (the proxy gets
+``DSH_STRESS_PROXY_SHARE`` of it, default 0.3); ``DSH_STRESS_SEED`` (default 0) picks the
+sample, so a failure is reproducible.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import random
@@ -35,14 +40,55 @@ from tests.adversarial._logs import (
     real_logs,
     record_ends,
 )
+from tests.adversarial._proxy_session import long_session
 
 
 def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+def proxy_stress(seconds: float, seed: int) -> list[str]:
+    """The proxy's long session; prints its figures, returns the promises broken."""
+    out = Path(tempfile.mkdtemp(prefix="dsh-stress-proxy-")) / "session.trace"
+    started = time.monotonic()
+    session = asyncio.run(long_session(out, seconds, random.Random(seed)))
+    elapsed = time.monotonic() - started
+    rss = [kib / 1024 for kib in session.rss_kib]
+    settled = rss[min(2, len(rss) - 1)]
+    print(f"\n## Recording proxy: `make stress` ({seconds:.0f} s of the budget, seed {seed})\n")
+    print(
+        f"{session.rounds} rounds, {elapsed:.0f} s, {sum(session.sent.values()):,} requests, "
+        f"trace {session.trace_bytes / 2**20:.0f} MiB\n"
+    )
+    print("| requests sent | count |")
+    print("|---|---:|")
+    for kind, count in sorted(session.sent.items()):
+        print(f"| {kind} | {count:,} |")
+    print(f"| of which refused over the connection cap (503) | {session.refused:,} |")
+    print("\n| exchanges recorded | count |")
+    print("|---|---:|")
+    for outcome, count in sorted(session.outcomes.items()):
+        print(f"| {outcome} | {count:,} |")
+    print(
+        f"\nproxy RSS: {rss[0]:.0f} MiB after round 1, {settled:.0f} MiB after round "
+        f"{min(3, len(rss))}, {max(rss):.0f} MiB at most, {rss[-1]:.0f} MiB at the end; "
+        f"stderr lines besides the summary: {session.stderr_lines}"
+    )
+    broken = list(session.broken)
+    if rss[-1] - settled > 32:
+        broken.append(f"RSS grew from {settled:.0f} to {rss[-1]:.0f} MiB over the session")
+    if session.stderr_lines > 5:
+        broken.append(f"{session.stderr_lines} stderr lines: printed per event")
+    print(f"\nproxy promises broken: {len(broken)}")
+    for failure in broken[:20]:
+        print(f"- {failure}")
+    return broken
+
+
 def main() -> int:
-    budget = float(os.environ.get("DSH_STRESS_SECONDS", "120"))
+    total = float(os.environ.get("DSH_STRESS_SECONDS", "120"))
+    share = float(os.environ.get("DSH_STRESS_PROXY_SHARE", "0.3"))
+    budget = total * (1 - share)
     seed = int(os.environ.get("DSH_STRESS_SEED", "0"))
     rng = random.Random(seed)
     logs = real_logs()
@@ -141,6 +187,7 @@ def main() -> int:
     print(f"\npromises broken: {len(failures)}")
     for failure in failures[:20]:
         print(f"- {failure}")
+    failures += proxy_stress(total * share, seed) if share > 0 else []
     return 1 if failures else 0
 
 

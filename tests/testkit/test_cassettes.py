@@ -643,9 +643,9 @@ def _stored(tmp_path: Path, marker: str, replacement: str) -> Path:
     ("stored", "redactions"),
     [
         (KEY, 3),
-        # JSON escapes spell the key out only once parsed: no scan of the file text sees it
-        # (in the header, where nothing parses it, it stays harmless text)
-        ("\\u0073k-" + KEY[3:], 2),
+        # JSON escapes spell the key out only once parsed: no scan of the file text sees it;
+        # in the header, where nothing parses it, the run of escapes is decoded and replaced
+        ("\\u0073k-" + KEY[3:], 3),
     ],
     ids=["plain", "json-escaped"],
 )

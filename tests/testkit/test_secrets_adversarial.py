@@ -297,21 +297,48 @@ def _send(client: httpx.Client, origin: str, case: Case) -> httpx.Response:
 # ---------------------------------------------------------------------------- the scan
 
 
-def _decoded_forms(value: str) -> list[str]:
-    """``value`` and what it decodes to: percent-encoding, base64, gzip, other charsets."""
-    forms = [value, unquote(value), unquote_plus(value)]
-    if "\\" in value:  # JSON or YAML escapes kept verbatim (a raw SSE event)
+_WIDE = ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be")
+"""Charsets whose ASCII has zero bytes: a body in one of them, stored as bytes or text."""
+
+
+def _one_level(value: str) -> list[str]:
+    """What ``value`` decodes to in one step: percent-encoding, escapes, base64 (and gzip in
+    it), wide charsets, and the strings of a JSON document."""
+    forms = [unquote(value), unquote_plus(value)]
+    if "\\" in value:  # JSON or YAML escapes kept verbatim (a raw SSE event, nested JSON)
         forms.append(value.encode("latin-1", "replace").decode("unicode_escape", "replace"))
+    if "\x00" in value:
+        raw = value.encode("latin-1", "replace")
+        forms += [raw.decode(codec, "replace") for codec in _WIDE]
     try:
         raw = base64.b64decode(value, validate=True)
     except ValueError:
-        raw = None
+        raw = b""
     if raw:
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         forms += [raw.decode("latin-1"), raw.decode("utf-8", "replace")]
         if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
             forms.append(raw.decode("utf-16", "replace"))
+        if b"\x00" in raw:
+            forms += [raw.decode(codec, "replace") for codec in (*_WIDE, "utf-32")]
+    if value.lstrip()[:1] in ("{", "[", '"'):
+        with contextlib.suppress(ValueError):
+            forms += list(_strings(json.loads(value)))
+    return forms
+
+
+def _decoded_forms(value: str) -> list[str]:
+    """``value`` and what it decodes to, up to three steps deep (a key escaped inside a JSON
+    string inside a JSON body, percent-encoded twice, base64 of gzip, …)."""
+    forms = [value]
+    seen = {value}
+    frontier = [value]
+    for _ in range(3):
+        found = [f for v in frontier for f in _one_level(v) if f not in seen]
+        seen.update(found)
+        forms += found
+        frontier = found
     return forms
 
 

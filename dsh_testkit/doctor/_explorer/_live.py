@@ -89,9 +89,21 @@ class LiveReport:
     log): their count and their first and last record (by identity) mark a change.
     """
 
-    def __init__(self, source: Callable[[], Any], records: Callable[[], Sequence[object]]) -> None:
+    def __init__(
+        self,
+        source: Callable[[], Any],
+        records: Callable[[], Sequence[object]],
+        *,
+        build: Callable[[], DoctorReport] | None = None,
+        version: Callable[[], int] | None = None,
+    ) -> None:
         self._source = source
         self._records = records
+        self._build = build if build is not None else lambda: diagnose(self._source())
+        """How the report is made: by default ``diagnose(source())``; the proxy passes its
+        incremental report, so a long session is never diagnosed again from the start."""
+        self._version = version
+        """With ``build``: a number that grows whenever the report would change."""
         self._lock = threading.Lock()
         self._cached: _Cached | None = None
         self._token = secrets.token_hex(4)
@@ -99,6 +111,8 @@ class LiveReport:
         self._count = 0
 
     def _marker(self) -> tuple[int, object, object]:
+        if self._version is not None:
+            return (self._version(), None, None)
         records = self._records()
         if not records:
             return (0, None, None)
@@ -115,7 +129,7 @@ class LiveReport:
                 and cached.marker[2] is marker[2]
             ):
                 return cached
-            report = diagnose(self._source())
+            report = self._build()
             document = report.to_json()
             self._count += 1
             cached = _Cached(

@@ -13,11 +13,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from dsh_core import DshError, Event, ReconstructedRequest, ToolsPlaceholder, reconstruct_requests
+from dsh_core import (
+    DshError,
+    Event,
+    GenerateOptions,
+    Message,
+    ReconstructedRequest,
+    ToolsPlaceholder,
+    reconstruct_requests,
+)
 from dsh_core.persistence import LoadedLog, loads_session
 
-from ..._wire_view import wire_view
+from ..._secrets import scrub_json
 from .._errors import TraceError
 from .._log_facts import (
     HeaderStep,
@@ -84,6 +93,37 @@ def _events_between(
     return tuple(out)
 
 
+class _ChatBodies:
+    """The Chat Completions bodies of a log's requests, each message serialized and scrubbed
+    once: consecutive requests share their history, so the bodies share its dicts, and reading
+    a long log stays linear in its events."""
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[int, bool], tuple[Message, list[dict[str, Any]]]] = {}
+
+    def body(self, options: GenerateOptions) -> tuple[dict[str, Any], bool]:
+        """The body, and whether the serializer wrote it for thinking mode."""
+        from dsh_core.providers import deepseek
+
+        body = deepseek.serialize_request(dataclasses.replace(options, messages=()))
+        thinking_on = body.get("thinking") != {"type": "disabled"}
+        messages = scrub_json(body["messages"])
+        for message in options.messages:
+            messages.extend(self._message(message, thinking_on))
+        body["messages"] = messages
+        return body, thinking_on
+
+    def _message(self, message: Message, thinking: bool) -> list[dict[str, Any]]:
+        from dsh_core.providers import deepseek
+
+        key = (id(message), thinking)
+        found = self._memo.get(key)
+        if found is None or found[0] is not message:
+            found = (message, scrub_json(deepseek.serialize_message(message, thinking=thinking)))
+            self._memo[key] = found
+        return found[1]
+
+
 def _time(events: Sequence[Event], seq: int | None) -> float | None:
     if seq is None or not 0 <= seq < len(events) or events[seq].time <= 0:
         return None  # a normalized log's times are zero: unknown, not the epoch
@@ -95,7 +135,7 @@ def session_log_trace(loaded: LoadedLog, *, path: str | None = None) -> Trace:
 
     Raises :class:`TraceError` when the log's requests cannot be rebuilt.
     """
-    from dsh_core.providers import anthropic, deepseek
+    from dsh_core.providers import anthropic
 
     events = loaded.events
     try:
@@ -103,8 +143,9 @@ def session_log_trace(loaded: LoadedLog, *, path: str | None = None) -> Trace:
         steps, rewrites = header_steps(events), surface_rewrites(events)
     except DshError as exc:
         raise TraceError(f"the session log does not fold: {exc}", path=path) from None
-    builder = TraceBuilder("session-log", path)
+    builder = TraceBuilder("session-log", path, scrubbed=True)  # scrubbed message by message
     builder.resolution = 0.001
+    chat = _ChatBodies()
     previous: ReconstructedRequest | None = None
     for index, item in enumerate(rebuilt):
         options = item.request
@@ -124,12 +165,13 @@ def session_log_trace(loaded: LoadedLog, *, path: str | None = None) -> Trace:
             # The reference harness logs its tools as a placeholder: serialize without them and
             # keep the placeholder text, so a change of it still shows.
             options = dataclasses.replace(options, tools=())
+        thinking_on = True
         try:
             if options.provider == "anthropic":
-                body = anthropic.serialize_request(options)
+                body = scrub_json(anthropic.serialize_request(options))
                 url = "/anthropic/v1/messages"
             else:
-                body = deepseek.serialize_request(options)
+                body, thinking_on = chat.body(options)
                 url = "/chat/completions"
             if placeholder is not None:
                 body["tools"] = placeholder
@@ -140,12 +182,11 @@ def session_log_trace(loaded: LoadedLog, *, path: str | None = None) -> Trace:
         response = None
         if item.reply is not None:
             try:
+                # as the next request resends it: serialized with the same thinking decision
                 if options.provider == "anthropic":
-                    response = anthropic.serialize_message(item.reply)
+                    response = scrub_json(anthropic.serialize_message(item.reply))
                 else:
-                    view = wire_view(body, endpoint="chat")
-                    thinking = view.thinking if view is not None else True
-                    response = deepseek.serialize_message(item.reply, thinking=thinking)[0]
+                    response = chat._message(item.reply, thinking_on)[0]
             except (DshError, IndexError):
                 response = None
         started = _time(events, item.boundary_seq)

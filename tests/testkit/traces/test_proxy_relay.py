@@ -21,6 +21,7 @@ import pytest
 
 from dsh_testkit.proxy import Recorder, serve_proxy
 from dsh_testkit.traces import load_trace
+from dsh_testkit.traces._file import read_trace_lines
 from dsh_testkit.traces._wire import answer_of_events, answer_of_text, split_events
 
 Write = tuple[float, bytes]
@@ -241,7 +242,13 @@ def test_an_answer_to_head_has_no_body_and_the_connection_stays_usable() -> None
     assert second[2] and b"".join(second[1]) == b"".join(sse("after"))
 
 
-def test_an_upstream_cut_mid_body_cuts_the_client_and_records_nothing() -> None:
+def records(recorder: Recorder) -> list[dict[str, Any]]:
+    """The exchange records of the recorder's trace file, as written."""
+    _, lines, _ = read_trace_lines(recorder.writer.read_back())
+    return [dict(record) for _, record in lines]
+
+
+def test_an_upstream_cut_mid_body_cuts_the_client_and_is_recorded_as_an_upstream_error() -> None:
     events = sse("partial")
     cut: list[Write] = [(0.0, SSE_HEAD + b"%x\r\n%b\r\n" % (len(events[0]), events[0]) + b"40\r\n")]
 
@@ -251,7 +258,11 @@ def test_an_upstream_cut_mid_body_cuts_the_client_and_records_nothing() -> None:
     (_, chunks, ended, _), recorder = _run([cut], client, close_after=True)
     assert chunks == events
     assert not ended  # no terminating chunk: the client can tell the answer is incomplete
-    assert len(recorder.trace()) == 0
+    (record,) = records(recorder)
+    assert record["outcome"] == "upstream-error"
+    assert "closed the connection" in record["detail"]
+    assert record["response"]["content"] == "partial"  # what was relayed
+    assert record["status"] == 200
 
 
 def test_a_pooled_connection_the_upstream_closed_is_replaced() -> None:
@@ -370,26 +381,47 @@ def test_a_stopping_proxy_lets_an_answer_in_flight_end_and_records_it() -> None:
     events = sse("last words")
     slow_end: list[Write] = [
         (0.0, SSE_HEAD + b"%x\r\n%b\r\n" % (len(events[0]), events[0])),
-        (0.3, b"0\r\n\r\n"),  # the upstream's end comes after the client stopped reading
+        (0.3, b"0\r\n\r\n"),  # the upstream's end comes after the proxy was asked to stop
     ]
+    recorder = Recorder(None)
 
-    async def client(port: int) -> Any:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        _OPEN.append(writer)
+    async def main() -> tuple[bytes, bool]:
+        upstream = await _upstream([slow_end])
+        port = upstream.sockets[0].getsockname()[1]
+        stop = asyncio.Event()
+        ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(
+            serve_proxy(
+                f"http://127.0.0.1:{port}", stop=stop, ready=ready.set_result, recorder=recorder
+            )
+        )
+        url = await asyncio.wait_for(ready, 10)
+        reader, writer = await asyncio.open_connection("127.0.0.1", int(url.rsplit(":", 1)[1]))
         writer.write(
             b"POST /chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%b"
             % (len(BODY), BODY)
         )
         await reader.readuntil(b"\r\n\r\n")
         await reader.readuntil(b"\r\n")
-        return await reader.readexactly(len(events[0]))  # then the proxy is stopped
+        data = await reader.readexactly(len(events[0]))
+        stop.set()  # the client still reads: the answer's end comes within the grace period
+        rest = await asyncio.wait_for(reader.read(), 10)
+        await task
+        writer.close()
+        upstream.close()
+        return data, rest.endswith(b"0\r\n\r\n")
 
-    data, recorder = _run([slow_end], client)
+    try:
+        data, ended = asyncio.run(main())
+    finally:
+        recorder.close()
     assert data == events[0]
+    assert ended
     trace = recorder.trace()
     assert len(trace) == 1
     assert trace.exchanges[0].response is not None
     assert trace.exchanges[0].response["content"] == "last words"
+    assert [r["outcome"] for r in records(recorder)] == ["delivered"]
 
 
 def test_a_trace_read_from_another_thread_waits_for_an_answer_being_recorded() -> None:

@@ -1,0 +1,392 @@
+"""The proxy's recorder: every exchange to the trace file, and nothing of it kept in memory.
+
+An exchange is scrubbed, encoded and appended to the trace file as one line the moment it ends
+(:class:`~dsh_testkit.traces.TraceWriter`: one writer per file, appended, never truncated), then
+handed to the listeners (:meth:`Recorder.subscribe`) with the byte offset of its line; the
+recorder keeps only counts. Without an ``out`` file the lines go to an anonymous temporary file
+(removed by the system when the recorder is dropped, or the process ends, even by a crash):
+the report at the end and ``GET /_dsh/report`` read the exchanges back from the file, so the
+heap holds no request or answer once its exchange is written, however long the session.
+
+Credentials never reach the file: the client's own credentials (every value its credential
+headers present) are removed in every spelling (:func:`~dsh_testkit._secrets.redact_known`),
+then everything key-shaped and every credential field
+(:func:`~dsh_testkit._secrets.scrub_json`).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import ctypes.util
+import dataclasses
+import functools
+import os
+import sys
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Final
+
+from dsh_core import loads_json
+
+from .._scrub_rules import _URL_REDACTED
+from .._scrub_spellings import KnownSecrets
+from .._secrets import Scrubber, scrub_json, scrub_url
+from ..doctor._incremental import WINDOW, IncrementalReport
+from ..doctor._report import DoctorReport
+from ..traces import Exchange, Trace, TraceError, TraceWriter, loads_trace
+from ..traces._file import encode_record, read_trace_lines
+from ..traces._readers._trace_file import records_trace
+
+__all__ = [
+    "REPORT_READ_LIMIT",
+    "TRIM_ABOVE",
+    "Listener",
+    "LiveDoctor",
+    "Recorder",
+    "live_report",
+    "report_text",
+    "trim_heap",
+]
+
+_SCRUBBER: Final = Scrubber.for_rules(None)
+
+REPORT_READ_LIMIT: Final = 256 << 20
+"""The largest continued trace file whose earlier exchanges the live report reads back when the
+proxy restarts; a larger one's earlier exchanges are left to ``dsh-testkit cache-report`` (the
+live report covers what this session records), so a restart cannot take the proxy's memory."""
+TRIM_ABOVE: Final = 8 << 20
+"""An exchange larger than this (bytes, request and answer) hands the allocator's free memory
+back once it is recorded and dropped."""
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim: Callable[[int], int] = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+    return trim
+
+
+def trim_heap() -> None:
+    """Give the C allocator's free memory back to the system (glibc's ``malloc_trim``).
+
+    A large exchange is parsed, encoded and written in a few transient copies; once they are
+    freed, glibc keeps much of that memory for reuse (the copies below its mmap threshold sit in
+    the heap), so the resident set would stay at the peak of the largest exchange seen. A few
+    milliseconds, after an exchange of more than :data:`TRIM_ABOVE` only."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+Listener = Callable[[Mapping[str, Any], int], object]
+"""Called with each exchange record as written (scrubbed; do not change it) and the byte offset
+of its line in the trace file, on the proxy's event loop, right after the line is written."""
+
+
+class Recorder:
+    """Writes each exchange to the trace file ``out`` (continued when it exists), or to a
+    temporary file when ``out`` is ``None``; counts what happened.
+
+    Raises :class:`~dsh_testkit.traces.TraceError` when ``out`` has another writer or is not a
+    proxy trace it may continue, ``OSError`` when it cannot be opened.
+    """
+
+    def __init__(
+        self,
+        out: str | os.PathLike[str] | None,
+        *,
+        fsync: bool = False,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        if out is None:
+            self.writer = TraceWriter.spool(source="proxy")
+        else:
+            self.writer = TraceWriter(out, source="proxy", fsync=fsync, append=True)
+        self.path = self.writer.path
+        """The trace file (``None`` when spooled to a temporary file)."""
+        self.continued = self.writer.records
+        """Exchanges the file held when this recorder opened it (a restart continues it)."""
+        self.counts: collections.Counter[str] = collections.Counter()
+        """Exchanges recorded by this recorder, by outcome (``delivered``, ``abandoned``, …)."""
+        self.events: collections.Counter[str] = collections.Counter()
+        """What the proxy counted rather than printed: ``refused`` (over the connection cap),
+        ``upstream-unreachable`` (the request never left), ``accept-failed`` (out of file
+        descriptors), ``send-failed``, ``not-recorded`` (not a model request),
+        ``write-failed``, ``listener-failed``."""
+        self._warn = warn if warn is not None else _stderr
+        self._warned: set[str] = set()
+        self._listeners: list[Listener] = []
+        self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
+        self._ending = 0
+        """Exchanges whose client has the end of the answer but which are not recorded yet."""
+        self.live = LiveDoctor(self)
+        """The live report: each exchange diagnosed once, as it is written."""
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(record, offset)`` for every exchange written from now on; returns a
+        function that unsubscribes it. A listener that raises is counted (``listener-failed``)
+        and reported once; the proxy goes on."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def record(self, record: dict[str, Any], *, secrets: Iterable[str] = ()) -> int | None:
+        """Write one exchange record; returns the byte offset of its line (``None`` when it
+        could not be written: counted as ``write-failed`` and reported once, the file left
+        whole).
+
+        ``secrets`` are the client's own credentials: removed in every spelling first. Then
+        anything key-shaped and credential fields are scrubbed, once: neither the trace file nor
+        the reports show them. The line is encoded first and checked as a whole; when it holds
+        none of the client's credentials and nothing the scrubber would change
+        (:meth:`Scrubber.body_is_clean`), the walk over every value is skipped.
+        """
+        known = KnownSecrets(secrets)
+        url = record.get("url")
+        if isinstance(url, str):
+            record["url"] = known.text(scrub_url(url), _URL_REDACTED)
+        with self._lock:
+            record["index"] = self.writer.records
+            line = encode_record(record)
+            if known and known.in_text(line):
+                record = known.json(record)
+                line = encode_record(record)
+            if not _SCRUBBER.body_is_clean(line, {}):
+                record = scrub_json(record)
+                line = encode_record(record)
+            try:
+                offset = self.writer.append_encoded(line)
+            except (OSError, ValueError) as exc:
+                self.events["write-failed"] += 1
+                self._warn_once(
+                    "write",
+                    f"cannot write the trace {self.path or '(temporary file)'}: "
+                    f"{getattr(exc, 'strerror', None) or exc}; exchanges are not being recorded "
+                    "(the file is left whole)",
+                )
+                return None
+            self.counts[str(record.get("outcome", "delivered"))] += 1
+        for listener in list(self._listeners):
+            try:
+                listener(record, offset)
+            except Exception as exc:
+                self.events["listener-failed"] += 1
+                self._warn_once("listener", f"a trace listener failed: {exc!r}")
+        return offset
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self._warn(message)
+
+    @contextlib.contextmanager
+    def ending(self) -> Iterator[None]:
+        """Around sending an answer's end and recording it (synchronous code, no await): a
+        :meth:`trace` from another thread waits for the exchange to be in."""
+        with self._lock:
+            self._ending += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._ending -= 1
+                if not self._ending:
+                    self._settled.notify_all()
+
+    # -- reading back ------------------------------------------------------------------------
+
+    @property
+    def recorded(self) -> int:
+        """Exchange records in the trace file (those it held before included)."""
+        return self.writer.records
+
+    def trace(self) -> Trace:
+        """The trace file read back: every exchange recorded so far (those whose client already
+        has the whole answer included), and those of earlier sessions it continues."""
+        with self._settled:
+            self._settled.wait_for(lambda: not self._ending, timeout=5.0)
+            data = self.writer.read_back()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            read_trace_lines(data, path=self.path)  # raises the TraceError naming the line
+            raise TraceError("the trace file is not UTF-8", path=self.path) from None
+        # No path on the trace: the report heads it "(proxy trace)", as the live report it is.
+        return loads_trace(text)
+
+    def close(self) -> None:
+        """Stop recording and release the file (:meth:`trace` still reads it)."""
+        with self._lock:
+            self.writer.close()
+
+
+def _stderr(message: str) -> None:
+    print(f"dsh-testkit proxy: {message}", file=sys.stderr, flush=True)
+
+
+def live_report(recorder: Recorder, *, as_json: bool = False) -> str:
+    """The cache doctor's report of every exchange recorded so far, as plain text (or JSON),
+    from the recorder's incremental :class:`LiveDoctor` (nothing diagnosed twice)."""
+    from .._console import dumps_report_json
+    from ..doctor import report_text as doctor_text
+
+    report = recorder.live.report()
+    if as_json:
+        return dumps_report_json(report.to_json())
+    if report.empty:
+        return "Cache doctor (proxy trace) · the trace is empty: no model request was recorded\n"
+    return doctor_text(report)
+
+
+def report_text(trace: Trace, *, as_json: bool = False) -> str:
+    """The cache doctor's report of ``trace`` as plain text (or JSON); an empty trace is said
+    to be empty, with its notes."""
+    from .._console import dumps_report_json
+    from ..doctor import diagnose
+    from ..doctor import report_text as doctor_text
+
+    if not as_json and not len(trace):
+        lines = [
+            "Cache doctor (proxy trace) · the trace is empty: no model request was recorded "
+            "(nothing to report)"
+        ]
+        lines += [f"note: {note}" for note in trace.notes]
+        return "\n".join(lines) + "\n"
+    report = diagnose(trace)
+    if as_json:
+        return dumps_report_json(report.to_json())
+    return doctor_text(report)
+
+
+def session_summary(recorder: Recorder, grace: float) -> str:
+    """The line a stopping proxy prints: how each exchange of the session ended, and what was
+    counted rather than printed."""
+    counts = recorder.counts
+    total = sum(counts.values())
+    parts = [f"{counts['delivered']} delivered"]
+    if counts["abandoned"]:
+        parts.append(f"{counts['abandoned']} abandoned by their client (cancelled upstream)")
+    if counts["interrupted"]:
+        parts.append(
+            f"{counts['interrupted']} interrupted: still in flight when the {grace:g} s "
+            "grace ended (request complete, answer partial)"
+        )
+    else:
+        parts.append("none in flight at the end")
+    if counts["upstream-timeout"]:
+        parts.append(f"{counts['upstream-timeout']} upstream timeout(s)")
+    if counts["upstream-error"]:
+        parts.append(f"{counts['upstream-error']} upstream error(s)")
+    where = recorder.path or "a temporary file, now removed"
+    line = f"stopped; {total} exchange(s) recorded this session ({', '.join(parts)}) in {where}"
+    if recorder.continued:
+        line += f" after the {recorder.continued} already in it"
+    events = recorder.events
+    counted = [
+        (events["refused"], "connection(s) refused over the cap (503)"),
+        (events["upstream-unreachable"], "request(s) the upstream could not be reached for"),
+        (events["not-recorded"], "request(s) that were not model requests (forwarded only)"),
+        (events["accept-failed"], "accept() failure(s) for want of file descriptors"),
+        (events["send-failed"], "write(s) to clients that had left"),
+        (events["write-failed"], "exchange(s) NOT written: the trace file could not be written"),
+        (events["listener-failed"], "listener failure(s)"),
+    ]
+    extra = [f"{n} {what}" for n, what in counted if n]
+    if extra:
+        line += "; counted: " + ", ".join(extra)
+    return line
+
+
+_OFFSETS: Final = 4 * WINDOW
+"""Offsets of the latest exchanges kept for read-back (the doctor forgets older parents)."""
+
+
+class LiveDoctor:
+    """The live report of a recorder's trace (thread-safe)."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+        self._pending: deque[int] = deque()
+        self._offsets: OrderedDict[int, int] = OrderedDict()
+        self._lock = threading.Lock()
+        self._report = IncrementalReport(lookup=self._exchange)
+        self._unsubscribe = recorder.subscribe(self._on_record)
+        self.skipped_earlier = 0
+        """Exchanges of a continued trace too large to read back at start (not reported)."""
+        if recorder.continued and recorder.writer.size > REPORT_READ_LIMIT:
+            self.skipped_earlier = recorder.continued
+        elif recorder.continued:  # a restart: the session's earlier exchanges count too
+            data = recorder.writer.read_back()
+            at = data.find(b"\n") + 1  # past the header
+            while 0 < at < len(data):
+                end = data.find(b"\n", at)
+                if end == -1:
+                    break
+                self._pending.append(at)
+                at = end + 1
+
+    def _on_record(self, record: Mapping[str, Any], offset: int) -> None:
+        self._pending.append(offset)
+
+    def version(self) -> int:
+        """Grows with every exchange recorded (a new report is due)."""
+        return self._report.count + len(self._pending)
+
+    def _read(self, offset: int, index: int) -> Exchange | None:
+        line = self._recorder.writer.read_line(offset)
+        try:
+            record = loads_json(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return None
+        if not isinstance(record, Mapping):
+            return None
+        try:
+            trace = records_trace([(index + 1, record)], source="proxy", scrubbed=True)
+        except TraceError:
+            return None
+        if not trace.exchanges:
+            return None
+        return dataclasses.replace(trace.exchanges[0], index=index)
+
+    def _exchange(self, index: int) -> Exchange:
+        offset = self._offsets.get(index)
+        exchange = self._read(offset, index) if offset is not None else None
+        if exchange is None:
+            raise LookupError(f"exchange {index} is no longer kept for the live report")
+        return exchange
+
+    def _drain(self) -> None:
+        while self._pending:
+            offset = self._pending.popleft()
+            index = self._report.count
+            exchange = self._read(offset, index)
+            if exchange is None:
+                continue
+            self._offsets[index] = offset
+            while len(self._offsets) > _OFFSETS:
+                self._offsets.popitem(last=False)
+            self._report.add(exchange)
+
+    def report(self) -> DoctorReport:
+        """The report of every exchange recorded so far."""
+        with self._lock:
+            self._drain()
+            return self._report.report(path=self._recorder.path)
+
+    def close(self) -> None:
+        self._unsubscribe()
