@@ -18,6 +18,7 @@ from ._failures import RETRYABLE_CODES
 from ._models import (
     CHAT_TEMPLATES,
     CacheFacts,
+    CacheRules,
     ChatTemplate,
     Endpoint,
     UnitVisibility,
@@ -51,6 +52,7 @@ __all__ = [
     "AnthropicProvider",
     "AnthropicRequest",
     "CacheFacts",
+    "CacheRules",
     "ChatMessage",
     "ChatRequest",
     "ChatTemplate",

@@ -20,6 +20,7 @@ __all__ = [
     "MODELS",
     "REASONING_EFFORT_ALIASES",
     "CacheFacts",
+    "CacheRules",
     "ChatTemplate",
     "Endpoint",
     "ModelInfo",
@@ -86,6 +87,14 @@ by the next request whatever the gap. The switch is put between the two."""
 
 _EARLIER_GRANULARITY: tuple[tuple[str, int], ...] = (("2026-04-24T00:00:00Z", 64),)
 
+CacheRules: TypeAlias = Literal["2024", "2026"]
+"""DeepSeek's prefix-cache rules (docs/wire.md §2.1–§2.2): ``2024``, any repeated prefix from
+token 0 hits, in storage units; ``2026``, a request hits only whole units persisted at request
+boundaries (the end of an input, of an answer), fixed intervals and common prefixes."""
+
+_EARLIER_RULES: tuple[tuple[str, CacheRules], ...] = (("2026-04-24T00:00:00Z", "2024"),)
+"""The 2024 rules held until the V4 models (their cache documentation is the 2026 one)."""
+
 _EARLIER_TEMPLATES: tuple[tuple[str, ChatTemplate], ...] = (
     ("2025-12-01T00:00:00Z", "deepseek-v3"),
 )
@@ -116,6 +125,17 @@ class CacheFacts:
     earlier_templates: tuple[tuple[str, ChatTemplate], ...] = _EARLIER_TEMPLATES
     """The templates before :attr:`template`, oldest first: ``(until, template)`` pairs."""
     earlier_granularity: tuple[tuple[str, int], ...] = _EARLIER_GRANULARITY
+    earlier_rules: tuple[tuple[str, CacheRules], ...] = _EARLIER_RULES
+    """The caching rules before the 2026 ones, oldest first: ``(until, rules)`` pairs."""
+
+    def rules_at(self, when: float | None) -> CacheRules:
+        """The caching rules a request made at ``when`` met: ``"2026"`` (whole units persisted
+        at request boundaries) or ``"2024"`` (any repeated prefix, in storage units)."""
+        if when is not None:
+            for until, rules in self.earlier_rules:
+                if when < _unix_seconds(until):
+                    return rules
+        return "2026"
     """The unit before :attr:`granularity`, oldest first: ``(until, tokens)`` pairs (the V3-era
     service stored 64-token units, docs/wire.md §2.2–§2.3)."""
 

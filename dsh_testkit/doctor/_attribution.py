@@ -38,6 +38,25 @@ def component_at(marks: Sequence[int], position: int) -> int:
     return min(max(0, bisect_right(marks, position) - 1), len(marks) - 2)
 
 
+def _logged_header_change(exchange: Exchange) -> Change | None:
+    """A header change the session log records before ``exchange`` (a ``request/header``
+    snapshot or delta that changed it), as the change that limited its hit."""
+    for event in exchange.log_events:
+        if event.kind in ("header", "resume") and "holds placeholders" in event.detail:
+            return Change(
+                code="system-changed",
+                detail=(
+                    "the request header changed (system prompt or tools) where the rebuilt "
+                    "request cannot show it: the log's header holds placeholders"
+                ),
+                evidence=(f"log: {event.detail}",),
+                where="system",
+                component=0,
+                signature=f"system-changed logged {event.seq}",
+            )
+    return None
+
+
 def _label_at(at: int, view: WireView) -> str:
     return component_label(view, at)
 
@@ -129,6 +148,11 @@ def attribute(
                     "; the hit stopped there: the template that served it (unknown without "
                     "the request's date) rendered this difference"
                 )
+            elif (header := _logged_header_change(exchange)) is not None:
+                # nothing visible changed, but the log says the header did (its placeholders
+                # hide the text): that change, not the provider, limited the hit
+                limiting = header
+                changes = [*changes, header]
             else:
                 cause = _timing_or_provider(
                     exchange,
@@ -161,7 +185,7 @@ def attribute(
                 )
             )
             continue
-        findings.append(_note(change, exchange, limiting, hit))
+        findings.append(_note(change, exchange, limiting, hit, reusable, cause))
     if cause is not None:
         findings.append(cause)
     return findings
@@ -172,6 +196,8 @@ def _note(
     exchange: Exchange,
     limiting: Change | None,
     hit: int | None,
+    reusable: int,
+    cause: Finding | None,
 ) -> Finding:
     if change.rejected and not exchange.refused:
         if exchange.status is None:
@@ -193,6 +219,10 @@ def _note(
         why = f"no further cost: the hit was already limited by {limiting.code} at {limiting.where}"
     elif hit is None:
         why = "its cost is unknown: the trace reports no cache figures for this request"
+    elif cause is not None:
+        why = f"not what limited the hit here: that was {cause.code}"
+    elif reusable == 0:
+        why = "nothing was reusable here, so it cost nothing"
     else:
         why = "it cost nothing here: the hit still covered it"
     return Finding(

@@ -173,6 +173,17 @@ class Brancher:
             break
         if parent is None and repeat is not None:
             parent, shared, relation = repeat, len(parts), "repeats"
+        if parent is not None and relation == "extends":
+            # A more recent request that shares more than the extended one's whole prompt, and
+            # that this one departs from before its own end (a pruned or edited message of the
+            # recent history), is what it continues: compare with that one. A request that is
+            # only a prefix of a longer one (the main line after a side call) keeps its parent.
+            for k in range(len(parts) - 1, shared, -1):
+                recent = self._through.get((scope, hashes[k]))
+                if recent is not None:
+                    if recent > parent:
+                        parent, shared, relation = recent, k, "diverges"
+                    break
         if parent is None:
             # 2. the longest shared prefix of whole components
             best = 0

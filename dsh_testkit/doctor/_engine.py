@@ -44,7 +44,7 @@ from ._change import Change
 from ._changes import compare, component_label
 from ._codes import CauseCode
 from ._report import Finding, RequestDiagnosis, Segment
-from ._unit import CacheUnit, template_of
+from ._unit import CacheUnit, rules_of, template_of
 
 __all__ = ["Doctor"]
 
@@ -348,7 +348,9 @@ class Doctor:
         own = len(rendered.tokens)
         p_prompt = parent.prompt if parent.prompt is not None else parent.rendered_length
         p_length = max(1, parent.rendered_length)
-        p_input_provider = p_prompt * p_input / p_length
+        # the parent's input ends where its prompt does, less the generation prefix it ends
+        # with (exact, whatever the scale of the rendering to the reported tokens)
+        p_input_provider = max(0.0, p_prompt - max(0, p_length - p_input))
         total = prompt if prompt is not None else own
         anchors = [(0, 0.0), (p_input, p_input_provider)]
         completion = p_exchange.usage.completion_tokens if p_exchange.usage is not None else None
@@ -360,11 +362,18 @@ class Doctor:
         def provider(x: int) -> float:
             return _interpolate(anchors, x)
 
-        expected_r = _expected_unit(ideal, min(common_r, reusable_r))
+        block_prefixes = rules_of(exchange) == "2024"
+        expected_r = (
+            min(common_r, reusable_r)  # any prefix, in storage units
+            if block_prefixes
+            else _expected_unit(ideal, min(common_r, reusable_r))
+        )
         reusable_raw = min(provider(reusable_r), total)
+        header_changed = any(_header_change(e) for e in exchange.log_events)
         if (
             link.relation in ("extends", "repeats")
             and total + _GENERATION_PREFIX < p_input_provider
+            and not header_changed
         ):
             # It starts with the parent's whole request, yet its reported prompt is shorter
             # than the parent's: what was sent is not what the recording shows (a normalized
@@ -383,6 +392,13 @@ class Doctor:
             changes = [_unjudged(c) for c in changes]
         if any(c.code == "params-changed" and c.where in ("model", "user_id") for c in changes):
             shared_r = common_r = shared = 0  # another cache key: nothing is shared
+        elif shared_r < reusable_r and provider(shared_r) >= (
+            reusable if block_prefixes else reusable_raw
+        ):
+            # It departs only past what it could reuse: under the 2024 rules any prefix hits in
+            # whole units, so past the last whole unit; under the 2026 rules a unit hits only
+            # whole, so past the end of the unit it would have reused.
+            shared_r = reusable_r
         divergence = None
         if shared_r < reusable_r:
             at = component_at(rendered.marks, common_r)
@@ -403,7 +419,7 @@ class Doctor:
             provider=provider,
             p_input_provider=p_input_provider,
             resends=cached,
-            expected=floor_unit(provider(expected_r), unit),
+            expected=min(floor_unit(provider(expected_r), unit), reusable),
         )
         if (
             hit is not None
@@ -476,6 +492,11 @@ class Doctor:
         )
         lost_cost = diagnosis.lost_tokens * (prices.miss - prices.hit) / 1e6
         return replace(diagnosis, cost=cost, lost_cost=lost_cost)
+
+
+def _header_change(event: LogEvent) -> bool:
+    """Whether a session log's event says the header changed where its placeholders hide it."""
+    return event.kind in ("header", "resume") and "holds placeholders" in event.detail
 
 
 _BYTE_LEVEL: Final = frozenset({"tool-args-reserialized"})

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
 
-from dsh_core.providers import CacheFacts, ChatTemplate, resolve_model
+from dsh_core.providers import CacheFacts, CacheRules, ChatTemplate, resolve_model
 
 from ..traces import Exchange, Trace
 
-__all__ = ["CacheUnit", "cache_unit", "template_of"]
+__all__ = ["CacheUnit", "cache_unit", "rules_of", "template_of"]
 
 _CANDIDATES: Final = (128, 64)
 
@@ -82,10 +82,20 @@ def cache_unit(trace: Trace, given: int | None = None) -> CacheUnit:
     return CacheUnit(tokens=table, origin="model-table", detail=where)
 
 
+def _facts(exchange: Exchange) -> CacheFacts:
+    model = exchange.model
+    info = resolve_model(model, endpoint=exchange.endpoint) if model else None
+    return info.cache if info is not None else CacheFacts()
+
+
+def rules_of(exchange: Exchange) -> CacheRules:
+    """The caching rules the service applied to ``exchange`` (model table, by date; today's
+    without a date): ``2024``, any repeated prefix hits in storage units; ``2026``, only whole
+    units ending at request boundaries."""
+    return _facts(exchange).rules_at(exchange.started)
+
+
 def template_of(exchange: Exchange) -> ChatTemplate:
     """The chat template the service rendered ``exchange`` with: its model's at its date, from
     the model table (today's when the trace has no times)."""
-    model = exchange.model
-    info = resolve_model(model, endpoint=exchange.endpoint) if model else None
-    facts = info.cache if info is not None else CacheFacts()
-    return facts.template_at(exchange.started)
+    return _facts(exchange).template_at(exchange.started)

@@ -86,8 +86,8 @@ def decode_text(data: bytes, *, path: str | None, line_based: bool) -> tuple[str
     if line_based and b"\n" not in data[bad:]:
         kept = data[:tail_start].decode("utf-8", "strict")
         return kept, (
-            f"an unfinished last line (line {line}, {len(data) - tail_start} bytes, cut inside a "
-            "character) was dropped: the recording stopped while writing it"
+            f"an unfinished last line (line {line}, {len(data) - tail_start} bytes, cut inside "
+            "a multi-byte character) was dropped: the recording stopped while writing it"
         )
     raise TraceError(f"line {line} is not UTF-8 text (byte {bad})", path=path)
 

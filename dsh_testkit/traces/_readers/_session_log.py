@@ -55,14 +55,23 @@ def read(data: bytes, path: str | None) -> Trace:
     return session_log_trace(loaded, path=path)
 
 
-def _header_event(step: HeaderStep) -> LogEvent:
-    what = (
-        ": " + "; ".join(step.changes)
-        if step.changes
-        else " (header unchanged)"
-        if step.reason in ("resume", "initial")
-        else " (what changed is not visible in the logged values)"
+def _placeholders(step: HeaderStep) -> bool:
+    """Whether the header's system prompt or tools are placeholders (a normalized log)."""
+    header = step.header
+    system = header.system or ""
+    return isinstance(header.tools, ToolsPlaceholder) or (
+        system.startswith("{{") and system.rstrip().endswith("}}")
     )
+
+
+def _header_event(step: HeaderStep) -> LogEvent:
+    if step.changes:
+        what = ": " + "; ".join(step.changes)
+    elif step.reason in ("change", "fallback") and _placeholders(step):
+        # a change snapshot whose values are placeholders: it changed what they stand for
+        what = " (the header holds placeholders: what changed is not visible in the log)"
+    else:
+        what = " (header unchanged)"
     return LogEvent(
         seq=step.seq,
         kind="resume" if step.reason == "resume" else "header",

@@ -14,7 +14,7 @@ from typing import Any
 from .._errors import TraceError
 from .._file import read_trace_lines
 from .._model import LogEvent, Trace, TraceSource, TraceUsage
-from ._build import TraceBuilder, decode_text, json_or_none
+from ._build import TraceBuilder, json_or_none
 
 __all__ = ["read", "records_trace", "sniff"]
 
@@ -38,14 +38,14 @@ def _log_events(value: Any) -> tuple[LogEvent, ...]:
 
 
 def read(data: bytes, path: str | None) -> Trace:
-    text, torn = decode_text(data, path=path, line_based=True)
-    header, records, notes = read_trace_lines(text, path=path)
+    # The trace file's own line reader decodes line by line (a torn tail dropped with a note).
+    header, records, notes = read_trace_lines(data, path=path)
     source = header.get("source")
     return records_trace(
         records,
         source=source if source in ("proxy", "capture", "memory") else "proxy",
         path=path,
-        notes=[*([torn] if torn is not None else []), *notes],
+        notes=notes,
         scrubbed=True,
     )
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from dsh_testkit.traces import TRACE_FORMAT_VERSION
+
 pytest_plugins = ["pytester"]
 
 INI = """
@@ -150,7 +152,7 @@ def test_the_baseline_fails_exactly_the_test_whose_harness_change_broke_the_cach
     header = json.loads(files["test_suite/test_dated.trace.jsonl"].split(b"\n")[0])
     assert header == {
         "format": "dsh-trace",
-        "version": 1,
+        "version": TRACE_FORMAT_VERSION,
         "source": "memory",
         "scenario": "test_suite.py::test_dated",
     }
