@@ -30,7 +30,7 @@ from dsh_core.providers import deepseek as deepseek_codec
 
 from ._api_errors import ApiError
 from ._plan import HttpRequest
-from ._request import MockRequest
+from ._request import REDACTED, MockRequest
 from ._validate import (
     PassbackRule,
     ToolFacts,
@@ -45,6 +45,7 @@ __all__ = [
     "caller_key",
     "credentials",
     "decode_json_body",
+    "redacted_headers",
 ]
 
 MAX_JSON_DEPTH: Final = 128
@@ -92,6 +93,24 @@ def is_credential_header(name: str) -> bool:
     return lowered in _CREDENTIAL_HEADERS or any(
         word in lowered for word in ("key", "token", "secret", "password", "auth")
     )
+
+
+def redacted_headers(request: HttpRequest) -> tuple[tuple[str, str], ...]:
+    """The request's header pairs with every credential replaced by ``<REDACTED>`` (a
+    credential header keeps its scheme word: ``Bearer <REDACTED>``), as the request log and a
+    responder see them."""
+    secrets = credentials(request)
+    headers = []
+    for name, value in request.headers:
+        if is_credential_header(name):
+            scheme, space, _ = value.strip().partition(" ")
+            value = f"{scheme} {REDACTED}" if space and scheme.isalpha() else REDACTED
+        else:
+            for secret in secrets:
+                if secret in value:
+                    value = value.replace(secret, REDACTED)
+        headers.append((name, value))
+    return tuple(headers)
 
 
 def credentials(request: HttpRequest) -> tuple[str, ...]:
@@ -325,4 +344,5 @@ def admit(
         user_id=user_id,
         last_user_text=last_text,
         after_tool_result=after_tool,
+        headers=redacted_headers(request),
     )
