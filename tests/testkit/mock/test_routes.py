@@ -320,7 +320,7 @@ def test_thinking_mode_replies_always_carry_reasoning_generated_when_scripted_wi
         mock = MockDeepSeek(
             [
                 Reply(text="Hi."),
-                Reply(tool_calls=[ToolCall(name="get_weather", id="c1")]),
+                Reply(tool_calls=(ToolCall(name="get_weather", id="c1"),)),
                 Reply(text="Done."),
             ]
         )
