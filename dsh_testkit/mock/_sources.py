@@ -98,6 +98,7 @@ def exhausted_error(request: MockRequest, routes: tuple[Route, ...]) -> ApiError
         ),
         type="invalid_request_error",
         code="MOCK_SCRIPT_EXHAUSTED",
+        detail="; ".join(reasons),
     )
 
 
