@@ -21,7 +21,7 @@ from typing import Any
 from ._errors import MockNotSatisfied
 from .mock import MockDeepSeek, ReceivedRequest
 
-__all__ = ["describe_received", "refusals", "unmet_expectations", "warnings_of"]
+__all__ = ["describe_received", "notes_of", "refusals", "unmet_expectations", "warnings_of"]
 
 _EXHAUSTED = "MOCK_SCRIPT_EXHAUSTED"
 
@@ -124,3 +124,11 @@ def warnings_of(mock: MockDeepSeek) -> list[str]:
         if isinstance(warnings, list):
             out += [f"request {r.seq}: {w}" for w in warnings]
     return out
+
+
+def notes_of(mocks: list[tuple[str, MockDeepSeek]]) -> tuple[list[str], str]:
+    """For the plugin, about the mocks a test used (``(fixture name, mock)``): their warnings,
+    one line each, and the requests they refused, as one text (``""`` when none)."""
+    warnings = [f"({name}) {line}" for name, mock in mocks for line in warnings_of(mock)]
+    refused = [f"{name}: {line}" for name, mock in mocks for line in refusals(mock)]
+    return warnings, "\n".join(refused)

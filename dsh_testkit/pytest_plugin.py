@@ -193,21 +193,12 @@ def _mocks_of(item: pytest.Item) -> list[tuple[str, Any]]:
 def _after_mocks(item: pytest.Item, error: BaseException | None) -> None:
     """What the plugin tells about the test's mocks: warnings from their logs (in the run's
     summary) and, when the test failed, the requests they refused and why (in its report)."""
-    from ._mock_strict import refusals, warnings_of
+    from ._mock_strict import notes_of
 
-    mocks = _mocks_of(item)
-    for name, mock in mocks:
-        for line in warnings_of(mock):
-            item.config.stash.setdefault(_WARNINGS, []).append(f"{item.nodeid} ({name}) {line}")
-    if error is None:
-        return
-    lines = [f"{name}: {line}" for name, mock in mocks for line in refusals(mock)]
-    if lines:
-        item.add_report_section(
-            "call",
-            "dsh-testkit: requests the mock DeepSeek refused",
-            "\n".join(lines),
-        )
+    warnings, refused = notes_of(_mocks_of(item))
+    item.config.stash.setdefault(_WARNINGS, []).extend(f"{item.nodeid} {w}" for w in warnings)
+    if error is not None and refused:
+        item.add_report_section("call", "dsh-testkit: requests the mock DeepSeek refused", refused)
 
 
 @pytest.hookimpl(wrapper=True)
