@@ -32,6 +32,7 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     """A user's project: strict pytest settings like ours, no key, no base URL override."""
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
+    monkeypatch.delenv("CI", raising=False)  # CI=true refuses recording (tested apart)
     pytester.makefile(".ini", pytest=INI)
     return pytester
 

@@ -48,10 +48,10 @@ from dsh_testkit.mock import Reply
 def test_greets(dsh_mock_server, dsh_cassette):
     if dsh_cassette.recording:
         dsh_mock_server.mock.route(last_user="hi").reply(text="Hello from the mock server.")
-    client = openai.OpenAI(base_url=dsh_mock_server.base_url, api_key="sk-test", max_retries=0)
-    reply = client.chat.completions.create(
-        model="deepseek-v4-flash", messages=[{"role": "user", "content": "hi"}]
-    )
+    with openai.OpenAI(base_url=dsh_mock_server.base_url, api_key="sk-test", max_retries=0) as client:
+        reply = client.chat.completions.create(
+            model="deepseek-v4-flash", messages=[{"role": "user", "content": "hi"}]
+        )
     assert reply.choices[0].message.content == "Hello from the mock server."
 """
 

@@ -47,6 +47,7 @@ async def test_chat(request, dsh_cassette_provider, dsh_agent, dsh_mock):
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
+    monkeypatch.delenv("CI", raising=False)  # CI=true refuses recording (tested apart)
     monkeypatch.setenv("COLUMNS", "300")  # summary lines untruncated
     pytester.makefile(".ini", pytest=INI)
     return pytester

@@ -119,10 +119,10 @@ def test_lenient_answers_with_the_default_reply(dsh_mock):
 
 def test_the_server_refuses_at_the_call_too(dsh_mock_server):
     dsh_mock_server.mock.route(last_user="ping").reply(text="pong")
-    client = openai.OpenAI(base_url=dsh_mock_server.base_url, api_key="sk-test", max_retries=0)
-    assert ask(client, "ping").choices[0].message.content == "pong"
-    with pytest.raises(openai.APIStatusError, match="nothing scripted answers request 2"):
-        ask(client, "pong?")
+    with openai.OpenAI(base_url=dsh_mock_server.base_url, api_key="sk-test", max_retries=0) as client:
+        assert ask(client, "ping").choices[0].message.content == "pong"
+        with pytest.raises(openai.APIStatusError, match="nothing scripted answers request 2"):
+            ask(client, "pong?")
     dsh_mock_server.mock.reset()  # the refusal was expected: forget it before the strict check
 """
 
@@ -162,15 +162,15 @@ def test_the_client_dropped_the_reasoning(dsh_mock_server):
     dsh_mock_server.mock.push(
         Reply(tool_calls=[ToolCall(name="lookup", id="c1")]), Reply(text="done")
     )
-    client = openai.OpenAI(base_url=dsh_mock_server.base_url, api_key="sk-test", max_retries=0)
-    messages = [{"role": "user", "content": "look it up"}]
-    first = client.chat.completions.create(model="deepseek-v4-flash", messages=messages,
-                                           tools=TOOLS).choices[0].message
-    # a client that keeps the call but not its reasoning_content
-    messages.append({"role": "assistant", "content": "", "tool_calls": [
-        c.model_dump() for c in first.tool_calls]})
-    messages.append({"role": "tool", "tool_call_id": "c1", "content": "found"})
-    client.chat.completions.create(model="deepseek-v4-flash", messages=messages, tools=TOOLS)
+    with openai.OpenAI(base_url=dsh_mock_server.base_url, api_key="sk-test", max_retries=0) as client:
+        messages = [{"role": "user", "content": "look it up"}]
+        first = client.chat.completions.create(model="deepseek-v4-flash", messages=messages,
+                                               tools=TOOLS).choices[0].message
+        # a client that keeps the call but not its reasoning_content
+        messages.append({"role": "assistant", "content": "", "tool_calls": [
+            c.model_dump() for c in first.tool_calls]})
+        messages.append({"role": "tool", "tool_call_id": "c1", "content": "found"})
+        client.chat.completions.create(model="deepseek-v4-flash", messages=messages, tools=TOOLS)
 
 
 def test_empty_reasoning_on_purpose(dsh_mock):
