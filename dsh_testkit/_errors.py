@@ -12,10 +12,13 @@ pytest reports them as failures, not as crashes. Each carries its facts as attri
         │   ├── CassetteMismatch       no recording for a live request (``.index``, ``.request``,
         │   │                          ``.closest``, ``.closest_index``, ``.diff``)   [AssertionError]
         │   └── CassetteNotFullyPlayed recordings left unplayed (``.unplayed``)   [AssertionError]
-        ├── RecordingRefused           ``record-live`` without a key, or an unknown scenario
+        ├── RecordingRefused           ``record-live`` without a key, an unknown scenario, or a
+        │                              record mode under ``CI=true`` without ``--dsh-record-in-ci``
         │   └── UnscrubbableBody       a body that cannot be checked for secrets (``.part``,
         │                              ``.reason``): refused, never stored
         ├── ScrubRuleError             a user scrub rule is invalid (``.rule``, ``.value``)
+        ├── CassetteConfigError        a cassette option (``dsh_cassette_config``, the marker,
+        │                              ``CassetteConfig``) is invalid (``.key``)
         ├── NetworkBlocked             a test reached for a refused host (``.host``, ``.port``)
         ├── MockNotSatisfied           the mock fixtures' script was not followed: entries left
         │                              (``.unused``), requests nobody scripted (``.unscripted``)
@@ -52,6 +55,7 @@ from typing import Any
 from dsh_core import DshError
 
 __all__ = [
+    "CassetteConfigError",
     "CassetteError",
     "CassetteFormatError",
     "CassetteMismatch",
@@ -81,6 +85,14 @@ class TestkitError(DshError):
     """Base of every error ``dsh_testkit`` raises on purpose."""
 
     __test__ = False  # not a pytest test class, despite the name
+
+
+class CassetteConfigError(TestkitError, ValueError):
+    """A cassette option is invalid. ``key`` names it (``match_on``, ``rewrite_origin``, …)."""
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class CassetteError(TestkitError):
@@ -136,7 +148,8 @@ class CassetteNotFullyPlayed(CassetteError, AssertionError):
 
 
 class RecordingRefused(TestkitError):
-    """A live recording was refused (no key in the environment, an unknown scenario, …)."""
+    """A recording was refused (no key in the environment, an unknown scenario, a record mode
+    under ``CI=true`` without ``--dsh-record-in-ci``, …)."""
 
 
 class UnscrubbableBody(RecordingRefused):

@@ -19,10 +19,14 @@ from ._network import parse_hosts
 __all__ = [
     "API_KEY_ENV",
     "DEFAULT_DIR_NAME",
+    "MARKERS",
     "OLD_MODE_NAMES",
     "RECORD_MODES",
     "Settings",
+    "add_options",
     "cassette_test_name",
+    "ci_refusal",
+    "is_ci",
     "read_settings",
     "report_header",
 ]
@@ -44,8 +48,20 @@ _MODE_HELP: Final = {
 }
 
 
-def _is_ci() -> bool:
+def is_ci() -> bool:
+    """Whether this run is CI's (``CI`` set to ``true``, ``1``, ``yes`` or ``on``)."""
     return os.environ.get(_CI_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def ci_refusal(mode: str, asked_by: str) -> str:
+    """Why a record mode is refused under ``CI=true``, and the two ways on."""
+    return (
+        f"record mode {mode!r} (asked by {asked_by}) is refused because CI=true: a CI run "
+        "replays its cassettes and never records them (recording there would hide a missing "
+        "or stale cassette behind a fresh recording). Record on your machine and commit the "
+        "cassettes; in CI run replay only (leave the record mode out, or "
+        "--dsh-record-mode=none), or pass --dsh-record-in-ci to record in CI on purpose"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,7 +71,7 @@ class Settings:
     record_mode: str
     """The record mode in use (one of :data:`RECORD_MODES`)."""
     mode_source: str
-    """Where it came from: ``--dsh-record-mode``, ``ini``, ``CI`` or ``default``."""
+    """Where it came from: ``--dsh-record-mode``, ``ini`` or ``default``."""
     block_network: bool
     """``--dsh-block-network`` (or the ini ``dsh_block_network``)."""
     allowed_hosts: frozenset[str]
@@ -71,6 +87,12 @@ class Settings:
     cassette_dir: Path | None
     """``--dsh-cassette-dir`` (relative to where pytest was run) or the ini ``dsh_cassette_dir``
     (relative to the ini file); ``None``: a ``cassettes/`` folder beside each test module."""
+    ci: bool = False
+    """``CI=true``: every record mode but ``none`` is refused, unless :attr:`record_in_ci`."""
+    record_in_ci: bool = False
+    """``--dsh-record-in-ci``: recording in CI on purpose."""
+    rewrite_origin: tuple[tuple[str, str], ...] = ()
+    """The ini's ``dsh_rewrite_origin`` lines, as ``(live, recorded)`` origins."""
 
     @property
     def live(self) -> bool:
@@ -92,8 +114,6 @@ def read_settings(config: pytest.Config) -> Settings:
     ini_mode = str(config.getini("dsh_record_mode") or "").strip()
     if option_mode:
         mode, source = option_mode, "--dsh-record-mode"
-    elif _is_ci():
-        mode, source = "none", "CI"
     elif ini_mode:
         mode, source = ini_mode, "ini"
     else:
@@ -104,6 +124,15 @@ def read_settings(config: pytest.Config) -> Settings:
             f"dsh_record_mode = {ini_mode!r} in the ini file is not a record mode; use one of "
             f"{', '.join(RECORD_MODES)}"
         )
+    ci = is_ci()
+    record_in_ci = bool(config.getoption("dsh_record_in_ci"))
+    if ci and mode != "none" and not record_in_ci:
+        asked_by = (
+            f"--dsh-record-mode={mode} (the command line or addopts)"
+            if source == "--dsh-record-mode"
+            else f"dsh_record_mode = {mode} in {config.inipath or 'the ini file'}"
+        )
+        raise pytest.UsageError(ci_refusal(mode, asked_by))
     block = config.getoption("dsh_block_network")
     scrub_table, scrub_source = _scrub_table(config)
     settings = Settings(
@@ -118,8 +147,27 @@ def read_settings(config: pytest.Config) -> Settings:
         live_requested=bool(config.getoption("dsh_live")),
         key_present=bool(os.environ.get(API_KEY_ENV, "").strip()),
         cassette_dir=cassette_dir,
+        ci=ci,
+        record_in_ci=record_in_ci,
+        rewrite_origin=_origin_lines(config.getini("dsh_rewrite_origin")),
     )
     return settings
+
+
+def _origin_lines(lines: list[str]) -> tuple[tuple[str, str], ...]:
+    """The ini's ``LIVE -> RECORDED`` lines (origins are checked fully when a cassette opens)."""
+    pairs = []
+    for line in lines:
+        live, arrow, recorded = line.partition("->")
+        live, recorded = live.strip(), recorded.strip()
+        origins = (live, recorded)
+        if not arrow or not all(o.startswith(("http://", "https://")) for o in origins):
+            raise pytest.UsageError(
+                f"dsh_rewrite_origin: {line!r} is not 'LIVE -> RECORDED' (two origins, e.g. "
+                "'http://gateway.local:8080/deepseek -> https://api.deepseek.com')"
+            )
+        pairs.append((live, recorded))
+    return tuple(pairs)
 
 
 def _scrub_table(config: pytest.Config) -> tuple[Mapping[str, Any] | None, str]:
@@ -145,8 +193,12 @@ def _scrub_table(config: pytest.Config) -> tuple[Mapping[str, Any] | None, str]:
 def report_header(settings: Settings) -> str:
     """The line pytest prints under its own header: what this run will do."""
     mode = _MODE_HELP[settings.record_mode]
-    if settings.mode_source == "CI":
-        mode += " [CI=true]"
+    if settings.ci:
+        mode += (
+            " [CI=true, recording allowed by --dsh-record-in-ci]"
+            if settings.record_in_ci
+            else " [CI=true: recording refused]"
+        )
     where = (
         str(settings.cassette_dir)
         if settings.cassette_dir is not None
@@ -160,7 +212,7 @@ def report_header(settings: Settings) -> str:
         live = "off"
     source = ""
     if settings.record_mode != "none":
-        source = ", recording from " + ("the live API" if settings.live else "the in-process mock")
+        source = ", recording from " + ("the live API" if settings.live else "the mock DeepSeek")
     network = ""
     if settings.block_network:
         allowed = ", ".join(sorted(settings.allowed_hosts))
@@ -187,3 +239,99 @@ def cassette_test_name(node: Any) -> str:
             parts.remove(backend_id)
         name = f"{head}[{'-'.join(parts)}]" if parts else head
     return name
+
+
+MARKERS: Final = (
+    "dsh_cassette(name=None, **options): put the test under its cassette (no fixture needed): "
+    "<cassette dir>/<module>/<test>.yaml, or <cassette dir>/<name>.yaml when named; options as "
+    "the dsh_cassette_config fixture's (record_mode, match_on, ignore_json_paths, "
+    "before_record_request, before_record_response, rewrite_origin, loopback_as_one, "
+    "allow_playback_repeats, scrub, filter_headers, filter_query_parameters)",
+    "dsh_lenient: the dsh_mock fixtures answer requests nothing scripted with the default reply "
+    "and do not fail the test for them or for scripted replies and routes left unused",
+    f"dsh_live: the test calls the live DeepSeek API; skipped unless --dsh-live is given "
+    f"and ${API_KEY_ENV} is set",
+)
+"""The plugin's markers, as ``pytest --markers`` lists them."""
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """The plugin's command-line options (group ``dsh``) and ini options."""
+    group = parser.getgroup("dsh", "dsh-testkit: mock DeepSeek, cassettes and replay")
+    group.addoption(
+        "--dsh-record-mode",
+        choices=(*RECORD_MODES, "missing"),
+        default=None,
+        help="cassette record mode, as in pytest-recording: none (replay only, an unrecorded "
+        "request fails), once (record cassettes that do not exist yet), new_episodes (record "
+        "requests that have no recording; 'missing' is its old name), all (record every "
+        "request, never replay), rewrite (re-record each cassette from scratch). Default: the "
+        "dsh_record_mode ini option, else none. With CI=true every mode but none is refused "
+        "(see --dsh-record-in-ci)",
+    )
+    group.addoption(
+        "--dsh-record-in-ci",
+        action="store_true",
+        default=False,
+        help="allow recording although CI=true (by default a CI run refuses every record mode "
+        "but none, whether the flag, the ini, a marker or dsh_cassette_config asks for it)",
+    )
+    group.addoption(
+        "--dsh-block-network",
+        action="store_true",
+        default=None,
+        help="refuse every connection but loopback, in every test and client library "
+        "(socket level); the error names the host. Loopback stays open for the mock server",
+    )
+    group.addoption(
+        "--dsh-allowed-hosts",
+        metavar="HOSTS",
+        action="append",
+        default=[],
+        help="comma-separated hosts (names, IPs, *.domain) still reachable under "
+        "--dsh-block-network; loopback is always allowed",
+    )
+    group.addoption(
+        "--dsh-live",
+        action="store_true",
+        default=False,
+        help=f"allow live DeepSeek calls: run dsh_live tests and record cassettes from the live "
+        f"API; the key is read from ${API_KEY_ENV} only and never printed",
+    )
+    group.addoption(
+        "--dsh-cassette-dir",
+        metavar="DIR",
+        default=None,
+        help="directory of cassettes (default: the dsh_cassette_dir ini option, else a "
+        "'cassettes' folder beside each test module)",
+    )
+    parser.addini(
+        "dsh_record_mode",
+        "default cassette record mode (--dsh-record-mode overrides it; refused under CI=true "
+        "unless --dsh-record-in-ci)",
+        default="",
+    )
+    parser.addini(
+        "dsh_block_network",
+        "block the network as --dsh-block-network does",
+        type="bool",
+        default=False,
+    )
+    parser.addini(
+        "dsh_allowed_hosts",
+        "hosts reachable under --dsh-block-network (loopback always is)",
+        type="args",
+        default=[],
+    )
+    parser.addini(
+        "dsh_cassette_dir",
+        "directory of cassettes, relative to the ini file (--dsh-cassette-dir overrides it)",
+        default="",
+    )
+    parser.addini(
+        "dsh_rewrite_origin",
+        "origins cassettes file under another, one 'LIVE -> RECORDED' a line (a gateway URL "
+        "stored as https://api.deepseek.com); loopback origins are always stored as one",
+        type="linelist",
+        default=[],
+    )

@@ -23,6 +23,7 @@ __all__ = [
     "SECRET_JSON_NAMES",
     "SECRET_QUERY_NAMES",
     "ScrubRules",
+    "parse_json_path",
     "path_matches",
 ]
 
@@ -156,6 +157,13 @@ def _parse_path(path: str) -> tuple[str | int, ...]:
     if not parts:
         raise ScrubRuleError(f"JSON path {path!r} is empty", rule="json_paths", value=path)
     return tuple(parts)
+
+
+def parse_json_path(path: str) -> tuple[str | int, ...]:
+    """A JSON path in the rules' syntax (``a.b``, ``a[*].b``, ``a[0].b``, ``*.b``) as its parts;
+    a :class:`~dsh_testkit.cassettes.ScrubRuleError` says where it cannot be read. (Cassette
+    matching reads its ``ignore_json_paths`` with it: one path syntax in the kit.)"""
+    return _parse_path(path)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

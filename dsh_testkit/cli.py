@@ -46,6 +46,7 @@ def _serve(args: argparse.Namespace) -> int:
             api_keys=args.api_key or None,
             passback=args.passback,
             on_exhausted=args.on_exhausted,
+            call_tools_limit=args.call_tools_limit,
             cache=cache,
             request_log_limit=args.request_log_limit,
             request_log_bytes=args.request_log_bytes,
@@ -227,7 +228,18 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--on-exhausted",
         choices=("default", "error", "repeat-last", "call-tools"),
         default=None,
-        help="what an empty script answers (default: the script file's, else 'default')",
+        help="what answers when no route or script entry does: default (a deterministic reply "
+        "to the last user message), error (a 410 naming the request), repeat-last, call-tools "
+        "(each offered tool once per conversation; see --call-tools-limit). Default: the "
+        "script file's, else 'default'",
+    )
+    parser.add_argument(
+        "--call-tools-limit",
+        type=int,
+        default=16,
+        metavar="N",
+        help="answers that call tools the call-tools answer gives before it answers without "
+        "tools (since the last reset; bounds agents that spawn agents; default 16)",
     )
     parser.add_argument(
         "--api-key",

@@ -8,27 +8,30 @@ Options (group ``dsh``; ``pytest --help`` lists them):
 
 - ``--dsh-record-mode=none|once|new_episodes|all|rewrite``: the cassette record modes of
   pytest-recording, with their meanings (``missing``, the old name of ``new_episodes``, still
-  works). The default is ``none`` (replay only), or the ini option ``dsh_record_mode``; with
-  ``CI=true`` in the environment the default is always ``none``.
+  works). The default is ``none`` (replay only), or the ini option ``dsh_record_mode``. With
+  ``CI=true`` every mode but ``none`` is refused, whoever asks for it (the flag, ``addopts``,
+  the ini, a marker, ``dsh_cassette_config``), unless ``--dsh-record-in-ci`` is given.
 - ``--dsh-block-network``: every test, every client library: a connection to any host but
   loopback fails with ``NetworkBlocked`` naming the host; ``--dsh-allowed-hosts=a,b`` lets
   hosts through (ini: ``dsh_block_network``, ``dsh_allowed_hosts``).
 - ``--dsh-live``: allow live DeepSeek calls (the key comes only from ``DEEPSEEK_API_KEY`` and is
   never printed). Without it, any connection to a DeepSeek API host fails the test, whatever the
   client (the ``ALLOW_MODEL_REQUESTS=False`` of pydantic-ai, always on).
-- ``--dsh-cassette-dir`` (the ini option ``dsh_cassette_dir`` sets a default).
+- ``--dsh-cassette-dir`` (the ini option ``dsh_cassette_dir`` sets a default); the ini option
+  ``dsh_rewrite_origin`` files origins under others (``LIVE -> RECORDED`` lines).
 - ``--dsh-cache-baseline DIR`` (``--dsh-cache-baseline-update``, thresholds): each test's
   traffic kept as a trace and compared with the next run's; ``_cache_baseline.py``.
 
-Markers: ``dsh_cassette`` / ``dsh_cassette(name)`` (alone, it puts the test under its cassette,
-like ``@pytest.mark.vcr``), ``dsh_live``, ``dsh_lenient`` (the mock fixtures are strict like
-respx: a passing test fails for scripted entries left unused or requests nobody scripted; this
-marker, or ``dsh_mock.lenient()``, opts a test out). Async tests run under pytest-asyncio or
+Markers: ``dsh_cassette`` / ``dsh_cassette(name, **options)`` (alone, it puts the test under its
+cassette, like ``@pytest.mark.vcr``; options as ``dsh_cassette_config``'s), ``dsh_live``,
+``dsh_lenient`` (the mock fixtures are strict like respx: a request nothing scripted is refused
+at the call, and a passing test fails for it and for scripted entries or routes left unused;
+this marker, or ``dsh_mock.lenient()``, opts a test out). Async tests run under pytest-asyncio or
 anyio (``@pytest.mark.anyio``), whichever the project uses: the fixtures are synchronous, and
 cassette names and the golden extensions' file names leave out anyio's ``[asyncio]`` backend
-parameter. Fixtures: ``dsh_mock``, ``dsh_mock_server``,
-``dsh_cassette``, ``dsh_cassette_provider``, ``dsh_scrub``, ``dsh_replay``, ``dsh_capture``,
-``dsh_agent`` (``pytest --fixtures`` shows one line each; ``-v`` the whole docstring).
+parameter. Fixtures: ``dsh_mock``, ``dsh_mock_server``, ``dsh_cassette``,
+``dsh_cassette_config``, ``dsh_cassette_provider``, ``dsh_scrub``, ``dsh_replay``,
+``dsh_capture``, ``dsh_agent`` (``pytest --fixtures`` shows one line each; ``-v`` the whole docstring).
 Scrub rules of your own go in ``pyproject.toml`` under ``[tool.dsh_testkit.scrub]``.
 
 Live calls are hard to make by accident: without ``--dsh-live`` nothing the plugin does
@@ -47,8 +50,11 @@ import pytest
 from . import _cache_baseline, _network
 from ._plugin_settings import API_KEY_ENV, RECORD_MODES
 from ._plugin_settings import DEFAULT_DIR_NAME as _DEFAULT_DIR_NAME
+from ._plugin_settings import MARKERS as _MARKERS
 from ._plugin_settings import Settings as _Settings
+from ._plugin_settings import add_options as _add_options
 from ._plugin_settings import cassette_test_name as _test_name
+from ._plugin_settings import ci_refusal as _ci_refusal
 from ._plugin_settings import read_settings as _read_settings
 from ._plugin_settings import report_header as _report_header
 
@@ -92,6 +98,7 @@ _SERVER: Final[pytest.StashKey[MockServer]] = pytest.StashKey()
 _CASSETTE_USE: Final[pytest.StashKey[CassetteFixture]] = pytest.StashKey()
 _GUARD: Final[pytest.StashKey[_network.NetworkGuard]] = pytest.StashKey()
 _REPLAY_NOTES: Final[pytest.StashKey[list[str]]] = pytest.StashKey()
+_WARNINGS: Final[pytest.StashKey[list[str]]] = pytest.StashKey()
 _MOCK: Final[pytest.StashKey[MockFixture]] = pytest.StashKey()
 
 
@@ -103,88 +110,15 @@ def _settings(config: pytest.Config) -> _Settings:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("dsh", "dsh-testkit: mock DeepSeek, cassettes and replay")
-    group.addoption(
-        "--dsh-record-mode",
-        choices=(*RECORD_MODES, "missing"),
-        default=None,
-        help="cassette record mode, as in pytest-recording: none (replay only, an unrecorded "
-        "request fails), once (record cassettes that do not exist yet), new_episodes (record "
-        "requests that have no recording; 'missing' is its old name), all (record every "
-        "request, never replay), rewrite (re-record each cassette from scratch). Default: the "
-        "dsh_record_mode ini option, else none; always none when CI=true",
-    )
-    group.addoption(
-        "--dsh-block-network",
-        action="store_true",
-        default=None,
-        help="refuse every connection but loopback, in every test and client library "
-        "(socket level); the error names the host. Loopback stays open for the mock server",
-    )
-    group.addoption(
-        "--dsh-allowed-hosts",
-        metavar="HOSTS",
-        action="append",
-        default=[],
-        help="comma-separated hosts (names, IPs, *.domain) still reachable under "
-        "--dsh-block-network; loopback is always allowed",
-    )
-    group.addoption(
-        "--dsh-live",
-        action="store_true",
-        default=False,
-        help=f"allow live DeepSeek calls: run dsh_live tests and record cassettes from the live "
-        f"API; the key is read from ${API_KEY_ENV} only and never printed",
-    )
-    group.addoption(
-        "--dsh-cassette-dir",
-        metavar="DIR",
-        default=None,
-        help="directory of cassettes (default: the dsh_cassette_dir ini option, else a "
-        "'cassettes' folder beside each test module)",
-    )
-    _cache_baseline.add_options(group, parser)
-    parser.addini(
-        "dsh_record_mode",
-        "default cassette record mode outside CI (--dsh-record-mode overrides it; CI=true forces "
-        "none)",
-        default="",
-    )
-    parser.addini(
-        "dsh_block_network",
-        "block the network as --dsh-block-network does",
-        type="bool",
-        default=False,
-    )
-    parser.addini(
-        "dsh_allowed_hosts",
-        "hosts reachable under --dsh-block-network (loopback always is)",
-        type="args",
-        default=[],
-    )
-    parser.addini(
-        "dsh_cassette_dir",
-        "directory of cassettes, relative to the ini file (--dsh-cassette-dir overrides it)",
-        default="",
+    _add_options(parser)
+    _cache_baseline.add_options(
+        parser.getgroup("dsh", "dsh-testkit: mock DeepSeek, cassettes and replay"), parser
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "dsh_cassette(name=None): put the test under its cassette (no fixture needed): "
-        "<cassette dir>/<module>/<test>.yaml, or <cassette dir>/<name>.yaml when named",
-    )
-    config.addinivalue_line(
-        "markers",
-        "dsh_lenient: the dsh_mock fixtures do not fail the test for scripted replies left "
-        "unused or requests nobody scripted",
-    )
-    config.addinivalue_line(
-        "markers",
-        f"dsh_live: the test calls the live DeepSeek API; skipped unless --dsh-live is given "
-        f"and ${API_KEY_ENV} is set",
-    )
+    for line in _MARKERS:
+        config.addinivalue_line("markers", line)
     settings = _settings(config)
     if settings.record_mode != "none" and settings.live_requested and not settings.key_present:
         raise pytest.UsageError(
@@ -225,23 +159,70 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
+def _uses_server(item: pytest.Item) -> bool:
+    return "dsh_mock_server" in getattr(item, "fixturenames", ())
+
+
+def _lenient(item: pytest.Item) -> bool:
+    return item.get_closest_marker("dsh_lenient") is not None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    # The session's server is shared; each test that uses it starts from a clean mock.
+    # The session's server is shared; each test that uses it starts from a clean mock, strict
+    # unless the test is lenient.
     server = item.config.stash.get(_SERVER, None)
-    if server is not None and "dsh_mock_server" in getattr(item, "fixturenames", ()):
-        server.mock.reset()
+    if server is not None and _uses_server(item):
+        _reset_server(server, lenient=_lenient(item))
+
+
+def _reset_server(server: MockServer, *, lenient: bool) -> None:
+    from ._pytest_support import make_strict
+
+    server.mock.reset()
+    if not lenient:
+        make_strict(server.mock)
+
+
+def _mocks_of(item: pytest.Item) -> list[tuple[str, Any]]:
+    """The mocks a test used: ``(fixture name, MockDeepSeek)``."""
+    mocks: list[tuple[str, Any]] = []
+    fixture = item.stash.get(_MOCK, None)
+    if fixture is not None:
+        mocks.append(("dsh_mock", fixture.mock))
+    server = item.config.stash.get(_SERVER, None)
+    if server is not None and _uses_server(item):
+        mocks.append(("dsh_mock_server", server.mock))
+    return mocks
+
+
+def _after_mocks(item: pytest.Item, error: BaseException | None) -> None:
+    """What the plugin tells about the test's mocks: warnings from their logs (in the run's
+    summary) and, when the test failed, the requests they refused and why (in its report)."""
+    from ._mock_strict import notes_of
+
+    warnings, refused = notes_of(_mocks_of(item))
+    item.config.stash.setdefault(_WARNINGS, []).extend(f"{item.nodeid} {w}" for w in warnings)
+    if error is not None and refused:
+        item.add_report_section("call", "dsh-testkit: requests the mock DeepSeek refused", refused)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     __tracebackhide__ = True
+    server = item.config.stash.get(_SERVER, None)
+    if server is not None and _uses_server(item) and not _lenient(item):
+        # (the first test to use the server created it after pytest_runtest_setup ran)
+        from ._pytest_support import make_strict
+
+        make_strict(server.mock)
     guard = item.config.stash.get(_GUARD, None)
     refused_before = len(guard.refused) if guard is not None else 0
     try:
         result = yield
     except BaseException as error:
         item.stash[_CALL_ERROR] = error
+        _after_mocks(item, error)
         for hook in item.stash.get(_AFTER_CALL, []):
             hook.after_call(error)
         refused = guard.refused_since(refused_before) if guard is not None else []
@@ -250,6 +231,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
             raise refused[0] from error
         raise
     item.stash[_CALL_ERROR] = None
+    _after_mocks(item, None)
     _check_mocks(item)
     if guard is not None:
         refused = guard.refused_since(refused_before)
@@ -264,9 +246,10 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 
 def _check_mocks(item: pytest.Item) -> None:
-    """After a passing test body: the strict check of the mock fixtures it used."""
+    """After a passing test body: the strict check of the mock fixtures it used (not while its
+    cassette replays: then no mock is asked, and what was scripted is noted instead)."""
     __tracebackhide__ = True
-    if item.get_closest_marker("dsh_lenient") is not None:
+    if _lenient(item):
         return
     fixture = item.stash.get(_MOCK, None)
     if fixture is not None:
@@ -274,7 +257,16 @@ def _check_mocks(item: pytest.Item) -> None:
         if unmet is not None:
             raise unmet
     server = item.config.stash.get(_SERVER, None)
-    if server is not None and "dsh_mock_server" in getattr(item, "fixturenames", ()):
+    if server is not None and _uses_server(item):
+        use = item.stash.get(_CASSETTE_USE, None)
+        if use is not None and use.cassette is not None and not use.cassette.recording:
+            scripted = len(server.mock.pending) + len(server.mock.routes)
+            if scripted:
+                item.config.stash.setdefault(_REPLAY_NOTES, []).append(
+                    f"{item.nodeid}: {scripted} scripted answer{'' if scripted == 1 else 's'} "
+                    f"of dsh_mock_server not used (cassette {use.path.name} replayed)"
+                )
+            return
         from ._pytest_support import unmet_expectations
 
         unmet = unmet_expectations(server.mock)
@@ -283,11 +275,19 @@ def _check_mocks(item: pytest.Item) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    warnings = config.stash.get(_WARNINGS, [])
+    if warnings:
+        terminalreporter.section("dsh-testkit: mock warnings")
+        terminalreporter.line(
+            "The mock answered as scripted, but the live API would not have (see each line):"
+        )
+        for line in warnings:
+            terminalreporter.line(f"  {line}")
     notes = config.stash.get(_REPLAY_NOTES, [])
     if notes:
         terminalreporter.section("dsh-testkit: mock scripts not used in replay")
         terminalreporter.line(
-            "These tests scripted dsh_mock while their cassette replayed (the cassette answers; "
+            "These tests scripted a mock while their cassette replayed (the cassette answers; "
             "the script only serves recording). Check dsh_cassette.recording or "
             "dsh_mock.replaying to script only when recording:"
         )
@@ -317,16 +317,22 @@ def _module_dir(request: pytest.FixtureRequest) -> Path:
 
 @pytest.fixture
 def dsh_mock(request: pytest.FixtureRequest) -> MockFixture:
-    """A fresh in-process mock DeepSeek per test: script it with push(), give clients .provider.
+    """A fresh in-process mock DeepSeek per test: script it with route() and push(), give clients .provider.
 
     No sockets, no key, no network.
 
-    ``dsh_mock.push(Reply(text="hi"), ErrorReply(status=429))`` scripts answers (from
-    ``dsh_testkit.mock``). Strict like respx: a passing test fails with ``MockNotSatisfied``
-    when scripted entries were left unused or a request came that nobody scripted (it got the
-    deterministic default reply); opt out with ``dsh_mock.lenient()`` or
-    ``@pytest.mark.dsh_lenient``. ``dsh_mock.replaying`` tells whether the test's cassette
-    replays (then the mock is never asked).
+    ``dsh_mock.route(last_user="weather", tools=["get_weather"]).reply(text="Sunny")`` answers
+    requests by what they hold (respx's routes: matchers ``last_user``, ``tools``, ``model``,
+    ``header``, ``thinking``, ``after_tool_result``, ``when``; ``.respond(entry | [entries] |
+    callable)``; ``route.calls``, ``route.call_count``); ``dsh_mock.push(Reply(text="hi"),
+    ErrorReply(status=429))`` scripts answers in order (from ``dsh_testkit.mock``). Routes
+    answer first, then the ordered script. Strict like respx: a request nothing scripted is
+    refused at the call (a 410 ``MOCK_SCRIPT_EXHAUSTED`` naming it, which the client sees), and
+    a passing test fails with ``MockNotSatisfied`` naming it and any scripted entry or route
+    left unused; opt out with ``dsh_mock.lenient()`` or ``@pytest.mark.dsh_lenient`` (then the
+    deterministic default reply answers). In thinking mode a reply scripted without reasoning
+    gets a short generated one, as the live API always reasons. ``dsh_mock.replaying`` tells
+    whether the test's cassette replays (then the mock is never asked).
     ``dsh_mock.provider`` is a ``DeepSeekProvider`` answered by it;
     ``dsh_mock.transport("httpx2")`` is a ``MockTransport`` for any other client (the openai
     and anthropic SDKs use httpx2); ``dsh_mock.requests`` is what it received; ``dsh_mock.mock``
@@ -347,10 +353,13 @@ def dsh_mock_server(request: pytest.FixtureRequest) -> Iterator[MockServer]:
 
     ``dsh_mock_server.base_url`` (``http://127.0.0.1:<port>``) is a DeepSeek base URL for any
     client in any language; ``.anthropic_base_url`` the Anthropic-format one; ``.mock`` the
-    ``MockDeepSeek`` to script (``.mock.push(...)``) and inspect (``.mock.requests``). The
-    port is free and chosen by the OS, so each pytest-xdist worker gets its own server. The mock
-    is reset before each test that uses it, and checked after it as ``dsh_mock`` is (scripted
-    entries left, requests nobody scripted; ``@pytest.mark.dsh_lenient`` opts out).
+    ``MockDeepSeek`` to script (``.mock.route(...)``, ``.mock.push(...)``) and inspect
+    (``.mock.requests``). The port is free and chosen by the OS, so each pytest-xdist worker
+    gets its own server. The mock is reset before each test that uses it (routes and script
+    dropped) and is strict as ``dsh_mock`` is (a request nothing scripted is refused at the
+    call; scripted entries or routes left unused fail the test; ``@pytest.mark.dsh_lenient``
+    opts out). Record through it with ``dsh_cassette``: loopback origins are filed as one, so
+    the cassette replays whatever port the server gets next time.
     """
     from .mock import MockDeepSeek, MockServer
 
@@ -395,8 +404,37 @@ def dsh_scrub(request: pytest.FixtureRequest) -> ScrubRules:
 
 
 @pytest.fixture
+def dsh_cassette_config() -> dict[str, Any]:
+    """Options for the test's cassette, as pytest-recording's vcr_config: override it.
+
+    A dict (``{}`` by default); override it in a ``conftest.py`` or a module (any scope), and
+    give one test other keys with ``@pytest.mark.dsh_cassette(**options)`` (the marker's win):
+
+    - ``record_mode``: this test's record mode (``--dsh-record-mode`` on the command line wins;
+      refused under ``CI=true`` unless ``--dsh-record-in-ci``);
+    - ``match_on``: what must equal a recording's, from ``method``, ``uri``, ``scheme``,
+      ``host``, ``port``, ``path``, ``query``, ``body`` (canonical JSON), ``headers``, or vcrpy
+      matcher callables (default ``("method", "uri", "body")``);
+    - ``ignore_json_paths``: volatile JSON fields left out of the body comparison
+      (``["metadata.request_id", "messages[*].ts"]``), still recorded;
+    - ``before_record_request`` / ``before_record_response``: vcrpy's hooks (``None`` leaves a
+      request out of the cassette, or a response unrecorded); secrets are scrubbed after them;
+    - ``rewrite_origin``: ``{live: recorded}`` origins (a gateway stored as the API's URL; the
+      ini's ``dsh_rewrite_origin`` too); ``loopback_as_one`` (default ``True``): every loopback
+      origin is stored and matched as ``http://127.0.0.1``, so recordings through
+      ``dsh_mock_server`` replay whatever its port;
+    - ``allow_playback_repeats``; ``scrub`` (``ScrubRules`` or a ``[tool.dsh_testkit.scrub]``
+      -like table), ``filter_headers``, ``filter_query_parameters`` (added to ``dsh_scrub``).
+    """
+    return {}
+
+
+@pytest.fixture
 def dsh_cassette(
-    request: pytest.FixtureRequest, dsh_mock: MockFixture, dsh_scrub: ScrubRules
+    request: pytest.FixtureRequest,
+    dsh_mock: MockFixture,
+    dsh_scrub: ScrubRules,
+    dsh_cassette_config: dict[str, Any],
 ) -> Iterator[Cassette]:
     """Replays (or records) the test's HTTP traffic from cassettes/<module>/<test>.yaml.
 
@@ -406,57 +444,83 @@ def dsh_cassette(
     urllib3 and aiohttp ones). The file is ``<cassette dir>/<module>/<test name>.yaml``, or
     ``<cassette dir>/<name>.yaml`` with ``@pytest.mark.dsh_cassette(name)``; the cassette dir is
     ``--dsh-cassette-dir``, the ini ``dsh_cassette_dir``, or ``cassettes/`` beside the test
-    module. ``--dsh-record-mode`` (pytest-recording's modes): ``none`` (default, and always in
-    CI) replays only and never writes; ``once`` records a cassette that does not exist yet;
-    ``new_episodes`` records requests without a recording; ``all`` records every request;
-    ``rewrite`` re-records from scratch. ``dsh_cassette.recording`` tells whether this test may
-    record: script ``dsh_mock`` only then (a script pushed while replaying is listed in the
-    run's summary). Recordings come from the in-process mock unless ``--dsh-live`` and
-    ``DEEPSEEK_API_KEY`` allow the live API. The test fails with ``CassetteMismatch`` (naming
-    the closest recording and what differs) on an unrecorded request, even one a client
-    swallowed, and with ``CassetteNotFullyPlayed`` when a recording was never requested. A
-    failing test records nothing. Secrets are scrubbed with the built-in rules and
-    ``dsh_scrub``'s. Yields the ``dsh_testkit.cassettes.Cassette``.
+    module. ``--dsh-record-mode`` (pytest-recording's modes): ``none`` (default) replays only
+    and never writes; ``once`` records a cassette that does not exist yet; ``new_episodes``
+    records requests without a recording; ``all`` records every request; ``rewrite``
+    re-records from scratch. Under ``CI=true`` every mode but ``none`` is refused, whoever asks
+    (flag, ini, marker, ``dsh_cassette_config``), unless ``--dsh-record-in-ci``.
+    ``dsh_cassette.recording`` tells whether this test may record: script the mocks only then
+    (a script pushed while replaying is listed in the run's summary). Recordings come from
+    ``dsh_mock`` (a client on ``https://api.deepseek.com``) or ``dsh_mock_server`` (a client on
+    its ``base_url``: loopback origins are filed as ``http://127.0.0.1``, so the recording
+    replays whatever port the server gets), or from the live API with ``--dsh-live`` and
+    ``DEEPSEEK_API_KEY``. The test fails with ``CassetteMismatch`` (naming the closest
+    recording and what differs) on an unrecorded request, even one a client swallowed, and with
+    ``CassetteNotFullyPlayed`` when a recording was never requested. A failing test records
+    nothing. Secrets are scrubbed with the built-in rules and ``dsh_scrub``'s. Options:
+    ``dsh_cassette_config``. Yields the ``dsh_testkit.cassettes.Cassette``.
     """
-    from ._pytest_support import CassetteFixture, CassetteSettings, cassette_path
-    from .cassettes import CassetteError
+    from ._errors import TestkitError
+    from ._pytest_support import CassetteFixture, CassetteSettings, cassette_options, cassette_path
+    from .cassettes import CassetteConfig
+    from .cassettes._api import normalize_mode
 
     settings = _settings(request.config)
     marker = request.node.get_closest_marker("dsh_cassette")
-    name: str | None = None
-    if marker is not None and (marker.args or marker.kwargs):
-        args = [*marker.args, *marker.kwargs.values()]
-        if len(args) != 1 or set(marker.kwargs) - {"name"} or not isinstance(args[0], str):
-            pytest.fail(
-                f"@pytest.mark.dsh_cassette takes at most one cassette name (a string), got "
-                f"args={marker.args!r} kwargs={marker.kwargs!r}",
-                pytrace=False,
-            )
-        name = args[0]
+    failure: str | None = None
+    try:
+        options = cassette_options(
+            dsh_cassette_config,
+            tuple(marker.args) if marker is not None else (),
+            dict(marker.kwargs) if marker is not None else {},
+        )
+    except TestkitError as exc:
+        failure = f"{type(exc).__name__}: {exc}"
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
+    mode, asked_by = settings.record_mode, ""
+    if settings.mode_source != "--dsh-record-mode" and options.record_mode is not None:
+        mode, asked_by = options.record_mode, options.record_mode_source
+    if settings.ci and not settings.record_in_ci and mode != "none":
+        pytest.fail(f"RecordingRefused: {_ci_refusal(mode, asked_by)}", pytrace=False)
     directory = settings.cassette_dir or _module_dir(request) / _DEFAULT_DIR_NAME
     try:
         path = cassette_path(
             directory=directory,
             module_path=Path(request.node.path),
             test_name=_test_name(request.node),
-            marker_name=name,
+            marker_name=options.name,
         )
-    except ValueError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        config = options.config
+        if settings.rewrite_origin:
+            config = CassetteConfig(rewrite_origin=settings.rewrite_origin).merged(config)
+        if dsh_scrub != type(dsh_scrub)():
+            config = config.merged(CassetteConfig(scrub=dsh_scrub))
+    except TestkitError as exc:
+        failure = f"{type(exc).__name__}: {exc}"
+    except ValueError as exc:  # the cassette name is not a relative path
+        failure = str(exc)
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
+
+    def server_mock() -> Any:
+        server = request.config.stash.get(_SERVER, None)
+        return server.mock if server is not None and _uses_server(request.node) else None
+
     use = CassetteFixture(
         path,
-        CassetteSettings(
-            mode=settings.record_mode,  # type: ignore[arg-type]
-            live=settings.live,
-            scrub=dsh_scrub,
-        ),
+        CassetteSettings(mode=normalize_mode(mode), live=settings.live, config=config),
         mock=dsh_mock,
         test_id=request.node.nodeid,
+        server_mock=server_mock,
     )
     try:
         cassette = use.start()
-    except CassetteError as exc:
-        pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
+    except TestkitError as exc:
+        # failed outside the handler: the report shows the error once, not chained twice
+        failure = f"{type(exc).__name__}: {exc}"
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
     _after_call(request, use)
     _stash(request)[_CASSETTE_USE] = use
     try:
@@ -465,9 +529,8 @@ def dsh_cassette(
         use.close(_call_error(request))
         if dsh_mock.replaying and dsh_mock.pushed:
             request.config.stash.setdefault(_REPLAY_NOTES, []).append(
-                f"{request.node.nodeid}: {dsh_mock.pushed} scripted entr"
-                f"{'y' if dsh_mock.pushed == 1 else 'ies'} not used (cassette {path.name} "
-                "replayed)"
+                f"{request.node.nodeid}: {dsh_mock.pushed} scripted answer"
+                f"{'' if dsh_mock.pushed == 1 else 's'} not used (cassette {path.name} replayed)"
             )
 
 

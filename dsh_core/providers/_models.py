@@ -136,6 +136,7 @@ class CacheFacts:
                 if when < _unix_seconds(until):
                     return rules
         return "2026"
+
     """The unit before :attr:`granularity`, oldest first: ``(until, tokens)`` pairs (the V3-era
     service stored 64-token units, docs/wire.md §2.2–§2.3)."""
 

@@ -3,6 +3,8 @@
 Built on vcrpy with this project's configuration. The parts:
 
 - ``_api``: :func:`use_cassette` and the :class:`Cassette` handle (modes, playing, recording);
+- ``_config``: :class:`CassetteConfig`, the options beyond the mode (vcrpy's ``vcr_config``);
+- ``_hooks``: the record hooks (the user's, origin rewrites, scrubbing, volatile headers);
 - ``_matching``: canonical bodies, the words of a mismatch, our flags in vcrpy's errors;
 - ``_format``: the versioned YAML format (one literal block per body, SSE as sent);
 - ``_transport``: SSE-faithful playback, one event per chunk, for ``httpx`` and ``httpx2``.
@@ -11,6 +13,7 @@ Secrets are scrubbed by :mod:`dsh_testkit._secrets` before anything is written.
 """
 
 from .._errors import (
+    CassetteConfigError,
     CassetteError,
     CassetteFormatError,
     CassetteMismatch,
@@ -31,23 +34,27 @@ from .._secrets import (
 )
 from ._api import (
     RECORD_MODES,
-    VOLATILE_REQUEST_HEADERS,
-    VOLATILE_RESPONSE_HEADERS,
     Cassette,
     RecordMode,
     use_cassette,
 )
+from ._config import LOOPBACK_ORIGIN, MATCHERS, CassetteConfig
 from ._format import CASSETTE_FORMAT, CASSETTE_FORMAT_VERSION
+from ._hooks import VOLATILE_REQUEST_HEADERS, VOLATILE_RESPONSE_HEADERS
 from ._matching import json_body_matcher
 
 __all__ = [
     "CASSETTE_FORMAT",
     "CASSETTE_FORMAT_VERSION",
+    "LOOPBACK_ORIGIN",
+    "MATCHERS",
     "RECORD_MODES",
     "REDACTED",
     "VOLATILE_REQUEST_HEADERS",
     "VOLATILE_RESPONSE_HEADERS",
     "Cassette",
+    "CassetteConfig",
+    "CassetteConfigError",
     "CassetteError",
     "CassetteFormatError",
     "CassetteMismatch",

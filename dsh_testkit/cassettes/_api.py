@@ -14,7 +14,11 @@ format and how the repository's cassettes were recorded)::
   ``httpx``/``httpx2`` clients.
 - **Secrets** are scrubbed before anything is written (credential headers, query parameters and
   JSON keys; key-shaped strings anywhere, request and response alike).
-- **Matching**: method + URL + canonical JSON body (key order ignored). A request with no
+- **Matching**: method + URL + canonical JSON body (key order ignored) by default; a
+  :class:`~dsh_testkit.cassettes.CassetteConfig` (``config=``) changes what is matched, ignores
+  volatile JSON paths, adds before-record hooks and origin rewrites. Every loopback origin is
+  stored and matched as ``http://127.0.0.1``, so a recording through a mock server on a random
+  port replays wherever it listens next. A request with no
   recording raises :class:`CassetteMismatch` naming the request's index, the closest recording
   and what differs in this project's vocabulary (``system line 3``, tool ``'grep'`` added,
   ``config.temperature``, ``messages[4].content``). The error is raised inside the transport
@@ -46,16 +50,18 @@ from .._errors import (
     UnscrubbableBody,
 )
 from .._secrets import Scrubber, ScrubRules
+from ._config import CassetteConfig
 from ._format import (
     CassettePersister,
     CassetteSerializer,
 )
+from ._hooks import RecordHooks
 from ._matching import (
     as_sent,
-    body_of,
     build_mismatch,
     describe,
-    json_body_matcher,
+    matchers_for,
+    request_key,
     vcr_suggestions,
 )
 from ._transport import TransportPatches
@@ -106,95 +112,6 @@ def mode_records(mode: RecordMode, path: Path) -> bool:
     return True
 
 
-VOLATILE_REQUEST_HEADERS: Final = frozenset(
-    {"accept-encoding", "connection", "content-length", "host", "user-agent"}
-)
-"""Request headers not stored: they vary by library version or transport, never by the agent.
-Headers starting with ``x-stainless-`` (the openai/anthropic SDKs' platform report) go too."""
-
-VOLATILE_RESPONSE_HEADERS: Final = frozenset(
-    {"connection", "content-length", "date", "keep-alive", "transfer-encoding"}
-)
-"""Response headers not stored: the date changes every recording, the length is of the
-recorded bytes (which a parsed JSON body does not keep), and the rest are hop-by-hop framing
-of the recording's connection, not of the replay."""
-
-
-def _is_volatile_request_header(name: str) -> bool:
-    lowered = name.lower()
-    return lowered in VOLATILE_REQUEST_HEADERS or lowered.startswith("x-stainless-")
-
-
-def _drop_volatile_request_headers(request: Any) -> Any:
-    request.headers = {
-        name: value
-        for name, value in request.headers.items()
-        if not _is_volatile_request_header(name)
-    }
-    return request
-
-
-def _drop_volatile_response_headers(response: dict[str, Any]) -> dict[str, Any]:
-    response["headers"] = {
-        name: values
-        for name, values in (response.get("headers") or {}).items()
-        if name.lower() not in VOLATILE_RESPONSE_HEADERS
-    }
-    return response
-
-
-def _loaded_request_is_final(request: Any, rewriter: _Rewriter, scrubber: Scrubber) -> bool:
-    """Whether the record hooks would leave a loaded request as it is (then they are skipped).
-
-    vcrpy runs the record hooks on every interaction it loads. A cassette written by them
-    needs none of it, and checking costs a fraction of scrubbing; a stored request with
-    anything to scrub, a volatile header or an origin to rewrite goes through the hooks.
-    """
-    return (
-        not any(_is_volatile_request_header(name) for name in request.headers)
-        and not rewriter.applies(request)
-        and scrubber.request_is_clean(request)
-    )
-
-
-def _loaded_response_is_final(response: dict[str, Any], scrubber: Scrubber) -> bool:
-    """:func:`_loaded_request_is_final` for a loaded response (a compressed one is decoded)."""
-    names = [name.lower() for name in response.get("headers") or {}]
-    return not any(
-        name in VOLATILE_RESPONSE_HEADERS or name == "content-encoding" for name in names
-    ) and scrubber.response_is_clean(response)
-
-
-def _decode_compressed(response: dict[str, Any]) -> dict[str, Any]:
-    from vcr.filters import decode_response
-
-    decoded: dict[str, Any] = decode_response(response)
-    return decoded
-
-
-class _Rewriter:
-    def __init__(self, rewrite_origin: tuple[str, str] | None) -> None:
-        self.origin = rewrite_origin
-
-    def applies(self, request: Any) -> bool:
-        """Whether :meth:`__call__` would change the request's URL."""
-        if self.origin is None:
-            return False
-        live, recorded = (o.rstrip("/") for o in self.origin)
-        return bool(request.uri.startswith(live)) and live != recorded
-
-    def rewrite_uri(self, uri: str) -> str:
-        if self.origin is not None:
-            live, recorded = (o.rstrip("/") for o in self.origin)
-            if uri.startswith(live):
-                return recorded + uri[len(live) :]
-        return uri
-
-    def __call__(self, request: Any) -> Any:
-        request.uri = self.rewrite_uri(request.uri)
-        return request
-
-
 class Cassette:
     """One use of a cassette file: what was played, recorded and left over.
 
@@ -207,7 +124,7 @@ class Cassette:
         mode: RecordMode,
         persister: CassettePersister,
         *,
-        match_on: tuple[Any, ...],
+        config: CassetteConfig,
     ) -> None:
         self.path = path
         """The cassette file."""
@@ -220,21 +137,31 @@ class Cassette:
         """Every mismatch raised during this use (re-raised when the cassette closes)."""
         self.refusals: list[UnscrubbableBody] = []
         """Every body refused because it could not be scrubbed (re-raised when it closes)."""
-        self.match_on = match_on
-        """The vcrpy matchers in use (method, URL, canonical JSON body)."""
+        self.config = config
+        """The options of this use (what is matched, hooks, origin rewrites, …)."""
+        self.match_on = matchers_for(config.match_on, config.parsed_ignore_paths)
+        """The vcrpy matchers in use (by default method, URL, canonical JSON body)."""
+        self.passed_through = 0
+        """Requests a ``before_record_request`` hook left out of the cassette (sent unrecorded)."""
         self._persister = persister
         self._loaded = 0
-        self._index: dict[tuple[str, str, Any], list[int]] = {}
+        self._index: dict[tuple[Any, ...], list[int]] = {}
         self._indexed = 0
         self._raw_index: dict[tuple[str, str, bytes], list[int]] = {}
         self._raw_indexed = 0
         self.uri_filter: Any = None
-        """What the record hooks do to a URL (scrub, rewrite the origin), for the fast path."""
+        """What the record hooks do to a URL (scrub, rewrite the origin), for the fast path;
+        ``None`` turns the fast path off (hooks of the user's, matchers beyond method, URL and
+        body)."""
 
     @property
     def metadata(self) -> dict[str, Any]:
         """The metadata stored in the file (what it was recorded against, the scenario, …)."""
         return {**self._persister.loaded_metadata, **self._persister.metadata}
+
+    def set_metadata(self, key: str, value: Any) -> None:
+        """Store ``key: value`` in the file's metadata when it is next written."""
+        self._persister.metadata[key] = value
 
     @property
     def recording(self) -> bool:
@@ -285,7 +212,9 @@ class Cassette:
     # ---------------------------------------------------------------- transport callbacks
 
     def decide(self, request: Any, body: bytes) -> tuple[str, Any]:
-        """Play, record, or raise for a live request (called by the transport patches)."""
+        """Play, record, pass or raise for a live request (called by the transport patches):
+        ``("play", response)``, ``("record", vcr_request)`` or ``("pass", None)`` for a request
+        a ``before_record_request`` hook left out."""
         from vcr.request import Request as VcrRequest
 
         cassette = self.vcr_cassette
@@ -302,7 +231,11 @@ class Cassette:
         except UnscrubbableBody as refusal:
             self.refusals.append(refusal)
             raise
-        if filtered and replaying:
+        if filtered is None:
+            self.requests_seen -= 1
+            self.passed_through += 1
+            return "pass", None
+        if replaying:
             position = self._playable(filtered)
             if position is not None:
                 return "play", self._play(position, vcr_request)
@@ -331,25 +264,42 @@ class Cassette:
         candidates = self._raw_index.get((method, self.uri_filter(uri), body))
         if not candidates:
             return None
+        return self._first_playable(candidates)
+
+    def _first_playable(self, candidates: list[int]) -> int | None:
+        """The first candidate not played yet (or, with ``allow_playback_repeats``, the first)."""
         counts = self.vcr_cassette.play_counts
-        return next((i for i in candidates if counts[i] == 0), None)
+        unplayed = next((i for i in candidates if counts[i] == 0), None)
+        if unplayed is None and self.config.allow_playback_repeats and candidates:
+            return candidates[0]
+        return unplayed
 
     def _playable(self, request: Any) -> int | None:
         """The first unplayed recording matching ``request`` (scrubbed), or ``None``.
 
         vcrpy finds it by running every matcher against every recording, twice per request
-        (quadratic in the cassette); an index by (method, URL, canonical body) — exactly what
-        the matchers compare — finds it in one lookup, and each body is made canonical once.
+        (quadratic in the cassette); with named matchers an index by what they compare (method,
+        URL, canonical body by default) finds it in one lookup, and each body is made canonical
+        once. Matcher callables of the user's are run against each recording, as vcrpy does.
         """
+        from vcr.matchers import requests_match
+
         data = self.vcr_cassette.data
+        config = self.config
+        if not config.keyable:
+            matching = [
+                i
+                for i, (stored, _) in enumerate(data)
+                if requests_match(request, stored, self.match_on)
+            ]
+            return self._first_playable(matching)
+        ignore = config.parsed_ignore_paths
         for position in range(self._indexed, len(data)):
-            stored = data[position][0]
-            key = (stored.method, stored.uri, body_of(stored).canonical)
+            key = request_key(data[position][0], config.match_on, ignore)
             self._index.setdefault(key, []).append(position)
         self._indexed = len(data)
-        key = (request.method, request.uri, body_of(request).canonical)
-        counts = self.vcr_cassette.play_counts
-        return next((i for i in self._index.get(key, ()) if counts[i] == 0), None)
+        key = request_key(request, config.match_on, ignore)
+        return self._first_playable(self._index.get(key, []))
 
     def _play(self, position: int, request: Any) -> Any:
         """Mark recording ``position`` played, as ``vcr.cassette.Cassette.play_response`` does
@@ -387,7 +337,14 @@ class Cassette:
             raise
 
     def _mismatch(self, vcr_request: Any, index: int) -> CassetteMismatch:
-        return build_mismatch(self.path, self.vcr_cassette, vcr_request, index, self.match_on)
+        return build_mismatch(
+            self.path,
+            self.vcr_cassette,
+            vcr_request,
+            index,
+            self.match_on,
+            self.config.parsed_ignore_paths,
+        )
 
 
 @contextmanager
@@ -396,9 +353,10 @@ def use_cassette(
     *,
     mode: RecordMode = "none",
     metadata: Mapping[str, Any] | None = None,
-    rewrite_origin: tuple[str, str] | None = None,
+    rewrite_origin: tuple[str, str] | Mapping[str, str] | None = None,
     assert_all_played: bool = True,
     scrub: ScrubRules | None = None,
+    config: CassetteConfig | None = None,
 ) -> Iterator[Cassette]:
     """Replay (or record) every ``httpx``/``httpx2`` request made inside the block.
 
@@ -406,13 +364,17 @@ def use_cassette(
     (replay only; a missing file raises :class:`CassetteNotFound` at once, and an unrecorded
     request raises :class:`CassetteMismatch`), ``"once"``, ``"new_episodes"``, ``"all"`` or
     ``"rewrite"``. ``metadata`` is stored in the file when it is written (say what it was recorded
-    against). ``rewrite_origin=(live, recorded)`` stores requests sent to the ``live`` origin as
-    sent to ``recorded`` (a loopback recording filed under the real API's URL). On a clean exit
-    the block fails when a recording was never played (``assert_all_played``), and any mismatch
-    that a client swallowed (into a retry or a wrapped error) is raised again. ``scrub`` adds
-    your own :class:`~dsh_testkit.cassettes.ScrubRules` to the built-in secret scrubbing; a body
-    that cannot be scrubbed raises :class:`~dsh_testkit.cassettes.UnscrubbableBody` (again on
-    exit, should a client swallow it) and is never written.
+    against). ``rewrite_origin=(live, recorded)`` (or ``{live: recorded}``) stores requests sent
+    to the ``live`` origin as sent to ``recorded`` (a gateway filed under the real API's URL);
+    every loopback origin is stored as ``http://127.0.0.1`` unless ``config`` says otherwise. On
+    a clean exit the block fails when a recording was never played (``assert_all_played``), and
+    any mismatch that a client swallowed (into a retry or a wrapped error) is raised again.
+    ``scrub`` adds your own :class:`~dsh_testkit.cassettes.ScrubRules` to the built-in secret
+    scrubbing; a body that cannot be scrubbed raises
+    :class:`~dsh_testkit.cassettes.UnscrubbableBody` (again on exit, should a client swallow
+    it) and is never written. ``config`` (:class:`~dsh_testkit.cassettes.CassetteConfig`): what
+    is matched, JSON paths to ignore, before-record hooks, origin rewrites, loopback as one,
+    playback repeats, scrub rules.
     """
     import vcr.cassette
 
@@ -424,39 +386,17 @@ def use_cassette(
             "blocked); record it with mode='once' (pytest --dsh-record-mode=once)",
             path=str(path),
         )
-    from vcr.matchers import method, uri
-
-    scrubber = Scrubber.for_rules(scrub)
+    config = config or CassetteConfig()
+    if rewrite_origin or scrub is not None:
+        extra = CassetteConfig(rewrite_origin=rewrite_origin or (), scrub=scrub)  # type: ignore[arg-type]
+        config = config.merged(extra)
+    scrubber = Scrubber.for_rules(config.scrub)
     persister = CassettePersister(metadata, fingerprint=scrubber.fingerprint)
-    handle = Cassette(path, mode, persister, match_on=(method, uri, json_body_matcher))
-    rewriter = _Rewriter(rewrite_origin)
-    handle.uri_filter = lambda uri: rewriter.rewrite_uri(scrubber.url(uri))
-
-    # vcrpy hands each live request to this hook three times (checking, then playing or
-    # recording), once more as the hook's own output: scrub it once. The hook's output is
-    # final (scrubbing is idempotent), so it passes through unchanged.
-    last_request: list[Any] = [None, None]
-
-    def before_record_request(request: Any) -> Any:
-        if handle.vcr_cassette is None and (
-            (persister.verified and not rewriter.applies(request))
-            or _loaded_request_is_final(request, rewriter, scrubber)
-        ):
-            return request  # loading what these hooks wrote: nothing to scrub again
-        live, filtered = last_request
-        if request is live or request is filtered:
-            return filtered
-        filtered = _drop_volatile_request_headers(rewriter(scrubber.vcr_request(request)))
-        last_request[:] = [request, filtered]
-        return filtered
-
-    def before_record_response(response: dict[str, Any]) -> dict[str, Any]:
-        if handle.vcr_cassette is None and (
-            persister.verified or _loaded_response_is_final(response, scrubber)
-        ):
-            return response
-        response = scrubber.vcr_response(_decode_compressed(response))
-        return _drop_volatile_response_headers(response)
+    handle = Cassette(path, mode, persister, config=config)
+    hooks = RecordHooks(config, scrubber, persister, is_loading=lambda: handle.vcr_cassette is None)
+    # The exact-bytes fast path proves a match on method, URL and body, so on any of their parts.
+    if config.keyable and "headers" not in config.match_on and not hooks.has_user_hooks:
+        handle.uri_filter = hooks.uri_filter
 
     context = vcr.cassette.Cassette.use(
         path=str(path),
@@ -464,9 +404,9 @@ def use_cassette(
         persister=persister,
         record_mode=_VCR_MODES[mode],
         match_on=handle.match_on,
-        before_record_request=before_record_request,
-        before_record_response=before_record_response,
-        allow_playback_repeats=False,
+        before_record_request=hooks.before_record_request,
+        before_record_response=hooks.before_record_response,
+        allow_playback_repeats=config.allow_playback_repeats,
         drop_unused_requests=mode == "rewrite",
         record_on_exception=False,
         skip_patchers=("httpx", "httpx2"),

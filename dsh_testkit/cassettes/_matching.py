@@ -1,7 +1,9 @@
 """How a live request meets the recordings: canonical bodies, and the words of a mismatch.
 
 :func:`json_body_matcher` is the vcrpy matcher (canonical JSON, key order ignored), each body made
-canonical once; :func:`build_mismatch` words a request that no recording plays (the closest
+canonical once; :func:`matchers_for` turns a ``match_on`` list into vcrpy matchers (the body one
+leaving out the ignored JSON paths) and :func:`request_key` into the index key that finds a
+recording in one lookup; :func:`build_mismatch` words a request that no recording plays (the closest
 recording, what differs in this project's vocabulary, what to do, in this kit's flags);
 :func:`vcr_suggestions` replaces the advice of vcrpy's own error (for the clients vcrpy patches
 itself) with the same flags.
@@ -18,6 +20,7 @@ from dsh_core import dumps_canonical, text_difference
 
 from .._diff import chat_view, common_message_prefix, diff_chat
 from .._errors import CassetteMismatch
+from .._scrub_rules import path_matches
 
 __all__ = [
     "as_sent",
@@ -25,8 +28,12 @@ __all__ = [
     "build_mismatch",
     "describe",
     "json_body_matcher",
+    "matchers_for",
+    "request_key",
     "vcr_suggestions",
 ]
+
+IgnoredPaths = tuple[tuple[str | int, ...], ...]
 
 
 def json_body_matcher(r1: Any, r2: Any) -> None:
@@ -48,10 +55,10 @@ class _Body:
 
     __slots__ = ("_text", "canonical", "source")
 
-    def __init__(self, source: Any) -> None:
+    def __init__(self, source: Any, ignore: IgnoredPaths = ()) -> None:
         self.source = source
         """The body it was computed from (kept, so its identity stays meaningful)."""
-        self.canonical = _canonical_body(source)
+        self.canonical = _canonical_body(source, ignore) if ignore else _canonical_body(source)
         self._text: str | None = None
 
     def text(self) -> str:
@@ -65,28 +72,100 @@ _BODY_MEMO: Final = "_dsh_canonical_body"
 """Attribute of a ``vcr.request.Request`` holding its :class:`_Body`."""
 
 
-def body_of(request: Any) -> _Body:
-    """The request's :class:`_Body`, memoized on the request while its body is the same object
-    (assigning a new body, as the scrub hooks do on a copy, computes it afresh)."""
+def body_of(request: Any, ignore: IgnoredPaths = ()) -> _Body:
+    """The request's :class:`_Body` (without the ``ignore`` JSON paths), memoized on the
+    request while its body is the same object (assigning a new body, as the scrub hooks do on a
+    copy, computes it afresh)."""
     body = request.body
     memo = getattr(request, _BODY_MEMO, None)
-    if isinstance(memo, _Body) and memo.source is body:
-        return memo
-    memo = _Body(body)
-    # A request type without a __dict__ is simply not memoized.
-    with contextlib.suppress(AttributeError):
-        setattr(request, _BODY_MEMO, memo)
-    return memo
+    if isinstance(memo, dict):
+        found = memo.get(ignore)
+        if isinstance(found, _Body) and found.source is body:
+            return found
+    else:
+        memo = {}
+        # A request type without a __dict__ is simply not memoized.
+        with contextlib.suppress(AttributeError):
+            setattr(request, _BODY_MEMO, memo)
+    made = memo[ignore] = _Body(body, ignore)
+    return made
 
 
-def _canonical_body(body: Any) -> Any:
+def _canonical_body(body: Any, ignore: IgnoredPaths = ()) -> Any:
     if body is None or body in (b"", ""):
         return b""
     raw = body if isinstance(body, (bytes, str)) else bytes(body)
     try:
-        return dumps_canonical(json.loads(raw), sort_keys=True)
+        parsed = json.loads(raw)
     except ValueError:
         return raw if isinstance(raw, bytes) else raw.encode("utf-8")
+    if ignore:
+        parsed = without_paths(parsed, ignore)
+    return dumps_canonical(parsed, sort_keys=True)
+
+
+def without_paths(value: Any, ignore: IgnoredPaths) -> Any:
+    """``value`` (parsed JSON) without the members at the ``ignore`` paths (``*``: any key or
+    index); a path that leads nowhere is no error."""
+
+    def walk(item: Any, path: tuple[str | int, ...]) -> Any:
+        if isinstance(item, dict):
+            return {
+                k: walk(v, (*path, k))
+                for k, v in item.items()
+                if not any(path_matches(p, (*path, k)) for p in ignore)
+            }
+        if isinstance(item, list):
+            return [
+                walk(v, (*path, i))
+                for i, v in enumerate(item)
+                if not any(path_matches(p, (*path, i)) for p in ignore)
+            ]
+        return item
+
+    return walk(value, ())
+
+
+def matchers_for(match_on: tuple[Any, ...], ignore: IgnoredPaths) -> tuple[Any, ...]:
+    """vcrpy matcher callables for ``match_on`` (names of ``CassetteConfig.MATCHERS`` or
+    callables): vcrpy's own for the URL parts and headers, canonical JSON for ``body``."""
+    import vcr.matchers
+
+    body = json_body_matcher if not ignore else _ignoring_matcher(ignore)
+    out = []
+    for matcher in match_on:
+        if matcher == "body":
+            out.append(body)
+        elif isinstance(matcher, str):
+            out.append(getattr(vcr.matchers, matcher))
+        else:
+            out.append(matcher)
+    return tuple(out)
+
+
+def _ignoring_matcher(ignore: IgnoredPaths) -> Any:
+    def json_body(r1: Any, r2: Any) -> None:
+        a, b = body_of(r1, ignore), body_of(r2, ignore)
+        if a.canonical != b.canonical:
+            found = text_difference("body", a.text(), b.text(), ("request", "recorded"))
+            raise AssertionError(found or "body differs")
+
+    return json_body
+
+
+def request_key(request: Any, match_on: tuple[Any, ...], ignore: IgnoredPaths) -> tuple[Any, ...]:
+    """What the named matchers compare, as one hashable key (only for named matchers)."""
+    key: list[Any] = []
+    for name in match_on:
+        if name == "body":
+            key.append(body_of(request, ignore).canonical)
+        elif name == "headers":
+            key.append(tuple(sorted((k.lower(), str(v)) for k, v in request.headers.items())))
+        elif name == "query":
+            key.append(tuple(request.query))
+        else:
+            key.append(getattr(request, name))
+    return tuple(key)
 
 
 def as_sent(body: Any) -> bytes:
@@ -148,10 +227,16 @@ def describe(request: Any) -> str:
 
 
 def build_mismatch(
-    path: Path, cassette: Any, vcr_request: Any, index: int, match_on: tuple[Any, ...]
+    path: Path,
+    cassette: Any,
+    vcr_request: Any,
+    index: int,
+    match_on: tuple[Any, ...],
+    ignore: IgnoredPaths = (),
 ) -> CassetteMismatch:
     """The :class:`CassetteMismatch` for a live request no recording plays: the closest
-    recording and what differs, in this project's vocabulary."""
+    recording and what differs, in this project's vocabulary (the ``ignore`` JSON paths left
+    out of the bodies compared)."""
     from vcr.matchers import requests_match
 
     live = cassette.filter_request(vcr_request)
@@ -186,9 +271,9 @@ def build_mismatch(
             closest_index=matching[0],
             diff=(),
         )
-    best = min(range(len(data)), key=lambda i: _distance(live, data[i][0], i, index))
+    best = min(range(len(data)), key=lambda i: _distance(live, data[i][0], i, index, ignore))
     recorded = data[best][0]
-    diff = _diff(recorded, live)
+    diff = _diff(recorded, live, ignore)
     played = " (already played)" if cassette.play_counts[best] else ""
     lines = "".join(f"\n  {line}" for line in diff) or "\n  (no difference in method, URL or body)"
     return CassetteMismatch(
@@ -203,31 +288,43 @@ def build_mismatch(
     )
 
 
-def _diff(recorded: Any, live: Any) -> tuple[str, ...]:
+def _compared_body(request: Any, ignore: IgnoredPaths) -> Any:
+    """The body as matching compares it: without the ignored paths (as JSON text)."""
+    if not ignore:
+        return request.body
+    canonical = body_of(request, ignore).canonical
+    return canonical if isinstance(canonical, bytes) else canonical.encode("utf-8")
+
+
+def _diff(recorded: Any, live: Any, ignore: IgnoredPaths = ()) -> tuple[str, ...]:
     out: list[str] = []
     if recorded.method != live.method:
         out.append(f"method differs: recorded: {recorded.method}, request: {live.method}")
     if recorded.uri != live.uri:
         out.append(f"url differs: recorded: {recorded.uri}, request: {live.uri}")
-    a, b = chat_view(recorded.body), chat_view(live.body)
+    a = chat_view(_compared_body(recorded, ignore))
+    b = chat_view(_compared_body(live, ignore))
     if a is not None and b is not None:
         out.extend(diff_chat(a, b))
-    elif (old := body_of(recorded)).canonical != (new := body_of(live)).canonical:
+    elif (old := body_of(recorded, ignore)).canonical != (new := body_of(live, ignore)).canonical:
         body = text_difference("body", old.text(), new.text(), ("recorded", "request"))
         out.append(body or "body differs")
     return tuple(out)
 
 
-def _distance(live: Any, recorded: Any, position: int, index: int) -> tuple[int, ...]:
+def _distance(
+    live: Any, recorded: Any, position: int, index: int, ignore: IgnoredPaths = ()
+) -> tuple[int, ...]:
     """Sort key: same method and URL first, then fewer differences, longer shared history,
     and the recording at the live request's own position."""
     route = int(recorded.method != live.method) + int(recorded.uri != live.uri)
-    a, b = chat_view(recorded.body), chat_view(live.body)
+    a = chat_view(_compared_body(recorded, ignore))
+    b = chat_view(_compared_body(live, ignore))
     if a is not None and b is not None:
         differences = len(diff_chat(a, b))
         shared = common_message_prefix(a, b)
     else:
-        differences = int(body_of(recorded).canonical != body_of(live).canonical)
+        differences = int(body_of(recorded, ignore).canonical != body_of(live, ignore).canonical)
         shared = 0
     return (route, differences, -shared, abs(position - index))
 

@@ -10,7 +10,8 @@ modes, hooks, persistence) and differ in two places only:
 - playback returns a stream that yields the recorded chunks one by one (one per SSE event) to
   sync and async clients alike;
 - a request with no recording raises :class:`~dsh_testkit.CassetteMismatch` naming the closest
-  recording and the first differing field, instead of vcrpy's generic message.
+  recording and the first differing field, instead of vcrpy's generic message;
+- a request the user's ``before_record_request`` hook leaves out goes to its target unrecorded.
 
 The patched classes are ``HTTPTransport``, ``AsyncHTTPTransport``, ``MockTransport``,
 ``WSGITransport`` and ``ASGITransport`` of both ``httpx`` and ``httpx2`` (the fork the openai
@@ -129,6 +130,8 @@ class TransportPatches:
             decision, payload = handler.decide(request, body)
             if decision == "play":
                 return self._replayed(mod, payload)
+            if decision == "pass":  # left out of the cassette by the user's hook
+                return original(transport, request)
             response = original(transport, request)
             try:
                 content = b"".join(response.stream)
@@ -155,6 +158,8 @@ class TransportPatches:
             decision, payload = handler.decide(request, body)
             if decision == "play":
                 return self._replayed(mod, payload)
+            if decision == "pass":  # left out of the cassette by the user's hook
+                return await original(transport, request)
             response = await original(transport, request)
             try:
                 content = b"".join([part async for part in response.stream])

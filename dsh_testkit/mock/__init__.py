@@ -3,7 +3,9 @@
 :class:`MockDeepSeek` is the model of the API (validation, scripted answers and faults, the
 prefix-cache simulator for usage). Serve it in process with :class:`MockHandler` /
 :func:`mock_transport` / :func:`respx_route` (httpx and httpx2 clients, sync and async), or on a
-real socket with :class:`MockServer` (tests) and ``dsh-testkit serve`` (any language)::
+real socket with :class:`MockServer` (tests) and ``dsh-testkit serve`` (any language). Answers
+come from routes (:meth:`MockDeepSeek.route`: picked by what a request holds), the ordered
+script, a responder callable, or the default reply::
 
     mock = MockDeepSeek([Reply(text="hi"), ErrorReply(status=429, retry_after="2")])
     client = openai.AsyncOpenAI(
@@ -29,6 +31,7 @@ from ._render import (
 )
 from ._request import MockRequest, ReceivedRequest
 from ._responder import call_each_tool_once, default_reply, example_arguments
+from ._routes import Route, RouteMatch
 from ._schema import script_schema
 from ._script import (
     BEHAVIOURS,
@@ -74,6 +77,8 @@ __all__ = [
     "Reply",
     "Responder",
     "ResponsePlan",
+    "Route",
+    "RouteMatch",
     "Script",
     "ScriptEntry",
     "ScriptError",

@@ -30,7 +30,7 @@ from dsh_core.providers import deepseek as deepseek_codec
 
 from ._api_errors import ApiError
 from ._plan import HttpRequest
-from ._request import MockRequest
+from ._request import REDACTED, MockRequest
 from ._validate import (
     PassbackRule,
     ToolFacts,
@@ -45,6 +45,7 @@ __all__ = [
     "caller_key",
     "credentials",
     "decode_json_body",
+    "redacted_headers",
 ]
 
 MAX_JSON_DEPTH: Final = 128
@@ -94,22 +95,41 @@ def is_credential_header(name: str) -> bool:
     )
 
 
+def redacted_headers(request: HttpRequest) -> tuple[tuple[str, str], ...]:
+    """The request's header pairs with every credential replaced by ``<REDACTED>`` (a
+    credential header keeps its scheme word: ``Bearer <REDACTED>``), as the request log and a
+    responder see them."""
+    secrets = credentials(request)
+    headers = []
+    for name, value in request.headers:
+        if is_credential_header(name):
+            scheme, space, _ = value.strip().partition(" ")
+            value = f"{scheme} {REDACTED}" if space and scheme.isalpha() else REDACTED
+        else:
+            for secret in secrets:
+                if secret in value:
+                    value = value.replace(secret, REDACTED)
+        headers.append((name, value))
+    return tuple(headers)
+
+
 def credentials(request: HttpRequest) -> tuple[str, ...]:
     """Every credential the request presents, longest first, for redaction: the value of each
-    credential header (whole, and without its scheme word, e.g. ``Token sk-…`` → ``sk-…``)."""
+    credential header (whole, and without its scheme word, e.g. ``Token sk-…`` → ``sk-…``), of
+    8 characters or more (the credential headers themselves are redacted whatever their
+    length)."""
     found: set[str] = set()
     for name, value in request.headers:
         if not is_credential_header(name):
             continue
         value = value.strip()
-        if value:
-            found.add(value)
-        _, _, rest = value.partition(" ")
-        if rest.strip():
-            found.add(rest.strip())
+        found.add(value)
+        found.add(value.partition(" ")[2].strip())
         # the pieces of ``session=…; other=…`` and ``Scheme a, b``: each may be the secret
-        found.update(p for p in _CREDENTIAL_PIECES.split(value) if len(p) >= _MIN_SECRET)
-    return tuple(sorted(found, key=lambda s: (-len(s), s)))
+        found.update(_CREDENTIAL_PIECES.split(value))
+    # a shorter value is no key, and replacing it in free text would mangle the text ("k")
+    kept = (s for s in found if len(s) >= _MIN_SECRET)
+    return tuple(sorted(kept, key=lambda s: (-len(s), s)))
 
 
 def presented_key(request: HttpRequest, endpoint: str) -> str | None:
@@ -325,4 +345,5 @@ def admit(
         user_id=user_id,
         last_user_text=last_text,
         after_tool_result=after_tool,
+        headers=redacted_headers(request),
     )

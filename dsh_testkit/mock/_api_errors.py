@@ -53,6 +53,9 @@ class ApiError:
     """DeepSeek's ``error.code``; DeepSeek repeats ``invalid_request_error`` here on most errors."""
     param: str | None = None
     """DeepSeek's ``error.param``; ``null`` on every observed body."""
+    detail: str | None = None
+    """What the mock knows beyond the API's words (which message broke a rule): kept in the
+    request log and shown by the pytest plugin, never in the body, which stays the API's."""
 
     def deepseek_body(self) -> dict[str, Any]:
         """The Chat Completions error body."""
@@ -79,6 +82,8 @@ class ApiError:
             out["code"] = self.code
         if self.param is not None:
             out["param"] = self.param
+        if self.detail is not None:
+            out["detail"] = self.detail
         return out
 
 

@@ -6,11 +6,13 @@ path                   methods      what it does
 ``/_dsh/``             GET          this index (endpoints and their methods)
 ``/_dsh/script``       GET, POST    the queued entries; queue more (an entry, a list, or a
                                     script document whose ``onExhausted`` also applies)
+``/_dsh/routes``       GET, POST    the routes and the requests each answered; add one
+                                    (``{"match": {...}, "reply": ... | "replies": [...]}``)
 ``/_dsh/requests``     GET          the request log: ``{"requests": [...], "dropped": n,
                                     "limit": n}`` (fields: :class:`ReceivedRequest`)
 ``/_dsh/reset``        POST         back to the initial state: the initial script (``serve
-                                    --script FILE`` re-reads FILE), its ``onExhausted``, an
-                                    empty request log and cache, the PRNG re-seeded
+                                    --script FILE`` re-reads FILE), its ``onExhausted``, no
+                                    routes, an empty request log and cache, the PRNG re-seeded
 ``/_dsh/schema``       GET          the JSON Schema of a script document
 ``/_dsh/report``       GET          the cache doctor's report of the request log (text;
                                     ``?format=json`` the JSON document, with an ETag)
@@ -40,11 +42,16 @@ __all__ = ["CONTROL_ENDPOINTS", "control_plan"]
 CONTROL_ENDPOINTS: Final[Mapping[str, tuple[str, str]]] = {
     "/_dsh": ("GET", "this index of the control endpoints"),
     "/_dsh/script": ("GET, POST", "read the queued entries; POST queues more"),
+    "/_dsh/routes": (
+        "GET, POST",
+        "read the routes and the requests each answered; POST adds one "
+        '({"match": {...}, "reply": entry} or "replies": [entries])',
+    ),
     "/_dsh/requests": ("GET", "the request log (capped; 'dropped' counts what it dropped)"),
     "/_dsh/reset": (
         "POST",
         "restore the initial script and onExhausted (serve --script re-reads its file), "
-        "empty the request log and the cache, re-seed",
+        "drop the routes, empty the request log and the cache, re-seed",
     ),
     "/_dsh/schema": ("GET", "the JSON Schema of a script document"),
     "/_dsh/report": ("GET", "the cache doctor's report of the request log (?format=json)"),
@@ -127,6 +134,18 @@ def control_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> Respons
             200,
             {"onExhausted": mock.on_exhausted, "entries": [e.to_json() for e in mock.pending]},
         )
+    if route == ("POST", "/_dsh/routes"):
+        try:
+            document = json.loads(request.body.decode("utf-8"))
+            added = mock.add_route_json(document, where="body")
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            if not isinstance(exc, ScriptError):
+                exc = ScriptError(f"not valid JSON: {exc}", path="body")
+            error = ApiError(status=400, message=str(exc), code="invalid_route")
+            return json_plan(400, error.deepseek_body())
+        return json_plan(200, {"route": added.to_json(), "routes": len(mock.routes)})
+    if route == ("GET", "/_dsh/routes"):
+        return json_plan(200, {"routes": [r.to_json() for r in mock.routes]})
     if route == ("GET", "/_dsh/requests"):
         return json_plan(200, _requests_json(mock))
     if route == ("POST", "/_dsh/reset"):

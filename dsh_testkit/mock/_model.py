@@ -3,10 +3,11 @@
 :class:`MockDeepSeek` is a thin facade over three parts: routing and the request log (here),
 request admission (:mod:`._admission`: credential, JSON, the provider's own codec, the meaning
 checks of :mod:`._validate`), and answer planning with fault injection (:mod:`._answers`); the
-control API lives in :mod:`._control`. The answer to an admitted request is picked from the
-script queue, then the responder callable, then what the exhausted script says (by default the
-deterministic :func:`default_reply`). It never does I/O, so the in-process transport and the
-loopback server serve the same behaviour.
+control API lives in :mod:`._control`. The answer to an admitted request is picked by
+:mod:`._sources`: the routes (:mod:`._routes`), then the script queue, then the responder
+callable, then what the exhausted script says (by default the deterministic
+:func:`default_reply`). It never does I/O, so the in-process transport and the loopback server
+serve the same behaviour.
 
 Invariants: an invalid request never consumes a script entry; nothing raises out of
 :meth:`MockDeepSeek.handle`, whatever the input (an internal failure becomes a 500, and a test
@@ -34,8 +35,8 @@ from ._admission import (
     admit,
     caller_key,
     credentials,
-    is_credential_header,
     json_depth_exceeds,
+    redacted_headers,
 )
 from ._answers import AnswerPlanner, context_window_error
 from ._api_errors import ApiError
@@ -43,16 +44,23 @@ from ._cache import PrefixCacheSimulator
 from ._control import control_plan
 from ._errors import ScriptError
 from ._plan import HttpRequest, ResponsePlan, json_plan
-from ._request import REDACTED, Endpoint, MockRequest, ReceivedRequest, redact
-from ._responder import call_each_tool_once, default_reply
+from ._request import AnsweredBy, Endpoint, MockRequest, ReceivedRequest, redact
+from ._routes import Route, RouteAnswer, RouteMatch, TextMatcher
 from ._script import ErrorReply, OnExhausted, Reply, Script, ScriptEntry
+from ._sources import (
+    DEFAULT_CALL_TOOLS_LIMIT,
+    SCRIPT_EXHAUSTED_STATUS,
+    AnswerSources,
+    exhausted_error,
+    with_reasoning,
+)
 from ._template import PromptRenderer
 from ._validate import PassbackRule
 
 if TYPE_CHECKING:
     from ..traces import Trace
 
-__all__ = ["DEFAULT_REQUEST_LOG_LIMIT", "MockDeepSeek", "Responder"]
+__all__ = ["DEFAULT_REQUEST_LOG_LIMIT", "SCRIPT_EXHAUSTED_STATUS", "MockDeepSeek", "Responder"]
 
 Responder: TypeAlias = Callable[[MockRequest], ScriptEntry | None]
 """A callable script (pydantic-ai's ``FunctionModel``, for the DeepSeek wire): it gets every
@@ -73,17 +81,16 @@ _MODEL_PATHS: Final = frozenset({"/models", "/v1/models"})
 _ANTHROPIC_PATHS: Final = frozenset({"/anthropic/v1/messages"})
 _CONTROL_PREFIX: Final = "/_dsh"
 
-SCRIPT_EXHAUSTED_STATUS: Final = 410
-"""What an exhausted script answers with ``onExhausted: "error"``: a 4xx that neither official
-SDK (nor our provider) retries, unlike a 5xx."""
-
 
 class MockDeepSeek:
     """A scripted, validating, cache-simulating model of the DeepSeek API.
 
-    ``script``: a :class:`Script`, entries, or a :data:`Responder` callable. Queued entries answer
-    first, in order; then the responder (if any); then ``on_exhausted`` decides (``default``: the
-    deterministic :func:`default_reply`). ``seed`` makes ids and timestamps reproducible.
+    ``script``: a :class:`Script`, entries, or a :data:`Responder` callable. Routes
+    (:meth:`route`) answer first, the first that matches; then queued entries, in order; then
+    the responder (if any); then ``on_exhausted`` decides (``default``: the deterministic
+    :func:`default_reply`; ``error``: a 410 naming the request and why no route matched). In
+    thinking mode a :class:`Reply` scripted without reasoning is sent with a short generated
+    one (the live API always reasons there). ``seed`` makes ids and timestamps reproducible.
     ``api_keys`` restricts the accepted keys (default: any non-empty key). ``passback`` selects
     the reasoning pass-back rule. ``cache`` is the prefix-cache simulator (a fresh default one
     when omitted); ``renderer`` the prompt renderer / tokenizer. ``request_log_limit`` caps the
@@ -91,7 +98,8 @@ class MockDeepSeek:
     the request-body bytes it holds (oldest dropped the same way). ``strict_tools`` (the
     default) refuses a reply that calls a tool the request did not offer — the real API never
     does — with a 410 ``MOCK_TOOL_NOT_OFFERED`` error naming the offered tools; ``False`` sends
-    such calls as scripted.
+    such calls as scripted. ``call_tools_limit`` bounds the ``call-tools`` answer: after that many
+    answers that call tools (since the last reset) it answers without tools.
 
     Thread-safe: transports may call :meth:`handle` from any thread.
     """
@@ -109,6 +117,7 @@ class MockDeepSeek:
         request_log_limit: int = DEFAULT_REQUEST_LOG_LIMIT,
         request_log_bytes: int = DEFAULT_REQUEST_LOG_BYTES,
         strict_tools: bool = True,
+        call_tools_limit: int = DEFAULT_CALL_TOOLS_LIMIT,
     ) -> None:
         if isinstance(request_log_limit, bool) or not (
             isinstance(request_log_limit, int) and request_log_limit >= 1
@@ -130,32 +139,51 @@ class MockDeepSeek:
             cache=cache if cache is not None else PrefixCacheSimulator(),
             renderer=renderer if renderer is not None else PromptRenderer(),
         )
-        self._responder: Responder | None = None
         self._initial: tuple[ScriptEntry, ...] = ()
         script_exhausted: OnExhausted = "default"
+        responder: Responder | None = None
         if isinstance(script, Script):
             self._initial = script.entries
             script_exhausted = script.on_exhausted
         elif callable(script):
-            self._responder = script
+            responder = script
         elif script is not None:
             self._initial = tuple(script)
         self._script_path: Path | None = None
         self._on_exhausted_override: OnExhausted | None = on_exhausted
         self._initial_on_exhausted: OnExhausted = on_exhausted or script_exhausted
-        self.on_exhausted: OnExhausted = self._initial_on_exhausted
-        """What an empty queue answers (see :data:`OnExhausted`); :meth:`reset` restores it."""
-        self._queue: deque[ScriptEntry] = deque()
+        self._sources = AnswerSources(
+            lock=self._lock,
+            initial_on_exhausted=self._initial_on_exhausted,
+            call_tools_limit=call_tools_limit,
+        )
+        self._sources.responder = responder
         self._log_limit = request_log_limit
         self._requests: deque[ReceivedRequest] = deque(maxlen=request_log_limit)
         self._seq = 0
         self._unscripted: deque[int] = deque(maxlen=request_log_limit)
-        """``seq`` of the logged requests no queued entry answered (bounded like the log)."""
-        self._last_entry: ScriptEntry | None = None
+        """``seq`` of the logged requests the test's script (queue or routes) did not answer
+        (bounded like the log)."""
         self.reset()
 
     def __repr__(self) -> str:
-        return f"MockDeepSeek(pending={len(self._queue)}, requests={self._seq})"
+        return f"MockDeepSeek(pending={len(self._sources.queue)}, requests={self._seq})"
+
+    @property
+    def on_exhausted(self) -> OnExhausted:
+        """What answers when no route, queued entry or responder does (see
+        :data:`OnExhausted`); settable; :meth:`reset` restores the initial value."""
+        return self._sources.on_exhausted
+
+    @on_exhausted.setter
+    def on_exhausted(self, value: OnExhausted) -> None:
+        if value not in ("default", "error", "repeat-last", "call-tools"):
+            raise ScriptError(
+                "must be one of default, error, repeat-last, call-tools, got " + repr(value),
+                path="onExhausted",
+            )
+        with self._lock:
+            self._sources.on_exhausted = value
 
     # -- scripting ----------------------------------------------------------------------------
 
@@ -165,16 +193,97 @@ class MockDeepSeek:
             if not isinstance(entry, (Reply, ErrorReply)):
                 raise ScriptError(f"must be a Reply or ErrorReply, got {entry!r}", path="entry")
         with self._lock:
-            self._queue.extend(entries)
+            self._sources.queue.extend(entries)
 
     def respond_with(self, responder: Responder | None) -> None:
-        """Set (or clear) the callable consulted when the queue is empty."""
+        """Set (or clear) the callable consulted when no route or queued entry answers."""
         with self._lock:
-            self._responder = responder
+            self._sources.responder = responder
+
+    @property
+    def responder(self) -> Responder | None:
+        """The responder callable, if one is set."""
+        return self._sources.responder
+
+    def route(
+        self,
+        *,
+        last_user: TextMatcher | None = None,
+        tools: bool | str | Collection[str] | None = None,
+        model: TextMatcher | None = None,
+        header: tuple[str, TextMatcher | None] | Mapping[str, TextMatcher | None] | None = None,
+        endpoint: Literal["chat", "anthropic"] | None = None,
+        thinking: bool | None = None,
+        after_tool_result: bool | None = None,
+        when: Callable[[MockRequest], bool] | None = None,
+        respond: RouteAnswer | None = None,
+    ) -> Route:
+        """Add a route: requests matching every given matcher get its answer (respx's routes).
+
+        ``last_user``: the last user message contains this string (or matches this compiled
+        regex); ``tools``: ``True`` (some tool offered), ``False`` (none), a name or names (each
+        offered); ``model``: the model id equals it (or matches the regex); ``header``:
+        ``(name, value)`` or ``{name: value}`` (a regex, or ``None`` for any value);
+        ``endpoint``: ``"chat"`` or ``"anthropic"``; ``thinking`` and ``after_tool_result``:
+        the request's thinking mode, whether it ends with tool results; ``when``: a predicate
+        of the :class:`MockRequest`. Set the answer with ``respond=`` or
+        :meth:`Route.respond` / :meth:`Route.reply`; without one the route answers with the
+        default reply. Routes answer before the queued script, in the order they were added.
+        """
+        if isinstance(header, tuple):
+            headers: tuple[tuple[str, TextMatcher | None], ...] = (header,)
+        elif isinstance(header, Mapping):
+            headers = tuple(header.items())
+        elif header is None:
+            headers = ()
+        else:
+            raise ScriptError(
+                f"must be (name, value) or {{name: value}}, got {header!r}", path="route.header"
+            )
+        names: bool | tuple[str, ...] | None
+        if tools is None or isinstance(tools, bool):
+            names = tools
+        elif isinstance(tools, str):
+            names = (tools,)
+        else:
+            names = tuple(tools)
+        match = RouteMatch(
+            last_user=last_user,
+            model=model,
+            tools=names,
+            headers=headers,
+            endpoint=endpoint,
+            thinking=thinking,
+            after_tool_result=after_tool_result,
+            when=when,
+        )
+        with self._lock:
+            route = self._sources.add_route(match)
+        if respond is not None:
+            route.respond(respond)
+        return route
+
+    def add_route_json(self, document: object, *, where: str = "route") -> Route:
+        """Add a route from its JSON document (``POST /_dsh/routes``): ``{"match": {...},
+        "reply": entry | "call-tools" | "default"}`` or ``"replies": [entries]``; a
+        :class:`ScriptError` names the bad field under ``where``."""
+        with self._lock:
+            return self._sources.add_route_json(document, path=where)
+
+    @property
+    def routes(self) -> tuple[Route, ...]:
+        """The routes, in the order they match."""
+        with self._lock:
+            return tuple(self._sources.routes)
+
+    def unused_routes(self) -> tuple[str, ...]:
+        """Routes never matched and route answers never used, in words (the strict check)."""
+        with self._lock:
+            return tuple(self._sources.unused_routes())
 
     def reset(self) -> None:
-        """Back to the initial state: the initial script queued, ``on_exhausted`` as built, the
-        request log emptied (and its memory freed), an empty cache, the PRNG re-seeded.
+        """Back to the initial state: the initial script queued, no routes, ``on_exhausted`` as
+        built, the call-tools bound's count at 0, the request log emptied (and its memory freed), an empty cache, the PRNG re-seeded.
 
         With a script file (:meth:`use_script_file`) the file is read again first; if it no
         longer parses, :class:`ScriptError` is raised and nothing changes."""
@@ -183,14 +292,12 @@ class MockDeepSeek:
                 script = Script.load(self._script_path)
                 self._initial = script.entries
                 self._initial_on_exhausted = self._on_exhausted_override or script.on_exhausted
-            self._queue = deque(self._initial)
-            self.on_exhausted = self._initial_on_exhausted
+            self._sources.reset(self._initial, self._initial_on_exhausted)
             self._requests = deque(maxlen=self._log_limit)
             self._log_sizes = deque()
             self._log_bytes = 0
             self._seq = 0
             self._unscripted = deque(maxlen=self._log_limit)
-            self._last_entry = None
             self._answers.reset()
 
     def use_script_file(self, path: str | Path) -> None:
@@ -210,7 +317,7 @@ class MockDeepSeek:
     def pending(self) -> tuple[ScriptEntry, ...]:
         """Entries still queued (scripted replies not used yet)."""
         with self._lock:
-            return tuple(self._queue)
+            return tuple(self._sources.queue)
 
     @property
     def requests(self) -> tuple[ReceivedRequest, ...]:
@@ -234,9 +341,9 @@ class MockDeepSeek:
 
     @property
     def unscripted_requests(self) -> tuple[ReceivedRequest, ...]:
-        """Admitted model requests that no queued entry answered (the responder, the default
-        reply, ``repeat-last`` or the exhausted-script error did): what a strict test fails on.
-        Records the capped log dropped are not included."""
+        """Admitted model requests that neither a route nor a queued entry answered (the
+        responder, the default reply, ``repeat-last``, ``call-tools`` or the exhausted-script
+        error did). Records the capped log dropped are not included."""
         with self._lock:
             wanted = set(self._unscripted)
             return tuple(r for r in self._requests if r.seq in wanted)
@@ -376,60 +483,38 @@ class MockDeepSeek:
         overflow = context_window_error(view, prompt.prompt_tokens)
         if overflow is not None:
             return self._reject(request, endpoint, overflow)
-        entry, scripted = self._next_entry(view)
+        sources = self._sources
+        entry, answered_by, route = sources.pick(view)
+        scripted = answered_by in ("route", "script")
         if not scripted:
             self._unscripted.append(self._seq + 1)
         if entry is None:
-            error = ApiError(
-                status=SCRIPT_EXHAUSTED_STATUS,
-                message=(
-                    "MOCK_SCRIPT_EXHAUSTED: the mock's script ran out: no entry is left for "
-                    "this request (push more entries, or use onExhausted 'default' or "
-                    "'repeat-last')"
-                ),
-                type="invalid_request_error",
-                code="MOCK_SCRIPT_EXHAUSTED",
-            )
+            error = exhausted_error(view, tuple(sources.routes))
             return self._reject(request, endpoint, error)
-        self._last_entry = entry
+        sources.last_entry = entry
+        by: dict[str, Any] = {
+            "scripted": scripted,
+            "answered_by": answered_by,
+            "route": None if route is None else route.index,
+        }
         if isinstance(entry, ErrorReply):
             plan = self._answers.scripted_error_plan(entry, endpoint)
-            self._record(request, endpoint, status=entry.status, entry=entry, scripted=scripted)
+            self._record(request, endpoint, status=entry.status, entry=entry, **by)
             return plan
         unoffered = _unoffered_tool_error(entry, view) if self._strict_tools else None
         if unoffered is not None:
             self._record(
-                request,
-                endpoint,
-                status=unoffered.status,
-                entry=entry,
-                error=unoffered,
-                scripted=scripted,
+                request, endpoint, status=unoffered.status, entry=entry, error=unoffered, **by
             )
             return self._answers.error_plan(unoffered, endpoint)
-        plan, extras = self._answers.reply_plan(entry, view, key, prompt)
-        self._record(request, endpoint, status=200, entry=entry, scripted=scripted, extras=extras)
+        sent, warning = with_reasoning(entry, view)
+        plan, extras = self._answers.reply_plan(sent, view, key, prompt)  # type: ignore[arg-type]
+        if sent is not entry:
+            extras["generatedReasoning"] = sent.reasoning  # type: ignore[union-attr]
+        if warning is not None:
+            extras["warnings"] = [warning]
+        self._record(request, endpoint, status=200, entry=entry, extras=extras, **by)
         return plan
-
-    def _next_entry(self, view: MockRequest) -> tuple[ScriptEntry | None, bool]:
-        if self._queue:
-            return self._queue.popleft(), True
-        if self._responder is not None:
-            answer = self._responder(view)
-            if answer is not None:
-                if not isinstance(answer, (Reply, ErrorReply)):
-                    raise ScriptError(
-                        f"a responder must return a Reply, an ErrorReply or None, got {answer!r}",
-                        path="responder",
-                    )
-                return answer, False
-        if self.on_exhausted == "error":
-            return None, False
-        if self.on_exhausted == "repeat-last" and self._last_entry is not None:
-            return self._last_entry, False
-        if self.on_exhausted == "call-tools":
-            return call_each_tool_once(view), False
-        return default_reply(view), False
 
     # -- the request log ----------------------------------------------------------------------
 
@@ -442,17 +527,12 @@ class MockDeepSeek:
         entry: ScriptEntry | None = None,
         error: ApiError | None = None,
         scripted: bool = False,
+        answered_by: AnsweredBy | None = None,
+        route: int | None = None,
         extras: Mapping[str, Any] | None = None,
     ) -> None:
         secrets = credentials(request)
-        headers = []
-        for name, value in request.headers:
-            if is_credential_header(name):
-                scheme, space, _ = value.strip().partition(" ")
-                value = f"{scheme} {REDACTED}" if space and scheme.isalpha() else REDACTED
-            else:
-                value = redact(value, secrets)
-            headers.append((name, value))
+        headers = redacted_headers(request)
         self._seq += 1
         self._requests.append(
             ReceivedRequest(
@@ -460,12 +540,14 @@ class MockDeepSeek:
                 method=request.method,
                 path=request.path,
                 endpoint=endpoint,
-                headers=tuple(headers),
+                headers=headers,
                 body=redact(_logged_body(request.body), secrets),
                 status=status,
                 entry=None if entry is None else redact(entry.to_json(), secrets),
                 error=None if error is None else redact(error.to_json(), secrets),
                 scripted=scripted,
+                answered_by=answered_by,
+                route=route,
                 extras=redact(dict(extras or {}), secrets),  # the answer may echo a key
             )
         )

@@ -18,9 +18,14 @@ from dsh_core.providers import AnthropicRequest, ChatRequest
 from .._scrub_rules import REDACTED as REDACTED
 from ._validate import ToolFacts
 
-__all__ = ["REDACTED", "Endpoint", "MockRequest", "ReceivedRequest", "redact"]
+__all__ = ["REDACTED", "AnsweredBy", "Endpoint", "MockRequest", "ReceivedRequest", "redact"]
 
 Endpoint: TypeAlias = Literal["chat", "anthropic", "models", "control", "unknown"]
+AnsweredBy: TypeAlias = Literal[
+    "route", "script", "responder", "repeat-last", "call-tools", "default"
+]
+"""What answered a model request: a route, a queued script entry, the responder callable, or
+what ``on_exhausted`` says (the last entry again, the call-tools answer, the default reply)."""
 
 
 def redact(value: Any, secrets: str | Iterable[str] | None) -> Any:
@@ -91,6 +96,14 @@ class MockRequest:
     """The text of the last user message ("" when it carries only tool results)."""
     after_tool_result: bool
     """Whether the conversation ends with tool results (the model's turn after a tool ran)."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """The request's header pairs as received, every credential-bearing one ``<REDACTED>``
+    (what a route's ``header`` matcher reads, e.g. the ``x-dsh-conversation`` key)."""
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` (any case), or ``None``."""
+        wanted = name.lower()
+        return next((value for key, value in self.headers if key.lower() == wanted), None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,7 +125,12 @@ class ReceivedRequest:
     error: Any = None
     """The API error that rejected the request (its JSON), if any."""
     scripted: bool = False
-    """Whether a queued script entry answered (rather than the responder or the default)."""
+    """Whether the test's script answered: a queued entry or a route (rather than the
+    responder, ``on_exhausted`` or the default)."""
+    answered_by: AnsweredBy | None = None
+    """What answered an admitted model request (``None`` for refused requests)."""
+    route: int | None = None
+    """The 1-based index of the route that answered, when one did."""
     extras: dict[str, Any] = field(default_factory=dict, compare=False)
     """Derived facts for tests: ``isolationKey`` (hashed), ``cacheHitTokens``, … (may grow)."""
 
@@ -132,6 +150,10 @@ class ReceivedRequest:
             "status": self.status,
             "scripted": self.scripted,
         }
+        if self.answered_by is not None:
+            out["answeredBy"] = self.answered_by
+        if self.route is not None:
+            out["route"] = self.route
         if self.entry is not None:
             out["entry"] = self.entry
         if self.error is not None:

@@ -17,7 +17,7 @@ from dsh_core.providers import ChatRequest
 from ._request import MockRequest
 from ._script import Reply, ToolCall
 
-__all__ = ["call_each_tool_once", "default_reply", "example_arguments"]
+__all__ = ["call_each_tool_once", "default_reply", "example_arguments", "generated_reasoning"]
 
 _SNIPPET = 120
 
@@ -148,7 +148,20 @@ def _tools_refused(request: MockRequest) -> bool:
     return choice is not None and choice.get("type") == "none"
 
 
-def call_each_tool_once(request: MockRequest) -> Reply:
+def generated_reasoning(entry: Reply, request: MockRequest) -> str:
+    """The short reasoning the mock sends in thinking mode for a reply scripted without any.
+
+    Derived from the reply and the request only (the same request gets the same text), so
+    cassettes and goldens recorded from the mock stay byte-stable."""
+    if entry.tool_calls:
+        names = list(dict.fromkeys(call.name for call in entry.tool_calls))
+        return f"I need {', '.join(names)} for this; I will call {'it' if len(names) == 1 else 'them'}."
+    if request.after_tool_result:
+        return "The tool results are in; I can answer now."
+    return "I can answer this directly."
+
+
+def call_each_tool_once(request: MockRequest, *, call: bool = True) -> Reply:
     """A tool round trip without scripting (pydantic-ai's ``TestModel``, for the DeepSeek wire).
 
     While some offered tool has not been called in the conversation, the answer calls every
@@ -156,7 +169,15 @@ def call_each_tool_once(request: MockRequest) -> Reply:
     (:func:`example_arguments`). Once all were called, it answers with a JSON object of each
     tool's latest result text (``{"search": "3 hits"}``). Without tools, or with
     ``tool_choice`` none, it is :func:`default_reply`. In thinking mode each answer carries
-    reasoning, so a client that passes it back stays valid.
+    reasoning, so a client that passes it back stays valid. ``call=False`` gives the answer
+    without new calls at once (the mock's bound on call-tools answers uses it).
+
+    Its limits: each tool is called once per *conversation* (what the request's messages show),
+    so a later user turn of the same conversation gets no tool call; and every new conversation
+    calls every tool again, so an agent whose tool starts a sub-agent offered the same tools
+    would fan out without end. ``onExhausted: "call-tools"`` (and a route's ``"call-tools"``
+    answer) bound that: after ``call_tools_limit`` answers that call tools (16 by default) the
+    mock answers without tools. A responder of your own is yours to bound.
 
     Use it as a responder (``MockDeepSeek(call_each_tool_once)``) or with
     ``onExhausted: "call-tools"`` in a script / ``dsh-testkit serve --on-exhausted call-tools``.
@@ -166,7 +187,7 @@ def call_each_tool_once(request: MockRequest) -> Reply:
         return default_reply(request)
     called, results = _calls_and_results(request)
     schemas = dict(request.tools.schemas)
-    uncalled = [name for name in offered if name not in called]
+    uncalled = [name for name in offered if name not in called] if call else []
     reasoning = None
     if uncalled:
         if request.thinking:
@@ -178,9 +199,14 @@ def call_each_tool_once(request: MockRequest) -> Reply:
                 for name in uncalled
             ),
         )
+    answered = [name for name in offered if name in called]
     if request.thinking:
-        reasoning = "Every tool has answered; I will report their results."
+        reasoning = (
+            "Every tool has answered; I will report their results."
+            if len(answered) == len(offered)
+            else "I will answer without calling more tools."
+        )
     text = json.dumps(
-        {name: results.get(name, "") for name in offered}, ensure_ascii=False, sort_keys=False
+        {name: results.get(name, "") for name in answered}, ensure_ascii=False, sort_keys=False
     )
     return Reply(reasoning=reasoning, text=text)

@@ -148,13 +148,26 @@ def _chat_passback(
 ) -> ApiError | None:
     if rule == "off":
         return None
-    for message in messages:
+    for index, message in enumerate(messages):
         if message.role != "assistant":
             continue
         needs = bool(message.tool_calls) or (rule == "strict" and has_tools)
         # An empty string is accepted; only an absent (or null) value is refused [observed].
         if needs and message.reasoning_content is None:
-            return _bad(_PASSBACK)
+            why = (
+                "it made tool calls"
+                if message.tool_calls
+                else "the request carries tools (the strict pass-back rule)"
+            )
+            return ApiError(
+                status=400,
+                message=_PASSBACK,
+                detail=(
+                    f"messages[{index}] (assistant) has no reasoning_content, which thinking "
+                    f"mode needs passed back because {why}; the client dropped the reasoning "
+                    "the answer carried (an empty reasoning_content is often dropped)"
+                ),
+            )
     return None
 
 
@@ -237,12 +250,19 @@ def _missing_results(index: int, ids: Sequence[str]) -> ApiError:
 
 
 def _anthropic_passback(messages: Sequence[AnthropicMessage]) -> ApiError | None:
-    for message in messages:
+    for index, message in enumerate(messages):
         if message.role != "assistant":
             continue
         kinds = {b["type"] for b in message.blocks}
         if "tool_use" in kinds and "thinking" not in kinds:
-            return _bad(_PASSBACK_ANTHROPIC)
+            return ApiError(
+                status=400,
+                message=_PASSBACK_ANTHROPIC,
+                detail=(
+                    f"messages[{index}] (assistant) has tool_use blocks but no thinking block, "
+                    "which thinking mode needs passed back"
+                ),
+            )
     return None
 
 

@@ -130,7 +130,9 @@ def test_anthropic_traffic_calibrates_on_the_messages_shape(tmp_path: Path) -> N
             answer = client.messages.create(
                 model="deepseek-v4-flash", max_tokens=512, system=RULES, messages=messages
             )
-            messages.append({"role": "assistant", "content": answer.content[0].text})  # type: ignore[union-attr]
+            # thinking mode: the answer's thinking block comes first, then its text
+            text = next(b.text for b in answer.content if b.type == "text")
+            messages.append({"role": "assistant", "content": text})
     report = calibrate([trace], settings=HEURISTIC)
     rows = report.requests
     assert len(rows) == 3

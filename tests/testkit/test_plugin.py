@@ -32,6 +32,7 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     """A user's project: strict pytest settings like ours, no key, no base URL override."""
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
+    monkeypatch.delenv("CI", raising=False)  # CI=true refuses recording (tested apart)
     pytester.makefile(".ini", pytest=INI)
     return pytester
 
@@ -80,6 +81,10 @@ def test_help_lists_the_dsh_group_and_every_option(
             "  --dsh-record-mode={none,once,new_episodes,all,rewrite,missing}",
             "  *cassette record mode, as in pytest-recording: none (replay only, an unrecorded "
             "request fails), once (record cassettes that do not exist yet), new_episodes *",
+            "  *With CI=true every mode but none is refused (see --dsh-record-in-ci)",
+            "  --dsh-record-in-ci *allow recording although CI=true (by default a CI run refuses "
+            "every record mode but none, whether the flag, the ini, a marker or "
+            "dsh_cassette_config asks for it)",
             "  --dsh-block-network *refuse every connection but loopback, in every test and "
             "client library (socket level); the error names the host*",
             "  --dsh-allowed-hosts=HOSTS",
@@ -95,12 +100,14 @@ def test_help_lists_the_dsh_group_and_every_option(
     result.stdout.fnmatch_lines(
         [
             "  dsh_record_mode (string):",
-            "  *default cassette record mode outside CI (--dsh-record-mode overrides it; CI=true "
-            "forces none)",
+            "  *default cassette record mode (--dsh-record-mode overrides it; refused under "
+            "CI=true unless --dsh-record-in-ci)",
             "  dsh_block_network (bool):",
             "  dsh_allowed_hosts (args):",
             "  dsh_cassette_dir (string):",
             "  *directory of cassettes, relative to the ini file (--dsh-cassette-dir overrides it)",
+            "  dsh_rewrite_origin (linelist):",
+            "  *origins cassettes file under another, one 'LIVE -> RECORDED' a line *",
         ]
     )
 
@@ -144,7 +151,7 @@ def test_recording_live_without_a_key_is_refused_before_any_test(
             ("--dsh-record-mode=missing",),
             None,
             "dsh-testkit: record mode new_episodes (record what has no recording), recording "
-            "from the in-process mock; cassettes: *; live calls: off",
+            "from the mock DeepSeek; cassettes: *; live calls: off",
         ),
         (
             ("--dsh-live",),
@@ -189,11 +196,12 @@ def test_markers_are_registered_with_help(project: pytest.Pytester) -> None:
     result = project.runpytest("--markers")
     result.stdout.fnmatch_lines(
         [
-            "@pytest.mark.dsh_cassette(name=None): put the test under its cassette (no fixture "
-            "needed): <cassette dir>/<module>/<test>.yaml, or <cassette dir>/<name>.yaml when "
-            "named",
-            "@pytest.mark.dsh_lenient: the dsh_mock fixtures do not fail the test for scripted "
-            "replies left unused or requests nobody scripted",
+            "@pytest.mark.dsh_cassette(name=None, [*][*]options): put the test under its cassette "
+            "(no fixture needed): <cassette dir>/<module>/<test>.yaml, or <cassette dir>/<name>.yaml "
+            "when named; options as the dsh_cassette_config fixture's (record_mode, match_on, *)",
+            "@pytest.mark.dsh_lenient: the dsh_mock fixtures answer requests nothing scripted with "
+            "the default reply and do not fail the test for them or for scripted replies and "
+            "routes left unused",
             "@pytest.mark.dsh_live: the test calls the live DeepSeek API; skipped unless "
             "--dsh-live is given and $DEEPSEEK_API_KEY is set",
         ]
@@ -260,12 +268,14 @@ def test_a_key_alone_does_not_run_live_tests(
 
 
 FIRST_LINES = {
-    "dsh_mock": "A fresh in-process mock DeepSeek per test: script it with push(), give clients "
-    ".provider.",
+    "dsh_mock": "A fresh in-process mock DeepSeek per test: script it with route() and push(), give "
+    "clients .provider.",
     "dsh_mock_server [[]session scope[]]": "The mock DeepSeek on a loopback port for the session: "
     ".base_url for any client, .mock.",
     "dsh_scrub": "Your secret-scrub rules for cassettes, from [[]tool.dsh_testkit.scrub[]] in "
     "pyproject.toml.",
+    "dsh_cassette_config": "Options for the test's cassette, as pytest-recording's vcr_config: "
+    "override it.",
     "dsh_cassette": "Replays (or records) the test's HTTP traffic from "
     "cassettes/<module>/<test>.yaml.",
     "dsh_cassette_provider": "A DeepSeekProvider whose requests replay (or record) through the "

@@ -47,6 +47,7 @@ async def test_chat(request, dsh_cassette_provider, dsh_agent, dsh_mock):
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
+    monkeypatch.delenv("CI", raising=False)  # CI=true refuses recording (tested apart)
     monkeypatch.setenv("COLUMNS", "300")  # summary lines untruncated
     pytester.makefile(".ini", pytest=INI)
     return pytester
@@ -186,6 +187,9 @@ def test_each_record_mode_means_what_it_means_in_pytest_recording(
 def test_a_failing_test_records_nothing(project: pytest.Pytester) -> None:
     project.makepyfile(
         test_fails="""
+        import pytest
+
+        @pytest.mark.dsh_lenient  # the default reply answers
         async def test_fails(dsh_cassette_provider, dsh_agent):
             await dsh_agent(dsh_cassette_provider).run("Say hi")
             assert False, "the test's own failure"
@@ -362,18 +366,36 @@ def test_the_marker_names_a_shared_cassette_in_a_subfolder(project: pytest.Pytes
     [
         (
             "dsh_cassette('a', 'b')",
-            "@pytest.mark.dsh_cassette takes at most one cassette name (a string), got "
-            "args=('a', 'b') kwargs={}",
+            "CassetteConfigError: @pytest.mark.dsh_cassette takes at most one positional "
+            "argument, the cassette name (a string), got ('a', 'b')",
         ),
         (
             "dsh_cassette(path='a')",
-            "@pytest.mark.dsh_cassette takes at most one cassette name (a string), got args=() "
-            "kwargs={'path': 'a'}",
+            "CassetteConfigError: @pytest.mark.dsh_cassette: unknown option(s) path; known: "
+            "allow_playback_repeats, before_record_request, before_record_response, "
+            "filter_headers, filter_query_parameters, ignore_json_paths, loopback_as_one, "
+            "match_on, rewrite_origin, scrub",
+        ),
+        (
+            "dsh_cassette(match_on=['method', 'url'])",
+            "CassetteConfigError: @pytest.mark.dsh_cassette: match_on: unknown matcher 'url'; "
+            "known: method, uri, scheme, host, port, path, query, body, headers (or a vcrpy "
+            "matcher callable)",
+        ),
+        (
+            "dsh_cassette(record_mode='sometimes')",
+            "CassetteConfigError: @pytest.mark.dsh_cassette: record_mode 'sometimes' is not a "
+            "record mode; use one of none, once, new_episodes, all, rewrite",
+        ),
+        (
+            "dsh_cassette(rewrite_origin={'gateway': 'https://api.deepseek.com'})",
+            "CassetteConfigError: @pytest.mark.dsh_cassette: rewrite_origin: 'gateway' is not an "
+            "origin (write 'https://host[:port][/path]')",
         ),
         (
             "dsh_cassette(3)",
-            "@pytest.mark.dsh_cassette takes at most one cassette name (a string), got "
-            "args=(3,) kwargs={}",
+            "CassetteConfigError: @pytest.mark.dsh_cassette takes at most one positional "
+            "argument, the cassette name (a string), got (3,)",
         ),
         (
             "dsh_cassette('../outside')",

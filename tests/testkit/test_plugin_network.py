@@ -85,31 +85,128 @@ def test_the_marker_alone_fails_a_replay_with_no_cassette_instead_of_going_live(
 # ------------------------------------------------------------------------ modes and CI
 
 
+def test_without_ci_the_ini_record_mode_applies(project: pytest.Pytester) -> None:
+    project.makefile(".ini", pytest=INI + "dsh_record_mode = once\n")
+    project.makepyfile(test_marker=MARKER_ONLY)
+    result = project.runpytest()
+    result.stdout.fnmatch_lines(
+        ["dsh-testkit: record mode once (record a cassette that does not exist, then replay *"]
+    )
+    result.assert_outcomes(passed=2)
+
+
+CI_REFUSAL = (
+    "is refused because CI=true: a CI run replays its cassettes and never records them "
+    "(recording there would hide a missing or stale cassette behind a fresh recording). Record "
+    "on your machine and commit the cassettes; in CI run replay only (leave the record mode out, "
+    "or --dsh-record-mode=none), or pass --dsh-record-in-ci to record in CI on purpose"
+)
+
+
 @pytest.mark.parametrize(
-    ("ci", "args", "mode"),
+    ("ini", "args", "asked_by"),
     [
-        (None, (), "once (record a cassette that does not exist, then replay only)"),
-        ("true", (), "none (replay only) [[]CI=true[]]"),
-        ("true", ("--dsh-record-mode=new_episodes",), "new_episodes (record what has no *"),
+        ("dsh_record_mode = once\n", (), "dsh_record_mode = once in */pytest.ini"),
+        ("", ("--dsh-record-mode=new_episodes",), "--dsh-record-mode=new_episodes (the command *"),
+        (
+            "addopts = -p no:cacheprovider --dsh-record-mode=once\n",
+            (),
+            "--dsh-record-mode=once (the command line or addopts)",
+        ),
     ],
 )
-def test_ci_always_defaults_to_replay_only_whatever_the_ini_says(
+@pytest.mark.parametrize("ci", ["true", "1", "yes"])
+def test_ci_refuses_every_record_mode_the_flag_or_the_ini_asks_for(
     project: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
-    ci: str | None,
+    ci: str,
+    ini: str,
     args: tuple[str, ...],
-    mode: str,
+    asked_by: str,
 ) -> None:
-    project.makefile(".ini", pytest=INI + "dsh_record_mode = once\n")
-    if ci is not None:
-        monkeypatch.setenv("CI", ci)
+    text = (
+        INI.replace("addopts = --strict-markers -p no:cacheprovider\n", "")
+        if "addopts" in ini
+        else INI
+    )
+    project.makefile(".ini", pytest=text + ini)
+    monkeypatch.setenv("CI", ci)
     project.makepyfile(test_marker=MARKER_ONLY)
     result = project.runpytest(*args)
-    result.stdout.fnmatch_lines([f"dsh-testkit: record mode {mode}*"])
-    if ci is not None and not args:
-        result.assert_outcomes(errors=2)  # replay only: nothing recorded in CI
-    else:
-        result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    mode = "new_episodes" if "new_episodes" in asked_by else "once"
+    result.stderr.fnmatch_lines([f"ERROR: record mode '{mode}' (asked by {asked_by}) {CI_REFUSAL}"])
+    assert not (project.path / "cassettes").exists()  # nothing recorded
+
+
+def test_ci_refuses_a_record_mode_a_marker_or_the_config_fixture_asks_for(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CI", "true")
+    project.makeconftest(
+        """
+        import pytest
+
+        @pytest.fixture
+        def dsh_cassette_config():
+            return {"record_mode": "new_episodes"}
+        """
+    )
+    project.makepyfile(
+        test_asks="""
+        import httpx
+        import pytest
+
+        AUTH = {"authorization": "Bearer any"}
+
+
+        @pytest.mark.dsh_cassette(record_mode="once")
+        def test_marker():
+            httpx.get("https://api.deepseek.com/models", headers=AUTH)
+
+
+        @pytest.mark.dsh_cassette
+        def test_fixture():
+            httpx.get("https://api.deepseek.com/models", headers=AUTH)
+        """
+    )
+    result = project.runpytest()
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of test_marker*",
+            f"RecordingRefused: record mode 'once' (asked by @pytest.mark.dsh_cassette) {CI_REFUSAL}",
+            "*ERROR at setup of test_fixture*",
+            "RecordingRefused: record mode 'new_episodes' (asked by the dsh_cassette_config "
+            f"fixture) {CI_REFUSAL}",
+        ]
+    )
+    assert not (project.path / "cassettes").exists()
+    # the command line's mode wins over the marker's and the fixture's: none replays (and
+    # fails, as nothing was recorded), it is not refused
+    replay = project.runpytest("--dsh-record-mode=none")
+    replay.assert_outcomes(errors=2)
+    replay.stdout.fnmatch_lines(["CassetteNotFound: cassette */test_marker.yaml does not exist*"])
+
+
+def test_ci_records_only_with_record_in_ci(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CI", "true")
+    project.makepyfile(test_marker=MARKER_ONLY)
+    result = project.runpytest("--dsh-record-mode=once", "--dsh-record-in-ci")
+    result.stdout.fnmatch_lines(
+        [
+            "dsh-testkit: record mode once (record a cassette that does not exist, then replay "
+            "only) [[]CI=true, recording allowed by --dsh-record-in-ci[]]*"
+        ]
+    )
+    result.assert_outcomes(passed=2)
+    replay = project.runpytest()
+    replay.stdout.fnmatch_lines(
+        ["dsh-testkit: record mode none (replay only) [[]CI=true: recording refused[]]*"]
+    )
+    replay.assert_outcomes(passed=2)
 
 
 def test_a_bad_ini_record_mode_is_a_usage_error(project: pytest.Pytester) -> None:
@@ -474,8 +571,8 @@ def test_a_script_pushed_while_replaying_is_reported_visibly(project: pytest.Pyt
     replay.stdout.fnmatch_lines(
         [
             "*dsh-testkit: mock scripts not used in replay*",
-            "These tests scripted dsh_mock while their cassette replayed*",
-            "  test_intent.py::test_scripted_for_recording: 1 scripted entry not used (cassette "
+            "These tests scripted a mock while their cassette replayed*",
+            "  test_intent.py::test_scripted_for_recording: 1 scripted answer not used (cassette "
             "test_scripted_for_recording.yaml replayed)",
         ]
     )

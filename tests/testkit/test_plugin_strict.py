@@ -103,16 +103,19 @@ def test_the_mock_fixtures_fail_unused_and_unscripted_traffic(project: pytest.Py
             "fixtures are strict):",
             "*  1 scripted entry was never used:",
             '*    1. {"kind": "http-error", "status": 429}',
-            "*Script each request with dsh_mock.push(...) (or dsh_mock.respond_with(...)), or "
+            "*Script each request: dsh_mock.route(...).reply(...) answers requests by what they "
+            "hold, dsh_mock.push(...) in order (dsh_mock_server.mock has the same methods); or "
             "opt this test out with dsh_mock.lenient() or @pytest.mark.dsh_lenient.",
         ]
     )
     result.stdout.fnmatch_lines(
         [
             "*_ test_not_scripted _*",
-            "*  1 request was not scripted (answered with the default reply):",
+            "*  1 request was not scripted (nothing answered; the client got a 410 "
+            "MOCK_SCRIPT_EXHAUSTED, or the default reply):",
             "*    request 1: POST /chat/completions (model deepseek-v4-flash; last message "
             "(user): Say hi)",
+            "*      why nothing answered: the script queue is empty",
         ]
     )
     result.stdout.fnmatch_lines(

@@ -51,6 +51,7 @@ def test_workers_get_their_own_server_and_share_read_only_cassettes(
 ) -> None:
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
+    monkeypatch.delenv("CI", raising=False)  # CI=true refuses recording (tested apart)
     pytester.makefile(".ini", pytest=INI)
     pytester.makepyfile(test_chat=CHAT)
     pytester.runpytest("--dsh-record-mode=missing", "-k", "test_chat and 0").assert_outcomes(

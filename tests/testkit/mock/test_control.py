@@ -71,7 +71,7 @@ def test_an_exhausted_script_is_not_retried_by_the_official_sdks() -> None:
                 model="deepseek-v4-flash", messages=[{"role": "user", "content": "hi"}]
             )
         assert caught.value.status_code == 410
-        assert "script ran out" in str(caught.value)
+        assert "nothing scripted answers request 1 (POST /chat/completions" in str(caught.value)
         with (
             anthropic.Anthropic(
                 base_url=server.anthropic_base_url, api_key=API_KEY, max_retries=2
@@ -131,6 +131,7 @@ def test_the_index_lists_every_control_endpoint(mock: MockDeepSeek) -> None:
     assert paths == {
         "/_dsh": "GET",
         "/_dsh/script": "GET, POST",
+        "/_dsh/routes": "GET, POST",
         "/_dsh/requests": "GET",
         "/_dsh/reset": "POST",
         "/_dsh/schema": "GET",

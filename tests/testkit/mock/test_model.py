@@ -257,7 +257,12 @@ def test_exhaustion_modes() -> None:
     assert call(erroring, CHAT, chat_body()).status == 200
     plan = call(erroring, CHAT, chat_body())
     assert plan.status == 410 and payload(plan)["error"]["code"] == "MOCK_SCRIPT_EXHAUSTED"
-    assert "script ran out" in payload(plan)["error"]["message"]
+    message = payload(plan)["error"]["message"]
+    assert message.startswith(
+        "MOCK_SCRIPT_EXHAUSTED: nothing scripted answers request 2 (POST /chat/completions; "
+        "model deepseek-v4-flash; last user message "
+    )
+    assert "the script queue is empty" in message
     repeating = MockDeepSeek(Script(entries=(ErrorReply(status=429),), on_exhausted="repeat-last"))
     assert [call(repeating, CHAT, chat_body()).status for _ in range(3)] == [429, 429, 429]
 

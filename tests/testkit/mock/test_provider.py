@@ -5,6 +5,7 @@ resends the same bytes on the wire, and the Anthropic-format provider works over
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from typing import Any
 
@@ -104,7 +105,9 @@ def check(assembler: BlockAssembler, name: str) -> None:
     if kind == "stop":
         assert TextBlock(text="Hello from the mock DeepSeek.") in assembler.blocks()
     if name == "tool_call_success":
+        # deepseek-v4-flash thinks by default: a reply scripted without reasoning gets one
         assert assembler.blocks() == (
+            ReasoningBlock(text="I need lookup for this; I will call it."),
             ToolCallBlock(id="mock-call-1", name="lookup", arguments='{"query":"mock"}'),
         )
 
@@ -259,6 +262,16 @@ def expected_blocks(reply: Reply) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def as_answered(mock: MockDeepSeek, reply: Reply, thinking: bool) -> Reply:
+    """The reply as the mock sent it: in thinking mode, a reply scripted without reasoning (and
+    with text or calls) carries a generated one, as the live API always reasons there."""
+    (request,) = mock.requests
+    generated = request.extras.get("generatedReasoning")
+    filled = reply.reasoning is None and bool(reply.text or reply.tool_calls) and thinking
+    assert (generated is not None) == filled, (generated, reply, request.body.get("thinking"))
+    return dataclasses.replace(reply, reasoning=generated) if generated is not None else reply
+
+
 def round_trip(mock: MockDeepSeek, path: str, body: bytes, translate: Any) -> BlockAssembler:
     plan = mock.handle(
         HttpRequest.build("POST", path, headers=[("authorization", f"Bearer {API_KEY}")], body=body)
@@ -284,6 +297,9 @@ def test_deepseek_round_trip(
     mock = MockDeepSeek([reply], strict_tools=False)
     assembler = round_trip(mock, "/chat/completions", body, deepseek.translate_events)
     assert mock.requests[0].body == json.loads(body)  # the mock parsed exactly what we sent
+    reply = as_answered(
+        mock, reply, deepseek.parse_request(freeze_json(json.loads(body))).thinking_on
+    )
     if not expected_blocks(reply) and reply.finish_reason != "length":
         assert assembler.finish_reason.failure is not None
         assert assembler.finish_reason.failure.code == "EMPTY_RESPONSE"
@@ -321,6 +337,8 @@ def test_anthropic_round_trip(
     mock = MockDeepSeek([reply], strict_tools=False)
     assembler = round_trip(mock, "/anthropic/v1/messages", body, anthropic.translate_events)
     assert mock.requests[0].body == json.loads(body)  # the mock parsed exactly what we sent
+    parsed = anthropic.parse_request(freeze_json(json.loads(body)))
+    reply = as_answered(mock, reply, parsed.thinking_on)
     if not expected_blocks(reply) and reply.finish_reason != "length":
         assert assembler.finish_reason.kind == "error"
         return

@@ -14,9 +14,14 @@ from dsh_testkit.strategies import chat_requests
 
 def _leading(messages: list[Any]) -> int:
     n = 0
-    while n < len(messages) and isinstance(messages[n], dict) and messages[n].get("role") in (
-        "system",
-        "developer",
+    while (
+        n < len(messages)
+        and isinstance(messages[n], dict)
+        and messages[n].get("role")
+        in (
+            "system",
+            "developer",
+        )
     ):
         n += 1
     return n

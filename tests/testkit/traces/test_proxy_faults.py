@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from dsh_testkit.proxy import ProxyError, ProxyLimits, Recorder, _recorder, report_text, serve_proxy
+from dsh_testkit.proxy import ProxyError, ProxyLimits, Recorder, report_text, serve_proxy
 from dsh_testkit.proxy._recorder import live_report
 from dsh_testkit.traces import Trace
 from tests.testkit.traces._proxy_rig import (
