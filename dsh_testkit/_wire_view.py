@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from dsh_core import GenerateOptions, ToolsPlaceholder
-from dsh_core.providers import Endpoint, resolve_model, thinking_enabled
+from dsh_core.providers import Endpoint, cache_model, resolve_model, thinking_enabled
 
 __all__ = [
     "CACHE_KEY_PARAMS",
@@ -203,12 +203,10 @@ class WireView:
     def cache_key(self) -> tuple[str | None, str | None]:
         """``(serving model, end user)``: requests under different keys share no cache.
 
-        The serving model is the one the mock's cache key names (``cache_model``): aliases of
+        The serving model is the end of the model's alias chain (``dsh_core.providers.cache_model``): aliases of
         one model (``deepseek-chat``, ``deepseek-reasoner``, ``deepseek-v4-flash``) share its
         units (docs/fidelity.md, "Cache key").
         """
-        from .mock._cache_values import cache_model
-
         model = self.model
         info = resolve_model(model, endpoint=self.endpoint) if model is not None else None
         served = cache_model(info.id) if info is not None else model

@@ -22,10 +22,11 @@ from ._models import (
     ChatTemplate,
     Endpoint,
     UnitVisibility,
+    cache_model,
     resolve_model,
     thinking_enabled,
 )
-from ._passback import PassbackRule, missing_reasoning, reasoning_required
+from ._passback import PassbackRule, lacks_thinking, missing_reasoning, reasoning_required
 from ._prices import PRICE_TABLE, Prices, prices_for
 from ._sse import SSE_DONE, SseEvent, SseParser, SseTruncatedError
 from ._wire import TOOL_NAME_PATTERN, WireErrorCode, WireFormatError
@@ -71,6 +72,8 @@ __all__ = [
     "UnitVisibility",
     "WireErrorCode",
     "WireFormatError",
+    "cache_model",
+    "lacks_thinking",
     "missing_reasoning",
     "prices_for",
     "reasoning_required",

@@ -25,6 +25,7 @@ __all__ = [
     "Endpoint",
     "ModelInfo",
     "UnitVisibility",
+    "cache_model",
     "resolve_model",
     "thinking_enabled",
 ]
@@ -275,6 +276,22 @@ MODELS: Mapping[str, ModelInfo] = MappingProxyType(
     }
 )
 """Model id → :class:`ModelInfo`, as of late 2026 (docs/wire.md §1.2). Read-only."""
+
+
+def cache_model(model: str) -> str:
+    """The model whose cache a request naming ``model`` uses: the end of its alias chain in the
+    model table (``deepseek-chat`` → ``deepseek-v4-flash`` → ``deepseek-flash``); an id the table
+    does not know stands for itself. Aliases of one model share its cache (docs/fidelity.md,
+    "Cache key")."""
+    seen: set[str] = set()
+    while model not in seen:
+        seen.add(model)
+        info = MODELS.get(model)
+        if info is None or info.alias_of is None:
+            return model
+        model = info.alias_of
+    return model
+
 
 _CLAUDE_MODELS = (("claude-opus", "deepseek-v4-pro"), ("claude-sonnet", "deepseek-flash"))
 

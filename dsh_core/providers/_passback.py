@@ -8,10 +8,10 @@ never disagree about what the API accepts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
-__all__ = ["PassbackRule", "missing_reasoning", "reasoning_required"]
+__all__ = ["PassbackRule", "lacks_thinking", "missing_reasoning", "reasoning_required"]
 
 PassbackRule: TypeAlias = Literal["strict", "tool-calls", "off"]
 """When thinking-mode reasoning must come back (docs/wire.md §1.4, §7: the rule changed in 2026).
@@ -28,6 +28,13 @@ def reasoning_required(
     if rule == "off":
         return False
     return made_tool_calls or (rule == "strict" and request_has_tools)
+
+
+def lacks_thinking(block_types: Collection[object]) -> bool:
+    """Whether an Anthropic-format assistant turn with these content block types is refused in
+    thinking mode: it made tool calls (``tool_use``) and carries no ``thinking`` block. A
+    ``redacted_thinking`` block does not count: DeepSeek does not support it (docs/wire.md §3)."""
+    return "tool_use" in block_types and "thinking" not in block_types
 
 
 def missing_reasoning(
@@ -56,7 +63,7 @@ def missing_reasoning(
                 if isinstance(content, list)
                 else set()
             )
-            if "tool_use" in kinds and not kinds & {"thinking", "redacted_thinking"}:
+            if lacks_thinking(kinds):
                 return index
             continue
         needs = reasoning_required(

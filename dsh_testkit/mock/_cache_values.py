@@ -8,7 +8,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from dsh_core.providers import MODELS, UnitVisibility
+from dsh_core.providers import UnitVisibility, cache_model
 
 from ._template import RenderedPrompt
 
@@ -79,20 +79,6 @@ class CacheKey:
             user_id=user_id or "",
             model=cache_model(model) if model is not None else "",
         )
-
-
-def cache_model(model: str) -> str:
-    """The model whose cache a request naming ``model`` uses: the end of its alias chain in the
-    model table (``deepseek-chat`` → ``deepseek-v4-flash`` → ``deepseek-flash``); an id the table
-    does not know stands for itself."""
-    seen: set[str] = set()
-    while model not in seen:
-        seen.add(model)
-        info = MODELS.get(model)
-        if info is None or info.alias_of is None:
-            return model
-        model = info.alias_of
-    return model
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

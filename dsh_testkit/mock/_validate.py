@@ -16,9 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final
 
-from dsh_core.providers import AnthropicMessage, AnthropicRequest, ChatMessage, ChatRequest
+from dsh_core.providers import (
+    AnthropicMessage,
+    AnthropicRequest,
+    ChatMessage,
+    ChatRequest,
+    PassbackRule,
+    lacks_thinking,
+    reasoning_required,
+)
 
 from ._api_errors import ApiError
 
@@ -28,14 +36,6 @@ __all__ = [
     "validate_anthropic",
     "validate_chat",
 ]
-
-PassbackRule: TypeAlias = Literal["strict", "tool-calls", "off"]
-"""When thinking-mode reasoning must come back (docs/wire.md §1.4, §7: the rule changed in 2026).
-
-``strict`` (default): an assistant message needs its reasoning when it made tool calls (V4
-wording) or when the request carries tools (V4.1 wording). ``tool-calls``: only assistant messages
-that made tool calls. ``off``: never checked."""
-
 
 _TOOL_ORDER_MISSING: Final = (
     "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
@@ -146,12 +146,12 @@ def _chat_order(messages: Sequence[ChatMessage]) -> ApiError | None:
 def _chat_passback(
     messages: Sequence[ChatMessage], *, has_tools: bool, rule: PassbackRule
 ) -> ApiError | None:
-    if rule == "off":
-        return None
     for index, message in enumerate(messages):
         if message.role != "assistant":
             continue
-        needs = bool(message.tool_calls) or (rule == "strict" and has_tools)
+        needs = reasoning_required(
+            made_tool_calls=bool(message.tool_calls), request_has_tools=has_tools, rule=rule
+        )
         # An empty string is accepted; only an absent (or null) value is refused [observed].
         if needs and message.reasoning_content is None:
             why = (
@@ -253,8 +253,7 @@ def _anthropic_passback(messages: Sequence[AnthropicMessage]) -> ApiError | None
     for index, message in enumerate(messages):
         if message.role != "assistant":
             continue
-        kinds = {b["type"] for b in message.blocks}
-        if "tool_use" in kinds and "thinking" not in kinds:
+        if lacks_thinking({b["type"] for b in message.blocks}):
             return ApiError(
                 status=400,
                 message=_PASSBACK_ANTHROPIC,

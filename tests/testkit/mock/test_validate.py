@@ -471,3 +471,54 @@ def test_anthropic_validation_answers_in_anthropic_shape(
 )
 def test_valid_anthropic_requests_are_answered(body: dict[str, Any]) -> None:
     assert call(MockDeepSeek(), ANTHROPIC, body).status == 200
+
+
+def _turns(draw_kinds: list[list[str]]) -> list[dict[str, Any]]:
+    """An Anthropic-format conversation whose assistant turns hold these block kinds."""
+    blocks = {
+        "text": {"type": "text", "text": "t"},
+        "thinking": {"type": "thinking", "thinking": "t", "signature": "s"},
+        "redacted_thinking": {"type": "redacted_thinking", "data": "zz"},
+    }
+    messages: list[dict[str, Any]] = [user()]
+    for index, kinds in enumerate(draw_kinds):
+        content = [blocks[k] for k in kinds if k != "tool_use"]
+        if "tool_use" in kinds:
+            content.append({**USE, "id": f"toolu_{index}"})
+        messages.append({"role": "assistant", "content": content or [blocks["text"]]})
+        if "tool_use" in kinds:
+            messages.append(
+                {"role": "user", "content": [{**RESULT, "tool_use_id": f"toolu_{index}"}]}
+            )
+        else:
+            messages.append(user())
+    return messages
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        [["thinking", "tool_use"]],
+        [["tool_use"]],
+        [["redacted_thinking", "tool_use"]],
+        [["text"], ["thinking", "tool_use"], ["text", "tool_use"]],
+        [["redacted_thinking", "thinking", "tool_use"], ["text"]],
+    ],
+    ids=str,
+)
+def test_the_mock_refuses_exactly_what_the_shared_pass_back_rule_refuses(
+    turns: list[list[str]],
+) -> None:
+    """One rule for the mock and the cache doctor: a thinking-mode tool turn without a
+    ``thinking`` block is refused (an unsupported ``redacted_thinking`` does not stand in)."""
+    from dsh_core.providers import missing_reasoning
+
+    messages = _turns(turns)
+    expected = missing_reasoning(messages, thinking=True, has_tools=True, anthropic=True)
+    plan = call(MockDeepSeek(), ANTHROPIC, anthropic_body(*messages, tools=[A_TOOL]))
+    assert plan.status == (200 if expected is None else 400)
+    if expected is not None:
+        assert payload(plan)["error"]["message"] == (
+            "The `content[].thinking` in the thinking mode must be passed back to the API."
+        )
+        assert (expected > 0) and messages[expected]["role"] == "assistant"
