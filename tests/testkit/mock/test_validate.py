@@ -475,7 +475,7 @@ def test_valid_anthropic_requests_are_answered(body: dict[str, Any]) -> None:
 
 def _turns(draw_kinds: list[list[str]]) -> list[dict[str, Any]]:
     """An Anthropic-format conversation whose assistant turns hold these block kinds."""
-    blocks = {
+    blocks: dict[str, dict[str, Any]] = {
         "text": {"type": "text", "text": "t"},
         "thinking": {"type": "thinking", "thinking": "t", "signature": "s"},
         "redacted_thinking": {"type": "redacted_thinking", "data": "zz"},
