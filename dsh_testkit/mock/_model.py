@@ -29,6 +29,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 from dsh_core.providers import MODELS
 
+from .._scrub_rules import _URL_REDACTED as URL_REDACTED
+from .._scrub_spellings import KnownSecrets
+from .._secrets import credentials_of
 from ._admission import (
     MAX_JSON_DEPTH,
     Rejection,
@@ -44,7 +47,7 @@ from ._cache import PrefixCacheSimulator
 from ._control import control_plan
 from ._errors import ScriptError
 from ._plan import HttpRequest, ResponsePlan, json_plan
-from ._request import AnsweredBy, Endpoint, MockRequest, ReceivedRequest, redact
+from ._request import AnsweredBy, Endpoint, MockRequest, ReceivedRequest
 from ._routes import Route, RouteAnswer, RouteMatch, TextMatcher
 from ._script import ErrorReply, OnExhausted, Reply, Script, ScriptEntry
 from ._sources import (
@@ -400,14 +403,14 @@ class MockDeepSeek:
         secrets = _safe_credentials(request)
         error = ApiError(
             status=500,
-            message=f"mock DeepSeek internal error: {redact(_describe(exc), secrets)}",
+            message=f"mock DeepSeek internal error: {secrets.text(_describe(exc))}",
             type="server_error",
             code="MOCK_INTERNAL_ERROR",
         )
         try:
             self._record(request, "unknown", status=500, error=error)
             trace = "".join(traceback.format_exception(exc))
-            print(redact(trace, secrets), file=sys.stderr, end="")
+            print(secrets.text(trace), file=sys.stderr, end="")
         except Exception:
             pass
         return json_plan(500, error.deepseek_body())
@@ -531,24 +534,24 @@ class MockDeepSeek:
         route: int | None = None,
         extras: Mapping[str, Any] | None = None,
     ) -> None:
-        secrets = credentials(request)
+        secrets = _known_secrets(request)
         headers = redacted_headers(request)
         self._seq += 1
         self._requests.append(
             ReceivedRequest(
                 seq=self._seq,
                 method=request.method,
-                path=request.path,
+                path=secrets.text(request.path, URL_REDACTED),
                 endpoint=endpoint,
                 headers=headers,
-                body=redact(_logged_body(request.body), secrets),
+                body=secrets.json(_logged_body(request.body)),
                 status=status,
-                entry=None if entry is None else redact(entry.to_json(), secrets),
-                error=None if error is None else redact(error.to_json(), secrets),
+                entry=None if entry is None else secrets.json(entry.to_json()),
+                error=None if error is None else secrets.json(error.to_json()),
                 scripted=scripted,
                 answered_by=answered_by,
                 route=route,
-                extras=redact(dict(extras or {}), secrets),  # the answer may echo a key
+                extras=secrets.json(dict(extras or {})),  # the answer may echo a key
             )
         )
         size = len(request.body)
@@ -604,11 +607,18 @@ def _last_user_snippet(body: Any) -> str:
     return "(no user message)"
 
 
-def _safe_credentials(request: HttpRequest) -> tuple[str, ...]:
+def _known_secrets(request: HttpRequest) -> KnownSecrets:
+    """The request's credentials, to be removed from everything the log keeps of it in every
+    spelling (as it is, JSON-escaped, percent-encoded, a Basic password; the recording proxy and
+    cassettes use the same rule)."""
+    return KnownSecrets((*credentials(request), *credentials_of(request.headers)))
+
+
+def _safe_credentials(request: HttpRequest) -> KnownSecrets:
     try:
-        return credentials(request)
+        return _known_secrets(request)
     except Exception:
-        return ()
+        return KnownSecrets(())
 
 
 def _describe(exc: Exception) -> str:

@@ -165,6 +165,31 @@ def test_the_key_never_reaches_the_request_log(mock: MockDeepSeek) -> None:
     assert mock.requests[0].body["messages"][0]["content"] == "my key is <REDACTED>"
 
 
+def test_the_key_is_removed_from_the_log_in_every_spelling(mock: MockDeepSeek) -> None:
+    """The request log keeps no spelling of the key: percent-encoded in the URL, escaped in a
+    JSON string (a key with a quote, as a client may send a pasted secret), or behind a Basic
+    credential's user name."""
+    from base64 import b64encode
+    from urllib.parse import quote
+
+    odd = 'sk-"quoted"/secret+1'
+    body = chat_body(user(f"pasted {odd}"))
+    call(mock, f"{CHAT}?key={quote(odd, safe='')}", body, key=odd)
+    basic = b64encode(b"user:hunter2-password").decode()
+    call(
+        mock,
+        CHAT,
+        chat_body(user("mine is hunter2-password")),
+        key=None,
+        headers={"authorization": f"Basic {basic}"},
+    )
+    logged = json.dumps([r.to_json() for r in mock.requests], ensure_ascii=False)
+    for spelling in (odd, quote(odd, safe=""), json.dumps(odd)[1:-1], "hunter2-password"):
+        assert spelling not in logged
+    assert mock.requests[0].body["messages"][0]["content"] == "pasted <REDACTED>"
+    assert mock.requests[1].body["messages"][0]["content"] == "mine is <REDACTED>"
+
+
 def test_an_internal_failure_is_a_500_not_a_crash(
     mock: MockDeepSeek, capsys: pytest.CaptureFixture[str]
 ) -> None:
