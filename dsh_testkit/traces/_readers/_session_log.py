@@ -20,11 +20,13 @@ from dsh_core import (
     Event,
     GenerateOptions,
     Message,
+    MessageView,
     ReconstructedRequest,
     ToolsPlaceholder,
     reconstruct_requests,
 )
 from dsh_core.persistence import LoadedLog, loads_session
+from dsh_core.providers import anthropic, deepseek
 
 from ..._secrets import scrub_json
 from .._errors import TraceError
@@ -105,26 +107,42 @@ def _events_between(
 class _ChatBodies:
     """The Chat Completions bodies of a log's requests, each message serialized and scrubbed
     once: consecutive requests share their history, so the bodies share its dicts, and reading
-    a long log stays linear in its events."""
+    a long log stays linear in its events.
+
+    Requests folded from one history carry views of one append-only message list
+    (:class:`~dsh_core.MessageView`); for each such list the wire messages written so far are
+    kept flat, with where each message's end, so a request's messages are one slice of it plus
+    whatever is new (no per-message work for the history it repeats).
+    """
 
     def __init__(self) -> None:
         self._memo: dict[tuple[int, bool], tuple[Message, list[dict[str, Any]]]] = {}
+        self._flat: dict[tuple[int, bool], tuple[object, list[dict[str, Any]], list[int]]] = {}
 
     def body(self, options: GenerateOptions) -> tuple[dict[str, Any], bool]:
         """The body, and whether the serializer wrote it for thinking mode."""
-        from dsh_core.providers import deepseek
-
         body = deepseek.serialize_request(dataclasses.replace(options, messages=()))
         thinking_on = body.get("thinking") != {"type": "disabled"}
         messages = scrub_json(body["messages"])
-        for message in options.messages:
-            messages.extend(self._message(message, thinking_on))
+        messages.extend(self._messages(options.messages, thinking_on))
         body["messages"] = messages
         return body, thinking_on
 
-    def _message(self, message: Message, thinking: bool) -> list[dict[str, Any]]:
-        from dsh_core.providers import deepseek
+    def _messages(self, messages: Sequence[Message], thinking: bool) -> list[dict[str, Any]]:
+        backing = messages.backing if isinstance(messages, MessageView) else None
+        if backing is None:
+            return [wire for message in messages for wire in self._message(message, thinking)]
+        key = (id(backing), thinking)
+        found = self._flat.get(key)
+        if found is None or found[0] is not backing:
+            found = self._flat[key] = (backing, [], [])
+        _, flat, ends = found
+        for message in backing[len(ends) : len(messages)]:
+            flat.extend(self._message(message, thinking))
+            ends.append(len(flat))
+        return flat[: ends[len(messages) - 1]] if messages else []
 
+    def _message(self, message: Message, thinking: bool) -> list[dict[str, Any]]:
         key = (id(message), thinking)
         found = self._memo.get(key)
         if found is None or found[0] is not message:
@@ -144,7 +162,6 @@ def session_log_trace(loaded: LoadedLog, *, path: str | None = None) -> Trace:
 
     Raises :class:`TraceError` when the log's requests cannot be rebuilt.
     """
-    from dsh_core.providers import anthropic
 
     events = loaded.events
     try:
