@@ -65,6 +65,7 @@ __all__ = [
     "encode_line",
     "main",
     "record_pydantic_ai",
+    "unwrap_openai",
 ]
 
 FIXTURES: Final = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "otel"
@@ -392,6 +393,33 @@ def _openllmetry_loop(server: MockServer, recorder: SpanRecorder) -> None:
         client.close()
 
 
+def unwrap_openai() -> list[str]:
+    """Remove what an instrumentation left wrapped on the ``openai`` SDK's resource classes;
+    the names it unwrapped.
+
+    OpenLLMetry's ``uninstrument()`` (0.62.4) unwraps the chat, completion and embedding
+    methods under module paths the SDK no longer uses, so they stay wrapped: every later request
+    of the process would carry a ``traceparent`` header and spans for the sample's provider.
+    """
+    import importlib
+    import inspect
+    import pkgutil
+
+    import openai.resources
+
+    unwrapped = []
+    for info in pkgutil.walk_packages(openai.resources.__path__, "openai.resources."):
+        module = importlib.import_module(info.name)
+        for class_name, cls in vars(module).items():
+            if not inspect.isclass(cls) or cls.__module__ != module.__name__:
+                continue
+            for name, value in list(vars(cls).items()):
+                if type(value).__name__ == "FunctionWrapper" and hasattr(value, "__wrapped__"):
+                    setattr(cls, name, value.__wrapped__)
+                    unwrapped.append(f"{module.__name__}.{class_name}.{name}")
+    return unwrapped
+
+
 def _openllmetry(expect_legacy: bool) -> Callable[[], str]:
     def make() -> str:
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor
@@ -405,6 +433,7 @@ def _openllmetry(expect_legacy: bool) -> Callable[[], str]:
                 _openllmetry_loop(server, recorder)
             finally:
                 instrumentor.uninstrument()
+                unwrap_openai()
             text = _stable(recorder.lines, server.port, _mock_ids(server))
         legacy = '"gen_ai.prompt.0.role"' in text
         if legacy != expect_legacy:

@@ -34,10 +34,22 @@ __all__ = [
 ]
 
 VOLATILE_REQUEST_HEADERS: Final = frozenset(
-    {"accept-encoding", "connection", "content-length", "host", "user-agent"}
+    {
+        "accept-encoding",
+        "connection",
+        "content-length",
+        "host",
+        "user-agent",
+        # W3C Trace Context and Baggage: an instrumented client (OpenTelemetry) sends new ids
+        # with every request, so a cassette holding them would differ on every recording
+        "traceparent",
+        "tracestate",
+        "baggage",
+    }
 )
-"""Request headers not stored: they vary by library version or transport, never by the agent.
-Headers starting with ``x-stainless-`` (the openai/anthropic SDKs' platform report) go too."""
+"""Request headers not stored: they vary by library version, transport or trace, never by the
+agent. Headers starting with ``x-stainless-`` (the openai/anthropic SDKs' platform report) go
+too."""
 
 VOLATILE_RESPONSE_HEADERS: Final = frozenset(
     {"connection", "content-length", "date", "keep-alive", "transfer-encoding"}

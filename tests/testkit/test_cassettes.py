@@ -125,6 +125,30 @@ def test_recording_is_byte_identical_across_runs(tmp_path: Path) -> None:
     assert a.read_bytes() == b.read_bytes()
 
 
+def test_trace_context_headers_are_not_stored(tmp_path: Path) -> None:
+    """An OpenTelemetry-instrumented client sends new trace ids with every request: the
+    cassette keeps none of them, so two recordings stay byte-identical."""
+    paths = [tmp_path / "a.yaml", tmp_path / "b.yaml"]
+    for n, path in enumerate(paths):
+        with (
+            use_cassette(path, mode="rewrite"),
+            httpx.Client(transport=httpx.MockTransport(sse_handler())) as client,
+        ):
+            client.post(
+                URL,
+                json=chat_body(),
+                headers={
+                    "authorization": f"Bearer {KEY}",
+                    "traceparent": f"00-{n:032x}-{n + 1:016x}-01",
+                    "tracestate": f"vendor=value{n}",
+                    "baggage": f"user.session={n}",
+                },
+            ).read()
+    text = paths[0].read_text(encoding="utf-8")
+    assert "traceparent" not in text and "tracestate" not in text and "baggage" not in text
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+
+
 def test_volatile_headers_are_not_stored_and_compressed_bodies_are_decoded(tmp_path: Path) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(

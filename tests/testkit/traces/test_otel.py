@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from dsh_testkit.doctor import conversations, diagnose
-from dsh_testkit.mock import MockServer
+from dsh_testkit.mock import MockServer, Reply
 from dsh_testkit.traces import Exchange, Trace, TraceError, load_trace, loads_trace
 from dsh_testkit.traces._readers._otel import read_otlp_json, sniff_otlp_json
 from tests._support import run_cli
@@ -652,3 +652,26 @@ def test_the_committed_samples_are_what_the_generator_writes(name: str) -> None:
     assert otel_samples.SAMPLES[name]() == committed, (
         f"{name}: the instrumentation now writes other spans; re-run python -m tools.otel_samples"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings(
+    "ignore:Support for class-based:pydantic.warnings.PydanticDeprecatedSince20"
+)
+@pytest.mark.parametrize("name", ["openllmetry", "openai-agents"])
+def test_a_sample_leaves_no_instrumentation_behind(name: str) -> None:
+    """After a sample is generated, the openai SDK is as it was: a later request of the process
+    carries no trace context (a cassette recorded after it would differ on every run)."""
+    import openai
+
+    otel_samples.SAMPLES[name]()
+    assert otel_samples.unwrap_openai() == []
+    with MockServer() as server:
+        server.mock.push(Reply(text="ok"))
+        with openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0) as client:
+            client.chat.completions.create(
+                model="deepseek-v4-flash", messages=[{"role": "user", "content": "hi"}]
+            )
+        [request] = server.mock.requests
+    names = {name.lower() for name, _ in request.headers}
+    assert not names & {"traceparent", "tracestate", "baggage"}, sorted(names)
