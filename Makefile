@@ -6,6 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: test check docs docs-gen lint typecheck pytest demo bench stress record-live clean
 
+# LangSmith's pytest plugin comes with langchain-core (the verdict suite's LangChain client) and
+# costs ~0.5 s at every pytest start; the suite starts pytest dozens of times (the docs' test
+# examples, other checkouts' goldens), so it is left out of every run below, and of the pytest
+# processes the tests start (they inherit the environment).
+export PYTEST_ADDOPTS := -p no:langsmith_plugin $(PYTEST_ADDOPTS)
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
