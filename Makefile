@@ -10,7 +10,9 @@ STAMP := $(VENV)/.installed
 # costs ~0.5 s at every pytest start; the suite starts pytest dozens of times (the docs' test
 # examples, other checkouts' goldens), so it is left out of every run below, and of the pytest
 # processes the tests start (they inherit the environment).
+ifeq ($(findstring no:langsmith_plugin,$(PYTEST_ADDOPTS)),)
 export PYTEST_ADDOPTS := -p no:langsmith_plugin $(PYTEST_ADDOPTS)
+endif
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +45,10 @@ pytest: $(STAMP)
 	echo "branch coverage: dsh_core $$($(BIN)/coverage report --include='dsh_core/*' --format=total)%, all $$all%"; \
 	exit $$status
 
-test: lint typecheck pytest
+# Lint first (a second); then the types and the suite side by side: on two CPUs the suite leaves
+# some idle (workers waiting on the programs it starts), which mypy fills. Either failing fails.
+test: lint
+	@$(MAKE) --no-print-directory -j 2 typecheck pytest
 
 # The edit-test loop: lint, types and the suite on both CPUs, no coverage, hypothesis on fewer
 # examples (the "fast" profile in tests/conftest.py), without the tests marked slow (whole

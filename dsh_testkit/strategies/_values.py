@@ -17,6 +17,7 @@ from dsh_core import (
     ToolSchema,
     ToolsPlaceholder,
     diff_header,
+    freeze_json,
 )
 
 __all__ = [
@@ -127,29 +128,41 @@ def tool_names() -> st.SearchStrategy[str]:
     return st.from_regex(r"[a-z][a-z0-9_]{0,11}", fullmatch=True)
 
 
+def _schema(properties: dict[str, Any], required: list[str], first: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"properties": properties, "required": required}
+    # Key order is part of what the model sees: generate both orders.
+    return {"type": "object", **body} if first else {**body, "type": "object"}
+
+
 @_cached
-def _parameters() -> st.SearchStrategy[dict[str, Any]]:
+def _properties() -> st.SearchStrategy[dict[str, Any]]:
     prop = st.fixed_dictionaries(
         {"type": st.sampled_from(["string", "integer", "boolean", "number"])},
         optional={"description": st.text(max_size=20)},
     )
-    props = st.dictionaries(tool_names(), prop, max_size=4)
+    return st.dictionaries(tool_names(), prop, max_size=4)
 
-    def schema(properties: dict[str, Any], required: list[str], first: bool) -> dict[str, Any]:
-        body: dict[str, Any] = {"properties": properties, "required": required}
-        # Key order is part of what the model sees: generate both orders.
-        return {"type": "object", **body} if first else {**body, "type": "object"}
 
-    return props.flatmap(
-        lambda properties: st.builds(
-            schema,
-            st.just(properties),
-            st.lists(st.sampled_from(sorted(properties)), unique=True)
-            if properties
-            else st.just([]),
-            st.booleans(),
-        )
-    )
+@st.composite
+def _parameters_drawn(draw: st.DrawFn) -> dict[str, Any]:
+    # Drawn step by step from strategies built once: a strategy built per example (a flatmap)
+    # is validated per example, which made drawing tool lists several times slower.
+    properties = draw(_properties())
+    required = [name for name in sorted(properties) if draw(st.booleans())]
+    for k in range(len(required) - 1, 0, -1):  # the required names in any order
+        j = draw(st.integers(0, k))
+        required[k], required[j] = required[j], required[k]
+    return _schema(properties, required, draw(st.booleans()))
+
+
+@_cached
+def _parameters() -> st.SearchStrategy[dict[str, Any]]:
+    return _parameters_drawn()
+
+
+@_cached
+def _descriptions() -> st.SearchStrategy[str]:
+    return st.one_of(st.just(""), st.text(max_size=40))
 
 
 def tool_schemas(name: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[ToolSchema]:
@@ -157,7 +170,7 @@ def tool_schemas(name: st.SearchStrategy[str] | None = None) -> st.SearchStrateg
     return st.builds(
         lambda n, d, p: ToolSchema(name=n, description=d, parameters=p),
         name if name is not None else tool_names(),
-        st.one_of(st.just(""), st.text(max_size=40)),
+        _descriptions(),
         _parameters(),
     )
 
@@ -301,15 +314,27 @@ def _edit_tools(
             shuffled = shuffled[1:] + shuffled[:1]
         current = shuffled
     elif op == "swap":
-        j = draw(st.integers(0, len(current) - 1).filter(lambda k: k != i or len(current) < 2))
+        j = i
+        if len(current) >= 2:  # another tool whenever there is another
+            j = draw(st.integers(0, len(current) - 2))
+            j += j >= i
         current[i], current[j] = current[j], current[i]
     else:  # change (and for change_move, also move) one tool's schema
         old = current[i]
-        new = draw(tool_schemas(st.just(old.name)).filter(lambda t: t != old))
+        new = ToolSchema(
+            name=old.name,
+            description=draw(_descriptions()),
+            parameters=freeze_json(draw(_parameters()), path="parameters"),
+        )
+        if new == old:  # a change on purpose
+            new = ToolSchema(
+                name=old.name, description=f"{old.description} (edited)", parameters=old.parameters
+            )
         del current[i]
         at = i
-        if op == "change_move":  # somewhere else whenever there is somewhere else
-            at = draw(_positions(len(current)).filter(lambda k: k != i or not current))
+        if op == "change_move" and current:  # somewhere else whenever there is somewhere else
+            at = draw(st.integers(0, len(current) - 1))
+            at += at >= i
         current.insert(at, new)
     return tuple(current)
 
