@@ -9,13 +9,6 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
-# Under make pytest, coverage measures each xdist worker from its first line; the programs the
-# tests start (the CLI, the docs' examples, pytest in other checkouts: ~180 of them) are left
-# unmeasured: coverage costs ~0.3 s at each start, and what they run is measured in process by
-# the tests that call the same code directly.
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    os.environ.pop("COVERAGE_PROCESS_CONFIG", None)
-
 # "ci" is derandomized so a CI run is reproducible; "dev" explores more. CI=true selects "ci".
 settings.register_profile(
     "ci",
