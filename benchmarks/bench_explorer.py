@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tools.explorer_screenshots import CHROMIUM, CHROMIUM_ARGS
+
 from ._common import Figure, Section, median
 
 __all__ = ["run", "trace_of_size"]
@@ -35,17 +37,6 @@ QUICK_ROUNDS = 1
 LIVE_SAMPLES = 12
 QUICK_LIVE_SAMPLES = 2
 GOAL_RATIO = 2.2
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-)
 
 
 def trace_of_size(total: int) -> Any:

@@ -9,7 +9,6 @@ valid or not — with the API key redacted wherever it appeared.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -18,7 +17,7 @@ from dsh_core.providers import AnthropicRequest, ChatRequest
 from .._scrub_rules import REDACTED as REDACTED
 from ._validate import ToolFacts
 
-__all__ = ["REDACTED", "AnsweredBy", "Endpoint", "MockRequest", "ReceivedRequest", "redact"]
+__all__ = ["REDACTED", "AnsweredBy", "Endpoint", "MockRequest", "ReceivedRequest"]
 
 Endpoint: TypeAlias = Literal["chat", "anthropic", "models", "control", "unknown"]
 AnsweredBy: TypeAlias = Literal[
@@ -26,49 +25,6 @@ AnsweredBy: TypeAlias = Literal[
 ]
 """What answered a model request: a route, a queued script entry, the responder callable, or
 what ``on_exhausted`` says (the last entry again, the call-tools answer, the default reply)."""
-
-
-def redact(value: Any, secrets: str | Iterable[str] | None) -> Any:
-    """``value`` (JSON) with every occurrence of each secret in its strings replaced.
-
-    Iterative, so a deeply nested value cannot exhaust the stack; a copy is made only when there
-    is something to redact."""
-    if secrets is None:
-        return value
-    wanted = tuple(s for s in ([secrets] if isinstance(secrets, str) else secrets) if s)
-    if not wanted:
-        return value
-
-    def text(item: str) -> str:
-        for secret in wanted:
-            if secret in item:
-                item = item.replace(secret, REDACTED)
-        return item
-
-    if isinstance(value, str):
-        return text(value)
-    if not isinstance(value, (list, dict)):
-        return value
-    root: list[Any] = [None]
-    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
-    while stack:
-        target, key, item = stack.pop()
-        if isinstance(item, str):
-            target[key] = text(item)
-        elif isinstance(item, list):
-            copy: list[Any] = [None] * len(item)
-            target[key] = copy
-            stack.extend((copy, i, v) for i, v in enumerate(item))
-        elif isinstance(item, dict):
-            mapping: dict[str, Any] = {}
-            target[key] = mapping
-            for k, v in item.items():
-                new_key = text(k) if isinstance(k, str) else k
-                mapping[new_key] = None
-                stack.append((mapping, new_key, v))
-        else:
-            target[key] = item
-    return root[0]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

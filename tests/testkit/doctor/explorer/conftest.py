@@ -12,19 +12,10 @@ from typing import Any
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-"""Headless and offline: without these Chromium waits on network lookups on a machine without
-a network."""
+from tools.explorer_screenshots import CHROMIUM, CHROMIUM_ARGS
+
+ARGS = list(CHROMIUM_ARGS)
+"""Headless and offline (the docs' screenshots use the same flags)."""
 
 INSTALL = (
     "Chromium is not installed at /usr/bin/chromium: install it with "
