@@ -324,6 +324,7 @@ def test_a_cassette_test_keeps_the_same_baseline_recording_and_replaying(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    monkeypatch.delenv("CI", raising=False)  # it records first, which CI=true refuses
     pytester.makefile(".ini", pytest=INI)
     pytester.makepyfile(test_cassette=CASSETTE_SUITE)
     # Recording: the mock answers and its log is the traffic.
