@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REFERENCE_LOGS = (
     Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "reference-logs"
 )
@@ -22,3 +24,29 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
         timeout=120,
         check=False,
     )
+
+
+PLAIN_USER_INI = """
+[pytest]
+addopts = --strict-markers -p no:cacheprovider
+filterwarnings = error
+xfail_strict = true
+"""
+"""A user's strict pytest settings, without an async plugin's."""
+
+USER_INI = PLAIN_USER_INI + "asyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+"""The same under pytest-asyncio (installed here), whose own warning asks for the loop scope."""
+
+
+def user_project(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *, ini: str | None = USER_INI
+) -> pytest.Pytester:
+    """A user's project in ``pytester``: no key, no DeepSeek URL and no ``CI`` from this machine
+    (``CI=true`` refuses recording, tested apart), untruncated summary lines, and ``ini`` (none
+    with ``None``) as its pytest.ini."""
+    for name in ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "CI"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", "300")
+    if ini is not None:
+        pytester.makefile(".ini", pytest=ini)
+    return pytester

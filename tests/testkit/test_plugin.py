@@ -12,29 +12,20 @@ from importlib.metadata import entry_points
 
 import pytest
 
+from tests._support import USER_INI, user_project
+
 pytest_plugins = ["pytester"]
 
 KEY = "sk-fake0123456789abcdefABCDEFplugin"
 """A fake key; it must never appear in anything pytest prints."""
 
-INI = """
-[pytest]
-addopts = --strict-markers -p no:cacheprovider
-filterwarnings = error
-xfail_strict = true
-asyncio_mode = auto
-asyncio_default_fixture_loop_scope = function
-"""
+INI = USER_INI
 
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A user's project: strict pytest settings like ours, no key, no base URL override."""
-    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
-    monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
-    monkeypatch.delenv("CI", raising=False)  # CI=true refuses recording (tested apart)
-    pytester.makefile(".ini", pytest=INI)
-    return pytester
+    return user_project(pytester, monkeypatch, ini=INI)
 
 
 # ---------------------------------------------------------------------------- registration

@@ -8,29 +8,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+# Imported here, not first inside a pytester run: pytester drops the modules a run imported, and
+# a second run's fresh openai/httpx2 classes would then meet the first run's in the plugin's
+# cassette stubs (the replayed answer's stream fails httpx2's isinstance check).
+import openai  # noqa: F401
 import pytest
 import yaml
 
+from tests._support import USER_INI, user_project
+
 pytest_plugins = ["pytester"]
 
-INI = """
-[pytest]
-addopts = --strict-markers -p no:cacheprovider
-filterwarnings = error
-xfail_strict = true
-asyncio_mode = auto
-asyncio_default_fixture_loop_scope = function
-"""
+INI = USER_INI
 
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
-    monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
-    monkeypatch.delenv("CI", raising=False)
-    monkeypatch.setenv("COLUMNS", "300")
-    pytester.makefile(".ini", pytest=INI)
-    return pytester
+    return user_project(pytester, monkeypatch, ini=INI)
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -11,20 +11,14 @@ import pytest
 import yaml
 
 from dsh_testkit.mock import MockDeepSeek, MockServer
+from tests._support import USER_INI, user_project
 
 pytest_plugins = ["pytester"]
 
 KEY = "sk-fake0123456789abcdefABCDEFplugin"
 """A fake live key; it must never reach a cassette or pytest's output."""
 
-INI = """
-[pytest]
-addopts = --strict-markers -p no:cacheprovider
-filterwarnings = error
-xfail_strict = true
-asyncio_mode = auto
-asyncio_default_fixture_loop_scope = function
-"""
+INI = USER_INI
 
 CHAT = '''
 import pytest
@@ -45,12 +39,7 @@ async def test_chat(request, dsh_cassette_provider, dsh_agent, dsh_mock):
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
-    monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
-    monkeypatch.delenv("CI", raising=False)  # CI=true refuses recording (tested apart)
-    monkeypatch.setenv("COLUMNS", "300")  # summary lines untruncated
-    pytester.makefile(".ini", pytest=INI)
-    return pytester
+    return user_project(pytester, monkeypatch, ini=INI)
 
 
 def chat(project: pytest.Pytester, system: str = "Be terse.") -> Path:

@@ -5,26 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+from tests._support import USER_INI, user_project
+
 pytest_plugins = ["pytester"]
 
-INI = """
-[pytest]
-addopts = --strict-markers -p no:cacheprovider
-filterwarnings = error
-xfail_strict = true
-asyncio_mode = auto
-asyncio_default_fixture_loop_scope = function
-"""
+INI = USER_INI
 
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
-    monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
-    monkeypatch.delenv("CI", raising=False)  # CI=true refuses recording (tested apart)
-    monkeypatch.setenv("COLUMNS", "300")  # summary lines untruncated
-    pytester.makefile(".ini", pytest=INI)
-    return pytester
+    return user_project(pytester, monkeypatch, ini=INI)
 
 
 PASSING = """

@@ -10,26 +10,16 @@ from typing import Any
 import pytest
 import yaml
 
+from tests._support import USER_INI, user_project
+
 pytest_plugins = ["pytester"]
 
-INI = """
-[pytest]
-addopts = --strict-markers -p no:cacheprovider
-filterwarnings = error
-xfail_strict = true
-asyncio_mode = auto
-asyncio_default_fixture_loop_scope = function
-"""
+INI = USER_INI
 
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
-    monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
-    monkeypatch.delenv("CI", raising=False)
-    monkeypatch.setenv("COLUMNS", "300")
-    pytester.makefile(".ini", pytest=INI)
-    return pytester
+    return user_project(pytester, monkeypatch, ini=INI)
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests._support import PLAIN_USER_INI, USER_INI, user_project
+
 pytest_plugins = ["pytester"]
 
-INI = """
-[pytest]
-addopts = --strict-markers -p no:cacheprovider
-filterwarnings = error
-xfail_strict = true
-"""
-
-ASYNCIO_INI = INI + "asyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+INI = PLAIN_USER_INI
+ASYNCIO_INI = USER_INI
 
 EXAMPLE = """
 import pytest
@@ -48,10 +44,7 @@ GOLDENS = [
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
-    monkeypatch.delenv("CI", raising=False)
-    monkeypatch.setenv("COLUMNS", "300")
-    return pytester
+    return user_project(pytester, monkeypatch, ini=None)
 
 
 def _goldens(project: pytest.Pytester) -> list[str]:

@@ -10,26 +10,17 @@ import pytest
 # and PyYAML's C extension does not survive being imported a second time.
 import yaml
 
+from tests._support import PLAIN_USER_INI, USER_INI, user_project
+
 pytest_plugins = ["pytester"]
 
-INI = """
-[pytest]
-addopts = --strict-markers -p no:cacheprovider
-filterwarnings = error
-xfail_strict = true
-"""
-
-ASYNCIO_INI = INI + "asyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+INI = PLAIN_USER_INI
+ASYNCIO_INI = USER_INI
 
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
-    monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
-    monkeypatch.delenv("CI", raising=False)
-    monkeypatch.setenv("COLUMNS", "300")
-    pytester.makefile(".ini", pytest=ASYNCIO_INI)
-    return pytester
+    return user_project(pytester, monkeypatch, ini=ASYNCIO_INI)
 
 
 STRICT = """

@@ -5,16 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests._support import USER_INI
+
 pytest_plugins = ["pytester"]
 
-INI = """
-[pytest]
-addopts = --strict-markers -p no:cacheprovider
-filterwarnings = error
-xfail_strict = true
-asyncio_mode = auto
-asyncio_default_fixture_loop_scope = function
-"""
+INI = USER_INI
 
 CHAT = """
 import pytest
