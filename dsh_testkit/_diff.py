@@ -2,7 +2,7 @@
 
 A cassette mismatch and a prefix-stability failure both have to say *what* changed between two
 chat requests, the way :func:`dsh_core.diff_requests` does for logged requests: which header
-part (``model``, ``config.temperature``, ``system line 3``, tool ``'grep'`` added or changed)
+part (``model``, ``temperature``, ``system line 3``, tool ``'grep'`` added or changed)
 or which message index and field. Message indexes are the wire body's own (``messages[2]`` is
 the third entry of the body's ``messages`` list, system messages counted), so an index points at
 what a user sees in a cassette's YAML or a captured body. Both sides are first brought to one comparable form,
@@ -94,7 +94,7 @@ def diff_chat(
         dict(expected.params),
         dict(actual.params),
         names,
-        label=lambda key: key if key == "model" else f"config.{key}",
+        label=str,  # the body's own key: a path ignore_json_paths and the API docs both use
         keys=("model",) if prefix else None,
     )
     system = system_difference(

@@ -90,8 +90,9 @@ def unmet_expectations(mock: MockDeepSeek) -> MockNotSatisfied | None:
                 lines.append(f"      why nothing answered: {detail}")
     lines.append(
         "Script each request: dsh_mock.route(...).reply(...) answers requests by what they hold, "
-        "dsh_mock.push(...) in order (dsh_mock_server.mock has the same methods); or opt this "
-        "test out with dsh_mock.lenient() or @pytest.mark.dsh_lenient."
+        "dsh_mock.push(...) in order (on the server: dsh_mock_server.mock.route(...), "
+        ".push(...)); or opt this test out with @pytest.mark.dsh_lenient (or dsh_mock.lenient() "
+        "for the in-process mock)."
     )
     return MockNotSatisfied(
         "\n".join(lines),

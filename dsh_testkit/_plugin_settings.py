@@ -53,6 +53,15 @@ def is_ci() -> bool:
     return os.environ.get(_CI_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def _ini_setting(config: pytest.Config, name: str, value: str) -> str:
+    """Where the ini setting ``name`` came from, for a message: ``-o name=…`` on the command
+    line (or addopts) overrides the ini file."""
+    overrides = getattr(config.option, "override_ini", None) or ()
+    if any(str(o).split("=", 1)[0].strip() == name for o in overrides):
+        return f"-o {name}={value} (the command line or addopts)"
+    return f"{name} = {value} in {config.inipath or 'the ini file'}"
+
+
 def ci_refusal(mode: str, asked_by: str) -> str:
     """Why a record mode is refused under ``CI=true``, and the two ways on."""
     return (
@@ -121,8 +130,8 @@ def read_settings(config: pytest.Config) -> Settings:
     mode = OLD_MODE_NAMES.get(mode, mode)
     if mode not in RECORD_MODES:
         raise pytest.UsageError(
-            f"dsh_record_mode = {ini_mode!r} in the ini file is not a record mode; use one of "
-            f"{', '.join(RECORD_MODES)}"
+            f"{_ini_setting(config, 'dsh_record_mode', repr(ini_mode))} is not a record mode; "
+            f"use one of {', '.join(RECORD_MODES)}"
         )
     ci = is_ci()
     record_in_ci = bool(config.getoption("dsh_record_in_ci"))
@@ -130,7 +139,7 @@ def read_settings(config: pytest.Config) -> Settings:
         asked_by = (
             f"--dsh-record-mode={mode} (the command line or addopts)"
             if source == "--dsh-record-mode"
-            else f"dsh_record_mode = {mode} in {config.inipath or 'the ini file'}"
+            else _ini_setting(config, "dsh_record_mode", mode)
         )
         raise pytest.UsageError(ci_refusal(mode, asked_by))
     block = config.getoption("dsh_block_network")

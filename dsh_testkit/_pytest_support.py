@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import fields, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from dsh_core import Agent, AgentOptions, Provider, Session, Tool
 from dsh_core.providers import DeepSeekProvider
@@ -50,6 +50,9 @@ from .mock import (
 )
 from .mock._routes import RouteAnswer, TextMatcher
 from .replay import LogSource, ReplayProvider
+
+if TYPE_CHECKING:
+    from .traces import Trace
 
 __all__ = [
     "API_KEY_ENV",
@@ -194,6 +197,12 @@ class MockFixture:
         """
         self.pushed += len(entries)
         self.mock.push(*entries)
+
+    def to_trace(self) -> Trace:
+        """The requests this mock received, as a :class:`~dsh_testkit.traces.Trace`: so the
+        fixture itself goes to the cache doctor, the prefix assertions and the wire goldens
+        (``assert_cache_friendly(dsh_mock)``, ``dsh_mock == snapshot.use_extension(...)``)."""
+        return self.mock.to_trace()
 
     @property
     def requests(self) -> tuple[ReceivedRequest, ...]:

@@ -148,7 +148,13 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
     from .doctor._cli import INPUTS, add_trace_audit_arguments
     from .reports import add_audit_arguments
 
-    add_audit_arguments(parser)
+    parser.description = (
+        "Rebuild every request of a session log, check the log's invariants, print the header "
+        "timeline and whether each request extends the previous one; or, for any other "
+        "recording, check its requests on the wire. Exit status: 0 clean, 1 violations "
+        "(corrupt or truncated log included), 2 file not readable."
+    )
+    add_audit_arguments(parser, log_help="a session log or any other recording (see below)")
     add_trace_audit_arguments(parser)
     parser.epilog = (
         f"{INPUTS} For a recording other than a session log, the cache doctor's wire-level "

@@ -575,9 +575,11 @@ def dsh_capture() -> Iterator[RequestCapture]:
 
     Works for agents you did not write (the openai SDK, pydantic-ai, your own loop) without
     touching their clients. ``dsh_capture.requests`` holds ``CapturedRequest``s (method, URL,
-    redacted headers, exact body bytes, ``.json``); ``dsh_capture.assert_prefix_stable()``
-    fails with ``PrefixInstability`` unless each chat request extends the one before it
-    (same model, tools and system prompt, earlier messages untouched), as a prefix cache needs.
+    redacted headers, exact body bytes, ``.json``). The capture goes to the cache doctor as
+    is: ``dsh_testkit.doctor.assert_prefix_stable(dsh_capture)`` fails with
+    ``PrefixInstability`` unless each chat request extends the one it continues (same model,
+    tools and system prompt, earlier messages untouched), as a prefix cache needs;
+    ``assert_cache_friendly(dsh_capture)`` names the cause of each lost cache hit.
     """
     from .capture import capture_requests
 

@@ -12,7 +12,7 @@ recorded, and — through :meth:`ReplayProvider.assert_consumed` — calls left 
 Strict mode (the default) adds what the reference replay lacks: before serving call N it
 rebuilds the request the recorded log owes for that call (:func:`dsh_core.reconstruct_requests`)
 and compares it with the live request, failing at once with :class:`ReplayMismatch` and a
-structured diff (``system line 3``, ``config.temperature``, ``messages[4].content[0].text``)
+structured diff (``system line 3``, ``temperature``, ``messages[4].content[0].text``)
 instead of letting the divergence surface later as a log diff. The reference harness's
 ``{{system}}`` / ``{{tools}}`` placeholders compare as opaque: a placeholder in the recorded
 header leaves that part uncompared.

@@ -21,7 +21,7 @@ format and how the repository's cassettes were recorded)::
   port replays wherever it listens next. A request with no
   recording raises :class:`CassetteMismatch` naming the request's index, the closest recording
   and what differs in this project's vocabulary (``system line 3``, tool ``'grep'`` added,
-  ``config.temperature``, ``messages[4].content``). The error is raised inside the transport
+  ``temperature``, ``messages[4].content``). The error is raised inside the transport
   and, because HTTP clients may swallow transport errors into retries, raised again when the
   cassette closes.
 - **Modes**: pytest-recording's (:data:`RecordMode`): ``"none"`` (the default: replay only, live

@@ -28,6 +28,7 @@ from ._codes import CAUSE_CODES, CODES
 from ._diagnose import diagnose
 from ._errors import CacheUnfriendly
 from ._report import DoctorReport
+from ._text import one_line
 
 __all__ = ["DEFAULT_ALLOWED", "assert_cache_friendly", "assert_prefix_stable", "failing_findings"]
 
@@ -106,12 +107,12 @@ def assert_cache_friendly(
             finding = group.first
             cost = f", {group.lost_tokens:,} tokens lost" if group.lost_tokens else ""
             lines.append(
-                f"  {group.code} ({group.severity}) on request{'s' if len(group.requests) > 1 else ''} "
+                f"  {group.code} ({group.severity}) on {group.noun} "
                 f"{group.label}{cost}"
                 + (f" at {finding.where}" if finding.where else "")
                 + f": {finding.detail}"
             )
-            lines += [f"    {evidence}" for evidence in finding.evidence]
+            lines += [f"    {one_line(evidence)}" for evidence in finding.evidence]
             lines.append(f"    {CODES[group.code].sentence}")
             lines.append(f"    advice: {CODES[group.code].advice}")
     lines.append(

@@ -127,7 +127,9 @@ def _system_changes(previous: WireView, current: WireView, names: tuple[str, str
                 where=where,
                 component=0,
                 diff=diff,
-                signature=f"volatile-system-text {location}",
+                # one finding per volatile line, wherever its first changed character falls
+                # (a running clock changes at a different digit each time)
+                signature=f"volatile-system-text line {old.count(chr(10), 0, diff.start) + 1}",
             )
         ]
     spans = (

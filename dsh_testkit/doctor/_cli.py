@@ -30,6 +30,7 @@ from ._diagnose import diagnose
 from ._html import render_html
 from ._render import render_report
 from ._report import DOCTOR_FORMAT_VERSION, DoctorReport
+from ._text import one_line
 
 __all__ = [
     "INPUTS",
@@ -287,7 +288,7 @@ def run_trace_audit(args: argparse.Namespace) -> int:
         )
         for key, r, f in found:
             lines.append(f"  conversation {key} request #{r.index + 1}: {f.code}: {f.detail}")
-            lines += [f"      {ev}" for ev in f.evidence]
+            lines += [f"      {one_line(ev)}" for ev in f.evidence]
     if report.empty:
         lines.append("the trace is empty: it holds no model requests")
     if getattr(args, "json", False):

@@ -55,15 +55,16 @@ every scenario is and none was added or removed.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from dsh_core.providers import Prices, prices_for
+from dsh_core.providers import Endpoint, Prices, prices_for
 
 from .._diff import diff_chat
 from .._wire_view import canonical_json, wire_view
-from ..traces import Exchange, Trace
+from ..traces import Trace
 from ..traces._model import paused_gc
 from ._codes import Severity
 from ._compare_inputs import Pair, Run, Scenario, TraceLoader, default_loader, match, read_run
@@ -141,18 +142,73 @@ class _Pricer:
         return replace(r, cost=cost, lost_cost=r.lost_tokens * (prices.miss - prices.hit) / 1e6)
 
 
-def _rendered(exchange: Exchange) -> tuple[Any, ...]:
+def _tool_ids_renumbered(trace: Trace) -> list[Any]:
+    """Each request body with its tool-call ids renamed ``call-1``, ``call-2``, … in the order
+    the trace first shows them: ids the model makes up anew on every run (the live API, a
+    long-running mock) do not make two runs of the same agent differ, while a call resent
+    under another id than it was made still does."""
+    names: dict[str, str] = {}
+
+    def renamed(value: Any) -> Any:
+        return (
+            names.setdefault(value, f"call-{len(names) + 1}") if isinstance(value, str) else value
+        )
+
+    bodies: list[Any] = []
+    for exchange in trace.exchanges:
+        body = exchange.body
+        messages = body.get("messages") if isinstance(body, Mapping) else None
+        if not isinstance(messages, list):
+            bodies.append(body)
+            continue
+        out = []
+        for message in messages:
+            if not isinstance(message, Mapping):
+                out.append(message)
+                continue
+            message = dict(message)
+            if "tool_call_id" in message:
+                message["tool_call_id"] = renamed(message["tool_call_id"])
+            if isinstance(message.get("tool_calls"), list):
+                message["tool_calls"] = [
+                    {**call, "id": renamed(call.get("id"))} if isinstance(call, Mapping) else call
+                    for call in message["tool_calls"]
+                ]
+            if isinstance(message.get("content"), list):
+                message["content"] = [
+                    _block_renumbered(block, renamed) for block in message["content"]
+                ]
+            out.append(message)
+        bodies.append({**body, "messages": out})
+    return bodies
+
+
+def _block_renumbered(block: Any, renamed: Callable[[Any], Any]) -> Any:
+    """An Anthropic content block with its tool-use id renamed."""
+    if not isinstance(block, Mapping):
+        return block
+    if block.get("type") == "tool_use" and "id" in block:
+        return {**block, "id": renamed(block["id"])}
+    if block.get("type") == "tool_result" and "tool_use_id" in block:
+        return {**block, "tool_use_id": renamed(block["tool_use_id"])}
+    return block
+
+
+def _rendered(body: Any, endpoint: Endpoint) -> tuple[Any, ...]:
     """A request as the one wire view renders it: equal tuples, byte-identical requests."""
-    view = wire_view(exchange.body, endpoint=exchange.endpoint)
+    view = wire_view(body, endpoint=endpoint)
     if view is None:
-        return ("raw", canonical_json(exchange.body))
+        return ("raw", canonical_json(body))
     return (view.endpoint, canonical_json(dict(view.params)), view.parts())
 
 
 def _first_change(base: Trace, new: Trace) -> tuple[RequestChange | None, list[bool]]:
-    """The first changed request (``None``: all identical), and per position whether same."""
+    """The first changed request (``None``: all identical), and per position whether same
+    (tool-call ids aside: see :func:`_tool_ids_renumbered`)."""
+    base_bodies, new_bodies = _tool_ids_renumbered(base), _tool_ids_renumbered(new)
     same = [
-        _rendered(a) == _rendered(b) for a, b in zip(base.exchanges, new.exchanges, strict=False)
+        _rendered(x, a.endpoint) == _rendered(y, b.endpoint)
+        for a, b, x, y in zip(base.exchanges, new.exchanges, base_bodies, new_bodies, strict=False)
     ]
     extra = abs(len(base) - len(new))
     changed = same.count(False) + extra
@@ -161,8 +217,8 @@ def _first_change(base: Trace, new: Trace) -> tuple[RequestChange | None, list[b
     if False in same:
         at = same.index(False)
         a, b = base[at], new[at]
-        va = wire_view(a.body, endpoint=a.endpoint)
-        vb = wire_view(b.body, endpoint=b.endpoint)
+        va = wire_view(base_bodies[at], endpoint=a.endpoint)
+        vb = wire_view(new_bodies[at], endpoint=b.endpoint)
         differences: tuple[str, ...] = ()
         if va is not None and vb is not None:
             differences = diff_chat(va, vb, names=("base", "new"))
@@ -280,6 +336,18 @@ def _compare_pair(pair: Pair, ctx: _Context) -> ScenarioComparison:
             f"figures: base {base_report.figures}, new {new_report.figures} — run with "
             "--simulate to put both runs on the simulator's footing"
         )
+    for side, report, requests in (
+        ("base", base_report, base_requests),
+        ("new", new_report, new_requests),
+    ):
+        warm = next((r.hit_tokens for r in requests if r.index == 0), None)
+        if report.figures == "reported" and warm:
+            notes.append(
+                f"the {side} run's first request hit {warm:,} cached tokens: the provider's "
+                "cache was warm from an earlier run (a long-running mock, the same prompts "
+                "shortly before), which favours that run — restart the mock between runs, or "
+                "run with --simulate to compare both from a cold cache"
+            )
     if base_report.unit.tokens != new_report.unit.tokens:
         notes.append(
             f"cache unit: base {base_report.unit.tokens} tokens, new "

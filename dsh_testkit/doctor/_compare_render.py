@@ -18,9 +18,9 @@ from ._compare_values import (
     RunComparison,
     ScenarioComparison,
     UnmatchedScenario,
-    money,
 )
-from ._report import Totals, request_ranges
+from ._report import Totals, money, request_ranges
+from ._text import one_line
 
 __all__ = ["comparison_markdown", "comparison_text", "scenario_text"]
 
@@ -142,7 +142,7 @@ def _cause_evidence(c: CauseChange) -> list[str]:
     lines = [f.detail]
     if f.where:
         lines.append(f"at {f.where}")
-    lines.extend(f.evidence)
+    lines.extend(one_line(e) for e in f.evidence)
     return lines
 
 

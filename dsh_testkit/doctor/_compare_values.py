@@ -15,7 +15,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 from ._codes import CauseCode, Severity
 from ._errors import CacheRegression
-from ._report import Finding, RequestDiagnosis, Totals
+from ._report import Finding, RequestDiagnosis, Totals, money
 
 __all__ = [
     "COMPARE_FORMAT_VERSION",
@@ -442,13 +442,3 @@ def judge(
 
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:.1f} %"
-
-
-def money(value: float | None) -> str:
-    """Dollars with enough digits to tell small costs apart (``$0.000198``, ``$1.24``)."""
-    if value is None:
-        return "–"
-    if value == 0 or value >= 1:
-        return f"${value:,.2f}"
-    digits = max(2, 2 - math.floor(math.log10(value)))
-    return f"${value:.{digits}f}"

@@ -54,10 +54,8 @@ def _diagnose(
         diagnosis = doctor.add(exchange)
         by_key.setdefault(diagnosis.conversation, []).append(diagnosis)
     if conversation is not None:
-        if conversation not in by_key:
-            keys = ", ".join(by_key) or "none"
-            raise KeyError(f"no conversation {conversation!r} in the trace; it has: {keys}")
-        by_key = {conversation: by_key[conversation]}
+        key = _conversation_key(conversation, list(by_key))
+        by_key = {key: by_key[key]}
     notes = list(trace.notes)
     if use_simulator and simulate is None and len(trace):
         notes.append("the trace carries no cache usage: figures are simulated")
@@ -75,4 +73,19 @@ def _diagnose(
         notes=tuple(notes),
         prices=prices,
         time_resolution=trace.time_resolution,
+    )
+
+
+def _conversation_key(asked: str, keys: list[str]) -> str:
+    """The conversation ``asked`` names: a key, or ``#N``, the Nth conversation as found
+    (whether or not the trace names its conversations); ``KeyError`` naming the keys otherwise."""
+    if asked in keys:
+        return asked
+    number = asked[1:] if asked.startswith("#") else ""
+    if number.isdigit() and 1 <= int(number) <= len(keys):
+        return keys[int(number) - 1]
+    found = ", ".join(keys) or "none"
+    raise KeyError(
+        f"no conversation {asked!r} in the trace; it has: {found}"
+        + (f" (or #1 … #{len(keys)}, as found)" if keys else "")
     )

@@ -15,7 +15,15 @@ from rich.text import Text
 
 from .._console import emit, make_console
 from ._codes import TERMS
-from ._report import ConversationDiagnosis, DoctorReport, FindingGroup, RequestDiagnosis, Totals
+from ._report import (
+    ConversationDiagnosis,
+    DoctorReport,
+    FindingGroup,
+    RequestDiagnosis,
+    Totals,
+    money,
+)
+from ._text import one_line
 
 __all__ = ["render_report", "report_text"]
 
@@ -28,12 +36,6 @@ def _n(value: int | None) -> str:
 
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:.1f} %"
-
-
-def _money(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"${value:.4f}" if value < 100 else f"${value:,.2f}"
 
 
 def _compared(r: RequestDiagnosis) -> str:
@@ -92,13 +94,13 @@ def _group(group: FindingGroup) -> list[Text]:
     head = Text("  ")
     head.append(f"{group.severity:<7} ", style=_SEVERITY_STYLE[group.severity])
     head.append(group.code, style="bold")
-    head.append(f" · {'request' if len(group.requests) == 1 else 'requests'} {group.label}")
+    head.append(f" · {group.noun} {group.label}")
     if group.lost_tokens:
         head.append(f" · {group.lost_tokens:,} tokens lost", style="red")
     out = [head, Text(f"          {finding.detail}")]
     if finding.where:
         out.append(Text(f"          at {finding.where}", style="dim"))
-    out += [Text(f"          {line}") for line in finding.evidence]
+    out += [Text(f"          {one_line(line)}") for line in finding.evidence]
     out.append(Text(f"          {finding.sentence}", style="dim"))
     if group.severity != "note":
         out.append(Text(f"          advice: {finding.advice}", style="dim"))
@@ -118,9 +120,9 @@ def _summary(label: str, totals: Totals) -> Text:
         f"tokens) · lost {_n(totals.lost_tokens)}"
     )
     if totals.cost is not None:
-        line.append(f" · cost {_money(totals.cost)}")
+        line.append(f" · cost {money(totals.cost)}")
         if totals.lost_cost:
-            line.append(f" (lost hits {_money(totals.lost_cost)})")
+            line.append(f" (lost hits {money(totals.lost_cost)})")
     if totals.refused:
         line.append(f" · {totals.refused} refused", style="red")
     return line
@@ -173,7 +175,7 @@ def render_report(report: DoctorReport) -> list[Text | Table]:
         for code, entry in savings.items():
             line = f"  {code}: {entry['lostTokens']:,} tokens on {entry['requests']} request(s)"
             if entry["savings"]:
-                line += f" · {_money(entry['savings'])}"
+                line += f" · {money(entry['savings'])}"
             out.append(Text(line))
     out.append(Text("\nlegend", style="bold"))
     for name, meaning in TERMS:

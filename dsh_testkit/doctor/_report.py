@@ -8,7 +8,8 @@ conversation and for the whole trace the totals, with one definition of each ter
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -28,6 +29,7 @@ __all__ = [
     "RequestDiagnosis",
     "Segment",
     "Totals",
+    "money",
     "request_ranges",
 ]
 
@@ -256,6 +258,16 @@ class Totals:
         }
 
 
+def money(value: float | None) -> str:
+    """Dollars with enough digits to tell small costs apart (``$0.000198``, ``$1.24``)."""
+    if value is None:
+        return "–"
+    if value == 0 or value >= 1:
+        return f"${value:,.2f}"
+    digits = max(2, 2 - math.floor(math.log10(value)))
+    return f"${value:.{digits}f}"
+
+
 def request_ranges(indexes: Sequence[int]) -> str:
     """``#2–#7, #9``: trace indexes (0-based) as 1-based request numbers, runs joined."""
     numbers = sorted({i + 1 for i in indexes})
@@ -276,13 +288,13 @@ def request_ranges(indexes: Sequence[int]) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FindingGroup:
-    """The same finding on several requests of a conversation, said once."""
+    """The same finding (code, what it says, severity) on requests of a conversation, said
+    once."""
 
     code: CauseCode
     severity: Severity
-    """The gravest severity among its requests."""
     requests: tuple[int, ...]
-    """Trace indexes of the requests it was found on."""
+    """Trace indexes of the requests it was found on, each once, in order."""
     lost_tokens: int
     first: Finding
     """The finding on its first request (its detail and evidence stand for the group)."""
@@ -290,6 +302,11 @@ class FindingGroup:
     @property
     def label(self) -> str:
         return request_ranges(self.requests)
+
+    @property
+    def noun(self) -> str:
+        """``request`` or ``requests``, as many as it was found on."""
+        return "request" if len(self.requests) == 1 else "requests"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -302,29 +319,24 @@ class FindingGroup:
         }
 
 
-_GRAVITY: Final[Mapping[str, int]] = {"note": 0, "loss": 1, "refusal": 2}
-
-
 def group_findings(requests: Sequence[RequestDiagnosis]) -> tuple[FindingGroup, ...]:
-    """Findings grouped by what they say (code and signature), in order of first appearance."""
-    groups: dict[tuple[str, str], list[tuple[RequestDiagnosis, Finding]]] = {}
+    """Findings grouped by what they say (code, signature and severity: a change that cost a
+    unit is not said with one that cost nothing), in order of first appearance."""
+    groups: dict[tuple[str, str, str], list[tuple[RequestDiagnosis, Finding]]] = {}
     for request in requests:
         for finding in request.findings:
-            key = (finding.code, finding.signature or finding.detail)
+            key = (finding.code, finding.signature or finding.detail, finding.severity)
             groups.setdefault(key, []).append((request, finding))
-    out = []
-    for items in groups.values():
-        severity = max((f.severity for _, f in items), key=lambda s: _GRAVITY[s])
-        out.append(
-            FindingGroup(
-                code=items[0][1].code,
-                severity=severity,
-                requests=tuple(r.index for r, _ in items),
-                lost_tokens=sum(f.lost_tokens for _, f in items),
-                first=items[0][1],
-            )
+    return tuple(
+        FindingGroup(
+            code=items[0][1].code,
+            severity=items[0][1].severity,
+            requests=tuple(dict.fromkeys(r.index for r, _ in items)),
+            lost_tokens=sum(f.lost_tokens for _, f in items),
+            first=items[0][1],
         )
-    return tuple(out)
+        for items in groups.values()
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

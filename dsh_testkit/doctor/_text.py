@@ -9,7 +9,9 @@ from typing import Any, Final
 
 from dsh_core import locate_text_difference
 
-__all__ = ["TextDiff", "locate", "text_diff", "token_around", "volatile_span"]
+__all__ = ["TextDiff", "locate", "one_line", "text_diff", "token_around", "volatile_span"]
+
+_CONTROLS: Final = {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}
 
 _EXCERPT: Final = 240
 """Characters of context kept on each side of a difference for the page."""
@@ -120,3 +122,9 @@ def locate(a: str, b: str) -> tuple[str, tuple[str, str]]:
     if found is None:
         return "", ("", "")
     return f"line {found.line} column {found.column}", (found.expected, found.actual)
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks and tabs written as ``\\n``, ``\\r``, ``\\t``: evidence
+    stays on its line of a text report, and whitespace that is the difference shows."""
+    return text.translate(_CONTROLS)

@@ -87,7 +87,9 @@ def logs_of(value: LogInput) -> list[_Log]:
     raise SnapshotInputError(
         f"cannot render a {type(value).__name__} as a golden: pass a Session, a loaded log "
         "(dsh_core.persistence.load_session), a non-empty sequence of Events, or a list of "
-        "those (primary session first)",
+        "those (primary session first); for an agent's traffic (WireRequestsExtension): a "
+        "RequestCapture (dsh_capture), the mock (dsh_mock, dsh_mock_server), a proxy, a Trace "
+        "or a recording's path",
         value_type=type(value).__name__,
     )
 

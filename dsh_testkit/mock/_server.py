@@ -31,12 +31,15 @@ from collections.abc import Callable
 from email.utils import formatdate
 from http import HTTPStatus
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
 from .._server_thread import ServerThread
 from ._errors import MockServerError
 from ._model import MockDeepSeek
 from ._plan import Emit, Hangup, HttpRequest, Pause, ResponsePlan
+
+if TYPE_CHECKING:
+    from ..traces import Trace
 
 __all__ = ["MockServer", "serve"]
 
@@ -544,6 +547,12 @@ class MockServer:
 
     def __repr__(self) -> str:
         return f"MockServer(base_url={self._runner.base_url!r})"
+
+    def to_trace(self) -> Trace:
+        """The requests the server's mock received, as a :class:`~dsh_testkit.traces.Trace`
+        (``server.mock.to_trace()``): the server itself goes to the cache doctor, the prefix
+        assertions and the wire goldens."""
+        return self.mock.to_trace()
 
     @property
     def base_url(self) -> str:

@@ -144,17 +144,19 @@ def render_audit(report: AuditReport) -> list[Text | Table]:
 # The command
 
 
-def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``dsh-testkit audit``."""
+def add_audit_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    log_help: str = "a JSONL session log (this project's or the reference harness's)",
+) -> None:
+    """Arguments of ``dsh-testkit audit`` (``log_help``: what its input may be)."""
     if parser.description is None:
         parser.description = (
             "Rebuild every request of a session log, check the log's invariants, print the "
             "header timeline and whether each request extends the previous one. Exit status: "
             "0 clean, 1 violations (corrupt or truncated log included), 2 file not readable."
         )
-    parser.add_argument(
-        "log", help="a JSONL session log (this project's or the reference harness's)"
-    )
+    parser.add_argument("log", metavar="INPUT", help=log_help)
     parser.add_argument(
         "--json",
         action="store_true",

@@ -523,8 +523,8 @@ def test_diff_names_changed_tools_reordered_tools_and_config_on_either_side() ->
     )
     assert before is not None and after is not None
     assert diff_chat(before, after) == (
-        'config.stop: only in recorded (["x"])',
-        "config.seed: only in request (1)",
+        'stop: only in recorded (["x"])',
+        "seed: only in request (1)",
         "tool 'grep'.function.parameters.type differs: recorded: 'object', request: 'array'",
     )
     reordered = chat_view(

@@ -813,7 +813,7 @@ def test_mismatch_names_index_closest_recording_and_changed_header_parts(tmp_pat
     assert (error.index, error.closest_index) == (0, 0)
     assert error.request == f"POST {URL}" and error.closest == f"POST {URL}"
     assert error.diff == (
-        "config.temperature: only in request (0.2)",
+        "temperature: only in request (0.2)",
         "system line 2 differs: recorded: 'Answer in English.', request: 'Answer in French.'",
         "tool 'grep' only in request",
     )
@@ -921,7 +921,7 @@ def test_mismatch_picks_the_closest_of_several_recordings(tmp_path: Path) -> Non
     live = chat_body(temperature=1.0)
     error = _mismatch(tmp_path, [a, b], [live])
     assert error.closest_index == 1
-    assert error.diff == ("config.temperature: only in request (1.0)",)
+    assert error.diff == ("temperature: only in request (1.0)",)
 
 
 def test_mismatch_on_another_url_and_a_non_chat_body(tmp_path: Path) -> None:

@@ -28,7 +28,8 @@ import pytest
 
 from dsh_core import RequestInvariant, Session
 from dsh_core.persistence import write_session
-from dsh_testkit.doctor import assert_prefix_stable
+from dsh_testkit.doctor import assert_cache_friendly, assert_prefix_stable, diagnose
+from dsh_testkit.golden import WireRequestsExtension
 from dsh_testkit.mock import ErrorReply, Reply
 
 OFF = {"thinking": {"type": "disabled"}}
@@ -191,6 +192,22 @@ def chat(client, system):
         ]
 
 
+def test_the_fixtures_themselves_go_to_the_doctor_and_the_golden(dsh_mock, dsh_mock_server):
+    http = httpx2.Client(transport=dsh_mock.transport("httpx2"))
+    with openai.OpenAI(
+        base_url=dsh_mock.base_url, api_key=dsh_mock.api_key, http_client=http, max_retries=0
+    ) as client:
+        chat(client, "Be terse.")
+    with openai.OpenAI(base_url=dsh_mock_server.base_url, api_key="any", max_retries=0) as client:
+        chat(client, "Be terse.")
+    for fixture in (dsh_mock, dsh_mock_server):
+        assert_cache_friendly(fixture)
+        assert_prefix_stable(fixture)
+        assert len(diagnose(fixture).requests) == 2
+        golden = WireRequestsExtension().serialize(fixture)
+        assert golden.count('"Be terse."') == 2
+
+
 def test_capture_sees_a_third_party_agents_requests(dsh_mock_server, dsh_capture):
     with openai.OpenAI(base_url=dsh_mock_server.base_url, api_key="any", max_retries=0) as client:
         chat(client, "Be terse.")
@@ -203,7 +220,7 @@ def test_capture_sees_a_third_party_agents_requests(dsh_mock_server, dsh_capture
 def test_the_fixtures_work_as_documented(project: pytest.Pytester) -> None:
     project.makepyfile(test_fixtures=PASSING)
     result = project.runpytest("-v")
-    result.assert_outcomes(passed=15)
+    result.assert_outcomes(passed=16)
 
 
 FAILING = """

@@ -103,6 +103,7 @@ CI_REFUSAL = (
             (),
             "--dsh-record-mode=once (the command line or addopts)",
         ),
+        ("", ("-o", "dsh_record_mode=once"), "-o dsh_record_mode=once (the command line or *"),
     ],
 )
 @pytest.mark.parametrize("ci", ["true", "1", "yes"])
@@ -205,7 +206,7 @@ def test_a_bad_ini_record_mode_is_a_usage_error(project: pytest.Pytester) -> Non
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "ERROR: dsh_record_mode = 'sometimes' in the ini file is not a record mode; use one "
+            "ERROR: dsh_record_mode = 'sometimes' in */pytest.ini is not a record mode; use one "
             "of none, once, new_episodes, all, rewrite"
         ]
     )

@@ -95,8 +95,9 @@ def test_the_mock_fixtures_fail_unused_and_unscripted_traffic(project: pytest.Py
             "*  1 scripted entry was never used:",
             '*    1. {"kind": "http-error", "status": 429}',
             "*Script each request: dsh_mock.route(...).reply(...) answers requests by what they "
-            "hold, dsh_mock.push(...) in order (dsh_mock_server.mock has the same methods); or "
-            "opt this test out with dsh_mock.lenient() or @pytest.mark.dsh_lenient.",
+            "hold, dsh_mock.push(...) in order (on the server: dsh_mock_server.mock.route(...), "
+            ".push(...)); or opt this test out with @pytest.mark.dsh_lenient (or "
+            "dsh_mock.lenient() for the in-process mock).",
         ]
     )
     result.stdout.fnmatch_lines(

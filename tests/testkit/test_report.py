@@ -760,8 +760,11 @@ def test_run_errors_have_exit_codes_and_messages(tmp_path, capsys):
     assert "--price 'hit=x': 'x' is not a number" in capsys.readouterr().err
     assert run([str(good), "--conversation", "nope"]) == 2
     assert capsys.readouterr().err == (
-        "dsh-testkit cache-report: no conversation 'nope' in the trace; it has: synthetic\n"
+        "dsh-testkit cache-report: no conversation 'nope' in the trace; it has: synthetic "
+        "(or #1 … #1, as found)\n"
     )
+    assert run([str(good), "--conversation", "#1"]) == 0  # a named conversation, by number too
+    assert "synthetic" in capsys.readouterr().out
     assert run([str(good), "--html", str(tmp_path / "no-such-dir" / "r.html")]) == 2
     assert "cannot write" in capsys.readouterr().err
 

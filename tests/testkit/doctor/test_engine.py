@@ -4,9 +4,10 @@ not show, and the words fit the change."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from dsh_testkit.doctor import diagnose
+from dsh_testkit.doctor import diagnose, report_text
 
 from ._bodies import (
     SYSTEM,
@@ -279,3 +280,61 @@ def test_a_lone_surrogate_in_a_request_is_diagnosed() -> None:
     )
     report = diagnose(traffic.trace())
     assert [r.relation for r in report.requests] == ["first", "extends"]
+
+
+def test_a_running_clock_is_one_finding_wherever_its_first_changed_digit_falls() -> None:
+    # 10:09:58.306277 → .309780 → .313990 → .320104: the first changed digit moves.
+    traffic = Traffic()
+    history: list[dict[str, Any]] = [user("Start.")]
+    previous_answer = None
+    for step, stamp in enumerate(["58.306277", "58.309780", "58.313990", "58.320104"]):
+        if previous_answer is not None:
+            history += [previous_answer, user(f"Step {step}.")]
+        request = body([system(SYSTEM + f"Now: 2026-12-03T10:09:{stamp}"), *history], tools=None)
+        previous_answer = assistant(f"Done {step}.")
+        traffic.add(request, answer=previous_answer, hit=0)
+    conversation = diagnose(traffic.trace()).conversations[0]
+    [group] = conversation.groups
+    assert group.code == "volatile-system-text"
+    assert group.label == "#2–#4" and group.noun == "requests"
+
+
+def test_a_costly_and_a_free_reserialization_in_one_request_are_said_apart() -> None:
+    # Two calls resent: the first with its spacing changed (the V4 template does not render
+    # it), the second with its keys reordered (rendered: the hit stops there).
+    # The second call's text is long enough that its reordering costs whole units.
+    note = json.dumps("Append these lines to the changelog. " * 40)
+    made, reordered = f'{{"a":1,"note":{note}}}', f'{{"note":{note},"a":1}}'
+    first = body([system(SYSTEM), user("Read it and log.")])
+    calls = [("call_1", "read_file", '{"path": "README.md"}'), ("call_2", "log", made)]
+    answer = assistant(reasoning="Both.", calls=calls)
+    resent = assistant(
+        reasoning="Both.",
+        calls=[("call_1", "read_file", '{"path":"README.md"}'), ("call_2", "log", reordered)],
+    )
+    second = body(
+        [system(SYSTEM), user("Read it and log."), resent, tool_result("call_1", "# Project")]
+    )
+    traffic = Traffic()
+    traffic.add(first, answer=answer, hit=0)
+    traffic.add(second, hit=floor(tokens_before(second, 2)))
+    report = diagnose(traffic.trace())
+    groups = {g.severity: g for g in report.conversations[0].groups}
+    assert set(groups) == {"note", "loss"}
+    loss, note = groups["loss"], groups["note"]
+    assert "tool_calls[1] ('log')" in loss.first.detail and loss.lost_tokens > 0
+    assert loss.first.evidence == (f"produced: {made}", f"sent:     {reordered}")
+    assert "tool_calls[0] ('read_file')" in note.first.detail and note.lost_tokens == 0
+    assert loss.label == note.label == "#2" and loss.noun == note.noun == "request"
+
+
+def test_multi_line_evidence_stays_on_its_line_in_the_text_report() -> None:
+    first, answer, second = _turn()
+    second["messages"][2] = assistant(
+        reasoning="I should read it.", calls=[("call_1", "read_file", '{\n "path": "README.md"\n}')]
+    )
+    traffic = Traffic()
+    traffic.add(first, answer=answer, hit=0)
+    traffic.add(second, hit=floor(tokens_before(second, 3)))
+    text = report_text(diagnose(traffic.trace()))
+    assert '          sent:     {\\n "path": "README.md"\\n}\n' in text

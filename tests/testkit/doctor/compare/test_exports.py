@@ -31,9 +31,10 @@ def test_the_compare_names_are_exported_in_a_sorted_all() -> None:
         assert name in exported
         value = getattr(doctor, name)
         if isinstance(value, type) or inspect.isfunction(value):
-            # CacheRegression lives in the doctor's error module, with the rest of its tree
-            assert value.__module__.startswith(
-                ("dsh_testkit.doctor._compare", "dsh_testkit.doctor._errors")
+            # CacheRegression lives in the doctor's error module, with the rest of its tree, and
+            # a failing test names it where it is imported from
+            assert value.__module__.startswith("dsh_testkit.doctor._compare") or (
+                value.__module__ == "dsh_testkit.doctor" and name == "CacheRegression"
             ), name
 
 

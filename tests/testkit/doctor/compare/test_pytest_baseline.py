@@ -183,7 +183,7 @@ def test_the_baseline_fails_exactly_the_test_whose_harness_change_broke_the_cach
     out = broken.stdout.str()
     assert re.findall(r"^FAILED (\S+)", out, re.M) == ["test_suite.py::test_dated"]
     assert re.search(
-        r"^E +dsh_testkit\.doctor\.\w+\.CacheRegression: cache regression in "
+        r"^E +dsh_testkit\.doctor\.CacheRegression: cache regression in "
         r"test_suite\.py::test_dated against the baseline baseline/test_suite/test_dated\.trace\.jsonl:$",
         out,
         re.M,

@@ -7,6 +7,7 @@ import json
 import math
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,6 +93,52 @@ def test_the_same_requests_with_other_hits_are_not_identical(tmp_path: Path) -> 
     assert scenario.first_change is None
     assert scenario.verdict == "benign"
     assert scenario.reasons == ("the same requests; figures differ within the thresholds",)
+
+
+def _tool_turns(ids: tuple[str, str], *, resent: tuple[str, str] | None = None) -> list[Any]:
+    """Two requests: a question, then the model's call (made under ``ids[0]`` in the chat
+    format, ``ids[1]`` in Anthropic's) resent under ``resent`` with its result."""
+    first = body("What is in README.md?")
+    made, echoed = ids, resent or ids
+    chat = body("What is in README.md?")
+    chat["messages"] += [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": echoed[0],
+                    "type": "function",
+                    "function": {"name": "read", "arguments": '{"path": "README.md"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": made[0], "content": "# Project"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_use", "id": echoed[1], "name": "read", "input": {}},
+                {"type": "tool_result", "tool_use_id": made[1], "content": "# Project"},
+            ],
+        },
+    ]
+    return [first, chat]
+
+
+def test_tool_call_ids_made_up_anew_on_each_run_do_not_make_runs_differ(tmp_path: Path) -> None:
+    # The live API (and a long-running mock) gives every call a fresh id on every run.
+    base = write(tmp_path / "a.jsonl", _tool_turns(("call_00_2yW4Acq9", "toolu_01AbC")))
+    new = write(tmp_path / "b.jsonl", _tool_turns(("call_00_r2bccnRq", "toolu_01XyZ")))
+    (scenario,) = compare_runs(base, new).scenarios
+    assert scenario.first_change is None
+    assert scenario.verdict == "identical"
+    # A call resent under another id than it was made under is still a change.
+    changed = write(
+        tmp_path / "c.jsonl",
+        _tool_turns(("call_00_r2bccnRq", "toolu_01XyZ"), resent=("call_00_other", "toolu_01XyZ")),
+    )
+    (scenario,) = compare_runs(base, changed).scenarios
+    assert scenario.first_change is not None and scenario.first_change.request == 2
 
 
 def test_a_small_change_within_the_thresholds_is_benign(tmp_path: Path) -> None:
@@ -212,3 +259,15 @@ def test_the_same_body_sent_to_another_endpoint_is_named(tmp_path: Path) -> None
         "request #1 differs in its endpoint or body shape (base chat, new anthropic); see the two "
         "recordings",
     )
+
+
+def test_a_run_that_starts_on_a_warm_cache_is_said_to(tmp_path: Path) -> None:
+    requests = conversation("hi", "more")
+    base = write(tmp_path / "a.jsonl", requests, usage=[(900, 0), (1000, 896)])
+    new = write(tmp_path / "b.jsonl", requests, usage=[(900, 768), (1000, 896)])
+    (scenario,) = compare_runs(base, new).scenarios
+    [note] = [n for n in scenario.notes if "warm" in n]
+    assert note.startswith("the new run's first request hit 768 cached tokens")
+    assert "--simulate" in note
+    (scenario,) = compare_runs(base, new, simulate=True).scenarios
+    assert not [n for n in scenario.notes if "warm" in n]
