@@ -276,6 +276,20 @@ def build_mismatch(
     diff = _diff(recorded, live, ignore)
     played = " (already played)" if cassette.play_counts[best] else ""
     lines = "".join(f"\n  {line}" for line in diff) or "\n  (no difference in method, URL or body)"
+    volatile = [field for line in diff if (field := _parameter_path(line)) is not None]
+    if volatile:
+        fix += (
+            f"\nIf {', '.join(volatile)} changes on every run (a timestamp, a request id), leave "
+            f"it out of matching: ignore_json_paths={volatile!r} in dsh_cassette_config or the "
+            "marker (it is still recorded)."
+        )
+    idle = [_path_text(ignored) for ignored in ignore if not _removes(ignored, recorded, live)]
+    if idle:
+        fix += (
+            f"\nignore_json_paths: nothing in the recording or the request is at "
+            f"{', '.join(idle)}; a path names the body's own keys (metadata.request_id, "
+            "messages[*].ts)."
+        )
     return CassetteMismatch(
         f"{head}\nClosest recording: interaction {best}{played}, {describe(recorded)}; "
         f"what differs (recorded → request), in order:{lines}\n{fix}",
@@ -286,6 +300,36 @@ def build_mismatch(
         closest_index=best,
         diff=diff,
     )
+
+
+_HEADER_PARTS: Final = ("method ", "url ", "model", "system", "tool", "messages", "body")
+"""Where a difference line names no request parameter (see :func:`_parameter_path`)."""
+
+
+def _parameter_path(line: str) -> str | None:
+    """The body path of a request parameter a difference line names (``metadata.request_id
+    differs: …`` → ``metadata.request_id``); ``None`` for the method, URL, model, system,
+    tools and messages, which a test should not match loosely."""
+    path = line.split(" differs:", 1)[0] if " differs:" in line else line.split(": only in", 1)[0]
+    if path == line or " " in path or path.startswith(_HEADER_PARTS):
+        return None
+    return path
+
+
+def _path_text(path: tuple[str | int, ...]) -> str:
+    """A parsed JSON path as written (``messages[*].ts``)."""
+    text = ""
+    for part in path:
+        if isinstance(part, int) or (part == "*" and text):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def _removes(path: tuple[str | int, ...], *requests: Any) -> bool:
+    """Whether ``path`` leaves something out of any of the requests' bodies."""
+    return any(body_of(r, (path,)).canonical != body_of(r).canonical for r in requests)
 
 
 def _compared_body(request: Any, ignore: IgnoredPaths) -> Any:

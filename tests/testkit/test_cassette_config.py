@@ -70,6 +70,42 @@ def test_ignored_json_paths_are_recorded_but_not_matched(tmp_path: Path) -> None
         client.post(URL, json=body(request_id="second"))  # without the config: a mismatch
 
 
+def test_a_mismatch_says_which_field_to_ignore_and_which_ignore_paths_match_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.yaml"
+    record(path, CassetteConfig(), body(request_id="first"))
+    seen: list[httpx.Request] = []
+    misspelt = CassetteConfig(ignore_json_paths=("metadata.requestid", "messages[*].ts"))
+    with (
+        pytest.raises(CassetteMismatch) as caught,
+        use_cassette(path, config=misspelt),
+        answering(seen) as client,
+    ):
+        client.post(URL, json=body(request_id="second"))
+    assert caught.value.diff == (
+        "metadata.request_id differs: recorded: 'first', request: 'second'",
+    )
+    message = str(caught.value)
+    assert (
+        "If metadata.request_id changes on every run (a timestamp, a request id), leave it out "
+        "of matching: ignore_json_paths=['metadata.request_id'] in dsh_cassette_config or the "
+        "marker (it is still recorded)."
+    ) in message
+    assert (
+        "ignore_json_paths: nothing in the recording or the request is at metadata.requestid; a "
+        "path names the body's own keys"
+    ) in message  # messages[*].ts is there: it is not named
+    # a message difference is not offered as one to ignore
+    with (
+        pytest.raises(CassetteMismatch) as caught,
+        use_cassette(path),
+        answering(seen) as client,
+    ):
+        client.post(URL, json=body("other", request_id="first"))
+    assert "ignore_json_paths" not in str(caught.value)
+
+
 def test_match_on_names_and_callables(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     record(path, CassetteConfig(), body("one"))
