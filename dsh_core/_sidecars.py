@@ -89,6 +89,10 @@ def _read(path: Path) -> str:
         raise SidecarError(
             f"cannot read sidecar {path}: {exc.strerror or exc}", path=str(path)
         ) from exc
+    except UnicodeDecodeError as exc:
+        raise SidecarError(
+            f"sidecar {path} is not UTF-8 text (byte {exc.start}: {exc.reason})", path=str(path)
+        ) from exc
 
 
 def _prompts(text: str, path: Path) -> tuple[str, ...]:
@@ -205,6 +209,8 @@ class Sidecars:
                     tuple(Message.from_json(freeze_json(m, path="message")) for m in epoch)
                     for epoch in _epochs_json(_read(path), path)
                 )
+            except SidecarError:
+                raise
             except DshError as exc:
                 raise SidecarError(f"{path.name}: {exc}", path=str(path)) from exc
         return cls(

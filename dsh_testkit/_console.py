@@ -7,6 +7,7 @@ off for a pipe or a file (and whenever ``NO_COLOR`` is set).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,7 +18,14 @@ from typing import IO, Any, Final
 from rich.console import Console, RenderableType
 from rich.text import Text
 
-__all__ = ["PIPE_WIDTH", "dumps_report_json", "emit", "make_console", "output_report"]
+__all__ = [
+    "PIPE_WIDTH",
+    "dumps_report_json",
+    "emit",
+    "make_console",
+    "output_report",
+    "write_output",
+]
 
 PIPE_WIDTH: Final = 120
 """Line width when stdout is not a terminal and ``COLUMNS`` is unset."""
@@ -67,23 +75,61 @@ def output_report(
     html: Callable[[], str],
     html_path: str | None,
     as_json: bool,
+    inputs: Sequence[str | os.PathLike[str]] = (),
 ) -> int:
     """The end of every report command: write the HTML page when asked (and say so on stderr),
     then print the JSON document or the tables. Returns the exit status (2 when the page cannot
-    be written)."""
+    be written, or would replace one of the command's ``inputs``)."""
     if html_path:
-        try:
-            with open(html_path, "w", encoding="utf-8", newline="\n") as file:
-                file.write(html())
-        except OSError as exc:
-            print(
-                f"dsh-testkit {command}: cannot write {html_path}: {exc.strerror or exc}",
-                file=sys.stderr,
-            )
-            return 2
+        refused = write_output(f"dsh-testkit {command}", html_path, html, inputs=inputs)
+        if refused:
+            return refused
         print(f"dsh-testkit {command}: wrote the HTML report to {html_path}", file=sys.stderr)
     if as_json:
         sys.stdout.write(dumps_report_json(document()))
     else:
         emit(make_console(), *renderables())
     return 0
+
+
+def write_output(
+    command: str,
+    path: str | os.PathLike[str],
+    text: Callable[[], str],
+    *,
+    inputs: Sequence[str | os.PathLike[str]] = (),
+) -> int:
+    """Write a report file a command was asked for; returns 0, or 2 after one line on stderr.
+
+    A path that is one of the command's ``inputs`` (the same file, by any name) is refused: a
+    report never replaces the recording it was made from. The text goes to a temporary file
+    beside ``path`` first and takes its place only once whole, so a failure leaves an earlier
+    file as it was.
+    """
+    target = os.fspath(path)
+    for source in inputs:
+        if _same_file(target, os.fspath(source)):
+            print(
+                f"{command}: refusing to write the report to {target}: it is the input "
+                f"{os.fspath(source)} (choose another file)",
+                file=sys.stderr,
+            )
+            return 2
+    temporary = f"{target}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8", newline="\n") as file:
+            file.write(text())
+        os.replace(temporary, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        print(f"{command}: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either does not exist (yet): not the same file
+        return os.path.abspath(a) == os.path.abspath(b)

@@ -223,9 +223,24 @@ def run_demo(args: argparse.Namespace) -> int:
 
     console = make_console()
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     log_path = out / "session.jsonl"
     html_path = out / "cache-report.html"
+    kept = (
+        out
+        if out.exists() and not out.is_dir()
+        else _not_the_demos(log_path, b'{"type":"session","version":0,"id":"demo-')
+        or _not_the_demos(
+            html_path, b"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        )
+    )
+    if kept is not None:
+        print(
+            f"dsh-testkit demo: {kept} is not what an earlier demo wrote; the demo replaces only "
+            "its own files (choose another --out)",
+            file=sys.stderr,
+        )
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
     if log_path.exists():
         log_path.unlink()  # a fresh run, not an append to the previous demo's log
     console.print(
@@ -255,3 +270,16 @@ def run_demo(args: argparse.Namespace) -> int:
         print("dsh-testkit demo: the audit found violations", file=sys.stderr)
         return 1
     return 0
+
+
+def _not_the_demos(path: Path, start: bytes) -> Path | None:
+    """``path`` when it exists and does not start as the demo writes it (someone else's file,
+    which the demo must not replace); ``None`` otherwise."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(start))
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return path
+    return None if head == start else path

@@ -15,10 +15,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -43,7 +44,7 @@ def _serve(args: argparse.Namespace) -> int:
         cache = PrefixCacheSimulator(**_cache_settings(args))
         mock = MockDeepSeek(
             seed=args.seed,
-            api_keys=args.api_key or None,
+            api_keys=[*(args.api_key or ()), *_env_keys()] or None,
             passback=args.passback,
             on_exhausted=args.on_exhausted,
             call_tools_limit=args.call_tools_limit,
@@ -133,6 +134,27 @@ def _cache_settings(args: argparse.Namespace) -> dict[str, Any]:
     return settings
 
 
+MOCK_KEYS_ENV: Final = "DSH_MOCK_API_KEYS"
+"""Keys ``serve`` accepts, from the environment (a command line shows in ``ps``)."""
+
+
+def _env_keys() -> list[str]:
+    return [k.strip() for k in os.environ.get(MOCK_KEYS_ENV, "").split(",") if k.strip()]
+
+
+def _port(text: str) -> int:
+    """A TCP port for argparse: 0 (any free one) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{port} is not a port (0 picks a free one; at most 65535)"
+        )
+    return port
+
+
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Start the mock DeepSeek on loopback, run a scripted multi-turn agent session with "
@@ -214,7 +236,7 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
-        "--port", type=int, default=0, help="port to bind; 0 picks a free one (default 0)"
+        "--port", type=_port, default=0, help="port to bind; 0 picks a free one (default 0)"
     )
     parser.add_argument(
         "--script",
@@ -251,7 +273,8 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--api-key",
         action="append",
         metavar="KEY",
-        help="accept only this key (repeat for more; default: any non-empty key)",
+        help=f"accept only this key (repeat for more; default: any non-empty key); "
+        f"{MOCK_KEYS_ENV}, keys separated by commas, adds keys no other user sees in ps",
     )
     parser.add_argument(
         "--passback",
@@ -400,7 +423,7 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
         "/_dsh/report (every recorded prompt); there is no authentication",
     )
     parser.add_argument(
-        "--port", type=int, default=0, help="port to bind; 0 picks a free one (default 0)"
+        "--port", type=_port, default=0, help="port to bind; 0 picks a free one (default 0)"
     )
     parser.add_argument(
         "--out",
@@ -610,6 +633,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = _first_command(argv)
     parser = build_parser(only=command if command in _SUBCOMMANDS else "")
     args = parser.parse_args(argv)
+    if args.command in ("serve", "proxy"):
+        # Long-running servers print their address and what they recorded, scrubbed as it was
+        # written; they stay light to start.
+        return _run(args)
+    from ._scrub_output import scrubbed_output
+
+    with scrubbed_output():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from ._demo import run_demo
 

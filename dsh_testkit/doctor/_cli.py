@@ -14,6 +14,7 @@ Exit status of ``audit`` over a trace: 0 no finding that cost hits or got a requ
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Mapping
 from typing import Final
@@ -63,6 +64,8 @@ def parse_prices(text: str) -> Prices:
             values[name] = float(value)
         except ValueError:
             raise ValueError(f"--price {text!r}: {value!r} is not a number") from None
+        if not math.isfinite(values[name]):
+            raise ValueError(f"--price {text!r}: {value.strip()!r} is not a finite number")
     missing = [n for n in ("hit", "miss") if n not in values]
     if missing:
         raise ValueError(f"--price {text!r}: {', '.join(missing)} missing")
@@ -246,6 +249,7 @@ def run_cache_report(args: argparse.Namespace) -> int:
         html=lambda: render_html(report),
         html_path=args.html,
         as_json=args.json,
+        inputs=[args.log],
     )
 
 

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from dsh_core.providers import Endpoint, Prices, prices_for
@@ -86,6 +85,7 @@ from ._compare_values import (
 from ._diagnose import diagnose
 from ._errors import CacheRegression
 from ._report import DoctorReport, Finding, RequestDiagnosis, Totals, request_ranges
+from ._unit import day_of
 
 __all__ = [
     "COMPARE_FORMAT_VERSION",
@@ -451,8 +451,6 @@ def compare_runs(
         added=added_out,
         removed=removed_out,
         prices=tuple(ctx.pricer.used),
-        price_date=None
-        if prices is not None or when is None
-        else datetime.fromtimestamp(when, UTC).date().isoformat(),
+        price_date=None if prices is not None or when is None else day_of(when),
         notes=tuple(notes),
     )

@@ -2,7 +2,8 @@
 
 Exit status: 0 no regression; 1 a regression (a scenario or the totals beyond the thresholds);
 2 an input that cannot be read (a missing path, a file of no known kind given alone, a corrupt
-recording inside a folder, a folder with no recording in it) or a bad option — a build must
+recording inside a folder, a folder with no recording in it), runs that share no scenario, or a
+bad option — a build must
 tell a broken input from a regression (an empty run compared with a baseline would otherwise
 pass).
 """
@@ -17,7 +18,7 @@ from typing import Final
 from dsh_core import DshError
 from dsh_core.providers import Prices
 
-from .._console import dumps_report_json
+from .._console import dumps_report_json, write_output
 from ..traces import Trace, TraceError, identify
 from ._cli import INPUTS, parse_prices, read_input
 from ._compare import COMPARE_FORMAT_VERSION, Thresholds, TraceLoader, compare_runs
@@ -41,7 +42,8 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
         "prompt and hit tokens, efficiency, estimated cost, the cause codes that appeared or "
         "went away with their evidence, and the first request whose shape changed; a verdict "
         "(identical, benign, regression, improvement) per scenario. Exit status: 0 no "
-        "regression, 1 a regression, 2 an input that cannot be read or a bad option."
+        "regression, 1 a regression, 2 an input that cannot be read, runs that share no "
+        "scenario, or a bad option."
     )
     parser.add_argument("base", metavar="BASE", help="the run before the change")
     parser.add_argument("new", metavar="NEW", help="the run after the change")
@@ -176,19 +178,34 @@ def run_compare(args: argparse.Namespace) -> int:
             )
             return 2
     if args.markdown_file:
-        try:
-            with open(args.markdown_file, "w", encoding="utf-8", newline="\n") as file:
-                file.write(comparison_markdown(result))
-        except OSError as exc:
-            print(
-                f"{command}: cannot write {args.markdown_file}: {exc.strerror or exc}",
-                file=sys.stderr,
-            )
-            return 2
+        refused = write_output(
+            command,
+            args.markdown_file,
+            lambda: comparison_markdown(result),
+            inputs=[*_files_under(args.base), *_files_under(args.new)],
+        )
+        if refused:
+            return refused
     if args.json:
         sys.stdout.write(dumps_report_json(result.to_json()))
     elif args.markdown:
         sys.stdout.write(comparison_markdown(result))
     else:
         sys.stdout.write(comparison_text(result))
+    if not result.scenarios:
+        # A renamed suite or a wrong artifact path must not pass a gate by comparing nothing.
+        print(
+            f"{command}: no scenario of BASE matches one of NEW ({len(result.removed)} only in "
+            f"BASE, {len(result.added)} only in NEW): nothing was compared; scenarios pair by "
+            "their declared id, then conversation key, then file path (see --help)",
+            file=sys.stderr,
+        )
+        return 2
     return result.exit_status
+
+
+def _files_under(path: str) -> list[str]:
+    """``path``, or every file below it when it is a folder (a report never replaces one)."""
+    if not os.path.isdir(path):
+        return [path]
+    return [os.path.join(root, name) for root, _, names in os.walk(path) for name in names]

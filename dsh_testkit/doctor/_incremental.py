@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Final
 
 from dsh_core.providers import CacheFacts, Prices, resolve_model
@@ -21,7 +20,7 @@ from dsh_core.providers import CacheFacts, Prices, resolve_model
 from ..traces import Exchange
 from ._engine import Doctor
 from ._report import ConversationDiagnosis, DoctorReport, RequestDiagnosis, group_findings
-from ._unit import CacheUnit
+from ._unit import CacheUnit, day_of
 
 __all__ = ["IncrementalReport"]
 
@@ -36,11 +35,7 @@ def _live_unit(first: Exchange) -> CacheUnit:
     info = resolve_model(first.model, endpoint=first.endpoint) if first.model else None
     facts = info.cache if info is not None else CacheFacts()
     tokens = facts.granularity_at(first.started)
-    day = (
-        datetime.fromtimestamp(first.started, UTC).date().isoformat()
-        if first.started is not None
-        else "today"
-    )
+    day = day_of(first.started)
     return CacheUnit(
         tokens=tokens,
         origin="model-table",

@@ -260,8 +260,10 @@ class Totals:
 
 def money(value: float | None) -> str:
     """Dollars with enough digits to tell small costs apart (``$0.000198``, ``$1.24``)."""
-    if value is None:
+    if value is None or not math.isfinite(value):
         return "–"
+    if value < 0:
+        return f"-{money(-value)}"
     if value == 0 or value >= 1:
         return f"${value:,.2f}"
     digits = max(2, 2 - math.floor(math.log10(value)))

@@ -18,7 +18,7 @@ from dsh_core.providers import CacheFacts, CacheRules, ChatTemplate, resolve_mod
 
 from ..traces import Exchange, Trace
 
-__all__ = ["CacheUnit", "cache_unit", "rules_of", "template_of"]
+__all__ = ["CacheUnit", "cache_unit", "day_of", "rules_of", "template_of"]
 
 _CANDIDATES: Final = (128, 64)
 
@@ -41,6 +41,17 @@ class CacheUnit:
         return {"tokens": self.tokens, "origin": self.origin, "detail": self.detail}
 
 
+def day_of(seconds: float | None) -> str:
+    """``2026-12-03`` for a Unix time, ``today`` for none, and what it is for a time no
+    calendar holds (a corrupt record's year 33658 is no reason to stop a report)."""
+    if seconds is None:
+        return "today"
+    try:
+        return datetime.fromtimestamp(seconds, UTC).date().isoformat()
+    except (OverflowError, ValueError, OSError):
+        return f"an impossible time ({seconds:g} s)"
+
+
 def _table_unit(trace: Trace) -> tuple[int, str]:
     models = Counter(e.model for e in trace if e.model is not None)
     model = models.most_common(1)[0][0] if models else None
@@ -49,8 +60,7 @@ def _table_unit(trace: Trace) -> tuple[int, str]:
     info = resolve_model(model) if model is not None else None
     facts = info.cache if info is not None else CacheFacts()
     tokens = facts.granularity_at(when)
-    day = datetime.fromtimestamp(when, UTC).date().isoformat() if when is not None else "today"
-    return tokens, f"model table: {model or 'an unknown model'} on {day}"
+    return tokens, f"model table: {model or 'an unknown model'} on {day_of(when)}"
 
 
 def cache_unit(trace: Trace, given: int | None = None) -> CacheUnit:

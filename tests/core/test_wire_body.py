@@ -166,6 +166,19 @@ def test_a_bad_sidecar_is_a_sidecar_error_naming_its_file(
     assert fragment in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["system-prompt.expected.md", "tool-schemas.expected.json", "message-prefix.expected.json"],
+)
+def test_a_sidecar_that_is_not_utf8_is_a_sidecar_error(tmp_path: Path, name: str) -> None:
+    (tmp_path / name).write_bytes(b"\xff\xfe not text")
+    with pytest.raises(SidecarError) as caught:
+        Sidecars.from_dir(tmp_path)
+    assert str(caught.value) == (
+        f"sidecar {tmp_path / name} is not UTF-8 text (byte 0: invalid start byte)"
+    )
+
+
 def test_a_sidecar_that_does_not_fit_the_log_is_refused(tmp_path: Path) -> None:
     shutil.copy(PREFIX_LOG, tmp_path / "session.jsonl")
     (tmp_path / "system-prompt.expected.md").write_text("only one\n", encoding="utf-8")

@@ -68,3 +68,30 @@ def test_cache_report_says_where_it_wrote_the_html(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert f"wrote the HTML report to {page}" in result.stderr
+
+
+def test_no_command_prints_a_key_a_recording_holds(tmp_path: Path, capsys) -> None:
+    """Whatever a log holds, the commands' output (text and JSON, stdout and stderr) shows no
+    key: here a key pasted into a user message of a real session log."""
+    from dsh_testkit.cli import main
+
+    key = "sk-SESSLEAK000011112222333344"
+    demo = tmp_path / "demo"
+    assert main(["demo", "--out", str(demo)]) == 0
+    text = (demo / "session.jsonl").read_text(encoding="utf-8")
+    assert "Where is the retry policy defined?" in text
+    leaked = tmp_path / "leaked.jsonl"
+    leaked.write_text(text.replace("Where is the retry policy", f"{key} Where is the retry policy"))
+    capsys.readouterr()
+    for command in (
+        ["audit", str(leaked)],
+        ["audit", "--json", str(leaked)],
+        ["rebuild", "--wire", str(leaked)],
+        ["cache-report", str(leaked)],
+        ["cache-report", "--json", str(leaked)],
+        ["compare", str(demo / "session.jsonl"), str(leaked)],
+    ):
+        main(command)
+        out, err = capsys.readouterr()
+        assert "<REDACTED>" in out + err or command[0] == "compare", command
+        assert key not in out + err, command

@@ -149,3 +149,31 @@ def test_the_readme_shows_what_the_demo_prints(
     printed = {varying.sub("…", line).rstrip() for line in result.stdout.splitlines()}
     missing = [line for line in shown if line not in printed]
     assert not missing, missing
+
+
+def test_the_demo_replaces_only_its_own_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dsh_testkit.cli import main
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "session.jsonl").write_text("my precious log\n", encoding="utf-8")
+    assert main(["demo", "--out", str(mine)]) == 2
+    assert capsys.readouterr().err == (
+        f"dsh-testkit demo: {mine / 'session.jsonl'} is not what an earlier demo wrote; the "
+        "demo replaces only its own files (choose another --out)\n"
+    )
+    assert (mine / "session.jsonl").read_text(encoding="utf-8") == "my precious log\n"
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x\n", encoding="utf-8")
+    assert main(["demo", "--out", str(a_file)]) == 2
+    assert "a-file is not what an earlier demo wrote" in capsys.readouterr().err
+    assert a_file.read_text(encoding="utf-8") == "x\n"
+    # its own earlier output it does replace: a second run starts a fresh log
+    out = tmp_path / "out"
+    assert main(["demo", "--out", str(out)]) == 0
+    first = (out / "session.jsonl").read_bytes()
+    assert main(["demo", "--out", str(out)]) == 0
+    assert (out / "session.jsonl").read_bytes().count(b'"type":"session"') == 1
+    assert first.startswith(b'{"type":"session","version":0,"id":"demo-')

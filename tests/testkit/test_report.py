@@ -767,6 +767,20 @@ def test_run_errors_have_exit_codes_and_messages(tmp_path, capsys):
     assert "synthetic" in capsys.readouterr().out
     assert run([str(good), "--html", str(tmp_path / "no-such-dir" / "r.html")]) == 2
     assert "cannot write" in capsys.readouterr().err
+    # the page never replaces the recording it was made from, under any of its names
+    before = good.read_bytes()
+    (tmp_path / "alias.jsonl").symlink_to(good)
+    for target in (good, tmp_path / "alias.jsonl", tmp_path / "." / "good.jsonl"):
+        assert run([str(good), "--html", str(target)]) == 2
+        assert capsys.readouterr().err.startswith(
+            f"dsh-testkit cache-report: refusing to write the report to {target}: it is the input "
+        )
+    assert good.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "alias.jsonl",
+        "corrupt.jsonl",
+        "good.jsonl",
+    ]
 
 
 def test_run_refuses_a_log_whose_requests_cannot_be_rebuilt(tmp_path, capsys):

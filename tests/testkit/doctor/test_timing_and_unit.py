@@ -115,3 +115,20 @@ def test_the_user_overrides_the_unit_and_the_report_says_so() -> None:
     assert report.to_json()["unit"] == {"tokens": 256, "origin": "given", "detail": "--unit-tokens"}
     with pytest.raises(ValueError, match="at least 1"):
         cache_unit(_with_hits([0]), 0)
+
+
+def test_money_and_days_are_said_for_any_figure_a_record_holds() -> None:
+    from dsh_testkit.doctor._report import money
+    from dsh_testkit.doctor._unit import day_of
+
+    assert [money(v) for v in (0.0000176, 0.00098, 0, 1234.5, -0.0000176)] == [
+        "$0.0000176",
+        "$0.000980",
+        "$0.00",
+        "$1,234.50",
+        "-$0.0000176",
+    ]
+    assert money(None) == money(float("nan")) == money(float("inf")) == "–"
+    assert day_of(1796320703.9) == "2026-12-03"
+    assert day_of(None) == "today"
+    assert day_of(10.0**15) == "an impossible time (1e+15 s)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -24,12 +25,15 @@ AUTH = {"authorization": f"Bearer {API_KEY}"}
 
 
 @contextmanager
-def serving(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def serving(
+    *args: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
     process = subprocess.Popen(
         [str(EXECUTABLE), "serve", "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=None if env is None else {**os.environ, **env},
     )
     try:
         assert process.stdout is not None
@@ -102,3 +106,37 @@ def test_serve_reports_a_port_it_cannot_bind(capsys: pytest.CaptureFixture[str])
         port = taken.getsockname()[1]
         assert main(["serve", "--port", str(port)]) == 1
     assert "cannot listen" in capsys.readouterr().err
+
+
+def test_serve_takes_its_keys_from_the_environment_too() -> None:
+    # A key on the command line shows in ps; the environment's does not.
+    with serving("--api-key", "cli-key", env={"DSH_MOCK_API_KEYS": "env-key-1, env-key-2"}) as (
+        _,
+        url,
+    ):
+        for key, status in (("cli-key", 200), ("env-key-2", 200), ("other", 401)):
+            answer = httpx.post(
+                url + "/chat/completions",
+                json=chat_body(),
+                headers={"authorization": f"Bearer {key}"},
+                timeout=10,
+            )
+            assert answer.status_code == status, key
+
+
+@pytest.mark.parametrize(
+    ("port", "message"),
+    [
+        ("99999", "99999 is not a port (0 picks a free one; at most 65535)"),
+        ("-1", "-1 is not a port"),
+        ("x", "'x' is not a port number"),
+    ],
+)
+def test_serve_and_proxy_refuse_a_port_that_is_none(
+    port: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for command in (["serve"], ["proxy", "--upstream", "http://127.0.0.1:9"]):
+        with pytest.raises(SystemExit) as stopped:
+            main([*command, "--port", port])
+        assert stopped.value.code == 2
+        assert message in capsys.readouterr().err

@@ -115,3 +115,52 @@ def test_help_lists_the_options_and_the_matching_rules() -> None:
         assert option in text
     assert "Scenarios match by declared id" in text
     assert "Exit status: 0 no regression, 1 a regression, 2 an input that cannot be read" in text
+
+
+def test_the_markdown_file_never_replaces_a_recording(
+    runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    recording = runs[1] / "a.jsonl"
+    before = recording.read_bytes()
+    status, _, err = cli(
+        capsys, "compare", str(runs[0]), str(runs[1]), "--markdown-file", str(recording)
+    )
+    assert status == 2
+    assert err.startswith(
+        f"dsh-testkit compare: refusing to write the report to {recording}: it is the input "
+    )
+    assert recording.read_bytes() == before
+    # an earlier summary is replaced whole, never left half-written
+    summary = runs[1].parent / "summary.md"
+    summary.write_text("earlier\n", encoding="utf-8")
+    status, _, _ = cli(
+        capsys, "compare", str(runs[0]), str(runs[1]), "--markdown-file", str(summary)
+    )
+    assert status == 0 and summary.read_text(encoding="utf-8").startswith("### Cache compare")
+    assert sorted(p.name for p in summary.parent.iterdir()) == ["base", "new", "summary.md"]
+
+
+def test_runs_that_share_no_scenario_are_no_pass(
+    runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    renamed = runs[1].parent / "renamed"
+    renamed.mkdir()
+    (runs[1] / "a.jsonl").rename(renamed / "b.jsonl")
+    status, out, err = cli(capsys, "compare", str(runs[0]), str(renamed))
+    assert status == 2
+    assert "1 added, 1 removed" in out
+    assert err.startswith(
+        "dsh-testkit compare: no scenario of BASE matches one of NEW (1 only in BASE, 1 only in "
+        "NEW): nothing was compared"
+    )
+
+
+def test_a_price_that_is_no_finite_number(
+    runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    for value in ("nan", "inf", "1e400"):
+        status, out, err = cli(
+            capsys, "compare", str(runs[0]), str(runs[1]), "--price", f"hit={value},miss=1"
+        )
+        assert (status, out) == (2, "")
+        assert "is not a finite number" in err, err
