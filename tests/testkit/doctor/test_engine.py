@@ -303,8 +303,8 @@ def test_a_costly_and_a_free_reserialization_in_one_request_are_said_apart() -> 
     # Two calls resent: the first with its spacing changed (the V4 template does not render
     # it), the second with its keys reordered (rendered: the hit stops there).
     # The second call's text is long enough that its reordering costs whole units.
-    note = json.dumps("Append these lines to the changelog. " * 40)
-    made, reordered = f'{{"a":1,"note":{note}}}', f'{{"note":{note},"a":1}}'
+    line = json.dumps("Append these lines to the changelog. " * 40)
+    made, reordered = f'{{"a":1,"note":{line}}}', f'{{"note":{line},"a":1}}'
     first = body([system(SYSTEM), user("Read it and log.")])
     calls = [("call_1", "read_file", '{"path": "README.md"}'), ("call_2", "log", made)]
     answer = assistant(reasoning="Both.", calls=calls)
