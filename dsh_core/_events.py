@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias, get_args
 
 from ._errors import InvalidEventError, JsonValueError
-from ._json import FrozenDict, freeze_json
+from ._json import FrozenDict, freeze_json, json_kind
 
 __all__ = [
     "CORE_EVENT_TYPES",
@@ -172,7 +172,7 @@ class Event:
     def from_json(cls, obj: object) -> Event:
         """Parse and validate an envelope (not the surface rules, which need the log)."""
         if not isinstance(obj, Mapping):
-            raise InvalidEventError(f"an event must be a JSON object, got {type(obj).__name__}")
+            raise InvalidEventError(f"an event must be a JSON object, got {json_kind(obj)}")
         seq_hint = obj.get("seq") if _is_seq(obj.get("seq")) else None
         type_hint = obj.get("type") if isinstance(obj.get("type"), str) else None
         extra = set(obj) - _ENVELOPE_KEYS
@@ -253,7 +253,7 @@ def parse_source_seqs(
         value = list(value)
     if not isinstance(value, list):
         raise InvalidEventError(
-            f"sourceEventSeqs must be an array, got {type(value).__name__}",
+            f"sourceEventSeqs must be an array, got {json_kind(value)}",
             seq=seq,
             event_type=event_type,
         )

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from ._errors import DshError, HeaderError, JsonValueError
-from ._json import FrozenDict, dumps_canonical, freeze_json
+from ._json import FrozenDict, dumps_canonical, freeze_json, json_kind
 from ._messages import Message
 
 __all__ = [
@@ -65,7 +65,7 @@ def is_non_empty_str(value: object) -> bool:
 
 def json_object(value: object, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise HeaderError(f"{what} must be a JSON object, got {type(value).__name__}")
+        raise HeaderError(f"{what} must be a JSON object, got {json_kind(value)}")
     return value
 
 
@@ -287,7 +287,7 @@ def prefix_entry(value: object, index: int) -> Message | str:
 def prefix_from_json(value: object) -> tuple[Message | str, ...]:
     if not isinstance(value, (list, tuple)):
         raise HeaderError(
-            f"header messagePrefix must be an array of messages, got {type(value).__name__}"
+            f"header messagePrefix must be an array of messages, got {json_kind(value)}"
         )
     return tuple(prefix_entry(v, i) for i, v in enumerate(value))
 
@@ -356,7 +356,7 @@ class EpochHeader:
                 check_adapter_defaults(self.adapter_defaults, self.config),
             )
         if self.system is not None and not isinstance(self.system, str):
-            raise HeaderError(f"header system must be a string, got {type(self.system).__name__}")
+            raise HeaderError(f"header system must be a string, got {json_kind(self.system)}")
         if not isinstance(self.message_prefix, tuple) or not all(
             isinstance(m, (Message, str)) for m in self.message_prefix
         ):
@@ -424,7 +424,7 @@ class EpochHeader:
         check_keys(o, ("config", "adapterDefaults", "system", "tools", "messagePrefix"), "header")
         system = o.get("system")
         if system is not None and not isinstance(system, str):
-            raise HeaderError(f"header system must be a string, got {type(system).__name__}")
+            raise HeaderError(f"header system must be a string, got {json_kind(system)}")
         tools = tools_from_json(o.get("tools"))
         prefix_raw = o.get("messagePrefix")
         if "messagePrefix" in o and prefix_raw is None:
@@ -448,7 +448,7 @@ def tools_from_json(raw: object) -> tuple[ToolSchema, ...] | ToolsPlaceholder | 
     if isinstance(raw, str):
         return ToolsPlaceholder(token=raw)
     if not isinstance(raw, list):
-        raise HeaderError(f"header tools must be an array, got {type(raw).__name__}")
+        raise HeaderError(f"header tools must be an array, got {json_kind(raw)}")
     if raw and all(isinstance(t, str) for t in raw):
         return ToolsPlaceholder(names=tuple(raw))
     if any(isinstance(t, str) for t in raw):

@@ -40,6 +40,7 @@ __all__ = [
     "dumps_canonical",
     "freeze_json",
     "is_frozen_json",
+    "json_kind",
     "loads_json",
     "thaw_json",
 ]
@@ -48,6 +49,25 @@ JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, J
 
 
 _SURROGATE_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def json_kind(value: object) -> str:
+    """What a value is, in JSON's words, for an error message (``an object``, ``an array``,
+    ``a string``, ``a number``, ``a boolean``, ``null``): a frozen log value is not named by its
+    Python class."""
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return type(value).__name__
 
 
 def _immutable(self: object, *args: object, **kwargs: object) -> NoReturn:

@@ -13,7 +13,7 @@ from typing import Final, TypeGuard
 
 from .._errors import CorruptLogError
 from .._events import Event
-from .._json import MAX_JSON_DEPTH, loads_json
+from .._json import MAX_JSON_DEPTH, json_kind, loads_json
 
 __all__ = ["RECORD_NESTING", "check_positions", "describe", "is_cut_short"]
 
@@ -77,12 +77,8 @@ def check_positions(event: Event, *, line: int, path: str | None) -> None:
 
 def describe(value: object) -> str:
     """A wrong value in an error message: its JSON kind, and the value when it is short."""
-    if value is None:
-        return "null"
-    kind = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
-        type(value), "a number"
-    )
-    if isinstance(value, (dict, list)):
+    kind = json_kind(value)
+    if value is None or isinstance(value, (dict, list, tuple)):
         return kind
     text = repr(value)
     return f"{kind} {text}" if len(text) <= 40 else kind

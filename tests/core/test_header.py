@@ -250,8 +250,8 @@ def test_duplicate_tool_names_are_rejected_with_a_clear_error() -> None:
             {"config": CONFIG.to_json(), "extra": {}},
             "header has unknown keys ['extra']",
         ),
-        ({"config": CONFIG.to_json(), "system": 1}, "header system must be a string, got int"),
-        ({"config": CONFIG.to_json(), "tools": {}}, "header tools must be an array, got dict"),
+        ({"config": CONFIG.to_json(), "system": 1}, "header system must be a string, got a number"),
+        ({"config": CONFIG.to_json(), "tools": {}}, "header tools must be an array, got an object"),
         ({"system": "x"}, "config must be a JSON object"),
     ],
 )

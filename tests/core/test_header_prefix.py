@@ -123,7 +123,7 @@ def test_clearing_a_prefix_is_a_delta_with_an_empty_list() -> None:
 @pytest.mark.parametrize(
     ("raw", "fragment"),
     [
-        ("{{messagePrefix}}", "messagePrefix must be an array of messages, got str"),
+        ("{{messagePrefix}}", "messagePrefix must be an array of messages, got a string"),
         (["plain text"], "messagePrefix[0] must be a message or a placeholder"),
         ([{"role": "user"}], "messagePrefix[0] is not a message: a message needs a non-empty"),
         (None, "invalid messagePrefix: null"),

@@ -874,3 +874,25 @@ def test_a_directory_that_cannot_be_synced_is_not_an_error(
         tmp_path / "s.jsonl", SessionInfo(id="s1", created_at=5), fsync="always"
     ).close()
     assert (tmp_path / "s.jsonl").read_text(encoding="utf-8") == HEADER
+
+
+def test_a_wrong_value_is_named_in_json_words_frozen_or_not() -> None:
+    from dsh_core import FrozenDict, FrozenList
+    from dsh_core._json import json_kind
+    from dsh_core.persistence._checks import describe
+
+    assert [
+        json_kind(v) for v in (None, {}, FrozenDict({}), [], FrozenList([1]), "x", True, 1)
+    ] == [
+        "null",
+        "an object",
+        "an object",
+        "an array",
+        "an array",
+        "a string",
+        "a boolean",
+        "a number",
+    ]
+    assert describe(FrozenList([1])) == "an array"
+    assert describe(1.5) == "a number 1.5"
+    assert json_kind(object()) == "object"  # not JSON at all: its class

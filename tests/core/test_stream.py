@@ -1030,7 +1030,7 @@ BASE_REQUEST: dict[str, Any] = {"provider": "p", "model": "m", "messages": []}
         ({**BASE_REQUEST, "cancel": True}, "request has unknown keys ['cancel']"),
         ({"model": "m", "messages": []}, "request: config lacks provider/model"),
         ({**BASE_REQUEST, "maxTokens": "9"}, "request: config.maxTokens must be an integer"),
-        ({**BASE_REQUEST, "system": 3}, "request: header system must be a string, got int"),
+        ({**BASE_REQUEST, "system": 3}, "request: header system must be a string, got a number"),
         ({**BASE_REQUEST, "tools": "all"}, "request: header tools must be an array of tool"),
         ({**BASE_REQUEST, "tools": [{"name": "t"}]}, "request: tool 't': parameters must be"),
         (
