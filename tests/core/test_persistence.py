@@ -881,9 +881,8 @@ def test_a_wrong_value_is_named_in_json_words_frozen_or_not() -> None:
     from dsh_core._json import json_kind
     from dsh_core.persistence._checks import describe
 
-    assert [
-        json_kind(v) for v in (None, {}, FrozenDict({}), [], FrozenList([1]), "x", True, 1)
-    ] == [
+    values: list[object] = [None, {}, FrozenDict({}), [], FrozenList([1]), "x", True, 1]
+    assert [json_kind(v) for v in values] == [
         "null",
         "an object",
         "an object",
