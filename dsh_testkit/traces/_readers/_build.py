@@ -170,41 +170,57 @@ def _conversation_key(key: str, secrets: KnownSecrets) -> str:
     return f"{scrubbed} #{digest}"
 
 
+def _content_is_clean(content: bytes, secrets: KnownSecrets) -> bool:
+    """Whether scrubbing the request's bytes would change nothing (a cheap pass over the text:
+    no key shape, no credential name, none of the known secrets in any spelling)."""
+    text = content.decode("utf-8", "surrogateescape")
+    return not (secrets and secrets.in_text(text)) and _SCRUBBER.body_is_clean(text, {})
+
+
 def _scrubbed_content(
     content: bytes, body: Mapping[str, Any], secrets: KnownSecrets
 ) -> bytes | None:
     """The request's bytes with what was scrubbed from its (scrubbed) ``body`` scrubbed from
     them too; ``None`` when the scrubbed bytes do not read as ``body`` (a credential field the
     text pass cannot see): exact bytes that hold a secret are not kept."""
-    text = content.decode("utf-8", "surrogateescape")
-    if not (secrets and secrets.in_text(text)) and _SCRUBBER.body_is_clean(text, {}):
-        return content
-    scrubbed = _scrubbed_text(text, secrets)
+    scrubbed = _scrubbed_text(content.decode("utf-8", "surrogateescape"), secrets)
     if json_or_none(scrubbed) != body:
         return None
     return scrubbed.encode("utf-8", "surrogateescape")
 
 
 def scrub_exchange(
-    exchange: Exchange, secrets: KnownSecrets = NO_SECRETS, *, shapes: bool = True
+    exchange: Exchange,
+    secrets: KnownSecrets = NO_SECRETS,
+    *,
+    shapes: bool = True,
+    body_of_content: bool = False,
 ) -> Exchange:
     """``exchange`` with every string a report could show scrubbed by the proxy's rule (see the
     module docstring): ``secrets`` (:func:`exchange_secrets`) removed in every spelling from its
     URL, headers, body and bytes, answer, error and conversation key, then key shapes and
-    credential fields. ``shapes=False`` when the body, answer, URL and headers are known to hold
-    no key shape already (a line our trace writer scrubbed; spans the OpenTelemetry reader
-    scrubbed): the short texts (error, conversation key) are still scrubbed, and the known
-    secrets removed everywhere."""
+    credential fields.
+
+    ``shapes=False`` when the body, answer, URL and headers are known to hold no key shape
+    already (a line our trace writer scrubbed; spans the OpenTelemetry reader scrubbed): the
+    short texts (error, conversation key) are still scrubbed, and the known secrets removed
+    everywhere. ``body_of_content=True`` when the body was parsed from the bytes (HAR,
+    cassette): bytes with nothing to scrub mean a body with nothing to scrub, and the walk over
+    the body is skipped."""
     url = exchange.url
     if url:
         url = secrets.text(scrub_url(url) if shapes else url, _URL_REDACTED)
     headers = tuple(scrub_headers(exchange.headers)) if shapes else exchange.headers
     if secrets:
         headers = tuple((name, secrets.text(value)) for name, value in headers)
-    body = secrets.json(dict(scrub_json(dict(exchange.body)) if shapes else exchange.body))
     content = exchange.content
-    if content is not None and (shapes or secrets):
-        content = _scrubbed_content(content, body, secrets)
+    clean = content is not None and (not (shapes or secrets) or _content_is_clean(content, secrets))
+    if clean and body_of_content:
+        body = dict(exchange.body)
+    else:
+        body = secrets.json(dict(scrub_json(dict(exchange.body)) if shapes else exchange.body))
+        if content is not None and not clean:
+            content = _scrubbed_content(content, body, secrets)
     response = exchange.response
     if response is not None:
         response = secrets.json(scrub_json(response) if shapes else response)
@@ -311,10 +327,12 @@ class TraceBuilder:
         body_exact: bool = True,
         log_events: tuple[LogEvent, ...] = (),
         where: str | None = None,
+        body_of_content: bool = False,
     ) -> Exchange | None:
         """Keep one request (``None`` when it is not a model request: counted as skipped).
 
         ``where`` names it in notes (``line 3``, ``log.entries[2]``); by default its position.
+        ``body_of_content``: the body was parsed from ``content`` (see :func:`scrub_exchange`).
         """
         endpoint = endpoint_of(url, body)
         if endpoint is None:
@@ -345,7 +363,9 @@ class TraceBuilder:
         if named:
             self._secrets.update(dict.fromkeys(named))
             self._known = KnownSecrets(self._secrets)
-        exchange = scrub_exchange(exchange, self._known, shapes=not self.scrubbed)
+        exchange = scrub_exchange(
+            exchange, self._known, shapes=not self.scrubbed, body_of_content=body_of_content
+        )
         self._known_at.append(len(self._secrets))
         self.exchanges.append(exchange)
         return exchange

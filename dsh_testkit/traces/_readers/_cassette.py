@@ -83,5 +83,6 @@ def read(data: bytes, path: str | None) -> Trace:
             response=answer,
             usage=usage,
             where=f"interactions[{number}]",
+            body_of_content=True,
         )
     return builder.trace()

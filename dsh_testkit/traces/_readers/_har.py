@@ -101,6 +101,7 @@ def read(data: bytes, path: str | None) -> Trace:
                 first_byte=first_byte,
                 finished=finished,
                 where=f"log.entries[{number}]",
+                body_of_content=True,
             )
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise TraceError(
