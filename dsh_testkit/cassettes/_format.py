@@ -110,12 +110,14 @@ def _decode_event(event: Any, where: str) -> str:
                 return value
     raise _FormatError(
         f"{where}: an SSE event must be one of {{data: object, style?}}, {{dataText: str}}, "
-        f"{{comment: str}} or {{raw: str}}, got {event!r}"
+        f"{{comment: str}} or {{raw: str}}, got {event!r:.80}"
     )
 
 
-class _FormatError(Exception):
-    """Raised inside (de)serialization; the persister re-raises it with the cassette path."""
+class _FormatError(ValueError):
+    """Raised inside (de)serialization; the persister re-raises it with the cassette path (as
+    :class:`CassetteFormatError`), the trace reader as a ``TraceError``. A ``ValueError``, as
+    every "this file does not read" error of the package is."""
 
 
 def _content_type(headers: Mapping[str, Any]) -> str:
@@ -200,7 +202,7 @@ def _decode_body_v2(
                 return base64.b64decode(value), None
     raise _FormatError(
         f"{where}: a body must be one of {{json: str}}, {{text: str}}, {{base64: str}} or "
-        f"{{sse: str}}, got {body!r}"
+        f"{{sse: str}}, got {body!r:.80}"
     )
 
 
@@ -221,7 +223,7 @@ def _decode_body(body: Any, where: str) -> tuple[str | bytes | None, list[bytes]
             return "".join(events), [e.encode("utf-8") for e in events]
     raise _FormatError(
         f"{where}: a body must be one of {{json: …}}, {{text: str}}, {{base64: str}} or "
-        f"{{sse: [events]}}, got {body!r}"
+        f"{{sse: [events]}}, got {body!r:.80}"
     )
 
 
@@ -273,7 +275,13 @@ class _Flow(dict[str, Any]):
 
 
 class _Dumper(yaml.SafeDumper):
-    """The pure-Python emitter: the same bytes on every machine, with or without libyaml."""
+    """The pure-Python emitter: the same bytes on every machine, with or without libyaml.
+
+    Never an anchor or an alias, even for a value met twice (a header list two interactions
+    share): the loader refuses aliases (:func:`_load_yaml`)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 _YAML_BREAKS: Final = frozenset("\r\x85\u2028\u2029")
@@ -311,8 +319,33 @@ def _dump_yaml(data: Any) -> str:
     return text
 
 
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _NoAliasLoader(_BaseLoader):  # type: ignore[misc]  # CSafeLoader has no stubs
+    """The safe loader (C when libyaml is there), refusing aliases.
+
+    An alias repeats a whole node: a 234 KB file of ``- *I`` aliases to one 200 KB interaction
+    expands to gigabytes once each interaction is decoded. The writer never emits one (see
+    :class:`_Dumper`), so a cassette that holds one is refused. A node met a second time while
+    constructing is an alias (anchors are composed into one shared node)."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        if node in self.constructed_objects:
+            mark = node.start_mark
+            raise _FormatError(
+                f"a YAML alias repeats the node at line {mark.line + 1}, column "
+                f"{mark.column + 1}: dsh cassettes never hold aliases (each one copies a whole "
+                "node: a small file could expand to gigabytes); record the cassette again"
+            )
+        return super().construct_object(node, deep)
+
+
 def _load_yaml(text: str | bytes) -> Any:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    # Without an anchor (``&``) there can be no alias: the plain loader, at full speed. With
+    # one, the checking loader (its Python hook costs ~10 % on a node-heavy version 1 file).
+    anchored = b"&" in text if isinstance(text, bytes) else "&" in text
+    loader = _NoAliasLoader if anchored else _BaseLoader
     # A cassette's parsed JSON bodies make ~100,000 YAML nodes per 3 MB, all kept alive until
     # the document is built: the cyclic collector would rescan that growing heap again and
     # again for garbage that is not there (half the load time). It runs after the load instead.
@@ -323,6 +356,16 @@ def _load_yaml(text: str | bytes) -> Any:
     finally:
         if collecting:
             gc.enable()
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error in one line: what and where (not the quoted snippet of the file)."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        context = f"{exc.context}: " if exc.context else ""
+        return f"{context}{exc.problem}{where}"
+    return " ".join(str(exc).split())
 
 
 class CassetteSerializer:
@@ -366,7 +409,9 @@ class CassetteSerializer:
         try:
             document = _load_yaml(text)
         except yaml.YAMLError as exc:
-            raise _FormatError(f"not valid YAML: {exc}") from None
+            raise _FormatError(f"not valid YAML: {_yaml_problem(exc)}") from None
+        except RecursionError:
+            raise _FormatError("not valid YAML: nested too deeply") from None
         if not isinstance(document, Mapping) or document.get("format") != CASSETTE_FORMAT:
             raise _FormatError(
                 f"not a dsh cassette (no 'format: {CASSETTE_FORMAT}' at the top); "
@@ -381,13 +426,23 @@ class CassetteSerializer:
             )
         raw = document.get("interactions")
         if not isinstance(raw, list):
-            raise _FormatError("'interactions' must be a list")
+            raise _FormatError(f"'interactions' must be a list, not {type(raw).__name__}")
         interactions = []
         for i, interaction in enumerate(raw):
             where = f"interactions[{i}]"
             try:
+                if not isinstance(interaction, Mapping):
+                    raise _FormatError(
+                        f"{where}: an interaction must be a mapping with request and response, "
+                        f"not {type(interaction).__name__}"
+                    )
                 request = interaction["request"]
                 response = interaction["response"]
+                for part, value in (("request", request), ("response", response)):
+                    if not isinstance(value, Mapping):
+                        raise _FormatError(
+                            f"{where}.{part} must be a mapping, not {type(value).__name__}"
+                        )
                 if version == 1:
                     req_body, _ = _decode_body(request.get("body"), f"{where}.request.body")
                     resp_body, chunks = _decode_body(response.get("body"), f"{where}.response.body")
@@ -415,16 +470,18 @@ class CassetteSerializer:
                 }
                 if chunks is not None:
                     out_response["body"]["chunks"] = chunks
-            except (KeyError, TypeError, ValueError) as exc:
+            except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
                 if isinstance(exc, _FormatError):
                     raise
                 raise _FormatError(
-                    f"{where}: malformed interaction ({type(exc).__name__}: {exc})"
+                    f"{where}: malformed interaction ({type(exc).__name__}: {exc!s:.200})"
                 ) from None
             interactions.append({"request": out_request, "response": out_response})
         out: dict[str, Any] = {"interactions": interactions}
         metadata = document.get("metadata")
         if metadata:
+            if not isinstance(metadata, Mapping):
+                raise _FormatError(f"'metadata' must be a mapping, not {type(metadata).__name__}")
             out["metadata"] = dict(metadata)
         return out
 

@@ -100,9 +100,14 @@ def _head(data: bytes) -> str:
     return data[:_HEAD_BYTES].decode("utf-8", "replace")
 
 
+def _sniffed(head: str) -> str:
+    """What the sniffers see: the head without a byte order mark (each reader skips it too)."""
+    return head[:_HEAD_BYTES].removeprefix("\ufeff")
+
+
 def identify(head: str | bytes) -> TraceReader | None:
     """The reader for a file starting with ``head`` (text or bytes), ``None`` if none knows it."""
-    text = _head(head) if isinstance(head, bytes) else head[:_HEAD_BYTES]
+    text = _sniffed(_head(head) if isinstance(head, bytes) else head)
     for reader in READERS:
         if reader.sniff(text):
             return reader

@@ -1,30 +1,61 @@
-"""What every reader shares: building a trace exchange by exchange, decoding text, timing.
+"""What every reader shares: building a trace exchange by exchange, scrubbing, decoding text.
 
 A reader finds requests in its format and hands each to :class:`TraceBuilder.add`, which keeps
-model requests (a JSON body with a ``messages`` list), skips the rest with one note, scrubs
-what the recording did not already scrub, and numbers the exchanges in trace order.
+model requests (a JSON body with a ``messages`` list), skips the rest with one note, leaves out
+figures that cannot be true (``_fields.py``), scrubs every string that leaves the reader
+(:func:`scrub_exchange`) and numbers the exchanges in trace order.
+
+Scrubbing follows the proxy's rule, whatever recorded the exchange: the credentials the
+recording names (an exchange's credential headers' values, its URL's credential query
+parameters and password: :func:`exchange_secrets`) are removed in every spelling from every
+exchange of it, then everything key-shaped and every credential field: the request (body,
+bytes, URL, headers), the answer, the error text and the conversation key alike.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
+from urllib.parse import parse_qsl, urlsplit
 
 from dsh_core import loads_json
 
-from ..._secrets import scrub_headers, scrub_json, scrub_url
+from ..._scrub_rules import _URL_REDACTED, REDACTED
+from ..._scrub_spellings import KnownSecrets
+from ..._secrets import Scrubber, credentials_of, scrub_headers, scrub_json, scrub_text, scrub_url
 from .._errors import TraceError
 from .._model import Exchange, LogEvent, Outcome, Trace, TraceSource, TraceUsage
 from .._wire import endpoint_of
+from ._fields import STATUS_RANGE, GroupedNotes, is_count, is_time
 
 __all__ = [
+    "BOM",
     "CONVERSATION_HEADERS",
+    "NO_SECRETS",
     "TraceBuilder",
     "decode_text",
+    "exchange_secrets",
     "header_key",
     "json_or_none",
+    "scrub_exchange",
     "time_resolution",
+    "without_bom",
 ]
+
+BOM: Final = b"\xef\xbb\xbf"
+"""The UTF-8 byte order mark some tools (Fiddler, Charles, editors on Windows) start a file
+with: skipped when sniffing and reading."""
+
+NO_SECRETS: Final = KnownSecrets(())
+_SCRUBBER: Final = Scrubber()
+
+
+def without_bom(data: bytes) -> bytes:
+    """A file's bytes without a leading UTF-8 byte order mark."""
+    return data[len(BOM) :] if data.startswith(BOM) else data
+
 
 CONVERSATION_HEADERS: Final = (
     "x-dsh-conversation",
@@ -73,10 +104,11 @@ def json_document(text: str, *, path: str | None, what: str) -> Any:
 def decode_text(data: bytes, *, path: str | None, line_based: bool) -> tuple[str, str | None]:
     """A recording's bytes as text, and a note when a torn tail was dropped.
 
-    Files are UTF-8. A line-based file (JSON Lines) whose last line is cut, even inside a
+    Files are UTF-8 (a byte order mark is skipped). A line-based file (JSON Lines) whose last line is cut, even inside a
     multi-byte character, loses that line with a note: the recorder stopped while writing it.
     Anything else that is not UTF-8 is a :class:`TraceError` naming the line.
     """
+    data = without_bom(data)
     try:
         return data.decode("utf-8"), None
     except UnicodeDecodeError as exc:
@@ -104,19 +136,176 @@ def time_resolution(times: Iterable[float | None]) -> float | None:
     return 1e-6
 
 
+def exchange_secrets(
+    headers: Iterable[tuple[str, str]] = (), url: str | None = None
+) -> tuple[str, ...]:
+    """The credentials an exchange names itself, to be removed in every spelling (as the proxy
+    does): each credential header's value (and its spellings:
+    :func:`~dsh_testkit._secrets.credentials_of`), each credential query parameter's value and
+    the URL's password. Values already redacted by a recorder are not secrets."""
+    found = [c for c in credentials_of(headers) if REDACTED not in c]
+    if url and ("?" in url or "@" in url):
+        parts = urlsplit(url)
+        found.extend(
+            value
+            for name, value in parse_qsl(parts.query, keep_blank_values=True)
+            if _SCRUBBER.is_secret_query_name(name) and value != _URL_REDACTED
+        )
+        if parts.password and parts.password != _URL_REDACTED:
+            found.append(parts.password)
+    return tuple(found)
+
+
+def _scrubbed_text(text: str, secrets: KnownSecrets) -> str:
+    return secrets.text(scrub_text(text))
+
+
+def _conversation_key(key: str, secrets: KnownSecrets) -> str:
+    """A conversation key with secrets removed; one that held a secret keeps a short digest of
+    itself, so two conversations keyed by two different secrets stay apart."""
+    scrubbed = _scrubbed_text(key, secrets)
+    if scrubbed == key:
+        return key
+    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"{scrubbed} #{digest}"
+
+
+def _content_is_clean(content: bytes, secrets: KnownSecrets) -> bool:
+    """Whether scrubbing the request's bytes would change nothing (a cheap pass over the text:
+    no key shape, no credential name, none of the known secrets in any spelling)."""
+    text = content.decode("utf-8", "surrogateescape")
+    return not (secrets and secrets.in_text(text)) and _SCRUBBER.body_is_clean(text, {})
+
+
+def _scrubbed_content(
+    content: bytes, body: Mapping[str, Any], secrets: KnownSecrets
+) -> bytes | None:
+    """The request's bytes with what was scrubbed from its (scrubbed) ``body`` scrubbed from
+    them too; ``None`` when the scrubbed bytes do not read as ``body`` (a credential field the
+    text pass cannot see): exact bytes that hold a secret are not kept."""
+    scrubbed = _scrubbed_text(content.decode("utf-8", "surrogateescape"), secrets)
+    if json_or_none(scrubbed) != body:
+        return None
+    return scrubbed.encode("utf-8", "surrogateescape")
+
+
+def scrub_exchange(
+    exchange: Exchange,
+    secrets: KnownSecrets = NO_SECRETS,
+    *,
+    shapes: bool = True,
+    body_of_content: bool = False,
+) -> Exchange:
+    """``exchange`` with every string a report could show scrubbed by the proxy's rule (see the
+    module docstring): ``secrets`` (:func:`exchange_secrets`) removed in every spelling from its
+    URL, headers, body and bytes, answer, error and conversation key, then key shapes and
+    credential fields.
+
+    ``shapes=False`` when the body, answer, URL and headers are known to hold no key shape
+    already (a line our trace writer scrubbed; spans the OpenTelemetry reader scrubbed): the
+    short texts (error, conversation key) are still scrubbed, and the known secrets removed
+    everywhere. ``body_of_content=True`` when the body was parsed from the bytes (HAR,
+    cassette): bytes with nothing to scrub mean a body with nothing to scrub, and the walk over
+    the body is skipped."""
+    url = exchange.url
+    if url:
+        url = secrets.text(scrub_url(url) if shapes else url, _URL_REDACTED)
+    headers = tuple(scrub_headers(exchange.headers)) if shapes else exchange.headers
+    if secrets:
+        headers = tuple((name, secrets.text(value)) for name, value in headers)
+    content = exchange.content
+    clean = content is not None and (not (shapes or secrets) or _content_is_clean(content, secrets))
+    if clean and body_of_content:
+        body = dict(exchange.body)
+    else:
+        body = secrets.json(dict(scrub_json(dict(exchange.body)) if shapes else exchange.body))
+        if content is not None and not clean:
+            content = _scrubbed_content(content, body, secrets)
+    response = exchange.response
+    if response is not None:
+        response = secrets.json(scrub_json(response) if shapes else response)
+    error = exchange.error
+    conversation = exchange.conversation
+    return dataclasses.replace(
+        exchange,
+        url=url,
+        headers=headers,
+        body=body,
+        content=content,
+        response=response,
+        error=_scrubbed_text(error, secrets) if error is not None else None,
+        conversation=_conversation_key(conversation, secrets) if conversation else conversation,
+    )
+
+
 class TraceBuilder:
-    """Collects exchanges; skips non-model requests with one note."""
+    """Collects exchanges; skips non-model requests with one note; leaves out figures that
+    cannot be true with one note per kind (``_fields.py``)."""
 
     def __init__(self, source: TraceSource, path: str | None, *, scrubbed: bool = False) -> None:
         self.scrubbed = scrubbed
-        """Whether the recording is already scrubbed (a dsh-trace file is, when written)."""
+        """Whether the recording's request, answer, URL and headers hold no key shape already
+        (a dsh-trace line our writer scrubbed): the known secrets are removed still."""
         self.source: TraceSource = source
         self.path = path
         self.exchanges: list[Exchange] = []
         self.skipped = 0
         self.notes: list[str] = []
+        self._secrets: dict[str, None] = {}
+        """Every credential the recording's exchanges named so far (in order)."""
+        self._known = NO_SECRETS
+        self._known_at: list[int] = []
+        """How many of :attr:`_secrets` each exchange was scrubbed of."""
+        self.left_out = GroupedNotes("exchange")
+        """Figures left out because they cannot be true, by kind."""
         self.resolution: float | None = None
         """The recording's time resolution when the reader knows it (else measured)."""
+
+    def _usage(self, usage: TraceUsage | None, where: str) -> TraceUsage | None:
+        if usage is None:
+            return None
+        for name, value, optional in (
+            ("promptTokens", usage.prompt_tokens, False),
+            ("hitTokens", usage.hit_tokens, True),
+            ("completionTokens", usage.completion_tokens, True),
+        ):
+            if not is_count(value) and not (optional and value is None):
+                self.left_out.add(
+                    "usage-not-count",
+                    f"a usage figure is not a token count ({name} = {value!r:.40}); the "
+                    "exchange's usage was left out",
+                    where,
+                )
+                return None
+        if usage.hit_tokens is not None and usage.hit_tokens > usage.prompt_tokens:
+            self.left_out.add(
+                "usage-hit-over-prompt",
+                "a cache-read count exceeds the input tokens; the cache figure was left out",
+                where,
+            )
+            return dataclasses.replace(usage, hit_tokens=None)
+        return usage
+
+    def _time(self, value: float | None, name: str, where: str) -> float | None:
+        if value is None or is_time(value):
+            return value
+        self.left_out.add(
+            "time-out-of-range",
+            f"a time is not UNIX seconds from 1970 to 2100 ({name} = {value!r:.40}: "
+            "milliseconds?); it was left out",
+            where,
+        )
+        return None
+
+    def _status(self, status: int | None, where: str) -> int | None:
+        if status is None or status in STATUS_RANGE:
+            return status
+        self.left_out.add(
+            "status-out-of-range",
+            f"a status is not an HTTP status (status = {status!r:.40}); it was left out",
+            where,
+        )
+        return None
 
     def add(
         self,
@@ -137,36 +326,60 @@ class TraceBuilder:
         outcome: Outcome | None = None,
         body_exact: bool = True,
         log_events: tuple[LogEvent, ...] = (),
+        where: str | None = None,
+        body_of_content: bool = False,
     ) -> Exchange | None:
+        """Keep one request (``None`` when it is not a model request: counted as skipped).
+
+        ``where`` names it in notes (``line 3``, ``log.entries[2]``); by default its position.
+        ``body_of_content``: the body was parsed from ``content`` (see :func:`scrub_exchange`).
+        """
         endpoint = endpoint_of(url, body)
         if endpoint is None:
             self.skipped += 1
             return None
+        where = where or f"request {len(self.exchanges) + 1}"
         exchange = Exchange(
             index=len(self.exchanges),
             endpoint=endpoint,
-            url=scrub_url(url) if url else None,
-            body=dict(body) if self.scrubbed else scrub_json(dict(body)),
+            url=url or None,
+            body=body,
             content=content,
             method=method,
-            headers=tuple(headers) if self.scrubbed else tuple(scrub_headers(headers)),
-            status=status,
+            headers=tuple(headers),
+            status=self._status(status, where),
             error=error,
             response=response,
-            usage=usage,
-            started=started,
-            first_byte=first_byte,
-            finished=finished,
+            usage=self._usage(usage, where),
+            started=self._time(started, "started", where),
+            first_byte=self._time(first_byte, "firstByte", where),
+            finished=self._time(finished, "finished", where),
             conversation=conversation if conversation is not None else header_key(headers),
             outcome=outcome,
             body_exact=body_exact,
             log_events=log_events,
         )
+        named = [s for s in exchange_secrets(headers, url) if s not in self._secrets]
+        if named:
+            self._secrets.update(dict.fromkeys(named))
+            self._known = KnownSecrets(self._secrets)
+        exchange = scrub_exchange(
+            exchange, self._known, shapes=not self.scrubbed, body_of_content=body_of_content
+        )
+        self._known_at.append(len(self._secrets))
         self.exchanges.append(exchange)
         return exchange
 
     def trace(self) -> Trace:
+        # A credential one exchange names is a secret in the others too (a client repeats its
+        # key in a prompt, or sends the header only on some requests): the earlier exchanges
+        # lose the ones named after them.
+        for i, known_then in enumerate(self._known_at):
+            if known_then < len(self._secrets):
+                self.exchanges[i] = scrub_exchange(self.exchanges[i], self._known, shapes=False)
+        self._known_at = [len(self._secrets)] * len(self._known_at)
         notes = list(self.notes)
+        notes.extend(self.left_out.lines())
         if self.skipped:
             notes.append(
                 f"{self.skipped} request(s) that are not model requests (no JSON `messages` "

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..._secrets import scrub_text
 from ...cassettes._format import CassetteSerializer
 from .._errors import TraceError
 from .._model import Trace, TraceUsage
@@ -19,31 +20,36 @@ __all__ = ["read", "sniff"]
 
 
 def sniff(head: str) -> bool:
-    stripped = head.lstrip()
+    stripped = head.removeprefix("\ufeff").lstrip()
     if stripped.startswith(("format: dsh-cassette", "---\nformat: dsh-cassette")):
         return True
     return "\nformat: dsh-cassette" in head[:2000] and not stripped.startswith(("{", "["))
 
 
 def read(data: bytes, path: str | None) -> Trace:
+    """The cassette's interactions as a trace; a :class:`TraceError` naming the file (and the
+    interaction) when it is not a readable dsh cassette: not YAML, another format version,
+    aliases, an interaction of the wrong shape."""
     text, _ = decode_text(data, path=path, line_based=False)
     try:
         document = CassetteSerializer.deserialize(text)
-    except ValueError as exc:
-        raise TraceError(f"not a readable cassette: {exc}", path=path) from None
+    except ValueError as exc:  # the format's own errors are ValueErrors (CassetteFormatError)
+        # the message may quote the file (a body): no key leaves through it
+        raise TraceError(f"not a readable cassette: {scrub_text(str(exc))}", path=path) from None
     builder = TraceBuilder("cassette", path)
-    for interaction in document.get("interactions") or []:
+    for number, interaction in enumerate(document["interactions"]):
+        # deserialize() gives every interaction one shape (method, uri, headers, body, status)
         request, response = interaction["request"], interaction["response"]
-        raw = request.get("body")
+        raw = request["body"]
         body = json_or_none(raw)
-        url = request.get("uri")
+        url = request["uri"]
         endpoint = endpoint_of(url, body)
         answer: Mapping[str, Any] | None = None
         usage: TraceUsage | None = None
-        status = (response.get("status") or {}).get("code")
+        status = response["status"]["code"]
         error: str | None = None
         if endpoint is not None:
-            resp_body = response.get("body") or {}
+            resp_body = response["body"]
             chunks = resp_body.get("chunks")
             if chunks is not None:
                 events = [
@@ -55,11 +61,10 @@ def read(data: bytes, path: str | None) -> Trace:
                 if isinstance(answer_text, bytes):
                     answer_text = answer_text.decode("utf-8", "replace")
                 if isinstance(answer_text, str) and answer_text:
-                    if isinstance(status, int) and status >= 400:
+                    if status >= 400:
                         error = error_of_text(answer_text)
                     else:
                         answer, usage = answer_of_text(answer_text, endpoint)
-        headers = request.get("headers") or {}
         builder.add(
             url=url,
             body=body,
@@ -68,15 +73,16 @@ def read(data: bytes, path: str | None) -> Trace:
             else raw
             if isinstance(raw, bytes)
             else None,
-            method=request.get("method"),
+            method=request["method"],
             headers=[
-                (str(k), str(v[0] if isinstance(v, list) and v else v)) for k, v in headers.items()
-            ]
-            if isinstance(headers, Mapping)
-            else [],
+                (str(k), str(v[0] if isinstance(v, list) and v else v))
+                for k, v in request["headers"].items()
+            ],
             status=status,
             error=error,
             response=answer,
             usage=usage,
+            where=f"interactions[{number}]",
+            body_of_content=True,
         )
     return builder.trace()

@@ -22,7 +22,7 @@ __all__ = ["read", "sniff"]
 
 
 def sniff(head: str) -> bool:
-    stripped = head.lstrip()
+    stripped = head.removeprefix("\ufeff").lstrip()
     return stripped.startswith("{") and '"log"' in head[:4096]
 
 
@@ -91,13 +91,17 @@ def read(data: bytes, path: str | None) -> Trace:
                     (str(h.get("name", "")), str(h.get("value", "")))
                     for h in request.get("headers") or ()
                 ],
-                status=status if isinstance(status, int) and status > 0 else None,
+                status=status
+                if isinstance(status, int) and not isinstance(status, bool) and status > 0
+                else None,
                 error=error,
                 response=answer,
                 usage=usage,
                 started=started,
                 first_byte=first_byte,
                 finished=finished,
+                where=f"log.entries[{number}]",
+                body_of_content=True,
             )
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise TraceError(

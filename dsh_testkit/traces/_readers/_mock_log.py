@@ -4,6 +4,10 @@ mock's in-memory records.
 Each record holds the request as received (credentials redacted), the status answered, the
 error that refused it, the answer the mock sent (``response``, when the record has it; else the
 script entry that answered, rebuilt), and the simulated cache figures.
+
+A field of the wrong type (a status ``"200"``, a path that is not a string, a response that is
+not an object, a token count ``"12"``) is a :class:`TraceError` naming the record and the field; a figure that cannot
+be true is left out with a note (``_fields.py``).
 """
 
 from __future__ import annotations
@@ -15,12 +19,13 @@ from .._errors import TraceError
 from .._model import Trace, TraceSource, TraceUsage
 from .._wire import error_of_json
 from ._build import TraceBuilder, decode_text, json_document
+from ._fields import Malformed, optional_int, optional_object, optional_string
 
 __all__ = ["read", "records_trace", "sniff"]
 
 
 def sniff(head: str) -> bool:
-    stripped = head.lstrip()
+    stripped = head.removeprefix("\ufeff").lstrip()
     if stripped.startswith("{") and '"requests"' in head[:4096]:
         return True
     return stripped.startswith("[") and '"seq"' in head[:4096] and '"endpoint"' in head[:4096]
@@ -66,15 +71,14 @@ def _entry_reply(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def _usage(record: Mapping[str, Any]) -> TraceUsage | None:
-    prompt, hit = record.get("promptTokens"), record.get("cacheHitTokens")
-    if isinstance(prompt, int) and isinstance(hit, int):
-        completion = record.get("completionTokens")
-        return TraceUsage(
-            prompt_tokens=prompt,
-            hit_tokens=hit,
-            completion_tokens=completion if isinstance(completion, int) else None,
-        )
-    return None
+    """The record's cache figures: integers (else :class:`Malformed`); the builder leaves out
+    what is not a count."""
+    prompt: Any = optional_int(record.get("promptTokens"), "promptTokens")
+    hit = optional_int(record.get("cacheHitTokens"), "cacheHitTokens")
+    completion = optional_int(record.get("completionTokens"), "completionTokens")
+    if prompt is None and hit is None:
+        return None
+    return TraceUsage(prompt_tokens=prompt, hit_tokens=hit, completion_tokens=completion)
 
 
 def records_trace(
@@ -88,21 +92,25 @@ def records_trace(
         if record.get("endpoint") not in ("chat", "anthropic"):
             builder.skipped += 1
             continue
-        response = record.get("response")
         error = record.get("error")
         headers = record.get("headers") or ()
         try:
             pairs = [(str(h[0]), str(h[1])) for h in headers]
         except (TypeError, IndexError, KeyError):
             raise TraceError(f"request record {number}: headers are not pairs", path=path) from None
-        builder.add(
-            url=record.get("path"),
-            body=record.get("body"),
-            method=record.get("method"),
-            headers=pairs,
-            status=record.get("status"),
-            error=error_of_json(error) or (str(error) if error is not None else None),
-            response=response if isinstance(response, Mapping) else _entry_reply(record),
-            usage=_usage(record),
-        )
+        try:
+            response = optional_object(record.get("response"), "response")
+            builder.add(
+                url=optional_string(record.get("path"), "path"),
+                body=record.get("body"),
+                method=optional_string(record.get("method"), "method"),
+                headers=pairs,
+                status=optional_int(record.get("status"), "status"),
+                error=error_of_json(error) or (str(error) if error is not None else None),
+                response=response if response is not None else _entry_reply(record),
+                usage=_usage(record),
+                where=f"request record {number}",
+            )
+        except Malformed as exc:
+            raise TraceError(f"request record {number}: {exc}", path=path) from None
     return builder.trace()

@@ -26,7 +26,9 @@ from typing import Any, Final
 
 from .._errors import TraceError
 from .._model import Exchange, Trace
-from ._build import decode_text
+from ._build import decode_text, scrub_exchange
+from ._fields import Malformed as _Malformed  # not OTLP JSON: names the field
+from ._fields import kind_of as _kind
 from ._otel_genai import ModelCall, OtelSpan, SpanNotes, model_call
 
 __all__ = ["read", "read_otlp_json", "sniff", "sniff_otlp_json"]
@@ -48,14 +50,6 @@ _SPECIAL_DOUBLES: Final = {
 def sniff_otlp_json(head: str) -> bool:
     """Whether text starting with ``head`` (its first few KB) is OTLP JSON with spans."""
     return _SNIFF.match(head) is not None
-
-
-class _Malformed(Exception):
-    """Not OTLP JSON: the message names the field (the caller adds the line and the path)."""
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
 
 
 def _object(value: Any, where: str) -> Mapping[str, Any]:
@@ -273,18 +267,22 @@ def read_otlp_json(text: str, *, path: str | None = None) -> Trace:
             reason if reason.startswith("line ") else f"line {number}: {reason}", path=path
         ) from None
     calls.sort(key=lambda c: (c[0], c[2].started or 0.0, c[1]))
+    # body and answer were scrubbed span by span (_otel_genai.py); the conversation id here
     exchanges = tuple(
-        Exchange(
-            index=index,
-            endpoint="chat",
-            body=call.body,
-            response=call.response,
-            usage=call.usage,
-            started=call.started,
-            finished=call.finished,
-            first_byte=call.first_byte,
-            conversation=call.conversation,
-            body_exact=False,
+        scrub_exchange(
+            Exchange(
+                index=index,
+                endpoint="chat",
+                body=call.body,
+                response=call.response,
+                usage=call.usage,
+                started=call.started,
+                finished=call.finished,
+                first_byte=call.first_byte,
+                conversation=call.conversation,
+                body_exact=False,
+            ),
+            shapes=False,
         )
         for index, (_, _, call) in enumerate(calls)
     )

@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from ..._secrets import scrub_json
 from .._model import TraceUsage
+from ._fields import GroupedNotes, is_count
 
 __all__ = ["ModelCall", "OtelSpan", "SpanNotes", "model_call"]
 
@@ -37,9 +38,6 @@ CHAT_OPERATIONS: Final = frozenset({"chat", "generate_content"})
 
 CHUNK_EVENTS: Final = frozenset({"gen_ai.content.completion.chunk", "llm.content.completion.chunk"})
 """Span events OpenLLMetry adds per streamed chunk: the first one's time is the first byte's."""
-
-MAX_COUNT: Final = 2**53
-"""Token counts above this are not counts (JSON numbers lose integers past it)."""
 
 # Where each usage figure is found, first present wins.
 _PROMPT_TOKENS: Final = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
@@ -110,18 +108,13 @@ class _Unreadable(Exception):
         super().__init__(reason)
 
 
-class SpanNotes:
+class SpanNotes(GroupedNotes):
     """What the reader skipped or could not tell, one note per kind (with a count and the first
-    span it happened to)."""
+    span it happened to), and the spans that are not model calls, by operation."""
 
     def __init__(self) -> None:
+        super().__init__("span")
         self.skipped: Counter[str] = Counter()
-        self._kinds: dict[str, tuple[str, str]] = {}
-        self._counts: Counter[str] = Counter()
-
-    def add(self, kind: str, text: str, where: str) -> None:
-        self._kinds.setdefault(kind, (text, where))
-        self._counts[kind] += 1
 
     def lines(self) -> list[str]:
         out = []
@@ -132,10 +125,7 @@ class SpanNotes:
                 else f"with gen_ai.operation.name {operation!r}"
             )
             out.append(f"{count} span(s) {what} are not model calls and were skipped")
-        for kind, (text, where) in self._kinds.items():
-            count = self._counts[kind]
-            out.append(f"{text} ({count} span(s); first: {where})")
-        return out
+        return [*out, *super().lines()]
 
 
 def _count(attributes: Mapping[str, Any], keys: Sequence[str]) -> tuple[str, Any] | None:
@@ -143,10 +133,6 @@ def _count(attributes: Mapping[str, Any], keys: Sequence[str]) -> tuple[str, Any
         if key in attributes:
             return key, attributes[key]
     return None
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
 
 
 def _usage(span: OtelSpan, notes: SpanNotes) -> TraceUsage | None:
@@ -160,7 +146,7 @@ def _usage(span: OtelSpan, notes: SpanNotes) -> TraceUsage | None:
         )
     }
     for pair in found.values():
-        if pair is not None and not _is_count(pair[1]):
+        if pair is not None and not is_count(pair[1]):
             notes.add(
                 "usage-not-count",
                 f"a usage attribute is not a token count ({pair[0]} = {pair[1]!r:.40}); the "

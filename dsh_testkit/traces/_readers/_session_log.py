@@ -39,19 +39,19 @@ from .._log_facts import (
     surface_rewrites,
 )
 from .._model import LogEvent, Trace, TraceUsage
-from ._build import TraceBuilder, json_or_none
+from ._build import TraceBuilder, json_or_none, without_bom
 
 __all__ = ["read", "session_log_trace", "sniff"]
 
 
 def sniff(head: str) -> bool:
-    first = json_or_none(head.lstrip().split("\n", 1)[0])
+    first = json_or_none(head.removeprefix("\ufeff").lstrip().split("\n", 1)[0])
     return isinstance(first, Mapping) and first.get("type") == "session"
 
 
 def read(data: bytes, path: str | None) -> Trace:
     try:
-        loaded = loads_session(data, audit=True, path=path)
+        loaded = loads_session(without_bom(data), audit=True, path=path)
     except DshError as exc:
         raise TraceError(f"the session log does not read: {exc}", path=path) from None
     return session_log_trace(loaded, path=path)

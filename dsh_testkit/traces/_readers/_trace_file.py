@@ -4,6 +4,11 @@ JSON Lines whose first line is ``{"format": "dsh-trace", ...}``; each further li
 (``_file.py`` holds the format). Records carry what the recorder knew: the request (parsed, and
 its exact text when that differs from compact JSON), the assembled answer, usage, status and
 error, timing, the conversation key, and how the exchange ended.
+
+A field of the wrong type (a status ``"12"``, a conversation ``[1]``, a response that is not an
+object, a token count ``"12"`` or ``true``) is a :class:`TraceError` naming the line and the
+field; a figure that cannot be true (a negative or absurd token count, a time after 2100) is left
+out with a note (``_fields.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +19,14 @@ from typing import Any
 from .._errors import TraceError
 from .._file import read_trace_lines
 from .._model import LogEvent, Trace, TraceSource, TraceUsage
-from ._build import TraceBuilder, json_or_none
+from ._build import TraceBuilder, json_or_none, without_bom
+from ._fields import (
+    Malformed,
+    optional_int,
+    optional_object,
+    optional_string,
+    optional_time,
+)
 
 __all__ = ["read", "records_trace", "sniff"]
 
@@ -22,7 +34,7 @@ _OUTCOMES = ("delivered", "abandoned", "interrupted", "upstream-timeout")
 
 
 def sniff(head: str) -> bool:
-    first = json_or_none(head.lstrip().split("\n", 1)[0])
+    first = json_or_none(head.removeprefix("\ufeff").lstrip().split("\n", 1)[0])
     return isinstance(first, Mapping) and first.get("format") == "dsh-trace"
 
 
@@ -37,9 +49,20 @@ def _log_events(value: Any) -> tuple[LogEvent, ...]:
     )
 
 
+def _usage(usage: Mapping[str, Any]) -> TraceUsage:
+    """The record's usage: integers (else :class:`Malformed`); the builder leaves out figures
+    that are not counts (negative, absurd, a hit above the prompt)."""
+    prompt: Any = optional_int(usage.get("promptTokens"), "usage.promptTokens")
+    return TraceUsage(
+        prompt_tokens=prompt,  # None: no count, left out by the builder with a note
+        hit_tokens=optional_int(usage.get("hitTokens"), "usage.hitTokens"),
+        completion_tokens=optional_int(usage.get("completionTokens"), "usage.completionTokens"),
+    )
+
+
 def read(data: bytes, path: str | None) -> Trace:
     # The trace file's own line reader decodes line by line (a torn tail dropped with a note).
-    header, records, notes = read_trace_lines(data, path=path)
+    header, records, notes = read_trace_lines(without_bom(data), path=path)
     source = header.get("source")
     return records_trace(
         records,
@@ -66,31 +89,34 @@ def records_trace(
         # Files our writer wrote are scrubbed already; a hand-made one is scrubbed here.
         builder.scrubbed = scrubbed and not record.get("_mayHoldKey", True)
         try:
-            usage = record.get("usage")
-            request_text = record.get("requestText")
+            usage = optional_object(record.get("usage"), "usage")
+            request_text = optional_string(record.get("requestText"), "requestText")
             headers = record.get("headers") or ()
             outcome = record.get("outcome")
             error = record.get("error")
             builder.add(
-                url=record.get("url"),
+                url=optional_string(record.get("url"), "url"),
                 body=record.get("request"),
                 content=request_text.encode("utf-8", "surrogateescape")
-                if isinstance(request_text, str)
+                if request_text is not None
                 else None,
-                method=record.get("method"),
+                method=optional_string(record.get("method"), "method"),
                 headers=tuple((str(k), str(v)) for k, v in headers),
-                status=record.get("status"),
+                status=optional_int(record.get("status"), "status"),
                 error=str(error) if error is not None else None,
-                response=record.get("response"),
-                usage=TraceUsage.from_json(usage) if isinstance(usage, Mapping) else None,
-                started=record.get("started"),
-                first_byte=record.get("firstByte"),
-                finished=record.get("finished"),
-                conversation=record.get("conversation"),
+                response=optional_object(record.get("response"), "response"),
+                usage=_usage(usage) if usage is not None else None,
+                started=optional_time(record.get("started"), "started"),
+                first_byte=optional_time(record.get("firstByte"), "firstByte"),
+                finished=optional_time(record.get("finished"), "finished"),
+                conversation=optional_string(record.get("conversation"), "conversation"),
                 outcome=outcome if outcome in _OUTCOMES else None,
                 body_exact=record.get("bodyExact", True) is not False,
                 log_events=_log_events(record.get("logEvents")),
+                where=f"line {number}",
             )
+        except Malformed as exc:
+            raise TraceError(f"line {number}: {exc}", path=path) from None
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceError(f"line {number}: malformed exchange ({exc})", path=path) from None
     return builder.trace()
