@@ -79,6 +79,7 @@ from ._json import (
     FrozenList,
     dumps_canonical,
     freeze_json,
+    json_kind,
     loads_json,
     thaw_json,
 )
@@ -250,6 +251,7 @@ __all__ = [
     "freeze_json",
     "header_equals",
     "interrupted_turn_closers",
+    "json_kind",
     "last_turn_boundary",
     "load_session",
     "loads_json",

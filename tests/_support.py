@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Final
 
 import pytest
 
@@ -50,3 +51,20 @@ def user_project(
     if ini is not None:
         pytester.makefile(".ini", pytest=ini)
     return pytester
+
+
+_LIMITED: Final = (
+    "import os, resource, sys; n = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])"
+)
+
+
+def with_open_file_limit(nofile: int, *argv: str) -> list[str]:
+    """``python ARGV…`` as a command line, run with at most ``nofile`` open files.
+
+    The limit is set in the child's own Python, which then becomes the command (``execv``): a
+    ``preexec_fn`` would run Python between fork and exec in the test process, whose other
+    threads (servers of earlier tests) can hold a lock the child then waits on for ever.
+    """
+    return [sys.executable, "-c", _LIMITED, str(nofile), *argv]

@@ -24,14 +24,14 @@ import json
 import os
 import random
 import re
-import resource
 import signal
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import unquote
+
+from tests._support import with_open_file_limit
 
 KEY = "sk-" + "H0st1leKey2Planted3Here4"
 CREDENTIAL = "Hostile7Client8Credential9"
@@ -205,22 +205,20 @@ class Proxy:
 async def start_proxy(upstream: str, out: Path, *args: str, nofile: int = 64) -> Proxy:
     """``dsh-testkit proxy`` in its own process with an open-file limit of ``nofile``."""
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "dsh_testkit.cli",
-        "proxy",
-        "--upstream",
-        upstream,
-        "--out",
-        str(out),
-        *args,
+        *with_open_file_limit(
+            nofile,
+            "-m",
+            "dsh_testkit.cli",
+            "proxy",
+            "--upstream",
+            upstream,
+            "--out",
+            str(out),
+            *args,
+        ),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        preexec_fn=limit,
         env={**os.environ, "COLUMNS": "200"},
     )
     assert process.stdout is not None and process.stderr is not None

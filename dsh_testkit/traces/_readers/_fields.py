@@ -26,6 +26,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
+from dsh_core import json_kind
+
 __all__ = [
     "MAX_COUNT",
     "MAX_TIME",
@@ -56,8 +58,9 @@ class Malformed(Exception):
 
 
 def kind_of(value: Any) -> str:
-    """A JSON value's kind for messages (``null``, ``str``, ``list``, …)."""
-    return "null" if value is None else type(value).__name__
+    """A JSON value's kind for messages, in JSON's words (``null``, ``a string``, ``an array``,
+    …: one wording with the session log's checks)."""
+    return json_kind(value)
 
 
 def optional_int(value: Any, where: str) -> int | None:

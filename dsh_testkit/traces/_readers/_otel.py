@@ -247,8 +247,8 @@ def read_otlp_json(text: str, *, path: str | None = None) -> Trace:
                 )
                 if signal is None:
                     raise _Malformed(
-                        f"{_kind(document) if not isinstance(document, dict) else 'an object'} "
-                        "that is not an OTLP export request (expected resourceSpans)"
+                        f"{_kind(document)} that is not an OTLP export request (expected "
+                        "resourceSpans)"
                     )
                 other[signal] += 1
                 continue

@@ -462,18 +462,15 @@ def test_handle_never_raises_nor_answers_5xx_for_any_request(
 def test_out_of_descriptors_the_server_refuses_cleanly_and_logs_little() -> None:
     """A flood of clients against a server whose process may hold 64 descriptors: the cap keeps
     it serving, extras get a 503, asyncio's accept errors are throttled, and it serves after."""
-    import resource
     import subprocess
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    from tests._support import with_open_file_limit
 
     process = subprocess.Popen(
-        [sys.executable, "-m", "dsh_testkit.cli", "serve"],
+        with_open_file_limit(64, "-m", "dsh_testkit.cli", "serve"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=limit,
     )
     try:
         assert process.stdout is not None

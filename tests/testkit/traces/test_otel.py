@@ -419,9 +419,12 @@ def test_a_torn_last_line_is_dropped_with_a_note() -> None:
             otlp_line(chat_span()) + "\n{not json\n" + otlp_line(chat_span("05")) + "\n",
             "line 2 is not JSON",
         ),
-        ('{"resourceSpans": {}}\n', "line 1: resourceSpans must be a JSON list, not dict"),
-        ('{"resourceSpans": [[]]}\n', "line 1: resourceSpans[0] must be a JSON object, not list"),
-        ("[1, 2]\n", "line 1: list that is not an OTLP export request"),
+        ('{"resourceSpans": {}}\n', "line 1: resourceSpans must be a JSON list, not an object"),
+        (
+            '{"resourceSpans": [[]]}\n',
+            "line 1: resourceSpans[0] must be a JSON object, not an array",
+        ),
+        ("[1, 2]\n", "line 1: an array that is not an OTLP export request"),
         (
             '{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": {}}]}]}]}\n',
             "line 1: resourceSpans[0].scopeSpans[0].spans[0].attributes must be a JSON list",
@@ -449,7 +452,7 @@ def test_a_torn_last_line_is_dropped_with_a_note() -> None:
         (otlp_line(chat_span(x={"doubleValue": [1]})) + "\n", "doubleValue must be a number"),
         (
             otlp_line(chat_span(x={"arrayValue": []})) + "\n",
-            "('x').arrayValue must be a JSON object, not list",
+            "('x').arrayValue must be a JSON object, not an array",
         ),
         ('{"resourceSpans": ' + "[" * 100_000 + "\n", "line 1 is not JSON (nested too deeply)"),
         (
