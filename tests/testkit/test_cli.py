@@ -75,7 +75,7 @@ def test_no_command_prints_a_key_a_recording_holds(tmp_path: Path, capsys) -> No
     key: here a key pasted into a user message of a real session log."""
     from dsh_testkit.cli import main
 
-    key = "sk-SESSLEAK000011112222333344"
+    key = "sk-" + "FAKE-SESSLEAK-000011112222"  # fake, built so no key-shaped literal is stored
     demo = tmp_path / "demo"
     assert main(["demo", "--out", str(demo)]) == 0
     text = (demo / "session.jsonl").read_text(encoding="utf-8")

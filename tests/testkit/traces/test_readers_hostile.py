@@ -19,9 +19,9 @@ from tests._support import run_cli
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
-SHAPED = "sk-REPLYLEAK000011112222333344"
+SHAPED = "sk-" + "FAKE-REPLYLEAK-0000111122223333"  # fake: no key-shaped literal stored
 """A key in the shape the scrubber knows, in the answer and the error body."""
-SESSION = "sk-SESSIONLEAK0000111122223333"
+SESSION = "sk-" + "FAKE-SESSIONLEAK-00001111222233"  # fake, as above
 """A key sent as the session header (the conversation key)."""
 BEARER = "dskey_NOTSKSHAPED_abcdef123456"
 """A key of no known shape, known only from the Authorization header, repeated in the body."""

