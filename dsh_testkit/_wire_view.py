@@ -30,7 +30,7 @@ prefix cache could share.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -46,6 +46,7 @@ __all__ = [
     "content_text",
     "rendered_arguments",
     "rendered_tool",
+    "tool_ids_renamed",
     "tool_name",
     "wire_view",
     "wire_view_of_options",
@@ -60,6 +61,46 @@ another. (Anthropic's ``metadata.user_id`` is read as ``user_id``.)"""
 _SYSTEM_ROLES: Final = ("system", "developer")
 
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def tool_ids_renamed(body: Any, rename: Callable[[str], str]) -> Any:
+    """``body`` with every tool-call id replaced by ``rename(id)`` — the chat format's
+    ``tool_calls[].id`` and ``tool_call_id``, Anthropic's ``tool_use`` ``id`` and
+    ``tool_result`` ``tool_use_id`` — so ids the model makes up anew on every run can be told
+    apart from what an agent sent. The messages are copied; ``body`` is not changed."""
+    messages = body.get("messages") if isinstance(body, Mapping) else None
+    if not isinstance(messages, list):
+        return body
+
+    def renamed(value: Any) -> Any:
+        return rename(value) if isinstance(value, str) else value
+
+    def block(item: Any) -> Any:
+        if isinstance(item, Mapping) and item.get("type") == "tool_use" and "id" in item:
+            return {**item, "id": renamed(item["id"])}
+        if (
+            isinstance(item, Mapping)
+            and item.get("type") == "tool_result"
+            and "tool_use_id" in item
+        ):
+            return {**item, "tool_use_id": renamed(item["tool_use_id"])}
+        return item
+
+    out = []
+    for message in messages:
+        if isinstance(message, Mapping):
+            message = dict(message)
+            if "tool_call_id" in message:
+                message["tool_call_id"] = renamed(message["tool_call_id"])
+            if isinstance(message.get("tool_calls"), list):
+                message["tool_calls"] = [
+                    {**call, "id": renamed(call.get("id"))} if isinstance(call, Mapping) else call
+                    for call in message["tool_calls"]
+                ]
+            if isinstance(message.get("content"), list):
+                message["content"] = [block(item) for item in message["content"]]
+        out.append(message)
+    return {**body, "messages": out}
 
 
 def canonical_json(value: Any) -> str:

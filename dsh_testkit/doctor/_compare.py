@@ -55,14 +55,13 @@ every scenario is and none was added or removed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from dsh_core.providers import Endpoint, Prices, prices_for
 
 from .._diff import diff_chat
-from .._wire_view import canonical_json, wire_view
+from .._wire_view import canonical_json, tool_ids_renamed, wire_view
 from ..traces import Trace
 from ..traces._model import paused_gc
 from ._codes import Severity
@@ -149,49 +148,10 @@ def _tool_ids_renumbered(trace: Trace) -> list[Any]:
     under another id than it was made still does."""
     names: dict[str, str] = {}
 
-    def renamed(value: Any) -> Any:
-        return (
-            names.setdefault(value, f"call-{len(names) + 1}") if isinstance(value, str) else value
-        )
+    def rename(value: str) -> str:
+        return names.setdefault(value, f"call-{len(names) + 1}")
 
-    bodies: list[Any] = []
-    for exchange in trace.exchanges:
-        body = exchange.body
-        messages = body.get("messages") if isinstance(body, Mapping) else None
-        if not isinstance(messages, list):
-            bodies.append(body)
-            continue
-        out = []
-        for message in messages:
-            if not isinstance(message, Mapping):
-                out.append(message)
-                continue
-            message = dict(message)
-            if "tool_call_id" in message:
-                message["tool_call_id"] = renamed(message["tool_call_id"])
-            if isinstance(message.get("tool_calls"), list):
-                message["tool_calls"] = [
-                    {**call, "id": renamed(call.get("id"))} if isinstance(call, Mapping) else call
-                    for call in message["tool_calls"]
-                ]
-            if isinstance(message.get("content"), list):
-                message["content"] = [
-                    _block_renumbered(block, renamed) for block in message["content"]
-                ]
-            out.append(message)
-        bodies.append({**body, "messages": out})
-    return bodies
-
-
-def _block_renumbered(block: Any, renamed: Callable[[Any], Any]) -> Any:
-    """An Anthropic content block with its tool-use id renamed."""
-    if not isinstance(block, Mapping):
-        return block
-    if block.get("type") == "tool_use" and "id" in block:
-        return {**block, "id": renamed(block["id"])}
-    if block.get("type") == "tool_result" and "tool_use_id" in block:
-        return {**block, "tool_use_id": renamed(block["tool_use_id"])}
-    return block
+    return [tool_ids_renamed(exchange.body, rename) for exchange in trace.exchanges]
 
 
 def _rendered(body: Any, endpoint: Endpoint) -> tuple[Any, ...]:

@@ -53,6 +53,7 @@ from syrupy.types import (
 )
 
 from .._plugin_settings import cassette_test_name
+from .._wire_view import tool_ids_renamed
 from ._inputs import LogInput, SnapshotInputError
 from ._normalize import CWD_TOKEN, TIME_KEYS, Normalizer, cwd_spellings
 from ._transcript import TRANSCRIPT_FORMAT, TRANSCRIPT_FORMAT_VERSION, render_transcript
@@ -116,15 +117,9 @@ def render_trace_requests(data: Any) -> str:
     entries: list[dict[str, Any]] = []
     for conversation in conversations(trace):
         for exchange in conversation:
-            body = copy.deepcopy(dict(exchange.body))
-            for message in body.get("messages") or ():
-                if not isinstance(message, dict):
-                    continue
-                if isinstance(message.get("tool_call_id"), str):
-                    message["tool_call_id"] = normalizer.token("call", message["tool_call_id"])
-                for call in message.get("tool_calls") or ():
-                    if isinstance(call, dict) and isinstance(call.get("id"), str):
-                        call["id"] = normalizer.token("call", call["id"])
+            body = tool_ids_renamed(
+                copy.deepcopy(dict(exchange.body)), lambda i: normalizer.token("call", i)
+            )
             entries.append(
                 {
                     "conversation": conversation.key,

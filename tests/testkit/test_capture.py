@@ -636,3 +636,37 @@ def test_a_timestamp_appended_to_a_long_system_line_shows_in_prefix_instability(
     )
     assert STAMP in str(caught.value)
     assert KEY not in str(caught.value)
+
+
+def test_tool_call_ids_are_renamed_in_both_formats_and_nothing_else_changes() -> None:
+    from dsh_testkit._wire_view import tool_ids_renamed
+
+    chat: dict[str, Any] = {
+        "model": "deepseek-v4-flash",
+        "messages": [
+            {"role": "user", "content": "Read it."},
+            {"role": "assistant", "tool_calls": [{"id": "call_a", "type": "function"}]},
+            {"role": "tool", "tool_call_id": "call_a", "content": "ok"},
+        ],
+    }
+    anthropic: dict[str, Any] = {
+        "messages": [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_b", "name": "r"}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_b"}]},
+        ]
+    }
+    seen: list[str] = []
+
+    def rename(value: str) -> str:
+        seen.append(value)
+        return value.upper()
+
+    renamed = tool_ids_renamed(chat, rename)
+    assert renamed["messages"][1]["tool_calls"][0]["id"] == "CALL_A"
+    assert renamed["messages"][2]["tool_call_id"] == "CALL_A"
+    assert chat["messages"][2]["tool_call_id"] == "call_a"  # the input is not changed
+    renamed = tool_ids_renamed(anthropic, rename)
+    assert renamed["messages"][0]["content"][0]["id"] == "TOOLU_B"
+    assert renamed["messages"][1]["content"][0]["tool_use_id"] == "TOOLU_B"
+    assert seen == ["call_a", "call_a", "toolu_b", "toolu_b"]
+    assert tool_ids_renamed({"prompt": "x"}, rename) == {"prompt": "x"}
