@@ -3,6 +3,8 @@ tests/_support.py)."""
 
 from __future__ import annotations
 
+import importlib
+import itertools
 import os
 from collections.abc import Iterator
 
@@ -36,6 +38,40 @@ _XDIST_WORKER_VARIABLES = (
     "PYTEST_XDIST_TESTRUNUID",
 )
 
+# What the runs inside pytester import. pytester takes a snapshot of sys.modules when it starts
+# and drops every module a run imported when that run ends, so each run imported these anew
+# (openai alone is ~600 modules), and LangSmith's plugin (below) with its ~230: the three
+# test_plugin*.py files took 54 s, 7 s now. Imported before pytester takes its snapshot, they
+# stay; the runs' own test modules and conftests are still dropped after each run.
+_PYTESTER_PRELOAD = (
+    "openai",
+    "vcr",
+    "dsh_testkit.cassettes",
+    "dsh_testkit.mock",
+    "dsh_testkit.replay",
+    "dsh_testkit._pytest_cassette",
+    "dsh_testkit._pytest_support",
+    "dsh_testkit._mock_strict",
+)
+
+
+# The plugins this run was told to leave out (``-p no:NAME`` in PYTEST_ADDOPTS; the Makefile
+# leaves out LangSmith's, which imports ~230 modules at every start). pytester clears
+# PYTEST_ADDOPTS for its runs; these are given back to them, nothing else.
+def _left_out_plugins(addopts: str) -> str:
+    """``-p no:NAME`` for each plugin ``addopts`` leaves out (as ``-p no:NAME`` or ``-pno:NAME``)."""
+    words = addopts.split()
+    names = [word[2:] for word in words if word.startswith("-pno:")]
+    names += [
+        after
+        for word, after in itertools.pairwise(words)
+        if word == "-p" and after.startswith("no:")
+    ]
+    return " ".join(f"-p {name}" for name in names)
+
+
+_LEFT_OUT_PLUGINS = _left_out_plugins(os.environ.get("PYTEST_ADDOPTS", ""))
+
 
 @pytest.fixture(autouse=True)
 def _pytester_runs_as_a_fresh_session(request: pytest.FixtureRequest) -> Iterator[None]:
@@ -44,13 +80,20 @@ def _pytester_runs_as_a_fresh_session(request: pytest.FixtureRequest) -> Iterato
     pytest-xdist marks its workers with ``PYTEST_XDIST_*`` variables, and an in-process
     ``runpytest`` inherits them: plugins then take the inner run for a worker too (syrupy prints
     no snapshot summary on a worker). The variables are dropped for tests that use ``pytester``.
+    The modules its runs import are imported first, and the plugins left out of this run are
+    left out of its runs (see above).
     """
     if "pytester" not in request.fixturenames:
         yield
         return
+    for name in _PYTESTER_PRELOAD:
+        importlib.import_module(name)
+    request.getfixturevalue("pytester")  # its snapshot of sys.modules now holds them
     with pytest.MonkeyPatch.context() as patch:
         for name in _XDIST_WORKER_VARIABLES:
             patch.delenv(name, raising=False)
+        if _LEFT_OUT_PLUGINS:
+            patch.setenv("PYTEST_ADDOPTS", _LEFT_OUT_PLUGINS)
         yield
 
 
