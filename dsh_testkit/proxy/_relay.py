@@ -30,7 +30,13 @@ from urllib.parse import urlsplit
 from .._secrets import credentials_of
 from ..mock._server import _Head, _reason
 from ..traces import CONVERSATION_HEADERS
-from ..traces._wire import answer_of_events, answer_of_json, endpoint_of, split_events
+from ..traces._wire import (
+    answer_of_events,
+    answer_of_json,
+    endpoint_of,
+    error_of_text,
+    split_events,
+)
 from ._recorder import TRIM_ABOVE, Recorder, trim_heap
 from ._upstream import Upstream, UpstreamError, UpstreamResponse, UpstreamTimeout
 
@@ -263,10 +269,12 @@ class Relay:
             self.recorder.events["not-recorded"] += 1
             return
         response = exchange.response
-        answer = usage = None
+        answer = usage = error = None
         if response is not None and exchange.received:
             text = exchange.received.decode("utf-8", "replace")
-            if "event-stream" in (response.header("content-type") or ""):
+            if response.status >= 400:
+                error = error_of_text(text)  # the API's own words for the refusal
+            elif "event-stream" in (response.header("content-type") or ""):
                 answer, usage = answer_of_events(split_events(text), endpoint)
             else:
                 try:
@@ -289,6 +297,8 @@ class Relay:
             "usage": usage.to_json() if usage is not None else None,
             "outcome": outcome,
         }
+        if error is not None:
+            record["error"] = error
         if detail is not None:
             record["detail"] = detail
         self.recorder.record(record, secrets=credentials_of(head.headers))

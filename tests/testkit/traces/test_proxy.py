@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import openai
+import pytest
 
 from dsh_testkit.doctor import diagnose
 from dsh_testkit.mock import MockDeepSeek, MockServer, Reply, ToolCall
@@ -167,3 +168,27 @@ def test_tools_reach_the_upstream_unchanged() -> None:
         run_agent(client, ["read a.txt"])
     assert mock.requests[0].body["tools"] == TOOLS
     assert len(proxy.trace()) == 2
+
+
+def test_a_refused_request_keeps_the_apis_own_words(tmp_path: Path) -> None:
+    """The 400 for reasoning not passed back: the trace keeps the API's message, so the
+    report quotes it instead of "(no error body)"."""
+    out = tmp_path / "run.trace"
+    with (
+        MockServer(MockDeepSeek(script())) as upstream,
+        ProxyServer(upstream.base_url, out=str(out)) as proxy,
+    ):
+        client = openai.OpenAI(base_url=proxy.base_url, api_key=KEY, max_retries=0)
+        with pytest.raises(openai.BadRequestError) as refused:
+            run_agent(client, ["read a.txt"], drop_reasoning=True)
+        report = httpx.get(proxy.base_url + "/_dsh/report").text
+    said = refused.value.body["message"] if isinstance(refused.value.body, dict) else None
+    assert said and "reasoning_content" in said
+    trace = load_trace(out)
+    assert [exchange.status for exchange in trace.exchanges] == [200, 400]
+    assert trace.exchanges[0].error is None
+    assert trace.exchanges[1].error == said
+    assert trace.exchanges[1].response is None and trace.exchanges[1].usage is None
+    assert f"error: {said}" in report
+    assert "(no error body)" not in report
+    assert KEY not in out.read_text(encoding="utf-8")
