@@ -88,8 +88,10 @@ class NetworkPolicy:
                 return None
             return (
                 "it is the live DeepSeek API, and tests do not call it unless pytest runs with "
-                "--dsh-live (and DEEPSEEK_API_KEY); replay a cassette or use the dsh_mock "
-                "fixture instead"
+                "--dsh-live (and DEEPSEEK_API_KEY); replay a cassette, or give the client the "
+                "dsh_mock fixture's transport (http_client=httpx2.Client(transport="
+                'dsh_mock.transport("httpx2")) for the openai and anthropic SDKs) or '
+                "dsh_mock_server.base_url"
             )
         if self.block_all:
             return (

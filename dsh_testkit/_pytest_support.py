@@ -88,6 +88,9 @@ class MockFixture:
 
     base_url: str = LIVE_ORIGIN
     """The base URL to give clients (any host reaches the mock through its transport)."""
+    anthropic_base_url: str = LIVE_ORIGIN + "/anthropic"
+    """The base URL to give the Anthropic SDK (it appends ``/v1/messages``), with
+    :meth:`transport` ``("httpx2")`` as its client's transport."""
     api_key: str = MOCK_API_KEY
     """A key the mock accepts (it accepts any non-empty key)."""
 

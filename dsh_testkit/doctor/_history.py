@@ -30,6 +30,40 @@ def _calls(message: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return out
 
 
+def _reasoning_of(message: Mapping[str, Any]) -> str | None:
+    """A turn's reasoning: ``reasoning_content`` (chat), or its ``thinking`` blocks' text
+    (Anthropic content blocks); ``None`` when it carries none."""
+    reasoning = message.get("reasoning_content")
+    if isinstance(reasoning, str):
+        return reasoning
+    content = message.get("content")
+    if not isinstance(content, list):
+        return None
+    blocks = [b for b in content if isinstance(b, Mapping) and b.get("type") == "thinking"]
+    if not blocks:
+        return None
+    return "".join(str(b.get("thinking") or "") for b in blocks)
+
+
+def _without_reasoning(message: Mapping[str, Any]) -> dict[str, Any]:
+    """The turn without its reasoning, in either shape (what the echo checks compare)."""
+    out = {k: v for k, v in message.items() if k != "reasoning_content"}
+    content = out.get("content")
+    if isinstance(content, list):
+        out["content"] = [
+            b for b in content if not (isinstance(b, Mapping) and b.get("type") == "thinking")
+        ]
+    return out
+
+
+def _reasoning_words(current: WireView) -> tuple[str, str]:
+    """How the request's own format names a turn's reasoning: the path suffix and the words
+    (``reasoning_content`` on chat completions; thinking blocks in ``content`` on Anthropic's)."""
+    if current.endpoint == "anthropic":
+        return ".content", "thinking blocks"
+    return ".reasoning_content", "reasoning_content"
+
+
 def _rendered_message(message: Any, *, keep_reasoning: bool, arguments_as_text: bool) -> Any:
     """What the template renders of one history message (chat shape)."""
     if not isinstance(message, Mapping):
@@ -50,7 +84,12 @@ def _rendered_message(message: Any, *, keep_reasoning: bool, arguments_as_text: 
 def _reasoning_rendered(current: WireView, message: Mapping[str, Any]) -> bool:
     """Whether this assistant turn's reasoning reaches the prompt (DeepSeek's rule: a turn that
     made tool calls keeps it, in thinking mode)."""
-    return current.thinking and bool(message.get("tool_calls"))
+    content = message.get("content")
+    uses_tools = bool(message.get("tool_calls")) or (
+        isinstance(content, list)
+        and any(isinstance(b, Mapping) and b.get("type") == "tool_use" for b in content)
+    )
+    return current.thinking and uses_tools
 
 
 def _echo_changes(
@@ -68,25 +107,26 @@ def _echo_changes(
     where = f"messages[{current.wire_index(position)}]"
     component = 2 + position
     out: list[Change] = []
-    reasoning = produced.get("reasoning_content")
-    sent_reasoning = sent.get("reasoning_content")
+    reasoning = _reasoning_of(produced)
+    sent_reasoning = _reasoning_of(sent)
+    suffix, words = _reasoning_words(current)
     if isinstance(reasoning, str) and reasoning and not isinstance(sent_reasoning, str):
         rejected = refused_at == position
         out.append(
             Change(
                 code="reasoning-dropped",
                 detail=(
-                    f"{where} was sent without the model's reasoning_content ({len(reasoning)} "
+                    f"{where} was sent without the model's {words} ({len(reasoning)} "
                     "characters)"
                     + (
-                        "; the API refuses this request (400: reasoning_content must be passed "
+                        f"; the API refuses this request (400: {words} must be passed "
                         "back in thinking mode)"
                         if rejected
                         else ""
                     )
                 ),
-                evidence=(f"produced: reasoning_content {reasoning[:60]!r}", "sent: (absent)"),
-                where=f"{where}.reasoning_content",
+                evidence=(f"produced: {words} {reasoning[:60]!r}", "sent: (absent)"),
+                where=f"{where}{suffix}",
                 component=component,
                 rendered=_reasoning_rendered(current, produced),
                 rejected=rejected,
@@ -102,9 +142,9 @@ def _echo_changes(
         out.append(
             Change(
                 code="reasoning-altered",
-                detail=f"{where}.reasoning_content differs from the model's at {location}",
+                detail=f"{where}: the {words} differ from the model's at {location}",
                 evidence=(f"produced: {x}", f"sent:     {y}"),
-                where=f"{where}.reasoning_content",
+                where=f"{where}{suffix}",
                 component=component,
                 rendered=_reasoning_rendered(current, produced),
                 diff=text_diff(reasoning, sent_reasoning),
@@ -166,12 +206,11 @@ def _answer_edited(
     reasoning and the spelling of arguments are :func:`_echo_changes`' to judge)."""
     if not isinstance(sent, Mapping) or sent.get("role") != "assistant":
         return []
+    produced, sent = _without_reasoning(produced), _without_reasoning(sent)
     if _meaning(produced) == _meaning(sent):
         return []
     where = f"messages[{current.wire_index(position)}]"
-    field, evidence, diff = _message_diff(
-        *({k: v for k, v in m.items() if k != "reasoning_content"} for m in (produced, sent))
-    )
+    field, evidence, diff = _message_diff(produced, sent)
     return [
         Change(
             code="history-rewritten",
@@ -264,7 +303,7 @@ def history_changes(
                     a, b, same, current, refused_at, arguments_as_text=arguments_as_text
                 )
                 stripped = [
-                    {k: v for k, v in m.items() if k not in ("reasoning_content", "tool_calls")}
+                    {k: v for k, v in _without_reasoning(m).items() if k != "tool_calls"}
                     for m in (a, b)
                 ]
                 if echo and stripped[0] == stripped[1]:
@@ -340,16 +379,17 @@ def history_changes(
         and not any(c.code == "reasoning-dropped" for c in out)
     ):
         where = f"messages[{current.wire_index(refused_at)}]"
+        suffix, words = _reasoning_words(current)
         out.append(
             Change(
                 code="reasoning-dropped",
                 detail=(
                     f"{where} is an assistant turn sent without its reasoning in thinking "
-                    "mode; the API refuses this request (400: reasoning_content must be "
+                    f"mode; the API refuses this request (400: {words} must be "
                     "passed back)"
                 ),
                 evidence=(f"sent: {canonical_json(new[refused_at])[:100]}",),
-                where=f"{where}.reasoning_content",
+                where=f"{where}{suffix}",
                 component=2 + refused_at,
                 rendered=_reasoning_rendered(current, new[refused_at]),
                 rejected=True,

@@ -58,6 +58,33 @@ def test_the_plugin_is_active_in_a_users_run(project: pytest.Pytester) -> None:
     project.runpytest().assert_outcomes(passed=1)
 
 
+def test_the_anthropic_sdk_reaches_the_in_process_mock(project: pytest.Pytester) -> None:
+    """``dsh_mock.anthropic_base_url`` as ``dsh_mock_server`` has it: no URL to guess."""
+    project.makepyfile(
+        """
+        import anthropic
+        import httpx2
+        from dsh_testkit.mock import Reply
+
+        def test_hello(dsh_mock):
+            dsh_mock.push(Reply(text="Hi there."))
+            client = anthropic.Anthropic(
+                base_url=dsh_mock.anthropic_base_url,
+                api_key=dsh_mock.api_key,
+                http_client=httpx2.Client(transport=dsh_mock.transport("httpx2")),
+            )
+            message = client.messages.create(
+                model="deepseek-v4-flash",
+                max_tokens=100,
+                messages=[{"role": "user", "content": "hello"}],
+            )
+            assert [b.text for b in message.content if b.type == "text"] == ["Hi there."]
+            assert [r.endpoint for r in dsh_mock.mock.requests] == ["anthropic"]
+        """
+    )
+    project.runpytest().assert_outcomes(passed=1)
+
+
 # ----------------------------------------------------------------------------- options
 
 
