@@ -92,6 +92,8 @@ SECRET_QUERY_NAMES: Final = SECRET_JSON_NAMES | {"key", "sig", "signature", "tok
 _KEY_PATTERN: Final = re.compile(
     r"(?P<bearer>(?i:bearer)\s+)[A-Za-z0-9\-._~+/]{20,}=*"
     r"|(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{20,}"
+    # glued to a word ("tokensk-…", "a" + key): a DeepSeek key's 32 letters and digits
+    r"|sk-[A-Za-z0-9]{32,}"
     r"|(?<![A-Za-z0-9])AKIA[0-9A-Z]{16}(?![0-9A-Z])"
     r"|(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"
     r"|(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{36,}"
@@ -105,7 +107,7 @@ _KEY_STARTS: Final = ("sk-", "AKIA", "AIza", "eyJ", "xox", "ghp_", "gho_", "ghu_
 _URL_HEADERS: Final = frozenset({"location", "content-location", "referer", "origin"})
 """Headers whose value is a URL: scrubbed as one (credential query parameters included)."""
 
-_RULES_VERSION: Final = 3
+_RULES_VERSION: Final = 4
 """Bumped whenever the built-in rules change: a cassette written under older rules is then
 scrubbed again as it loads (its checksum no longer matches)."""
 

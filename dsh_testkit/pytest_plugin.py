@@ -232,14 +232,22 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         raise
     item.stash[_CALL_ERROR] = None
     _after_mocks(item, None)
-    _check_mocks(item)
-    if guard is not None:
-        refused = guard.refused_since(refused_before)
-        if refused:
-            # A live DeepSeek call was refused and the test passed anyway: a client swallowed
-            # the refusal (a retry loop, an error result), or the test caught it. Either way
-            # the test reached for the live API without --dsh-live.
-            raise refused[0]
+    try:
+        _check_mocks(item)
+        if guard is not None:
+            refused = guard.refused_since(refused_before)
+            if refused:
+                # A live DeepSeek call was refused and the test passed anyway: a client
+                # swallowed the refusal (a retry loop, an error result), or the test caught it.
+                # Either way the test reached for the live API without --dsh-live.
+                raise refused[0]
+    except BaseException as error:
+        # The test fails here, after its body: it is a failing test all the same, so its
+        # cassette records nothing (a good recording is never replaced by this one).
+        item.stash[_CALL_ERROR] = error
+        for hook in item.stash.get(_AFTER_CALL, []):
+            hook.after_call(error)
+        raise
     for hook in item.stash.get(_AFTER_CALL, []):
         hook.after_call(None)
     return result

@@ -215,6 +215,7 @@ class Cassette:
         """Play, record, pass or raise for a live request (called by the transport patches):
         ``("play", response)``, ``("record", vcr_request)`` or ``("pass", None)`` for a request
         a ``before_record_request`` hook left out."""
+        __tracebackhide__ = True  # a mismatch's traceback would print the raw body (a key)
         from vcr.request import Request as VcrRequest
 
         cassette = self.vcr_cassette

@@ -126,6 +126,7 @@ class TransportPatches:
         handler = self._handler
 
         def handle_request(transport: Any, request: Any) -> Any:
+            __tracebackhide__ = True  # a failing test's traceback would print the raw body
             body = request.read()
             decision, payload = handler.decide(request, body)
             if decision == "play":
@@ -154,6 +155,7 @@ class TransportPatches:
         handler = self._handler
 
         async def handle_async_request(transport: Any, request: Any) -> Any:
+            __tracebackhide__ = True  # a failing test's traceback would print the raw body
             body = await request.aread()
             decision, payload = handler.decide(request, body)
             if decision == "play":

@@ -492,7 +492,7 @@ class MockDeepSeek:
         if not scripted:
             self._unscripted.append(self._seq + 1)
         if entry is None:
-            error = exhausted_error(view, tuple(sources.routes))
+            error = exhausted_error(view, tuple(sources.routes), secrets=_safe_credentials(request))
             return self._reject(request, endpoint, error)
         sources.last_entry = entry
         by: dict[str, Any] = {

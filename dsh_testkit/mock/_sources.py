@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Final
 
+from .._scrub_spellings import KnownSecrets
+from .._secrets import redact_known, scrub_text
 from ._api_errors import ApiError
 from ._errors import ScriptError
 from ._request import AnsweredBy, MockRequest
@@ -79,17 +81,26 @@ def describe_request(request: MockRequest) -> str:
     return f"request {request.seq} ({'; '.join(parts)})"
 
 
-def exhausted_error(request: MockRequest, routes: tuple[Route, ...]) -> ApiError:
+def exhausted_error(
+    request: MockRequest, routes: tuple[Route, ...], *, secrets: KnownSecrets | None = None
+) -> ApiError:
     """The 410 ``MOCK_SCRIPT_EXHAUSTED`` the mock answers when nothing scripted answers a request
     and ``on_exhausted`` is ``error`` (what the strict pytest fixtures set): the request in words
-    and, for each route, why it did not answer."""
+    and, for each route, why it did not answer. ``secrets`` are the request's own credentials,
+    redacted from the words quoted of it (key-shaped text is, always)."""
     reasons = ["the script queue is empty"]
     for route in routes:
         why = "its answers are used up" if route.used_up else route.match.mismatch(request)
         reasons.append(f"{route.describe()}: {why or 'its responder declined'}")
+
+    def scrubbed(text: str) -> str:
+        # The request's own words are quoted: a key pasted into a prompt must not travel on in
+        # the client's exception and the test's failure text.
+        return scrub_text(str(redact_known(text, secrets)) if secrets else text)
+
     return ApiError(
         status=SCRIPT_EXHAUSTED_STATUS,
-        message=(
+        message=scrubbed(
             f"MOCK_SCRIPT_EXHAUSTED: nothing scripted answers {describe_request(request)}: "
             + "; ".join(reasons)
             + ". Script it (push an entry or add a route: mock.push(...), mock.route(...), POST "
@@ -98,7 +109,7 @@ def exhausted_error(request: MockRequest, routes: tuple[Route, ...]) -> ApiError
         ),
         type="invalid_request_error",
         code="MOCK_SCRIPT_EXHAUSTED",
-        detail="; ".join(reasons),
+        detail=scrubbed("; ".join(reasons)),
     )
 
 

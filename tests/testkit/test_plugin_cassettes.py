@@ -191,6 +191,83 @@ def test_a_failing_test_records_nothing(project: pytest.Pytester) -> None:
     assert not (project.path / "cassettes").exists()
 
 
+def test_a_test_failing_the_mocks_strict_check_keeps_the_good_cassette(
+    project: pytest.Pytester,
+) -> None:
+    """A test whose body passes but whose mock was not used as scripted fails after the body
+    (MockNotSatisfied): a failing test all the same, so re-recording leaves the good cassette."""
+    project.makepyfile(
+        test_reask="""
+        import os
+        import httpx
+        import pytest
+
+        BODY = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi"}]}
+
+        @pytest.mark.dsh_cassette
+        def test_reask(dsh_mock, dsh_cassette):
+            if dsh_cassette.recording:
+                dsh_mock.route(last_user="hi").reply(text=os.environ["ANSWER"])
+                if os.environ.get("BROKEN"):
+                    dsh_mock.route(last_user="never asked").reply(text="unused")
+            httpx.post("https://api.deepseek.com/chat/completions", json=BODY,
+                       headers={"authorization": "Bearer test-key"})
+        """
+    )
+    cassette = project.path / "cassettes" / "test_reask" / "test_reask.yaml"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ANSWER", "good answer")
+        project.runpytest("--dsh-record-mode=once").assert_outcomes(passed=1)
+        good = cassette.read_bytes()
+        assert b"good answer" in good
+        patch.setenv("ANSWER", "BAD answer")
+        patch.setenv("BROKEN", "1")
+        result = project.runpytest("--dsh-record-mode=rewrite")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*MockNotSatisfied*"])
+    assert cassette.read_bytes() == good
+
+
+def test_a_mismatch_never_prints_a_key_from_the_request(project: pytest.Pytester) -> None:
+    """The mismatch names what differs with keys redacted; the traceback pytest prints must not
+    show the raw body either (it printed the cassette's frame arguments)."""
+    key = "sk-FAKE" + "5a4b3c2d1e0f9a8b7c6d" + "5e4f3a2b1c0d"
+    project.makepyfile(
+        test_keyed="""
+        import os
+        import httpx
+        import pytest
+
+        @pytest.mark.dsh_cassette
+        def test_keyed(dsh_mock, dsh_cassette):
+            if dsh_cassette.recording:
+                dsh_mock.route().reply(text="ok")
+            body = {"model": "deepseek-v4-flash",
+                     "messages": [{"role": "user", "content": os.environ["PROMPT"]}]}
+            httpx.post("https://api.deepseek.com/chat/completions", json=body,
+                       headers={"authorization": "Bearer test-key"})
+        """
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PROMPT", "hi")
+        project.runpytest("--dsh-record-mode=once").assert_outcomes(passed=1)
+        patch.setenv("PROMPT", f"hi {key}")
+        result = project.runpytest()
+        verbose = project.runpytest("-l", "--tb=long")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["FAILED test_keyed.py::test_keyed - *CassetteMismatch*"])
+    shown = result.stdout.str()
+    assert "messages[0].content differs: recorded: 'hi', request: 'hi <REDACTED>'" in shown
+    for run in (result, verbose):
+        # the test's own locals and httpx's arguments hold it (the user's data in their own
+        # frames, shown as pytest shows them); no frame of the kit's shows it
+        kit = [
+            line for line in run.stdout.lines if "dsh_testkit" in line or line.startswith("body = ")
+        ]
+        assert not [line for line in kit if key in line]
+    assert key not in shown.split("FAILURES")[0]
+
+
 # ----------------------------------------------------------- mismatches a client swallowed
 
 SHARED = """

@@ -40,6 +40,8 @@ KEY = "sk-" + "Qw7Er8Ty9Ui0Op1As2Df3Gh4"
 """A key-shaped secret (found by its shape)."""
 OPAQUE = "opaque9f8e7d6c5b4a3210"
 """A secret with no shape: only the name it is sent under gives it away."""
+GLUED = "sk-FAKE" + "9a8b7c6d5e4f3a2b1c0d" + "9e8f7a6b5c4d"
+"""A DeepSeek-shaped key (sk- and 32 letters and digits), sent glued to a word."""
 NUMBER = 918273645546372819
 """A credential sent as a JSON number."""
 TEAM = "TEAM-482913"
@@ -54,7 +56,7 @@ RULES = ScrubRules(
 )
 """The user's rules (what ``[tool.dsh_testkit.scrub]`` would hold)."""
 
-SECRETS = (KEY, OPAQUE, str(NUMBER), TEAM)
+SECRETS = (KEY, GLUED, OPAQUE, str(NUMBER), TEAM)
 
 
 def _sse(*payloads: Any) -> bytes:
@@ -117,6 +119,7 @@ CASES = [
     Case(name="x-team-token", headers={"x-team-token": OPAQUE}),
     Case(name="x-goog-api-key", headers={"x-goog-api-key": OPAQUE}),
     Case(name="key-shaped-in-any-header", headers={"x-note": f"forwarded {KEY}"}),
+    Case(name="key-glued-to-a-word-in-a-header", headers={"x-trace": f"a{GLUED}b"}),
     Case(name="user-rule-header", headers={"x-org-passphrase": OPAQUE}),
     # ------------------------------------------------------------------------- URLs
     Case(name="query-api_key", query=f"api_key={OPAQUE}"),
@@ -138,6 +141,9 @@ CASES = [
         body=json.dumps({"content": KEY}).replace("sk-", "\\u0073\\u006b-").encode(),
     ),
     Case(name="json-key-shaped-name", body=_json({KEY: 1})),
+    Case(
+        name="json-key-glued-to-a-word", body=_json({"messages": [{"content": f"token:x{GLUED}"}]})
+    ),
     Case(name="json-user-rule-key", body=_json({"x": {"org_pin": NUMBER}})),
     Case(name="json-user-rule-path", body=_json({"metadata": {"team": OPAQUE}})),
     Case(name="json-user-regex", body=_json({"messages": [{"content": f"ticket {TEAM}"}]})),
@@ -179,6 +185,7 @@ CASES = [
     Case(name="response-key-shaped-header", response_headers={"x-echo": KEY}),
     Case(name="response-location", response_headers={"location": f"/next?token={OPAQUE}"}),
     Case(name="response-json", response_body=_json({"echo": f"your key {KEY}"})),
+    Case(name="response-json-key-glued", response_body=_json({"echo": f"id9{GLUED}"})),
     Case(name="response-json-number", response_body=_json({"data": {"api_key": NUMBER}})),
     Case(
         name="response-401-echo",
@@ -421,7 +428,7 @@ def test_the_scan_finds_every_secret_it_is_for(tmp_path: Path) -> None:
                             {"dataText": f"{TEAM}"},
                         ]
                     },
-                    "headers": {"x": f"a%20{NUMBER}"},
+                    "headers": {"x": f"a%20{NUMBER}", "y": f"a{GLUED}"},
                 },
             }
         ]

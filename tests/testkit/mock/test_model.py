@@ -292,6 +292,23 @@ def test_exhaustion_modes() -> None:
     assert [call(repeating, CHAT, chat_body()).status for _ in range(3)] == [429, 429, 429]
 
 
+def test_the_exhausted_refusal_never_quotes_a_key_from_the_prompt() -> None:
+    """The 410 quotes the last user message; a key pasted there (key-shaped, glued to a word,
+    or the request's own credential in any shape) is redacted before it reaches the client."""
+    shaped = "sk-FAKE" + "0a1b2c3d4e5f6a7b8c9d" + "0e1f2a3b4c5d"
+    own = "own-credential-FAKE-42"
+    mock = MockDeepSeek([], on_exhausted="error")
+    mock.route(last_user="never").reply(text="unused")
+    prompt = f"the key x{shaped} and {own}"
+    plan = call(mock, CHAT, chat_body(user(prompt)), key=own)
+    assert plan.status == 410
+    error = payload(plan)["error"]
+    for text in (error["message"], json.dumps(error)):
+        assert shaped not in text and own not in text
+    assert "<REDACTED>" in error["message"]
+    assert "last user message 'the key x<REDACTED>" in error["message"]
+
+
 def test_reset_restores_the_initial_script_and_forgets_everything() -> None:
     mock = MockDeepSeek([Reply(text="first")], seed=3)
     before = call(mock, CHAT, chat_body()).body_bytes
