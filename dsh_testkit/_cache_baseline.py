@@ -211,6 +211,31 @@ def write_baseline(trace: Trace, path: Path, *, scenario: str) -> None:
         raise
 
 
+def _damage(path: Path) -> str | None:
+    """What is wrong with the baseline file at ``path`` (``None``: it reads as one).
+
+    A baseline is written whole and at once (:func:`write_baseline`) and only for a test that
+    sent requests, so what a trace reader forgives in a live recording (a cut last line, figures
+    it leaves out, no exchange at all) is damage here, and so is another kind of recording."""
+    from .traces import TraceError, load_trace
+
+    if not path.is_file():
+        return f"{path} is not a file"
+    try:
+        trace = load_trace(path)
+    except TraceError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    if trace.source not in ("capture", "memory"):
+        return f"{path} is a {trace.source} recording, not a baseline this plugin wrote"
+    if not len(trace):
+        return f"{path} holds no request (a baseline holds the requests its test sent)"
+    if trace.notes:
+        return f"{path}: " + "; ".join(trace.notes)
+    return None
+
+
 def _test_trace(item: pytest.Item) -> Trace | None:
     """The model traffic of the test that just ran (``None``: it sent none)."""
     from .pytest_plugin import _CASSETTE_USE, _MOCK, _SERVER
@@ -344,6 +369,13 @@ class _BaselinePlugin:
             totals = diagnose(path).totals
             self._record(item, "written", totals, None)
             return
+        damage = _damage(path) if os.path.lexists(path) else None
+        if damage is not None:
+            pytest.fail(
+                f"the cache baseline of {item.nodeid} does not read: {damage}; rewrite it with "
+                "--dsh-cache-baseline-update",
+                pytrace=False,
+            )
         if not path.is_file():
             with tempfile.TemporaryDirectory(prefix="dsh-cache-") as scratch:
                 current = Path(scratch) / path.name

@@ -285,6 +285,76 @@ def test_a_baseline_file_that_does_not_read_fails_its_test_saying_so(
     )
 
 
+def _cut_last_line(text: str) -> str:
+    return text[: len(text) - 60]  # the last exchange cut off mid-line
+
+
+def _header_only(text: str) -> str:
+    return text.splitlines(keepends=True)[0]
+
+
+def _negative_counts(text: str) -> str:
+    return re.sub(r'"promptTokens":\s*\d+', '"promptTokens":-5', text)
+
+
+def _a_cassette(text: str) -> str:
+    return "format: dsh-cassette\nversion: 2\ninteractions: []\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (_cut_last_line, "*does not read: *"),
+        (_header_only, "*does not read: *holds no request*"),
+        (_negative_counts, "*does not read: *"),
+        (_a_cassette, "*does not read: *"),
+        ("directory", "*does not read: *is not a file*"),
+    ],
+    ids=["cut-last-line", "header-only", "negative-counts", "a-cassette", "a-directory"],
+)
+def test_a_damaged_baseline_fails_its_test_instead_of_deciding_anything(
+    pytester: pytest.Pytester, damage: object, said: str
+) -> None:
+    """A baseline is written whole: what a trace reader forgives in a live recording (a cut
+    line, figures it leaves out, nothing at all) means the file is damaged, and the test says
+    so rather than passing, or failing as a regression, against what is left of it."""
+    pytester.makefile(".ini", pytest=INI)
+    pytester.makepyfile(
+        test_one="""
+        import httpx
+
+        def test_one(dsh_mock):
+            dsh_mock.lenient()
+            with httpx.Client(transport=dsh_mock.transport("httpx")) as client:
+                for text in ("hi", "and again"):
+                    body = {"model": "deepseek-v4-flash",
+                            "messages": [{"role": "user", "content": text}]}
+                    client.post("https://api.deepseek.com/chat/completions", json=body,
+                                headers={"authorization": "Bearer sk-test"})
+        """
+    )
+    pytester.runpytest("--dsh-cache-baseline=b", "--dsh-cache-baseline-update").assert_outcomes(
+        passed=1
+    )
+    baseline = pytester.path / "b" / "test_one" / "test_one.trace.jsonl"
+    pytester.runpytest("--dsh-cache-baseline=b").assert_outcomes(passed=1)  # whole: it reads
+    if damage == "directory":
+        baseline.unlink()
+        baseline.mkdir()
+    else:
+        assert callable(damage)
+        whole = baseline.read_text(encoding="utf-8")
+        damaged = damage(whole)
+        assert damaged != whole
+        baseline.write_text(damaged, encoding="utf-8")
+    result = pytester.runpytest("--dsh-cache-baseline=b")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [f"{said.rstrip('*')}*; rewrite it with --dsh-cache-baseline-update"]
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
