@@ -72,7 +72,11 @@ CONFIG_KEYS: Final = (
 Hook = Callable[[Any], Any]
 
 
-def _origin(url: str, where: str) -> str:
+def _origin(url: Any, where: str) -> str:
+    if not isinstance(url, str):
+        raise CassetteConfigError(
+            f"{where}: {url!r} is not an origin (write 'https://host[:port][/path]')", key=where
+        )
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise CassetteConfigError(
@@ -139,7 +143,20 @@ class CassetteConfig:
             (self.ignore_json_paths,)
             if isinstance(self.ignore_json_paths, str)
             else tuple(self.ignore_json_paths)
+            if isinstance(self.ignore_json_paths, (list, tuple))
+            else None
         )
+        if paths is None or not all(isinstance(p, str) for p in paths):
+            wrong = (
+                self.ignore_json_paths
+                if paths is None
+                else next(p for p in paths if not isinstance(p, str))
+            )
+            raise CassetteConfigError(
+                f"ignore_json_paths: {wrong!r} is not a JSON path (a string such as "
+                "'metadata.request_id'), nor a list of them",
+                key="ignore_json_paths",
+            )
         try:
             parsed = tuple(parse_json_path(p) for p in paths)
         except ScrubRuleError as exc:
@@ -244,6 +261,8 @@ def _names(value: Any, where: str) -> list[str]:
     """vcrpy's filter lists: names, or ``(name, replacement)`` pairs (the name is kept)."""
     if isinstance(value, str):
         value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise ScrubRuleError(f"{where}: {value!r} is not a list of names", rule=where, value=value)
     names = []
     for item in value:
         name = item[0] if isinstance(item, tuple) and item else item

@@ -248,8 +248,13 @@ class MockDeepSeek:
             names = tools
         elif isinstance(tools, str):
             names = (tools,)
-        else:
+        elif isinstance(tools, Iterable) and not isinstance(tools, Mapping):
             names = tuple(tools)
+        else:
+            raise ScriptError(
+                f"must be True, False, a tool name or tool names, got {tools!r}",
+                path="route.tools",
+            )
         match = RouteMatch(
             last_user=last_user,
             model=model,

@@ -38,6 +38,9 @@ from ._errors import ScriptError
 from ._request import MockRequest
 from ._script import ErrorReply, Reply, ScriptEntry, ToolCall, entry_from_json
 
+_TOOL_CALL_FIELDS: Final = ("name", "arguments", "id", "fragments")
+"""What ``route(...).reply(tool_calls=[{...}])`` takes for a call (a :class:`ToolCall`'s fields)."""
+
 __all__ = [
     "AUTOMATIC_ANSWERS",
     "Route",
@@ -369,10 +372,31 @@ class Route:
     ) -> Route:
         """Answer every match with ``Reply(text=…, reasoning=…, tool_calls=…, **fields)``;
         a tool call may be a ``ToolCall`` or a mapping of its fields."""
-        calls = tuple(
-            call if isinstance(call, ToolCall) else ToolCall(**dict(call)) for call in tool_calls
+        if isinstance(tool_calls, (ToolCall, Mapping)) or not isinstance(tool_calls, Iterable):
+            raise ScriptError(
+                f"must be a list of ToolCall or mappings (even for one call), got {tool_calls!r}",
+                path="reply.tool_calls",
+            )
+        calls = []
+        for i, call in enumerate(tool_calls):
+            if isinstance(call, ToolCall):
+                calls.append(call)
+                continue
+            if not isinstance(call, Mapping):
+                raise ScriptError(
+                    f"must be a ToolCall or a mapping of its fields, got {call!r}",
+                    path=f"reply.tool_calls[{i}]",
+                )
+            try:
+                calls.append(ToolCall(**dict(call)))
+            except TypeError as exc:  # an unknown field
+                raise ScriptError(
+                    f"{exc}; a tool call takes {', '.join(_TOOL_CALL_FIELDS)}",
+                    path=f"reply.tool_calls[{i}]",
+                ) from None
+        return self.respond(
+            Reply(text=text, reasoning=reasoning, tool_calls=tuple(calls), **fields)
         )
-        return self.respond(Reply(text=text, reasoning=reasoning, tool_calls=calls, **fields))
 
     # -- state ----------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ draws a seeded, reproducible script from it.
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -203,8 +204,13 @@ class Reply:
     def __post_init__(self) -> None:
         _need_str(self.text, "text")
         _opt_str(self.reasoning, "reasoning")
-        if not isinstance(self.tool_calls, tuple):
+        if isinstance(self.tool_calls, list):
             object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        if not isinstance(self.tool_calls, tuple):
+            raise ScriptError(
+                f"must be a list of ToolCall (even for one call), got {self.tool_calls!r}",
+                path="toolCalls",
+            )
         for i, call in enumerate(self.tool_calls):
             if not isinstance(call, ToolCall):
                 raise ScriptError(f"must be a ToolCall, got {call!r}", path=f"toolCalls[{i}]")
@@ -323,6 +329,10 @@ class ErrorReply:
             _opt_str(getattr(self, name), name)
         if isinstance(self.retry_after, (int, float)) and not isinstance(self.retry_after, bool):
             seconds = self.retry_after
+            if not math.isfinite(seconds) or seconds < 0:
+                raise ScriptError(
+                    f"must be a finite number of seconds ≥ 0, got {seconds!r}", path="retryAfter"
+                )
             object.__setattr__(
                 self, "retry_after", str(int(seconds)) if seconds == int(seconds) else str(seconds)
             )

@@ -205,16 +205,26 @@ def test_loopback_origins_are_one_and_rewrites_apply_first(tmp_path: Path) -> No
         ({"rewrite_origin": [("https://a",)]}, "rewrite_origin: ('https://a',) is not a"),
         ({"loopback_as_one": "yes"}, "loopback_as_one: must be True or False"),
         ({"scrub": {"headers": "x"}}, "scrub"),
+        # wrong types (a hostile sweep found each a raw AttributeError or TypeError)
+        ({"ignore_json_paths": [5]}, "ignore_json_paths: 5 is not a JSON path"),
+        ({"ignore_json_paths": 5}, "ignore_json_paths: 5 is not a JSON path"),
+        ({"rewrite_origin": {"http://a.test": 5}}, "rewrite_origin: 5 is not an origin"),
+        ({"rewrite_origin": {5: "http://a.test"}}, "rewrite_origin: 5 is not an origin"),
+        ({"filter_headers": 5}, "'filter_headers': 5 is not a list of names"),
+        ({"filter_headers": None}, "None is not a list of names"),
     ],
 )
 def test_bad_options_name_the_key(options: dict[str, Any], message: str) -> None:
     with pytest.raises(CassetteConfigError) as caught:
-        if "scrub" in options and isinstance(options["scrub"], dict):
+        if ("scrub" in options and isinstance(options["scrub"], dict)) or (
+            "filter_headers" in options
+        ):
             CassetteConfig.from_mapping(options, where="here")
         else:
             CassetteConfig(**options)
     assert message in str(caught.value)
-    assert caught.value.key == next(iter(options))
+    # vcrpy's filter lists are read as scrub rules: their errors are the scrub key's
+    assert caught.value.key == ("scrub" if "filter_headers" in options else next(iter(options)))
 
 
 def test_from_mapping_takes_vcrpy_filter_names_as_scrub_rules() -> None:

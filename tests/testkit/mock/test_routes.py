@@ -208,6 +208,8 @@ def test_reset_drops_the_routes() -> None:
         ({"endpoint": "responses"}, "route.endpoint"),
         ({"thinking": "yes"}, "route.thinking"),
         ({"when": "always"}, "route.when"),
+        ({"tools": 5}, "route.tools"),
+        ({"tools": {"search": True}}, "route.tools"),
     ],
 )
 def test_a_bad_matcher_is_a_script_error_naming_it(kwargs: dict[str, Any], path: str) -> None:
@@ -222,6 +224,23 @@ def test_a_bad_answer_is_a_script_error() -> None:
         route.respond("hello")  # type: ignore[arg-type]
     with pytest.raises(ScriptError, match="give at least one answer"):
         route.respond()
+
+
+@pytest.mark.parametrize(
+    ("tool_calls", "path", "words"),
+    [
+        (ToolCall(name="x"), "reply.tool_calls", "a list of ToolCall or mappings"),
+        (None, "reply.tool_calls", "a list of ToolCall or mappings"),
+        (["x"], "reply.tool_calls[0]", "a ToolCall or a mapping of its fields"),
+        ([{"nme": "x"}], "reply.tool_calls[0]", "unexpected keyword argument 'nme'"),
+    ],
+)
+def test_a_routes_tool_calls_of_the_wrong_shape_are_a_script_error(
+    tool_calls: Any, path: str, words: str
+) -> None:
+    with pytest.raises(ScriptError, match=re.escape(words)) as caught:
+        MockDeepSeek().route().reply(tool_calls=tool_calls)
+    assert caught.value.path == path
 
 
 # -- the control API --------------------------------------------------------------------------

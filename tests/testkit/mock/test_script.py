@@ -170,6 +170,15 @@ def test_entries_refuse_bad_values_when_built_in_python() -> None:
         Reply(tool_calls=({"name": "f"},))  # type: ignore[arg-type]
     with pytest.raises(ScriptError, match="not representable"):
         ErrorReply(status=500, body={"x": float("nan")})
+    # one call not in a list, or None: a ScriptError, not a TypeError from iterating it
+    for calls in (ToolCall(name="f"), None):
+        with pytest.raises(ScriptError, match="must be a list of ToolCall") as caught:
+            Reply(tool_calls=calls)  # type: ignore[arg-type]
+        assert caught.value.path == "toolCalls"
+    for seconds in (float("nan"), float("inf"), -1):
+        with pytest.raises(ScriptError, match="must be a finite number of seconds") as caught:
+            ErrorReply(status=429, retry_after=seconds)  # type: ignore[arg-type]
+        assert caught.value.path == "retryAfter"
 
 
 def test_every_reference_behaviour_has_an_entry() -> None:
