@@ -37,6 +37,7 @@ chunk, so a stream would lose its event boundaries; see ``_transport``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -44,6 +45,7 @@ from typing import Any, Final, Literal, TypeAlias
 from unittest import mock as _patch
 
 from .._errors import (
+    CassetteError,
     CassetteMismatch,
     CassetteNotFound,
     CassetteNotFullyPlayed,
@@ -348,6 +350,45 @@ class Cassette:
         )
 
 
+_NAME_MAX: Final = 255
+"""Bytes in one file name on the common file systems (ext4, APFS, NTFS's UTF-16 aside)."""
+
+
+def _check_path(path: Path, mode: str) -> None:
+    """Refuse, before the test runs, a cassette path that cannot be read or written: a
+    directory or a broken link where the file should be, a name too long, a folder that is a
+    file or cannot be written (what would otherwise fail after a passing test, at saving)."""
+    where = str(path)
+    if os.path.lexists(path) and not path.is_file():
+        what = "a directory" if path.is_dir() else "not a regular file (a broken or looping link?)"
+        raise CassetteError(
+            f"cassette {path} is {what}; a cassette is a file: move it away or name another "
+            "cassette",
+            path=where,
+        )
+    if mode == "none":
+        return
+    if len(path.name.encode("utf-8")) > _NAME_MAX:
+        raise CassetteError(
+            f"cassette name {path.name[:40]}… is {len(path.name.encode('utf-8'))} bytes, longer "
+            f"than a file name may be ({_NAME_MAX}); name the cassette shorter",
+            path=where,
+        )
+    folder = path.parent
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise CassetteError(
+            f"cannot write cassette {path}: {folder} is a file, not a directory", path=where
+        )
+    writes = mode in ("all", "rewrite", "new_episodes") or not path.is_file()
+    if writes and not os.access(folder, os.W_OK | os.X_OK):
+        raise CassetteError(
+            f"cannot write cassette {path}: {folder} is not writable (permission denied)",
+            path=where,
+        )
+
+
 @contextmanager
 def use_cassette(
     path: str | Path,
@@ -381,6 +422,7 @@ def use_cassette(
 
     mode = normalize_mode(mode)
     path = Path(path)
+    _check_path(path, mode)
     if mode == "none" and not path.is_file():
         raise CassetteNotFound(
             f"cassette {path} does not exist and mode 'none' replays only (live network "

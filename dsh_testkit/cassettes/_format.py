@@ -40,7 +40,7 @@ from typing import Any, Final
 
 import yaml
 
-from .._errors import CassetteFormatError
+from .._errors import CassetteError, CassetteFormatError
 
 __all__ = [
     "CASSETTE_FORMAT",
@@ -532,7 +532,12 @@ class CassettePersister:
         path = Path(cassette_path)
         if not path.is_file():
             raise CassetteNotFoundError()
-        raw = path.read_bytes()
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise CassetteError(
+                f"cannot read cassette {path}: {exc.strerror or exc}", path=str(path)
+            ) from None
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -574,12 +579,21 @@ class CassettePersister:
         if line in text:  # our serializer; another one (vcrpy's own) is simply not sealed
             sealed = f"  {_CHECKSUM_KEY}: {_checksum(text, self.fingerprint)}\n"
             text = text.replace(line, sealed, 1)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        except OSError as exc:
+            raise CassetteError(
+                f"cannot write cassette {path}: {exc.strerror or exc}", path=str(path)
+            ) from None
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(text)
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as exc:
             Path(tmp).unlink(missing_ok=True)
+            if isinstance(exc, OSError):  # the file left as it was; the cassette's path named
+                raise CassetteError(
+                    f"cannot write cassette {path}: {exc.strerror or exc}", path=str(path)
+                ) from None
             raise

@@ -3,6 +3,7 @@ the failure output of a mismatch, and replay under pytest-xdist."""
 
 from __future__ import annotations
 
+import os
 import json
 from pathlib import Path
 from typing import Any
@@ -266,6 +267,58 @@ def test_a_mismatch_never_prints_a_key_from_the_request(project: pytest.Pytester
         ]
         assert not [line for line in kit if key in line]
     assert key not in shown.split("FAILURES")[0]
+
+
+FILE_SYSTEM = """
+import httpx
+import pytest
+
+BODY = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi"}]}
+
+@pytest.mark.dsh_lenient
+@pytest.mark.dsh_cassette(NAME)
+def test_c(dsh_mock):
+    httpx.post("https://api.deepseek.com/chat/completions", json=BODY,
+               headers={"authorization": "Bearer test-key"})
+"""
+
+
+@pytest.mark.parametrize(
+    ("setup", "name", "said"),
+    [
+        (
+            "directory",
+            "c",
+            "*CassetteError: cassette */c.yaml is a directory; a cassette is a file*",
+        ),
+        ("fifo", "c", "*CassetteError: cassette */c.yaml is not a regular file*"),
+        ("", "n" * 300, "*CassetteError: cassette name nnn*is 305 bytes, longer than a file name*"),
+        ("folder-is-a-file", "c", "*CassetteError: cannot write cassette *: * is a file, not a*"),
+    ],
+    ids=["a-directory", "a-fifo", "a-long-name", "a-folder-that-is-a-file"],
+)
+@pytest.mark.parametrize("mode", ["none", "once"])
+def test_a_cassette_path_that_cannot_be_used_fails_at_setup_naming_it(
+    project: pytest.Pytester, setup: str, name: str, said: str, mode: str
+) -> None:
+    """Not a raw OSError from inside vcrpy at teardown, after the test passed."""
+    project.makepyfile(test_fs=FILE_SYSTEM.replace("NAME", repr(name)))
+    folder = project.path / "cassettes"  # a named cassette: cassettes/<name>.yaml
+    if setup == "directory":
+        (folder / "c.yaml").mkdir(parents=True)
+    elif setup == "fifo":
+        folder.mkdir(parents=True)
+        os.mkfifo(folder / "c.yaml")
+    elif setup == "folder-is-a-file":
+        (project.path / "cassettes").write_text("not a folder", encoding="utf-8")
+    result = project.runpytest(f"--dsh-record-mode={mode}")
+    if mode == "none" and setup in ("", "folder-is-a-file"):
+        result.assert_outcomes(errors=1)  # nothing to replay: the usual CassetteNotFound
+        result.stdout.fnmatch_lines(["*CassetteNotFound*"])
+        return
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([said])
+    assert "Traceback" not in result.stdout.str()
 
 
 # ----------------------------------------------------------- mismatches a client swallowed
