@@ -3,8 +3,8 @@ the failure output of a mismatch, and replay under pytest-xdist."""
 
 from __future__ import annotations
 
-import os
 import json
+import os
 from pathlib import Path
 from typing import Any
 
