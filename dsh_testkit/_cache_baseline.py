@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from ._plugin_settings import cassette_test_name
+from ._replace_file import file_mode_for
 
 if TYPE_CHECKING:
     from .traces import Trace
@@ -204,6 +205,7 @@ def write_baseline(trace: Trace, path: Path, *, scenario: str) -> None:
         with TraceWriter(temporary, source=source, scenario=scenario) as writer:
             for record in _stable_records(trace):
                 writer.append(record)
+        os.chmod(temporary, file_mode_for(path))  # not mkstemp's private 0600
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):

@@ -32,7 +32,6 @@ import gc
 import json
 import os
 import re
-import tempfile
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any, Final
 import yaml
 
 from .._errors import CassetteError, CassetteFormatError
+from .._replace_file import replace_file
 
 __all__ = [
     "CASSETTE_FORMAT",
@@ -422,7 +422,8 @@ class CassetteSerializer:
             raise _FormatError(
                 f"cassette format version {version!r}; this dsh-testkit reads versions "
                 f"{', '.join(map(str, _READ_VERSIONS))} (cassettes are re-recorded, never "
-                "migrated): record it again with mode='rewrite'"
+                "migrated): delete it and record it again (pytest --dsh-record-mode=once, "
+                "or use_cassette(..., mode='once'))"
             )
         raw = document.get("interactions")
         if not isinstance(raw, list):
@@ -580,20 +581,8 @@ class CassettePersister:
             sealed = f"  {_CHECKSUM_KEY}: {_checksum(text, self.fingerprint)}\n"
             text = text.replace(line, sealed, 1)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        except OSError as exc:
+            replace_file(path, text)
+        except OSError as exc:  # the file left as it was; the cassette's path named
             raise CassetteError(
                 f"cannot write cassette {path}: {exc.strerror or exc}", path=str(path)
             ) from None
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
-            os.replace(tmp, path)
-        except BaseException as exc:
-            Path(tmp).unlink(missing_ok=True)
-            if isinstance(exc, OSError):  # the file left as it was; the cassette's path named
-                raise CassetteError(
-                    f"cannot write cassette {path}: {exc.strerror or exc}", path=str(path)
-                ) from None
-            raise

@@ -5,6 +5,7 @@ loopback origins as one, and the errors for options that cannot work."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -243,3 +244,26 @@ def test_from_mapping_takes_vcrpy_filter_names_as_scrub_rules() -> None:
     )
     with pytest.raises(CassetteConfigError, match="the fixture: unknown option"):
         CassetteConfig.from_mapping({"record_mode": "once"}, where="the fixture")
+
+
+def test_a_re_recorded_cassette_keeps_its_permissions_and_is_written_through_its_link(
+    tmp_path: Path,
+) -> None:
+    """The file that replaces a cassette is as the old one was (not mkstemp's private 0600),
+    and a cassette that is a symbolic link (shared from elsewhere) has its target replaced."""
+    target = tmp_path / "shared" / "c.yaml"
+    record(target, CassetteConfig(), body("first"))
+    target.chmod(0o644)
+    link = tmp_path / "here" / "c.yaml"
+    link.parent.mkdir()
+    link.symlink_to(target)
+    with use_cassette(link, mode="rewrite"), answering([]) as client:
+        client.post(URL, json=body("second"))
+    assert link.is_symlink()
+    assert "second" in target.read_text(encoding="utf-8")
+    assert oct(target.stat().st_mode & 0o777) == oct(0o644)
+    fresh = tmp_path / "new" / "c.yaml"
+    record(fresh, CassetteConfig(), body("x"))
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert oct(fresh.stat().st_mode & 0o777) == oct(0o666 & ~umask)

@@ -4,6 +4,7 @@ one test whose harness change broke the cache fails, with the compare wording.""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -338,6 +339,9 @@ def test_a_damaged_baseline_fails_its_test_instead_of_deciding_anything(
         passed=1
     )
     baseline = pytester.path / "b" / "test_one" / "test_one.trace.jsonl"
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert baseline.stat().st_mode & 0o777 == 0o666 & ~umask  # as open() makes it, not 0600
     pytester.runpytest("--dsh-cache-baseline=b").assert_outcomes(passed=1)  # whole: it reads
     if damage == "directory":
         baseline.unlink()
