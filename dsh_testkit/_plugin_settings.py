@@ -53,6 +53,25 @@ def is_ci() -> bool:
     return os.environ.get(_CI_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+_TRUE: Final = frozenset({"1", "true", "yes", "on", "y", "t"})
+_FALSE: Final = frozenset({"0", "false", "no", "off", "n", "f", ""})
+
+
+def _ini_bool(config: pytest.Config, name: str) -> bool:
+    """An ini switch, read as pytest reads a ``bool`` ini value (declared a string: pytest's
+    own error for another value says only "invalid truth value", naming neither the setting
+    nor its file)."""
+    value = str(config.getini(name)).strip()
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise pytest.UsageError(
+        f"{_ini_setting(config, name, repr(value))} is not true or false (write "
+        f"{name} = true or {name} = false)"
+    )
+
+
 def _ini_setting(config: pytest.Config, name: str, value: str) -> str:
     """Where the ini setting ``name`` came from, for a message: ``-o name=…`` on the command
     line (or addopts) overrides the ini file."""
@@ -147,7 +166,7 @@ def read_settings(config: pytest.Config) -> Settings:
     settings = Settings(
         record_mode=mode,
         mode_source=source,
-        block_network=bool(config.getini("dsh_block_network") if block is None else block),
+        block_network=_ini_bool(config, "dsh_block_network") if block is None else bool(block),
         allowed_hosts=parse_hosts(
             [*config.getini("dsh_allowed_hosts"), *config.getoption("dsh_allowed_hosts")]
         ),
@@ -322,9 +341,9 @@ def add_options(parser: pytest.Parser) -> None:
     )
     parser.addini(
         "dsh_block_network",
-        "block the network as --dsh-block-network does",
-        type="bool",
-        default=False,
+        "block the network as --dsh-block-network does: true or false",
+        type="string",
+        default="false",
     )
     parser.addini(
         "dsh_allowed_hosts",

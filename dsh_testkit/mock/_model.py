@@ -200,6 +200,12 @@ class MockDeepSeek:
 
     def respond_with(self, responder: Responder | None) -> None:
         """Set (or clear) the callable consulted when no route or queued entry answers."""
+        if responder is not None and not callable(responder):
+            raise ScriptError(
+                f"must be a callable (request → Reply, ErrorReply or None) or None, got "
+                f"{responder!r}",
+                path="responder",
+            )
         with self._lock:
             self._sources.responder = responder
 

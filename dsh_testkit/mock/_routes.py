@@ -178,8 +178,17 @@ class RouteMatch:
                 if request.after_tool_result
                 else "the conversation does not end with tool results"
             )
-        if self.when is not None and not self.when(request):
-            return f"the predicate {getattr(self.when, '__name__', 'when')} said no"
+        if self.when is not None:
+            try:
+                said = self.when(request)
+            except Exception as exc:
+                raise ScriptError(
+                    f"the predicate of the route matching {self.describe()} raised "
+                    f"{type(exc).__name__}: {exc}",
+                    path="route.when",
+                ) from exc
+            if not said:
+                return f"the predicate {getattr(self.when, '__name__', 'when')} said no"
         return None
 
     def describe(self) -> str:

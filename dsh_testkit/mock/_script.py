@@ -97,6 +97,14 @@ def _need_int(value: object, path: str, *, minimum: int = 0) -> int:
 def _need_str(value: object, path: str) -> str:
     if not isinstance(value, str):
         raise ScriptError(f"must be a string, got {value!r}", path=path)
+    try:
+        value.encode("utf-8")  # what goes on the wire: a lone surrogate cannot be sent
+    except UnicodeEncodeError as exc:
+        raise ScriptError(
+            f"holds {value[exc.start]!r} at character {exc.start}, which UTF-8 cannot encode "
+            "(half of a surrogate pair)",
+            path=path,
+        ) from None
     return value
 
 
@@ -342,7 +350,8 @@ class ErrorReply:
                 object.__setattr__(self, "body", freeze_json(self.body, path="body"))
             except JsonValueError as exc:
                 raise ScriptError(str(exc), path="body") from exc
-        headers = tuple(tuple(h) for h in self.headers)
+        pairs = self.headers.items() if isinstance(self.headers, Mapping) else self.headers
+        headers = tuple(tuple(h) for h in pairs)
         for i, pair in enumerate(headers):
             if len(pair) != 2 or not all(isinstance(p, str) for p in pair):
                 raise ScriptError(

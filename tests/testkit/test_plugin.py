@@ -120,7 +120,7 @@ def test_help_lists_the_dsh_group_and_every_option(
             "  dsh_record_mode (string):",
             "  *default cassette record mode (--dsh-record-mode overrides it; refused under "
             "CI=true unless --dsh-record-in-ci)",
-            "  dsh_block_network (bool):",
+            "  dsh_block_network (string):",
             "  dsh_allowed_hosts (args):",
             "  dsh_cassette_dir (string):",
             "  *directory of cassettes, relative to the ini file (--dsh-cassette-dir overrides it)",
@@ -139,6 +139,20 @@ def test_an_unknown_record_mode_is_a_usage_error(project: pytest.Pytester) -> No
             "'new_episodes', 'all', 'rewrite', 'missing')"
         ]
     )
+
+
+def test_an_ini_switch_that_is_not_true_or_false_names_the_setting_and_the_file(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = user_project(pytester, monkeypatch, ini=INI + "dsh_block_network = maybe\n")
+    result = project.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*dsh_block_network = 'maybe' in *pytest.ini is not true or false*"]
+    )
+    project = user_project(pytester, monkeypatch, ini=INI + "dsh_block_network = yes\n")
+    project.makepyfile("def test_it(pytestconfig): pass")
+    project.runpytest().assert_outcomes(passed=1)
 
 
 def test_recording_live_without_a_key_is_refused_before_any_test(

@@ -218,6 +218,26 @@ def test_a_bad_matcher_is_a_script_error_naming_it(kwargs: dict[str, Any], path:
     assert caught.value.path == path
 
 
+def test_a_responder_that_is_not_callable_is_refused_when_set() -> None:
+    with pytest.raises(ScriptError, match="must be a callable") as caught:
+        MockDeepSeek().respond_with(5)  # type: ignore[arg-type]
+    assert caught.value.path == "responder"
+
+
+def test_a_predicate_that_raises_is_named_in_the_internal_error() -> None:
+    mock = MockDeepSeek()
+
+    def broken(request: Any) -> bool:
+        return bool(1 / 0)
+
+    mock.route(model="deepseek-v4-flash", when=broken).reply(text="x")
+    plan = call(mock, CHAT, chat_body(user("hi"), **OFF))
+    assert plan.status == 500
+    message = payload(plan)["error"]["message"]
+    assert "route.when: the predicate of the route matching model 'deepseek-v4-flash'" in message
+    assert "raised ZeroDivisionError: division by zero" in message
+
+
 def test_a_bad_answer_is_a_script_error() -> None:
     route = MockDeepSeek().route()
     with pytest.raises(ScriptError, match="must be a Reply, an ErrorReply, a responder callable"):

@@ -175,6 +175,14 @@ def test_entries_refuse_bad_values_when_built_in_python() -> None:
         with pytest.raises(ScriptError, match="must be a list of ToolCall") as caught:
             Reply(tool_calls=calls)  # type: ignore[arg-type]
         assert caught.value.path == "toolCalls"
+    # a lone surrogate cannot go on the wire: said at the entry, not as a 500 per request
+    with pytest.raises(ScriptError, match="at character 4, which UTF-8 cannot encode") as caught:
+        Reply(text="bad \ud800 text")
+    assert caught.value.path == "text"
+    with pytest.raises(ScriptError, match="UTF-8 cannot encode"):
+        ToolCall(name="f", arguments='{"a": "\udfff"}')
+    # headers as a mapping are its items, not its keys taken as pairs
+    assert ErrorReply(status=500, headers={"ab": "x"}).headers == (("ab", "x"),)  # type: ignore[arg-type]
     for seconds in (float("nan"), float("inf"), -1):
         with pytest.raises(ScriptError, match="must be a finite number of seconds") as caught:
             ErrorReply(status=429, retry_after=seconds)  # type: ignore[arg-type]
