@@ -20,7 +20,7 @@ from dsh_core.providers import CacheFacts, Prices, resolve_model
 from ..traces import Exchange
 from ._engine import Doctor
 from ._report import ConversationDiagnosis, DoctorReport, RequestDiagnosis, group_findings
-from ._unit import CacheUnit, day_of
+from ._unit import CacheUnit, on_day
 
 __all__ = ["IncrementalReport"]
 
@@ -35,11 +35,10 @@ def _live_unit(first: Exchange) -> CacheUnit:
     info = resolve_model(first.model, endpoint=first.endpoint) if first.model else None
     facts = info.cache if info is not None else CacheFacts()
     tokens = facts.granularity_at(first.started)
-    day = day_of(first.started)
     return CacheUnit(
         tokens=tokens,
         origin="model-table",
-        detail=f"model table: {first.model or 'an unknown model'} on {day}",
+        detail=f"model table: {first.model or 'an unknown model'} {on_day(first.started)}",
     )
 
 

@@ -18,7 +18,7 @@ from dsh_core.providers import CacheFacts, CacheRules, ChatTemplate, resolve_mod
 
 from ..traces import Exchange, Trace
 
-__all__ = ["CacheUnit", "cache_unit", "day_of", "rules_of", "template_of"]
+__all__ = ["CacheUnit", "cache_unit", "day_of", "on_day", "rules_of", "template_of"]
 
 _CANDIDATES: Final = (128, 64)
 
@@ -52,6 +52,14 @@ def day_of(seconds: float | None) -> str:
         return f"an impossible time ({seconds:g} s)"
 
 
+def on_day(seconds: float | None) -> str:
+    """``on 2026-12-03``, or what the model table was read for when the recording has no
+    times (a cassette, a capture, the mock's request log): today's."""
+    if seconds is None:
+        return "as of today (the recording has no times)"
+    return f"on {day_of(seconds)}"
+
+
 def _table_unit(trace: Trace) -> tuple[int, str]:
     models = Counter(e.model for e in trace if e.model is not None)
     model = models.most_common(1)[0][0] if models else None
@@ -60,7 +68,7 @@ def _table_unit(trace: Trace) -> tuple[int, str]:
     info = resolve_model(model) if model is not None else None
     facts = info.cache if info is not None else CacheFacts()
     tokens = facts.granularity_at(when)
-    return tokens, f"model table: {model or 'an unknown model'} on {day_of(when)}"
+    return tokens, f"model table: {model or 'an unknown model'} {on_day(when)}"
 
 
 def cache_unit(trace: Trace, given: int | None = None) -> CacheUnit:

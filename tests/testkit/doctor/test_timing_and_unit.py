@@ -119,7 +119,7 @@ def test_the_user_overrides_the_unit_and_the_report_says_so() -> None:
 
 def test_money_and_days_are_said_for_any_figure_a_record_holds() -> None:
     from dsh_testkit.doctor._report import money
-    from dsh_testkit.doctor._unit import day_of
+    from dsh_testkit.doctor._unit import day_of, on_day
 
     assert [money(v) for v in (0.0000176, 0.00098, 0, 1234.5, -0.0000176)] == [
         "$0.0000176",
@@ -132,3 +132,6 @@ def test_money_and_days_are_said_for_any_figure_a_record_holds() -> None:
     assert day_of(1796320703.9) == "2026-12-03"
     assert day_of(None) == "today"
     assert day_of(10.0**15) == "an impossible time (1e+15 s)"
+    # the unit's origin in a report: a recording without times says so ("on today" read oddly)
+    assert on_day(1796320703.9) == "on 2026-12-03"
+    assert on_day(None) == "as of today (the recording has no times)"
