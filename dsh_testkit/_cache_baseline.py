@@ -276,6 +276,7 @@ class _Tally:
     compared: int = 0
     regressions: int = 0
     without_baseline: int = 0
+    unreadable: int = 0
     written: int = 0
     reusable: int = 0
     counted: int = 0
@@ -294,6 +295,8 @@ class _Tally:
             self.written += 1
         elif state == "no-baseline":
             self.without_baseline += 1
+        elif state == "unreadable":
+            self.unreadable += 1
         else:
             self.compared += 1
             base = figures["base"]
@@ -326,6 +329,11 @@ class _Tally:
         if self.without_baseline:
             parts.append(
                 f"{self.without_baseline} without baseline (--dsh-cache-baseline-update writes it)"
+            )
+        if self.unreadable:
+            parts.append(
+                f"{self.unreadable} baseline{'s' if self.unreadable != 1 else ''} that do"
+                f"{'' if self.unreadable != 1 else 'es'} not read"
             )
         return " · ".join(parts)
 
@@ -373,6 +381,10 @@ class _BaselinePlugin:
             return
         damage = _damage(path) if os.path.lexists(path) else None
         if damage is not None:
+            with tempfile.TemporaryDirectory(prefix="dsh-cache-") as scratch:
+                current = Path(scratch) / path.name
+                write_baseline(trace, current, scenario=item.nodeid)
+                self._record(item, "unreadable", diagnose(current).totals, None)
             pytest.fail(
                 f"the cache baseline of {item.nodeid} does not read: {damage}; rewrite it with "
                 "--dsh-cache-baseline-update",
@@ -394,6 +406,7 @@ class _BaselinePlugin:
             try:
                 result = compare_runs(path, current, thresholds=thresholds)
             except TraceError as exc:
+                self._record(item, "unreadable", diagnose(current).totals, None)
                 pytest.fail(
                     f"the cache baseline of {item.nodeid} does not read: {exc}; rewrite it with "
                     "--dsh-cache-baseline-update",

@@ -357,6 +357,7 @@ def test_a_damaged_baseline_fails_its_test_instead_of_deciding_anything(
     result.stdout.fnmatch_lines(
         [f"{said.rstrip('*')}*; rewrite it with --dsh-cache-baseline-update"]
     )
+    assert summary(result) == "cache: 1 test · efficiency – · 1 baseline that does not read"
 
 
 @pytest.mark.parametrize(
