@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from ._plugin_settings import cassette_test_name
-from ._replace_file import file_mode_for
+from ._replace_file import replacing
 
 if TYPE_CHECKING:
     from .traces import Trace
@@ -197,20 +197,13 @@ def write_baseline(trace: Trace, path: Path, *, scenario: str) -> None:
     """Write ``trace`` to ``path`` as a byte-stable dsh-trace file (atomically replaced)."""
     from .traces import TraceWriter
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        source = "capture" if trace.source == "capture" else "memory"
-        with TraceWriter(temporary, source=source, scenario=scenario) as writer:
-            for record in _stable_records(trace):
-                writer.append(record)
-        os.chmod(temporary, file_mode_for(path))  # not mkstemp's private 0600
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    source = "capture" if trace.source == "capture" else "memory"
+    with (
+        replacing(path) as temporary,
+        TraceWriter(temporary, source=source, scenario=scenario) as writer,
+    ):
+        for record in _stable_records(trace):
+            writer.append(record)
 
 
 def _damage(path: Path) -> str | None:

@@ -7,16 +7,18 @@ off for a pipe or a file (and whenever ``NO_COLOR`` is set).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import IO, Any, Final
 
 from rich.console import Console, RenderableType
 from rich.text import Text
+
+from ._replace_file import replace_file
 
 __all__ = [
     "PIPE_WIDTH",
@@ -115,14 +117,9 @@ def write_output(
                 file=sys.stderr,
             )
             return 2
-    temporary = f"{target}.{os.getpid()}.tmp"
     try:
-        with open(temporary, "w", encoding="utf-8", newline="\n") as file:
-            file.write(text())
-        os.replace(temporary, target)
+        replace_file(Path(target), text(), make_folder=False)  # a report: no folder made
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
         print(f"{command}: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     return 0

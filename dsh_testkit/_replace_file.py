@@ -1,7 +1,8 @@
 """Writing a file in place of another, whole and at once, as the file it replaces was.
 
-A cassette or a cache baseline is written to a temporary file beside it and moved over it
-(``os.replace``): a reader never sees half a file, and a failed write leaves the old one. The
+A cassette, a cache baseline or a report file is written to a temporary file beside it and
+moved over it (``os.replace``): a reader never sees half a file, and a failed write leaves the
+old one. The
 temporary file ``tempfile.mkstemp`` makes is private (``0600``); the file that takes the old
 one's place keeps the old one's permissions, or gets what ``open`` gives a new file (``0666``
 less the umask), so a cassette shared through a folder or a mount stays readable. A path that
@@ -13,9 +14,11 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["file_mode_for", "replace_file"]
+__all__ = ["file_mode_for", "replace_file", "replacing"]
 
 
 def _umask() -> int:
@@ -40,18 +43,29 @@ def file_mode_for(path: Path) -> int:
         return 0o666 & ~_umask()
 
 
-def replace_file(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8, ``\\n`` line ends) as ``path``, atomically; the folder is made
-    when missing. ``OSError`` as the system raised it; nothing is left behind on failure."""
+@contextmanager
+def replacing(path: Path, *, make_folder: bool = True) -> Iterator[Path]:
+    """A temporary file beside ``path`` (its folder made when missing, with ``make_folder``) to
+    write; when the block
+    ends normally it takes ``path``'s place with ``path``'s permissions, else it is removed and
+    ``path`` is left as it was. ``OSError`` as the system raised it."""
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if make_folder:
+        target.parent.mkdir(parents=True, exist_ok=True)
     mode = file_mode_for(target)
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(fd)
+    temporary = Path(name)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        yield temporary
         os.chmod(temporary, mode)
         os.replace(temporary, target)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
+
+
+def replace_file(path: Path, text: str, *, make_folder: bool = True) -> None:
+    """Write ``text`` (UTF-8, ``\\n`` line ends) as ``path``, whole and at once (:func:`replacing`)."""
+    with replacing(path, make_folder=make_folder) as temporary:
+        temporary.write_text(text, encoding="utf-8", newline="\n")
