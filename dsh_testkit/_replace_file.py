@@ -2,11 +2,11 @@
 
 A cassette, a cache baseline or a report file is written to a temporary file beside it and
 moved over it (``os.replace``): a reader never sees half a file, and a failed write leaves the
-old one. The
-temporary file ``tempfile.mkstemp`` makes is private (``0600``); the file that takes the old
-one's place keeps the old one's permissions, or gets what ``open`` gives a new file (``0666``
-less the umask), so a cassette shared through a folder or a mount stays readable. A path that
-is a symbolic link is written through: the link's target is replaced, the link stays.
+old one. The temporary file ``tempfile.mkstemp`` makes is private (``0600``); the file that
+takes the old one's place keeps the old one's permissions, or gets what ``open`` gives a new
+file (``0666`` less the umask), so a cassette shared through a folder or a mount stays
+readable. A path that is a symbolic link is written through: the link's target is replaced,
+the link stays.
 """
 
 from __future__ import annotations
