@@ -11,7 +11,7 @@ import gc
 import random
 import time
 
-from dsh_testkit.mock._cache import PrefixCacheSimulator
+from dsh_testkit.prompt._cache import PrefixCacheSimulator
 
 from ._common import Figure, Section
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dsh_testkit.doctor import compare_runs, comparison_text
+from dsh_testkit.compare import compare_runs, comparison_text
 from dsh_testkit.traces import TraceWriter
 
 from ._common import Figure, Section, median, run_apart

@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsh_core import Agent, AgentOptions, Session, tool
-from dsh_testkit.mock import MockDeepSeek, MockServer, PrefixCacheSimulator, Reply, ToolCall
-from dsh_testkit.mock._cache import CacheLookup
-from dsh_testkit.mock._template_tokens import USER, RenderedCompletion
+from dsh_testkit.mock import MockDeepSeek, MockServer, Reply, ToolCall
+from dsh_testkit.prompt import PrefixCacheSimulator
+from dsh_testkit.prompt._cache import CacheLookup
+from dsh_testkit.prompt._template_tokens import USER, RenderedCompletion
 
 from ._common import Figure, Section
 

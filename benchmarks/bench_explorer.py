@@ -51,7 +51,7 @@ def trace_of_size(total: int) -> Any:
 
 
 def _write_once(report: Any, path: Path) -> tuple[float, int]:
-    from dsh_testkit.doctor._html import render_html
+    from dsh_testkit.explorer import render_html
 
     gc.collect()
     start = time.perf_counter()

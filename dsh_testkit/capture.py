@@ -36,7 +36,7 @@ from types import ModuleType
 from typing import Any, overload
 from unittest import mock
 
-from ._secrets import scrub_headers, scrub_text
+from .scrub._scrubber import scrub_headers, scrub_text
 from .traces import Trace, TraceWriter
 from .traces._readers._trace_file import records_trace
 from .traces._wire import answer_of_text, endpoint_of, error_of_text

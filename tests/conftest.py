@@ -49,9 +49,9 @@ _PYTESTER_PRELOAD = (
     "dsh_testkit.cassettes",
     "dsh_testkit.mock",
     "dsh_testkit.replay",
-    "dsh_testkit._pytest_cassette",
-    "dsh_testkit._pytest_support",
-    "dsh_testkit._mock_strict",
+    "dsh_testkit.pytest_plugin._cassette",
+    "dsh_testkit.pytest_plugin._support",
+    "dsh_testkit.pytest_plugin._strict",
 )
 
 

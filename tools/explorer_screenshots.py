@@ -136,7 +136,7 @@ def screenshots() -> dict[str, bytes]:
         return {}
     from playwright.sync_api import sync_playwright
 
-    from dsh_testkit.doctor._html import render_html
+    from dsh_testkit.explorer import render_html
 
     out: dict[str, bytes] = {}
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as driver:

@@ -56,8 +56,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from dsh_testkit._secrets import scrub_json
 from dsh_testkit.mock import MockServer, Reply, ToolCall
+from dsh_testkit.scrub._scrubber import scrub_json
 
 __all__ = [
     "SAMPLES",

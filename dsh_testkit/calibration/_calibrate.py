@@ -3,8 +3,8 @@
 For every session log that carries live usage (``cacheReadTokens``), each request is rebuilt
 with :func:`dsh_core.reconstruct_requests`, rendered to its wire body by the DeepSeek provider
 (:func:`dsh_core.providers.deepseek.serialize_request`), tokenized by the mock's
-:class:`~dsh_testkit.mock.PromptRenderer` and run, in order, through a fresh
-:class:`~dsh_testkit.mock.PrefixCacheSimulator`: one per log (scope ``log``) or one per folder
+:class:`~dsh_testkit.prompt.PromptRenderer` and run, in order, through a fresh
+:class:`~dsh_testkit.prompt.PrefixCacheSimulator`: one per log (scope ``log``) or one per folder
 (scope ``folder``, so a parent and its subagents share the cache as they share an account). Each
 request's reply (the step's ``assistant/message``) is committed, so its output-end unit exists.
 Traces (a proxy trace file, HAR, cassette, the mock's request log) give their wire bodies as
@@ -63,13 +63,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..mock._cache import (
+from ..prompt._cache import (
     CacheKey,
     CacheLookup,
     CacheUnit,
     cache_model,
 )
-from ..mock._template import PromptRenderer, RenderedPrompt
+from ..prompt._template import PromptRenderer, RenderedPrompt
 from ._sources import Request, find_logs, requests_of
 from ._values import (
     _ANCHOR_BASE,

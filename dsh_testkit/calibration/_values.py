@@ -11,14 +11,14 @@ from typing import Any, Final, Literal, TypeAlias
 from dsh_core.providers import MODELS
 
 from .._errors import TestkitError
-from ..mock._cache import (
+from ..prompt._cache import (
     DEFAULT_GRANULARITY,
     CacheRules,
     CommonPrefixRule,
     PrefixCacheSimulator,
     UnitVisibility,
 )
-from ..tokenizers import DeepSeekTokenizer, HeuristicTokenizer, Tokenizer
+from ..prompt._tokenizers import DeepSeekTokenizer, HeuristicTokenizer, Tokenizer
 
 __all__ = [
     "CALIBRATION_FORMAT_VERSION",

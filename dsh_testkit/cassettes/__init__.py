@@ -9,7 +9,7 @@ Built on vcrpy with this project's configuration. The parts:
 - ``_format``: the versioned YAML format (one literal block per body, SSE as sent);
 - ``_transport``: SSE-faithful playback, one event per chunk, for ``httpx`` and ``httpx2``.
 
-Secrets are scrubbed by :mod:`dsh_testkit._secrets` before anything is written.
+Secrets are scrubbed by :mod:`dsh_testkit.scrub._scrubber` before anything is written.
 """
 
 from .._errors import (
@@ -24,7 +24,7 @@ from .._errors import (
     ScrubRuleError,
     UnscrubbableBody,
 )
-from .._secrets import (
+from ..scrub._scrubber import (
     REDACTED,
     ScrubRules,
     find_secrets,

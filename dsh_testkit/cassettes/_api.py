@@ -51,7 +51,7 @@ from .._errors import (
     CassetteNotFullyPlayed,
     UnscrubbableBody,
 )
-from .._secrets import Scrubber, ScrubRules
+from ..scrub._scrubber import Scrubber, ScrubRules
 from ._config import CassetteConfig
 from ._format import (
     CassettePersister,

@@ -34,8 +34,8 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from .._errors import CassetteConfigError, ScrubRuleError
-from .._network import is_loopback
-from .._scrub_rules import ScrubRules, parse_json_path
+from .._loopback.hosts import is_loopback
+from ..scrub._rules import ScrubRules, parse_json_path
 
 __all__ = [
     "CONFIG_KEYS",

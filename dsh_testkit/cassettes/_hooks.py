@@ -8,7 +8,7 @@ response it records or loads. Ours run in this order:
    the request out of the cassette (it reaches its target unrecorded) or the response unrecorded;
 2. the origin rewrite: the configured ``(live, recorded)`` pairs, then every loopback origin as
    ``http://127.0.0.1`` (:func:`~._config.canonical_origin`);
-3. the secret scrubbing (:mod:`dsh_testkit._secrets`), last, so nothing a user hook lets through
+3. the secret scrubbing (:mod:`dsh_testkit.scrub._scrubber`), last, so nothing a user hook lets through
    escapes it;
 4. volatile headers dropped (:data:`VOLATILE_REQUEST_HEADERS`, :data:`VOLATILE_RESPONSE_HEADERS`).
 
@@ -22,9 +22,10 @@ import copy
 from collections.abc import Callable
 from typing import Any, Final
 
-from .._secrets import Scrubber
+from ..scrub._scrubber import Scrubber
 from ._config import CassetteConfig, canonical_origin
 from ._format import CassettePersister
+from ._scrub import request_is_clean, response_is_clean, vcr_request, vcr_response
 
 __all__ = [
     "VOLATILE_REQUEST_HEADERS",
@@ -167,14 +168,14 @@ class RecordHooks:
         return (
             not any(_is_volatile_request_header(name) for name in request.headers)
             and not self.rewriter.applies(request)
-            and self.scrubber.request_is_clean(request)
+            and request_is_clean(self.scrubber, request)
         )
 
     def _loaded_response_is_final(self, response: dict[str, Any]) -> bool:
         names = [name.lower() for name in response.get("headers") or {}]
         return not any(
             name in VOLATILE_RESPONSE_HEADERS or name == "content-encoding" for name in names
-        ) and self.scrubber.response_is_clean(response)
+        ) and response_is_clean(self.scrubber, response)
 
     def before_record_request(self, request: Any) -> Any:
         if self._is_loading() and (
@@ -190,7 +191,7 @@ class RecordHooks:
         if user is not None:
             filtered = user(copy.deepcopy(request))  # as vcrpy does: the hook may mutate it
         if filtered is not None:
-            filtered = self.rewriter(self.scrubber.vcr_request(filtered))
+            filtered = self.rewriter(vcr_request(self.scrubber, filtered))
             filtered = _drop_volatile_request_headers(filtered)
         self._last[:] = [request, filtered]
         return filtered
@@ -205,5 +206,5 @@ class RecordHooks:
             response = user(response)
             if response is None:
                 return None
-        response = self.scrubber.vcr_response(_decode_compressed(response))
+        response = vcr_response(self.scrubber, _decode_compressed(response))
         return _drop_volatile_response_headers(response)

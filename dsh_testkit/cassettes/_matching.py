@@ -18,9 +18,9 @@ from typing import Any, Final
 
 from dsh_core import dumps_canonical, text_difference
 
-from .._diff import chat_view, common_message_prefix, diff_chat
 from .._errors import CassetteMismatch
-from .._scrub_rules import path_matches
+from ..prompt._diff import chat_view, common_message_prefix, diff_chat
+from ..scrub._rules import path_matches
 
 __all__ = [
     "as_sent",

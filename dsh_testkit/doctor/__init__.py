@@ -11,7 +11,7 @@ every loss of one unit or more, as a stable cause code (:data:`CAUSE_CODES`) wit
     assert_cache_friendly(capture, allow=["history-rewritten"])
 
 Two runs side by side — what a harness change did to the cache and the bill, with a verdict a
-build gates on — is :func:`compare_runs` (``dsh-testkit compare BASE NEW``).
+build gates on — is :mod:`dsh_testkit.compare` (``dsh-testkit compare BASE NEW``).
 
 The command is ``dsh-testkit cache-report INPUT``; the terms of the report are defined once
 (:data:`TERMS`), and so is the cache unit (:func:`cache_unit`).
@@ -20,21 +20,6 @@ The command is ``dsh-testkit cache-report INPUT``; the terms of the report are d
 from ._assertions import DEFAULT_ALLOWED, assert_cache_friendly, assert_prefix_stable
 from ._branches import Brancher, Conversation, Link, Relation, conversations
 from ._codes import CAUSE_CODES, CODES, TERMS, CauseCode, CodeInfo, Severity
-from ._compare import (
-    COMPARE_FORMAT_VERSION,
-    CacheRegression,
-    CauseChange,
-    RequestChange,
-    RequestPair,
-    RunComparison,
-    RunSummary,
-    ScenarioComparison,
-    Thresholds,
-    UnmatchedScenario,
-    Verdict,
-    compare_runs,
-)
-from ._compare_render import comparison_markdown, comparison_text
 from ._diagnose import diagnose
 from ._engine import Doctor
 from ._errors import CacheUnfriendly
@@ -54,15 +39,12 @@ from ._unit import CacheUnit, cache_unit
 __all__ = [
     "CAUSE_CODES",
     "CODES",
-    "COMPARE_FORMAT_VERSION",
     "DEFAULT_ALLOWED",
     "DOCTOR_FORMAT_VERSION",
     "TERMS",
     "Brancher",
-    "CacheRegression",
     "CacheUnfriendly",
     "CacheUnit",
-    "CauseChange",
     "CauseCode",
     "CodeInfo",
     "Conversation",
@@ -73,24 +55,13 @@ __all__ = [
     "FindingGroup",
     "Link",
     "Relation",
-    "RequestChange",
     "RequestDiagnosis",
-    "RequestPair",
-    "RunComparison",
-    "RunSummary",
-    "ScenarioComparison",
     "Segment",
     "Severity",
-    "Thresholds",
     "Totals",
-    "UnmatchedScenario",
-    "Verdict",
     "assert_cache_friendly",
     "assert_prefix_stable",
     "cache_unit",
-    "compare_runs",
-    "comparison_markdown",
-    "comparison_text",
     "conversations",
     "diagnose",
     "render_report",

@@ -20,9 +20,9 @@ from typing import Any, Final
 
 from dsh_core import GenerateOptions
 
-from .._diff import diff_chat
 from .._errors import PrefixInstability
-from .._wire_view import wire_view
+from ..prompt._diff import diff_chat
+from ..prompt._wire_view import wire_view
 from ..traces import Trace, trace_of
 from ._codes import CAUSE_CODES, CODES
 from ._diagnose import diagnose

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from dsh_core.providers import resolve_model
 
-from .._wire_view import WireView, wire_view
+from ..prompt._wire_view import WireView, wire_view
 from ..traces import Exchange
 from ._change import PARAMS_COMPONENT, Change
 from ._changes import compare, component_label, refusal_reason

@@ -36,7 +36,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from .._wire_view import WireView, wire_view
+from ..prompt._wire_view import WireView, wire_view
 from ..traces import Exchange, Trace
 
 __all__ = [

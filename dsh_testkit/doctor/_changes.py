@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from dsh_core.providers import ChatTemplate
 
-from .._wire_view import WireView, canonical_json, content_text, rendered_tool, tool_name
+from ..prompt._wire_view import WireView, canonical_json, content_text, rendered_tool, tool_name
 from ..traces import Exchange
 from ._change import PARAMS_COMPONENT, Change
 from ._history import history_changes, rejected_at

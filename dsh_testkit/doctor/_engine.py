@@ -34,9 +34,9 @@ from typing import Any, Final
 
 from dsh_core.providers import ChatTemplate, Prices, prices_for
 
-from .._wire_view import WireView, wire_view
-from ..mock import PrefixCacheSimulator, PromptRenderer
-from ..mock._template_tokens import RenderedPrompt, default_thinking
+from ..prompt import PrefixCacheSimulator, PromptRenderer
+from ..prompt._template_tokens import RenderedPrompt, default_thinking
+from ..prompt._wire_view import WireView, wire_view
 from ..traces import Exchange, LogEvent
 from ._attribution import attribute, component_at, floor_unit, refusal, refused_changes
 from ._branches import Brancher, Link

@@ -3,11 +3,10 @@
 ::
 
     TestkitError
-    ├── CacheUnfriendly     ``assert_cache_friendly`` found requests that lost cache hits
-    │                       (``.conversation``, ``.findings``)   [AssertionError]
-    └── CacheRegression     a run's caching or estimated cost got worse than its baseline's
-                            beyond the thresholds (``.comparison``, ``.scenarios``)
-                            [AssertionError]
+    └── CacheUnfriendly     ``assert_cache_friendly`` found requests that lost cache hits
+                            (``.conversation``, ``.findings``)   [AssertionError]
+
+(``compare``'s :class:`~dsh_testkit.compare.CacheRegression` is its sibling in the tree.)
 
 (``assert_prefix_stable`` raises the tree's :class:`~dsh_testkit._errors.PrefixInstability`.)
 """
@@ -15,14 +14,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._errors import TestkitError
 
-if TYPE_CHECKING:
-    from ._compare_values import RunComparison
-
-__all__ = ["CacheRegression", "CacheUnfriendly"]
+__all__ = ["CacheUnfriendly"]
 
 
 class CacheUnfriendly(TestkitError, AssertionError):
@@ -38,17 +34,5 @@ class CacheUnfriendly(TestkitError, AssertionError):
         super().__init__(message)
 
 
-class CacheRegression(TestkitError, AssertionError):
-    """A change made caching or the estimated cost worse beyond the thresholds.
-
-    ``.comparison`` is the :class:`RunComparison`; ``.scenarios`` the scenarios that regressed.
-    """
-
-    def __init__(self, message: str, *, comparison: RunComparison) -> None:
-        self.comparison = comparison
-        self.scenarios = tuple(s for s in comparison.scenarios if s.verdict == "regression")
-        super().__init__(message)
-
-
-# A failing test names them where users import them from, not this private module.
-CacheUnfriendly.__module__ = CacheRegression.__module__ = "dsh_testkit.doctor"
+# A failing test names it where users import them from, not this private module.
+CacheUnfriendly.__module__ = "dsh_testkit.doctor"

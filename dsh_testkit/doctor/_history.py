@@ -14,7 +14,7 @@ from typing import Any
 
 from dsh_core.providers import missing_reasoning
 
-from .._wire_view import WireView, canonical_json, content_text, rendered_arguments
+from ..prompt._wire_view import WireView, canonical_json, content_text, rendered_arguments
 from ._change import Change
 from ._text import TextDiff, locate, text_diff
 

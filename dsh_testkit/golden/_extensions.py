@@ -52,8 +52,8 @@ from syrupy.types import (
     SnapshotIndex,
 )
 
-from .._plugin_settings import cassette_test_name
-from .._wire_view import tool_ids_renamed
+from .._test_ids import name_of_test
+from ..prompt._wire_view import tool_ids_renamed
 from ._inputs import LogInput, SnapshotInputError
 from ._normalize import CWD_TOKEN, TIME_KEYS, Normalizer, cwd_spellings
 from ._transcript import TRANSCRIPT_FORMAT, TRANSCRIPT_FORMAT_VERSION, render_transcript
@@ -150,7 +150,7 @@ def _runner_free_name(test_location: PyTestLocation) -> str | None:
     params = getattr(getattr(item, "callspec", None), "params", {})
     if "anyio_backend" not in params or test_location.is_doctest:
         return None
-    return cassette_test_name(item)
+    return name_of_test(item)
 
 
 class _TextGolden(SingleFileSnapshotExtension):

@@ -15,7 +15,6 @@ script, a responder callable, or the default reply::
 """
 
 from ._api_errors import ApiError
-from ._cache import CacheKey, CacheUsage, PrefixCacheSimulator, UnitVisibility
 from ._errors import MockError, MockServerError, ScriptError
 from ._inprocess import MockHandler, mock_transport, respx_route
 from ._model import MockDeepSeek, Responder
@@ -47,15 +46,12 @@ from ._script import (
     random_script,
 )
 from ._server import MockServer, serve
-from ._template import PromptRenderer
 from ._validate import PassbackRule
 
 __all__ = [
     "BEHAVIOURS",
     "SCRIPT_FORMAT_VERSION",
     "ApiError",
-    "CacheKey",
-    "CacheUsage",
     "Completion",
     "CompletionToolCall",
     "Emit",
@@ -71,8 +67,6 @@ __all__ = [
     "MockServerError",
     "PassbackRule",
     "Pause",
-    "PrefixCacheSimulator",
-    "PromptRenderer",
     "ReceivedRequest",
     "Reply",
     "Responder",
@@ -84,7 +78,6 @@ __all__ = [
     "ScriptError",
     "Stall",
     "ToolCall",
-    "UnitVisibility",
     "WireUsage",
     "anthropic_events",
     "anthropic_message",

@@ -21,8 +21,9 @@ from dsh_core import thaw_json
 from dsh_core.providers import MODELS, ChatRequest, resolve_model
 from dsh_core.providers.anthropic import tool_input
 
+from ..prompt._cache import CacheKey, PrefixCacheSimulator
+from ..prompt._template import PromptRenderer, RenderedPrompt, ToolCallSpec
 from ._api_errors import ApiError, default_error
-from ._cache import CacheKey, PrefixCacheSimulator
 from ._plan import BodyAction, Emit, Hangup, Pause, ResponsePlan, Stall, json_plan
 from ._render import (
     KEEP_ALIVE,
@@ -40,7 +41,6 @@ from ._render import (
 )
 from ._request import MockRequest
 from ._script import ErrorReply, Reply
-from ._template import PromptRenderer, RenderedPrompt, ToolCallSpec
 
 __all__ = [
     "AnswerPlanner",

@@ -29,9 +29,11 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 from dsh_core.providers import MODELS
 
-from .._scrub_rules import _URL_REDACTED as URL_REDACTED
-from .._scrub_spellings import KnownSecrets
-from .._secrets import credentials_of
+from ..prompt._cache import PrefixCacheSimulator
+from ..prompt._template import PromptRenderer
+from ..scrub._rules import _URL_REDACTED as URL_REDACTED
+from ..scrub._scrubber import credentials_of
+from ..scrub._spellings import KnownSecrets
 from ._admission import (
     MAX_JSON_DEPTH,
     Rejection,
@@ -43,7 +45,6 @@ from ._admission import (
 )
 from ._answers import AnswerPlanner, context_window_error
 from ._api_errors import ApiError
-from ._cache import PrefixCacheSimulator
 from ._control import control_plan
 from ._errors import ScriptError
 from ._plan import HttpRequest, ResponsePlan, json_plan
@@ -57,7 +58,6 @@ from ._sources import (
     exhausted_error,
     with_reasoning,
 )
-from ._template import PromptRenderer
 from ._validate import PassbackRule
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeAlias
 
 from dsh_core.providers import AnthropicRequest, ChatRequest
 
-from .._scrub_rules import REDACTED as REDACTED
+from ..scrub._rules import REDACTED as REDACTED
 from ._validate import ToolFacts
 
 __all__ = ["REDACTED", "AnsweredBy", "Endpoint", "MockRequest", "ReceivedRequest"]

@@ -33,7 +33,7 @@ from http import HTTPStatus
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
 
-from .._server_thread import ServerThread
+from .._loopback.thread import ServerThread
 from ._errors import MockServerError
 from ._model import MockDeepSeek
 from ._plan import Emit, Hangup, HttpRequest, Pause, ResponsePlan

@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Final
 
-from .._scrub_spellings import KnownSecrets
-from .._secrets import redact_known, scrub_text
+from ..scrub._scrubber import redact_known, scrub_text
+from ..scrub._spellings import KnownSecrets
 from ._api_errors import ApiError
 from ._errors import ScriptError
 from ._request import AnsweredBy, MockRequest

@@ -9,9 +9,9 @@ the report at the end and ``GET /_dsh/report`` read the exchanges back from the 
 heap holds no request or answer once its exchange is written, however long the session.
 
 Credentials never reach the file: the client's own credentials (every value its credential
-headers present) are removed in every spelling (:func:`~dsh_testkit._secrets.redact_known`),
+headers present) are removed in every spelling (:func:`~dsh_testkit.scrub._scrubber.redact_known`),
 then everything key-shaped and every credential field
-(:func:`~dsh_testkit._secrets.scrub_json`).
+(:func:`~dsh_testkit.scrub._scrubber.scrub_json`).
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from typing import Any, Final
 
 from dsh_core import loads_json
 
-from .._scrub_rules import _URL_REDACTED
-from .._scrub_spellings import KnownSecrets
-from .._secrets import Scrubber, scrub_json, scrub_url
 from ..doctor._incremental import WINDOW, IncrementalReport
 from ..doctor._report import DoctorReport
+from ..scrub._rules import _URL_REDACTED
+from ..scrub._scrubber import Scrubber, scrub_json, scrub_url
+from ..scrub._spellings import KnownSecrets
 from ..traces import Exchange, Trace, TraceError, TraceWriter, loads_trace
 from ..traces._file import encode_record, read_trace_lines
 from ..traces._readers._trace_file import records_trace

@@ -27,8 +27,8 @@ import time
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
-from .._secrets import credentials_of
 from ..mock._server import _Head, _reason
+from ..scrub._scrubber import credentials_of
 from ..traces import CONVERSATION_HEADERS
 from ..traces._wire import (
     answer_of_events,

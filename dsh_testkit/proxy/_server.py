@@ -42,9 +42,8 @@ from typing import Any, Final, Self
 from urllib.parse import parse_qs, urlsplit
 
 from .._errors import TestkitError
-from .._secrets import scrub_url
-from .._server_thread import ServerThread
-from ..doctor._explorer import LiveReport, wants_json
+from .._loopback.thread import ServerThread
+from ..explorer import LiveReport, wants_json
 from ..mock._server import (
     HEAD_TIMEOUT,
     IDLE_TIMEOUT,
@@ -53,6 +52,7 @@ from ..mock._server import (
     _parse_head,
     _read_body,
 )
+from ..scrub._scrubber import scrub_url
 from ..traces import Trace
 from ._recorder import Recorder, live_report
 from ._relay import InFlight, Relay, plain

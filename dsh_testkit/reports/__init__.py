@@ -1,10 +1,10 @@
-"""Reports about a session log as such: the audit of its reconstruction, and ``rebuild``.
+"""Reports about a session log as such: the audit of its reconstruction.
 
-- ``_audit``: ``dsh-testkit audit LOG`` — the log's invariants, the header timeline, every request
-  rebuilt and compared with the one before;
-- ``_rebuild``: ``dsh-testkit rebuild`` — every request a log rebuilds, as a summary or the exact
-  wire body;
-- ``_loading``: reading a log for a report (sidecars, "not a session log", the readable prefix).
+- ``_audit``: what ``dsh-testkit audit LOG`` reports — the log's invariants, the header
+  timeline, every request rebuilt and compared with the one before (``_audit_render`` puts it
+  on the terminal);
+- ``_loading``: reading a log for a report (sidecars, "not a session log", the readable prefix),
+  shared with ``rebuild`` and ``cache-report``.
 
 Cache figures (of a log or any other trace) come from the cache doctor, ``dsh_testkit.doctor``.
 """
@@ -21,28 +21,22 @@ from ._audit import (
     audit_loaded,
     audit_log,
 )
-from ._audit_render import add_audit_arguments, render_audit, run_audit
-from ._loading import NotASessionLogError, add_sidecar_arguments, load_log
-from ._rebuild import REBUILD_FORMAT_VERSION, add_rebuild_arguments, run_rebuild
+from ._audit_render import render_audit
+from ._loading import NotASessionLogError, SidecarOption, load_log
 
 __all__ = [
     "AUDIT_FORMAT_VERSION",
-    "REBUILD_FORMAT_VERSION",
     "AuditReport",
     "HeaderTimelineEntry",
     "NotASessionLogError",
     "RequestAudit",
     "RewriteEntry",
+    "SidecarOption",
     "Violation",
     "ViolationCode",
-    "add_audit_arguments",
-    "add_rebuild_arguments",
-    "add_sidecar_arguments",
     "audit_file",
     "audit_loaded",
     "audit_log",
     "load_log",
     "render_audit",
-    "run_audit",
-    "run_rebuild",
 ]

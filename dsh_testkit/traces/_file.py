@@ -39,7 +39,7 @@ from typing import Any, Final, Self
 
 from dsh_core import loads_json
 
-from .._secrets import may_hold_secret, scrub_json
+from ..scrub._scrubber import may_hold_secret, scrub_json
 from ._errors import TraceError
 
 __all__ = [

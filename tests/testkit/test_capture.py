@@ -13,9 +13,9 @@ import pytest
 
 from dsh_core import FrozenDict, GenerateOptions, ToolSchema, assistant_message, user_message
 from dsh_testkit._errors import PrefixInstability, TestkitError
-from dsh_testkit._wire_view import WireView
 from dsh_testkit.capture import CapturedRequest, RequestCapture, capture_requests
 from dsh_testkit.doctor import assert_prefix_stable
+from dsh_testkit.prompt._wire_view import WireView
 from dsh_testkit.traces import TraceError, trace_of
 
 KEY = "sk-" + "Q1w2E3r4T5" * 4
@@ -334,7 +334,7 @@ def test_unrelated_conversations_are_not_compared() -> None:
 
 
 def test_message_indexes_name_both_sides_when_their_system_messages_differ_in_number() -> None:
-    from dsh_testkit._diff import chat_view, diff_chat
+    from dsh_testkit.prompt._diff import chat_view, diff_chat
 
     one = chat_view(
         {
@@ -376,7 +376,7 @@ def test_message_indexes_name_both_sides_when_their_system_messages_differ_in_nu
 def test_generate_options_are_checked_as_the_wire_bodies_the_provider_sends() -> None:
     """Their view indexes options.messages (the system prompt is apart); the doctor checks the
     bodies the provider serializes from them, so a failure names the wire body's index."""
-    from dsh_testkit._diff import chat_view_of_options
+    from dsh_testkit.prompt._diff import chat_view_of_options
 
     a = GenerateOptions(
         provider="deepseek", model="m", messages=(user_message("a", id="1"),), system="s"
@@ -509,7 +509,7 @@ def test_zero_or_one_request_is_trivially_stable() -> None:
 
 
 def test_diff_names_changed_tools_reordered_tools_and_config_on_either_side() -> None:
-    from dsh_testkit._diff import chat_view, diff_chat
+    from dsh_testkit.prompt._diff import chat_view, diff_chat
 
     grep = {"type": "function", "function": {"name": "grep", "parameters": {"type": "object"}}}
     before = chat_view(
@@ -538,7 +538,7 @@ def test_diff_names_changed_tools_reordered_tools_and_config_on_either_side() ->
 
 
 def test_diff_names_message_fields_on_one_side_and_shorter_systems() -> None:
-    from dsh_testkit._diff import diff_chat
+    from dsh_testkit.prompt._diff import diff_chat
 
     a = WireView(system=("one\ntwo",), messages=({"role": "user", "content": "x", "name": "n"},))
     b = WireView(system=("one",), messages=({"role": "user", "content": "x", "extra": [1, 2]},))
@@ -551,7 +551,7 @@ def test_diff_names_message_fields_on_one_side_and_shorter_systems() -> None:
 
 
 def test_diff_of_opaque_or_unnamed_tools() -> None:
-    from dsh_testkit._diff import diff_chat
+    from dsh_testkit.prompt._diff import diff_chat
 
     assert diff_chat(WireView(tools="{{tools}}"), WireView(tools=({"x": 1},))) == (
         "tools differ: recorded: the placeholder '{{tools}}', request: ['{\"x\":1}']",
@@ -563,7 +563,7 @@ def test_diff_of_opaque_or_unnamed_tools() -> None:
 
 
 def test_chat_view_reads_deepseek_bodies_through_the_provider_codec() -> None:
-    from dsh_testkit._diff import chat_view
+    from dsh_testkit.prompt._diff import chat_view
 
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": None}
     through_codec = chat_view(json.dumps(body))
@@ -639,7 +639,7 @@ def test_a_timestamp_appended_to_a_long_system_line_shows_in_prefix_instability(
 
 
 def test_tool_call_ids_are_renamed_in_both_formats_and_nothing_else_changes() -> None:
-    from dsh_testkit._wire_view import tool_ids_renamed
+    from dsh_testkit.prompt._wire_view import tool_ids_renamed
 
     chat: dict[str, Any] = {
         "model": "deepseek-v4-flash",

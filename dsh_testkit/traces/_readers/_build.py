@@ -22,9 +22,16 @@ from urllib.parse import parse_qsl, urlsplit
 
 from dsh_core import loads_json
 
-from ..._scrub_rules import _URL_REDACTED, REDACTED
-from ..._scrub_spellings import KnownSecrets
-from ..._secrets import Scrubber, credentials_of, scrub_headers, scrub_json, scrub_text, scrub_url
+from ...scrub._rules import _URL_REDACTED, REDACTED
+from ...scrub._scrubber import (
+    Scrubber,
+    credentials_of,
+    scrub_headers,
+    scrub_json,
+    scrub_text,
+    scrub_url,
+)
+from ...scrub._spellings import KnownSecrets
 from .._errors import TraceError
 from .._model import Exchange, LogEvent, Outcome, Trace, TraceSource, TraceUsage
 from .._wire import endpoint_of
@@ -141,7 +148,7 @@ def exchange_secrets(
 ) -> tuple[str, ...]:
     """The credentials an exchange names itself, to be removed in every spelling (as the proxy
     does): each credential header's value (and its spellings:
-    :func:`~dsh_testkit._secrets.credentials_of`), each credential query parameter's value and
+    :func:`~dsh_testkit.scrub._scrubber.credentials_of`), each credential query parameter's value and
     the URL's password. Values already redacted by a recorder are not secrets."""
     found = [c for c in credentials_of(headers) if REDACTED not in c]
     if url and ("?" in url or "@" in url):

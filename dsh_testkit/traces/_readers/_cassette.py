@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..._secrets import scrub_text
 from ...cassettes._format import CassetteSerializer
+from ...scrub._scrubber import scrub_text
 from .._errors import TraceError
 from .._model import Trace, TraceUsage
 from .._wire import answer_of_events, answer_of_text, endpoint_of, error_of_text

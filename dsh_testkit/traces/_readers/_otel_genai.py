@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..._secrets import scrub_json
+from ...scrub._scrubber import scrub_json
 from .._model import TraceUsage
 from ._fields import GroupedNotes, is_count
 

@@ -28,7 +28,7 @@ from dsh_core import (
 from dsh_core.persistence import LoadedLog, loads_session
 from dsh_core.providers import anthropic, deepseek
 
-from ..._secrets import scrub_json
+from ...scrub._scrubber import scrub_json
 from .._errors import TraceError
 from .._log_facts import (
     HeaderStep,

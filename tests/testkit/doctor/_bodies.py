@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsh_testkit.mock import PromptRenderer
+from dsh_testkit.prompt import PromptRenderer
 from dsh_testkit.traces import Exchange, Trace, TraceUsage
 from dsh_testkit.traces._readers._build import header_key
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from dsh_testkit._demo import _script, _session
 from dsh_testkit.capture import RequestCapture, capture_requests
+from dsh_testkit.cli._demo import _script, _session
 from dsh_testkit.doctor import DoctorReport, diagnose
 from dsh_testkit.mock import MockDeepSeek, MockServer
 from dsh_testkit.proxy import ProxyServer

@@ -17,7 +17,6 @@ from dsh_testkit.mock import (
     MockDeepSeek,
     MockRequest,
     Pause,
-    PrefixCacheSimulator,
     Reply,
     Script,
     ScriptError,
@@ -26,6 +25,7 @@ from dsh_testkit.mock import (
     default_reply,
     example_arguments,
 )
+from dsh_testkit.prompt import PrefixCacheSimulator
 
 from ._helpers import (
     ANTHROPIC,
@@ -871,7 +871,7 @@ def test_the_prompt_renderer_reads_the_frozen_body_as_it_is(
     """The model hands the validated request's frozen body to the renderer without copying
     it, and rendering the frozen body equals rendering the plain one."""
     from dsh_core import FrozenDict
-    from dsh_testkit.mock import PromptRenderer
+    from dsh_testkit.prompt import PromptRenderer
 
     seen: list[Any] = []
     for name in ("render_chat", "render_anthropic"):

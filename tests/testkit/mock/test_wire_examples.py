@@ -20,11 +20,10 @@ from dsh_testkit.mock import (
     MockDeepSeek,
     MockHandler,
     MockServer,
-    PrefixCacheSimulator,
-    PromptRenderer,
     Reply,
 )
-from dsh_testkit.mock._cache import DEFAULT_GRANULARITY
+from dsh_testkit.prompt import PrefixCacheSimulator, PromptRenderer
+from dsh_testkit.prompt._cache import DEFAULT_GRANULARITY
 
 from ._helpers import API_KEY
 

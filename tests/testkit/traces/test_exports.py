@@ -40,4 +40,4 @@ def test_the_doctor_has_its_own_package_and_reports_keeps_the_log_audit() -> Non
     for name in ("CAUSE_CODES", "diagnose", "assert_cache_friendly", "Finding"):
         assert name in dsh_testkit.doctor.__all__
         assert name not in dsh_testkit.reports.__all__
-    assert {"audit_file", "run_audit", "run_rebuild"} <= set(dsh_testkit.reports.__all__)
+    assert {"audit_file", "audit_log", "render_audit"} <= set(dsh_testkit.reports.__all__)

@@ -1,0 +1,315 @@
+"""``dsh-testkit cache-report`` and the wire-level ``audit`` of any trace.
+
+The input's kind is asked of the readers' registry once (:func:`dsh_testkit.traces.identify`).
+A session log is loaded with its sidecars (``--sidecars``, ``--fill``: its placeholders
+filled) and turned into a trace of its rebuilt requests with the log's own facts as evidence;
+any other recording is read by its reader. Both then go through the one engine.
+
+Exit status of ``cache-report``: 0 report written; 1 the input does not read (a corrupt log, a
+malformed trace); 2 a file that cannot be read or is of no known kind, or a bad option.
+Exit status of ``audit`` over a trace: 0 no finding that cost hits or got a request refused
+(outside ``--allow``), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Mapping
+from typing import Final
+
+from dsh_core import CorruptLogError, DshError, SidecarError
+from dsh_core.providers import Prices
+
+from .._console import dumps_report_json, output_report
+from ..doctor._assertions import failing_findings
+from ..doctor._codes import CAUSE_CODES
+from ..doctor._diagnose import diagnose
+from ..doctor._render import render_report
+from ..doctor._report import DOCTOR_FORMAT_VERSION, DoctorReport
+from ..doctor._text import one_line
+from ..explorer import render_html
+from ..reports import NotASessionLogError, load_log
+from ..traces import Trace, TraceError, identify, session_log_trace
+from ._logs import add_sidecar_arguments, sidecar_option
+
+__all__ = [
+    "INPUTS",
+    "add_cache_report_arguments",
+    "add_trace_audit_arguments",
+    "parse_prices",
+    "read_input",
+    "run_cache_report",
+    "run_trace_audit",
+]
+
+INPUTS: Final = (
+    "INPUT is any recording of an agent's traffic: a dsh_core session log, a `dsh-testkit "
+    "proxy` trace file, a saved RequestCapture, a dsh cassette, the mock's request log (GET "
+    "/_dsh/requests saved as JSON), a HAR 1.2 file, or OpenTelemetry GenAI spans as OTLP JSON."
+)
+
+
+def parse_prices(text: str) -> Prices:
+    """``hit=0.0028,miss=0.14,output=0.28`` (US dollars per million tokens) as :class:`Prices`."""
+    values: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in ("hit", "miss", "output"):
+            raise ValueError(
+                f"--price {text!r}: expected hit=…,miss=…,output=… (dollars per million tokens)"
+            )
+        try:
+            values[name] = float(value)
+        except ValueError:
+            raise ValueError(f"--price {text!r}: {value!r} is not a number") from None
+        if not math.isfinite(values[name]):
+            raise ValueError(f"--price {text!r}: {value.strip()!r} is not a finite number")
+    missing = [n for n in ("hit", "miss") if n not in values]
+    if missing:
+        raise ValueError(f"--price {text!r}: {', '.join(missing)} missing")
+    return Prices(
+        hit=values["hit"], miss=values["miss"], output=values.get("output", 0.0), label="--price"
+    )
+
+
+def _judging_arguments(parser: argparse.ArgumentParser, *, prefix: str) -> None:
+    """``--unit-tokens`` and ``--allow``: what both commands judge a trace with."""
+    parser.add_argument(
+        "--unit-tokens",
+        type=int,
+        metavar="N",
+        help=f"{prefix}the provider's cache unit in tokens (default: from the trace's own hits, "
+        "else the model table by model and date; the report says which)",
+    )
+    parser.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="CODE",
+        choices=sorted(CAUSE_CODES),
+        help=f"{prefix}a cause code this agent accepts (repeatable), as "
+        "assert_cache_friendly's allow=",
+    )
+
+
+def _common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("log", metavar="INPUT", help="the recording to read (see below)")
+    parser.add_argument(
+        "--simulate",
+        action="store_true",
+        help="figures from the mock's prefix-cache simulator run over the trace, not the "
+        "reported usage (the default when the trace has no usage)",
+    )
+    parser.add_argument(
+        "--conversation",
+        metavar="K",
+        help="report only conversation K (an explicit key, or #1, #2, … as found)",
+    )
+    _judging_arguments(parser, prefix="")
+    parser.add_argument(
+        "--price",
+        metavar="hit=H,miss=M[,output=O]",
+        help="list prices in dollars per million tokens (default: the model table's, dated)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=f"print a JSON document (formatVersion {DOCTOR_FORMAT_VERSION}) instead of tables",
+    )
+    add_sidecar_arguments(parser)
+
+
+def add_cache_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``dsh-testkit cache-report``."""
+    parser.description = (
+        "Per request: prompt tokens, cache hit, what it could have reused from the request it "
+        "extends, what it lost and why (a cause code with its evidence), per conversation and "
+        "in total, with the estimated cost. Exit status: 0 report written, 1 the input does not "
+        "read, 2 not readable or of no known kind."
+    )
+    _common_arguments(parser)
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the Cache Explorer: one self-contained HTML page (no network)",
+    )
+    parser.epilog = INPUTS
+
+
+def add_trace_audit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options ``dsh-testkit audit`` adds for traces (its session-log audit has its own)."""
+    _judging_arguments(parser, prefix="for a trace: ")
+
+
+def read_input(command: str, args: argparse.Namespace) -> Trace | int:
+    """The trace of ``args.log`` (any kind), or the exit status after saying why not."""
+    path = args.log
+    try:
+        with open(path, "rb") as file:
+            head = file.read(65536)
+    except OSError as exc:
+        print(f"dsh-testkit {command}: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    reader = identify(head)
+    if reader is None:
+        print(
+            f"dsh-testkit {command}: {path}: not a session log or any recognized trace. {INPUTS}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        if reader.name == "session-log":
+            loaded = load_log(path, sidecars=sidecar_option(args))
+            return session_log_trace(loaded, path=path)
+        with open(path, "rb") as file:
+            return reader.read(file.read(), path)
+    except (NotASessionLogError, SidecarError) as exc:
+        print(f"dsh-testkit {command}: {path}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"dsh-testkit {command}: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except (CorruptLogError, TraceError, DshError) as exc:
+        print(f"dsh-testkit {command}: {exc}", file=sys.stderr)
+        if reader.name == "session-log":
+            print(f"run `dsh-testkit audit {path}` for details", file=sys.stderr)
+        return 1
+
+
+def _report(command: str, args: argparse.Namespace) -> DoctorReport | int:
+    unit = getattr(args, "unit_tokens", None)
+    if unit is not None and unit < 1:
+        print(
+            f"dsh-testkit {command}: --unit-tokens must be at least 1, got {unit}", file=sys.stderr
+        )
+        return 2
+    prices = None
+    if getattr(args, "price", None):
+        try:
+            prices = parse_prices(args.price)
+        except ValueError as exc:
+            print(f"dsh-testkit {command}: {exc}", file=sys.stderr)
+            return 2
+    trace = read_input(command, args)
+    if isinstance(trace, int):
+        return trace
+    try:
+        return diagnose(
+            trace,
+            simulate=True if getattr(args, "simulate", False) else None,
+            conversation=getattr(args, "conversation", None),
+            unit_tokens=unit,
+            prices=prices,
+        )
+    except KeyError as exc:
+        print(f"dsh-testkit {command}: {exc.args[0]}", file=sys.stderr)
+        return 2
+
+
+def _allowed(report: DoctorReport, allow: list[str]) -> DoctorReport:
+    """The report with ``allow``'s findings shown as accepted notes."""
+    if not allow:
+        return report
+    from dataclasses import replace
+
+    from ..doctor._report import ConversationDiagnosis, group_findings
+
+    conversations = []
+    for c in report.conversations:
+        requests = tuple(
+            replace(
+                r,
+                findings=tuple(
+                    replace(f, severity="note", detail=f"{f.detail} [allowed]")
+                    if f.code in allow and f.severity != "note"
+                    else f
+                    for f in r.findings
+                ),
+            )
+            for r in c.requests
+        )
+        conversations.append(
+            ConversationDiagnosis(key=c.key, requests=requests, groups=group_findings(requests))
+        )
+    return replace(report, conversations=tuple(conversations))
+
+
+def run_cache_report(args: argparse.Namespace) -> int:
+    """``dsh-testkit cache-report`` over any input; returns the exit status."""
+    report = _report("cache-report", args)
+    if isinstance(report, int):
+        return report
+    report = _allowed(report, list(args.allow or ()))
+    return output_report(
+        "cache-report",
+        document=report.to_json,
+        renderables=lambda: render_report(report),
+        html=lambda: render_html(report),
+        html_path=args.html,
+        as_json=args.json,
+        inputs=[args.log],
+    )
+
+
+_CHECKS: Final[Mapping[str, tuple[str, ...]]] = {
+    "prefix stability": (
+        "volatile-system-text",
+        "system-changed",
+        "system-moved",
+        "tools-changed",
+        "history-rewritten",
+        "params-changed",
+    ),
+    "reasoning pass-back": ("reasoning-dropped", "reasoning-altered", "request-refused"),
+    "argument echo": ("tool-args-reserialized",),
+    "provider": ("below-cache-unit", "not-yet-persisted", "provider-miss"),
+}
+
+
+def run_trace_audit(args: argparse.Namespace) -> int:
+    """``dsh-testkit audit`` over a trace: the wire-level checks; 1 when one fails."""
+    report = _report("audit", args)
+    if isinstance(report, int):
+        return report
+    allow = list(getattr(args, "allow", None) or ())
+    failing = failing_findings(report, allow)
+    lines: list[str] = []
+    for check, codes in _CHECKS.items():
+        found = [(key, r, f) for key, r, f in failing if f.code in codes]
+        notes = sum(
+            1
+            for c in report.conversations
+            for _, f in c.findings()
+            if f.code in codes and (f.severity == "note" or f.code in allow)
+        )
+        status = "FAIL" if found else "ok"
+        lines.append(
+            f"{check}: {status} ({len(found)} finding(s) that cost hits or a refusal"
+            + (f", {notes} note(s) that cost nothing" if notes else "")
+            + ")"
+        )
+        for key, r, f in found:
+            lines.append(f"  conversation {key} request #{r.index + 1}: {f.code}: {f.detail}")
+            lines += [f"      {one_line(ev)}" for ev in f.evidence]
+    if report.empty:
+        lines.append("the trace is empty: it holds no model requests")
+    if getattr(args, "json", False):
+        sys.stdout.write(
+            dumps_report_json(
+                {
+                    **report.to_json(),
+                    "ok": not failing,
+                    "allowed": sorted(allow),
+                    "failing": [
+                        {"conversation": key, "index": r.index, "code": f.code}
+                        for key, r, f in failing
+                    ],
+                }
+            )
+        )
+    else:
+        sys.stdout.write("\n".join(lines) + "\n")
+    return 1 if failing else 0

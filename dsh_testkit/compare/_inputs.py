@@ -1,0 +1,221 @@
+"""``compare``'s inputs: a run (a recording or a folder of them) read into scenarios, and the
+scenarios of two runs matched (the rules are in ``_compare.py``'s docstring)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final, Literal, TypeAlias
+
+from ..traces import Exchange, Trace, TraceError, identify, trace_of
+from ._values import RunSummary
+
+__all__ = ["Pair", "Run", "Scenario", "TraceLoader", "default_loader", "match", "read_run"]
+
+_HEAD_BYTES: Final = 65536
+
+# ------------------------------------------------------------------------------ reading
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    """What is compared with its counterpart: a recording, or one conversation of it."""
+
+    name: str
+    """What matching by path compares: the path relative to the folder (``#key`` when split);
+    for a single-file run only the ``#key`` part."""
+    label: str
+    """What the report calls it."""
+    path: str | None
+    """The file it was read from."""
+    declared: str | None
+    """The id the recording declares (a dsh-trace header's or a cassette's ``scenario``)."""
+    key: str | None
+    """The explicit conversation key every one of its requests carries."""
+    trace: Trace
+    """Its requests (renumbered from 0 for a part of a split file)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """One side of a comparison: what was read, and its scenarios."""
+
+    summary: RunSummary
+    scenarios: tuple[Scenario, ...]
+    single: bool
+    """A single recording, not a folder: two single-scenario runs pair whatever their names."""
+
+
+TraceLoader: TypeAlias = Callable[[str, str, bytes], Trace]
+"""How a file becomes a trace: ``(path, reader name, content) → Trace`` (the CLI's loads
+session logs with their sidecars)."""
+
+
+def default_loader(path: str, reader: str, data: bytes) -> Trace:
+    found = identify(data)
+    assert found is not None and found.name == reader
+    return found.read(data, path)
+
+
+def _declared_id(reader: str, head: bytes) -> str | None:
+    """A dsh-trace header's ``scenario``, or a cassette's ``metadata.scenario``."""
+    text = head.decode("utf-8", "replace")
+    if reader == "dsh-trace":
+        try:
+            first = json.loads(text.lstrip().split("\n", 1)[0])
+        except ValueError:
+            return None
+        value = first.get("scenario") if isinstance(first, dict) else None
+        return value if isinstance(value, str) and value else None
+    if reader == "cassette":
+        block = re.search(r"^metadata:[ \t]*\n((?:[ \t]+.*\n)+)", text, re.M)
+        if block is None:
+            return None
+        import yaml
+
+        try:
+            metadata = yaml.safe_load(block.group(1))
+        except yaml.YAMLError:
+            return None
+        value = metadata.get("scenario") if isinstance(metadata, dict) else None
+        return str(value) if isinstance(value, (str, int)) and str(value) else None
+    return None
+
+
+def _split(trace: Trace, *, name: str, label: str, declared: str | None) -> list[Scenario]:
+    """One scenario, or one per explicit conversation key when the trace carries several."""
+    keys = dict.fromkeys(e.conversation for e in trace.exchanges)
+    explicit = [k for k in keys if k is not None]
+    if len(explicit) < 2:
+        key = explicit[0] if explicit and None not in keys else None
+        return [
+            Scenario(
+                name=name, label=label, path=trace.path, declared=declared, key=key, trace=trace
+            )
+        ]
+    groups: dict[str | None, list[Exchange]] = {k: [] for k in keys}
+    for exchange in trace.exchanges:
+        groups[exchange.conversation].append(exchange)
+    out = []
+    for key, exchanges in groups.items():
+        part = f"#{key}" if key is not None else "#(no key)"
+        out.append(
+            Scenario(
+                name=name + part,
+                label=(declared or label) + part,
+                path=trace.path,
+                declared=None if declared is None else declared + part,
+                key=key,
+                trace=replace(
+                    trace,
+                    exchanges=tuple(replace(e, index=i) for i, e in enumerate(exchanges)),
+                ),
+            )
+        )
+    return out
+
+
+def read_run(target: Any, loader: TraceLoader) -> Run:
+    if isinstance(target, (str, os.PathLike)):
+        path = os.fspath(target)
+        if os.path.isdir(path):
+            return _read_folder(path, loader)
+        found = _read_file(path, loader)
+        if found is None:
+            raise TraceError("not a session log or any recognized trace", path=path)
+        label = os.path.basename(path) or path
+        scenarios = _split(found[0], name="", label=label, declared=found[1])
+        return Run(
+            summary=RunSummary(path=path, traces=1, scenarios=len(scenarios)),
+            scenarios=tuple(scenarios),
+            single=True,
+        )
+    trace = trace_of(target)
+    label = trace.path or "trace"
+    scenarios = _split(trace, name="", label=label, declared=None)
+    return Run(
+        summary=RunSummary(path=trace.path, traces=1, scenarios=len(scenarios)),
+        scenarios=tuple(scenarios),
+        single=True,
+    )
+
+
+def _read_file(path: str, loader: TraceLoader) -> tuple[Trace, str | None] | None:
+    """The file's trace and declared id; ``None`` when it is of no known kind."""
+    with open(path, "rb") as file:
+        data = file.read()
+    reader = identify(data[:_HEAD_BYTES])
+    if reader is None:
+        return None
+    return loader(path, reader.name, data), _declared_id(reader.name, data[:_HEAD_BYTES])
+
+
+def _read_folder(root: str, loader: TraceLoader) -> Run:
+    scenarios: list[Scenario] = []
+    skipped: list[str] = []
+    traces = 0
+    for directory, folders, files in os.walk(root):
+        folders[:] = sorted(f for f in folders if not f.startswith("."))
+        for filename in sorted(files):
+            if filename.startswith("."):
+                continue
+            path = os.path.join(directory, filename)
+            relative = os.path.relpath(path, root).replace(os.sep, "/")
+            found = _read_file(path, loader)
+            if found is None:
+                skipped.append(relative)
+                continue
+            traces += 1
+            trace, declared = found
+            scenarios.extend(_split(trace, name=relative, label=relative, declared=declared))
+    return Run(
+        summary=RunSummary(
+            path=root, traces=traces, scenarios=len(scenarios), skipped=tuple(skipped)
+        ),
+        scenarios=tuple(scenarios),
+        single=False,
+    )
+
+
+# ------------------------------------------------------------------------------- matching
+
+
+Pair: TypeAlias = tuple[Scenario, Scenario, Literal["id", "conversation", "path", "file"]]
+
+
+def _unique(items: Sequence[Scenario], attribute: str) -> dict[str, Scenario]:
+    seen: dict[str, list[Scenario]] = {}
+    for item in items:
+        value = getattr(item, attribute)
+        if value is not None:
+            seen.setdefault(value, []).append(item)
+    return {value: found[0] for value, found in seen.items() if len(found) == 1}
+
+
+def match(base: Run, new: Run) -> tuple[list[Pair], list[Scenario], list[Scenario]]:
+    """Pairs, then the base scenarios left (removed), then the new ones left (added)."""
+    if base.single and new.single and len(base.scenarios) == len(new.scenarios) == 1:
+        return [(base.scenarios[0], new.scenarios[0], "file")], [], []
+    left, right = list(base.scenarios), list(new.scenarios)
+    pairs: list[Pair] = []
+    steps: tuple[tuple[Literal["id", "conversation", "path"], str], ...] = (
+        ("id", "declared"),
+        ("conversation", "key"),
+        ("path", "name"),
+    )
+    for how, attribute in steps:
+        on_left, on_right = _unique(left, attribute), _unique(right, attribute)
+        taken: set[int] = set()
+        for value, b in on_left.items():
+            n = on_right.get(value)
+            if n is not None:
+                pairs.append((b, n, how))
+                taken.update((id(b), id(n)))
+        left = [s for s in left if id(s) not in taken]
+        right = [s for s in right if id(s) not in taken]
+    order = {id(s): i for i, s in enumerate(new.scenarios)}
+    pairs.sort(key=lambda p: order[id(p[1])])
+    return pairs, left, right

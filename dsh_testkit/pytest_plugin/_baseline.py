@@ -1,0 +1,445 @@
+"""The cache baseline in pytest: each test's traffic kept as a trace, and compared next time.
+
+As syrupy keeps a snapshot per assertion, ``--dsh-cache-baseline DIR`` keeps the model traffic of
+each test as a dsh-trace file in DIR (``DIR/<module path>/<test name>.trace.jsonl``, the test's
+node id in the file's header):
+
+- ``--dsh-cache-baseline-update`` writes (or rewrites) the file of every passing test that sent
+  model requests;
+- without it, each such test is compared with its file as ``dsh-testkit compare`` does, and a
+  test whose cache efficiency fell or whose estimated cost rose beyond the thresholds fails with
+  :class:`~dsh_testkit.compare.CacheRegression`, in the compare wording
+  (``--dsh-cache-max-efficiency-drop PP``, ``--dsh-cache-max-cost-increase PCT``, or the ini
+  options of the same names with ``_``; defaults 2 pp and 5 %). A test without a file is
+  counted, not failed.
+
+The terminal summary ends with one line for the run::
+
+    cache: 12 tests · efficiency 97.1 % (baseline 98.0 %) · cost +1.2 % · 1 regression
+
+The traffic is taken, in this order, from ``dsh_capture`` (every httpx/httpx2 client), the
+session's ``dsh_mock_server``, ``dsh_mock``, or the test's cassette when it replayed. A file is
+byte-stable — the same run writes the same bytes: request times are dropped, URLs are filed
+under ``https://api.deepseek.com`` whatever port the loopback mock had, and explicit
+conversation keys become ``conversation-1``, ``conversation-2``, … in order of appearance.
+Files are replaced atomically; a failing test writes nothing. Per-test figures travel in the
+test report's ``user_properties`` (``dsh_cache``), so the line is right under pytest-xdist.
+
+Imported by the plugin at start-up, so it imports only pytest and the standard library; the
+doctor is imported when a test is compared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
+
+import pytest
+
+from .._replace_file import replacing
+from .._test_ids import name_of_test
+
+if TYPE_CHECKING:
+    from ..traces import Trace
+
+__all__ = [
+    "BASELINE_SUFFIX",
+    "BaselineSettings",
+    "add_options",
+    "baseline_path",
+    "configure",
+    "write_baseline",
+]
+
+BASELINE_SUFFIX: Final = ".trace.jsonl"
+PROPERTY: Final = "dsh_cache"
+"""The ``user_properties`` name a test's figures travel under."""
+_ORIGIN: Final = "https://api.deepseek.com"
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.\-\[\]=+,]")
+_PLUGIN_NAME: Final = "dsh-cache-baseline"
+
+
+def add_options(group: Any, parser: pytest.Parser) -> None:
+    """The baseline's options in the plugin's ``dsh`` group, and its ini options."""
+    group.addoption(
+        "--dsh-cache-baseline",
+        metavar="DIR",
+        default=None,
+        help="keep each test's model traffic as a trace in DIR and compare the run with it: a "
+        "test whose cache efficiency or estimated cost regressed beyond the thresholds fails",
+    )
+    group.addoption(
+        "--dsh-cache-baseline-update",
+        action="store_true",
+        default=False,
+        help="write the traces of --dsh-cache-baseline DIR from this run instead of comparing",
+    )
+    group.addoption(
+        "--dsh-cache-max-efficiency-drop",
+        metavar="PP",
+        type=float,
+        default=None,
+        help="percentage points a test's cache efficiency may fall against the baseline "
+        "(default: the ini option dsh_cache_max_efficiency_drop, else 2)",
+    )
+    group.addoption(
+        "--dsh-cache-max-cost-increase",
+        metavar="PCT",
+        type=float,
+        default=None,
+        help="percent a test's estimated cost may rise against the baseline (default: the ini "
+        "option dsh_cache_max_cost_increase, else 5)",
+    )
+    parser.addini(
+        "dsh_cache_max_efficiency_drop",
+        "percentage points a test's cache efficiency may fall against --dsh-cache-baseline",
+        default="2",
+    )
+    parser.addini(
+        "dsh_cache_max_cost_increase",
+        "percent a test's estimated cost may rise against --dsh-cache-baseline",
+        default="5",
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BaselineSettings:
+    """What the command line and the ini file decided for the baseline."""
+
+    directory: Path
+    update: bool
+    max_efficiency_drop: float
+    max_cost_increase: float
+    rootdir: Path
+
+
+def _threshold(config: pytest.Config, name: str) -> float:
+    value = config.getoption(f"--dsh-cache-{name.replace('_', '-')}")
+    source = f"--dsh-cache-{name.replace('_', '-')}"
+    if value is None:
+        source = f"ini option dsh_cache_{name}"
+        raw = str(config.getini(f"dsh_cache_{name}")).strip()
+        try:
+            value = float(raw)
+        except ValueError:
+            raise pytest.UsageError(f"{source}: {raw!r} is not a number") from None
+    if not (value >= 0 and value != float("inf")):
+        raise pytest.UsageError(f"{source}: must be a number ≥ 0, got {value!r}")
+    return float(value)
+
+
+def configure(config: pytest.Config) -> None:
+    """Register the baseline's hooks when ``--dsh-cache-baseline`` is given."""
+    directory = config.getoption("--dsh-cache-baseline")
+    if directory is None:
+        if config.getoption("--dsh-cache-baseline-update"):
+            raise pytest.UsageError(
+                "--dsh-cache-baseline-update needs --dsh-cache-baseline DIR (where to write)"
+            )
+        return
+    path = Path(directory)
+    if not path.is_absolute():
+        path = Path(config.invocation_params.dir) / path
+    if path.exists() and not path.is_dir():
+        raise pytest.UsageError(f"--dsh-cache-baseline {directory}: not a directory")
+    settings = BaselineSettings(
+        directory=path,
+        update=bool(config.getoption("--dsh-cache-baseline-update")),
+        max_efficiency_drop=_threshold(config, "max_efficiency_drop"),
+        max_cost_increase=_threshold(config, "max_cost_increase"),
+        rootdir=Path(config.rootpath),
+    )
+    config.pluginmanager.register(_BaselinePlugin(settings), _PLUGIN_NAME)
+
+
+def _safe(name: str) -> str:
+    return _UNSAFE.sub("_", name) or "_"
+
+
+def baseline_path(directory: Path, rootdir: Path, item: Any) -> Path:
+    """``DIR/<module path without .py>/<Class.test[param]>.trace.jsonl`` for a test item."""
+    module = Path(item.path)
+    try:
+        relative = module.relative_to(rootdir)
+    except ValueError:
+        relative = Path(module.name)
+    parts = [_safe(p) for p in relative.with_suffix("").parts]
+    return directory.joinpath(*parts, _safe(name_of_test(item)) + BASELINE_SUFFIX)
+
+
+# ------------------------------------------------------------------------------ traces
+
+
+def _stable_records(trace: Trace) -> Iterator[dict[str, Any]]:
+    """The trace's exchange records with what varies from run to run normalized away."""
+    keys: dict[str, str] = {}
+    for exchange in trace.exchanges:
+        record = exchange.to_json()
+        record["started"] = record["firstByte"] = record["finished"] = None
+        if exchange.url:
+            parts = urlsplit(exchange.url)
+            record["url"] = _ORIGIN + (parts.path or "/")
+        if exchange.conversation is not None:
+            record["conversation"] = keys.setdefault(
+                exchange.conversation, f"conversation-{len(keys) + 1}"
+            )
+        yield record
+
+
+def write_baseline(trace: Trace, path: Path, *, scenario: str) -> None:
+    """Write ``trace`` to ``path`` as a byte-stable dsh-trace file (atomically replaced)."""
+    from ..traces import TraceWriter
+
+    source = "capture" if trace.source == "capture" else "memory"
+    with (
+        replacing(path) as temporary,
+        TraceWriter(temporary, source=source, scenario=scenario) as writer,
+    ):
+        for record in _stable_records(trace):
+            writer.append(record)
+
+
+def _damage(path: Path) -> str | None:
+    """What is wrong with the baseline file at ``path`` (``None``: it reads as one).
+
+    A baseline is written whole and at once (:func:`write_baseline`) and only for a test that
+    sent requests, so what a trace reader forgives in a live recording (a cut last line, figures
+    it leaves out, no exchange at all) is damage here, and so is another kind of recording."""
+    from ..traces import TraceError, load_trace
+
+    if not path.is_file():
+        return f"{path} is not a file"
+    try:
+        trace = load_trace(path)
+    except TraceError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    if trace.source not in ("capture", "memory"):
+        return f"{path} is a {trace.source} recording, not a baseline this plugin wrote"
+    if not len(trace):
+        return f"{path} holds no request (a baseline holds the requests its test sent)"
+    if trace.notes:
+        return f"{path}: " + "; ".join(trace.notes)
+    return None
+
+
+def _test_trace(item: pytest.Item) -> Trace | None:
+    """The model traffic of the test that just ran (``None``: it sent none)."""
+    from . import _CASSETTE_USE, _MOCK, _SERVER
+
+    capture = getattr(item, "funcargs", {}).get("dsh_capture")
+    if capture is not None and capture.requests:
+        trace: Trace = capture.to_trace()
+        if len(trace):
+            return trace
+    server = item.config.stash.get(_SERVER, None)
+    if (
+        server is not None
+        and "dsh_mock_server" in getattr(item, "fixturenames", ())
+        and server.mock.requests
+    ):
+        return server.mock.to_trace()
+    fixture = item.stash.get(_MOCK, None)
+    if fixture is not None and fixture.mock.requests:
+        return fixture.mock.to_trace()
+    use = item.stash.get(_CASSETTE_USE, None)
+    if use is not None and Path(use.path).is_file():
+        from ..traces import load_trace
+
+        trace = load_trace(use.path)
+        if len(trace):
+            return trace
+    return None
+
+
+# ------------------------------------------------------------------------------ the run
+
+
+@dataclass(slots=True)
+class _Tally:
+    tests: int = 0
+    compared: int = 0
+    regressions: int = 0
+    without_baseline: int = 0
+    unreadable: int = 0
+    written: int = 0
+    reusable: int = 0
+    counted: int = 0
+    base_reusable: int = 0
+    base_counted: int = 0
+    cost: float = 0.0
+    base_cost: float = 0.0
+
+    def add(self, figures: dict[str, Any]) -> None:
+        self.tests += 1
+        new = figures["new"]
+        self.reusable += new["reusableTokens"]
+        self.counted += new["countedHitTokens"]
+        state = figures["state"]
+        if state == "written":
+            self.written += 1
+        elif state == "no-baseline":
+            self.without_baseline += 1
+        elif state == "unreadable":
+            self.unreadable += 1
+        else:
+            self.compared += 1
+            base = figures["base"]
+            self.base_reusable += base["reusableTokens"]
+            self.base_counted += base["countedHitTokens"]
+            self.cost += new["cost"] or 0.0
+            self.base_cost += base["cost"] or 0.0
+            if state == "regression":
+                self.regressions += 1
+
+    def line(self, settings: BaselineSettings) -> str:
+        parts = [f"cache: {self.tests} test{'s' if self.tests != 1 else ''}"]
+        efficiency = _percent_text(self.counted, self.reusable)
+        if self.compared:
+            base = _percent_text(self.base_counted, self.base_reusable)
+            parts.append(f"efficiency {efficiency} (baseline {base})")
+            if self.base_cost:
+                parts.append(f"cost {(self.cost - self.base_cost) / self.base_cost * 100:+.1f} %")
+            else:
+                parts.append("cost –" if not self.cost else "cost up from $0")
+            parts.append(
+                f"{self.regressions} regression{'s' if self.regressions != 1 else ''}"
+                if self.regressions
+                else "no regression"
+            )
+        else:
+            parts.append(f"efficiency {efficiency}")
+        if self.written:
+            parts.append(f"baseline written for {self.written} test(s) in {settings.directory}")
+        if self.without_baseline:
+            parts.append(
+                f"{self.without_baseline} without baseline (--dsh-cache-baseline-update writes it)"
+            )
+        if self.unreadable:
+            parts.append(
+                f"{self.unreadable} baseline{'s' if self.unreadable != 1 else ''} that do"
+                f"{'' if self.unreadable != 1 else 'es'} not read"
+            )
+        return " · ".join(parts)
+
+
+def _percent_text(part: int, whole: int) -> str:
+    return f"{part / whole * 100:.1f} %" if whole else "–"
+
+
+def _figures(totals: Any) -> dict[str, Any]:
+    return {
+        "reusableTokens": totals.reusable_tokens,
+        "countedHitTokens": totals.counted_hit_tokens,
+        "cost": totals.cost,
+    }
+
+
+class _BaselinePlugin:
+    """The hooks of one run with ``--dsh-cache-baseline``."""
+
+    def __init__(self, settings: BaselineSettings) -> None:
+        self.settings = settings
+        self.tally = _Tally()
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        # Outermost: runs after the plugin's own after-call checks, and only when all passed.
+        __tracebackhide__ = True
+        result = yield
+        trace = _test_trace(item)
+        if trace is not None:
+            self._check(item, trace)
+        return result
+
+    def _check(self, item: pytest.Item, trace: Trace) -> None:
+        __tracebackhide__ = True
+        from ..compare import CacheRegression, Thresholds, compare_runs
+        from ..compare._render import scenario_text
+        from ..doctor import diagnose
+        from ..traces import TraceError
+
+        path = baseline_path(self.settings.directory, self.settings.rootdir, item)
+        if self.settings.update:
+            write_baseline(trace, path, scenario=item.nodeid)
+            totals = diagnose(path).totals
+            self._record(item, "written", totals, None)
+            return
+        damage = _damage(path) if os.path.lexists(path) else None
+        if damage is not None:
+            with tempfile.TemporaryDirectory(prefix="dsh-cache-") as scratch:
+                current = Path(scratch) / path.name
+                write_baseline(trace, current, scenario=item.nodeid)
+                self._record(item, "unreadable", diagnose(current).totals, None)
+            pytest.fail(
+                f"the cache baseline of {item.nodeid} does not read: {damage}; rewrite it with "
+                "--dsh-cache-baseline-update",
+                pytrace=False,
+            )
+        if not path.is_file():
+            with tempfile.TemporaryDirectory(prefix="dsh-cache-") as scratch:
+                current = Path(scratch) / path.name
+                write_baseline(trace, current, scenario=item.nodeid)
+                self._record(item, "no-baseline", diagnose(current).totals, None)
+            return
+        thresholds = Thresholds(
+            max_efficiency_drop=self.settings.max_efficiency_drop,
+            max_cost_increase=self.settings.max_cost_increase,
+        )
+        with tempfile.TemporaryDirectory(prefix="dsh-cache-") as scratch:
+            current = Path(scratch) / path.name
+            write_baseline(trace, current, scenario=item.nodeid)
+            try:
+                result = compare_runs(path, current, thresholds=thresholds)
+            except TraceError as exc:
+                self._record(item, "unreadable", diagnose(current).totals, None)
+                pytest.fail(
+                    f"the cache baseline of {item.nodeid} does not read: {exc}; rewrite it with "
+                    "--dsh-cache-baseline-update",
+                    pytrace=False,
+                )
+        scenario = result.scenarios[0]
+        state = "regression" if result.verdict == "regression" else scenario.verdict
+        self._record(item, state, scenario.new, scenario.base)
+        if state == "regression":
+            shown = os.path.relpath(path, item.config.invocation_params.dir)
+            lines = scenario_text(scenario)
+            lines[0] = f"cache regression in {item.nodeid} against the baseline {shown}:"
+            lines.append(
+                "if the change is intended, accept it with --dsh-cache-baseline-update "
+                f"(thresholds: {thresholds.max_efficiency_drop:g} pp efficiency, "
+                f"{thresholds.max_cost_increase:g} % cost)"
+            )
+            raise CacheRegression("\n".join(lines), comparison=result)
+
+    def _record(self, item: pytest.Item, state: str, new: Any, base: Any | None) -> None:
+        figures = {
+            "state": state,
+            "new": _figures(new),
+            "base": _figures(base) if base is not None else None,
+        }
+        item.user_properties.append((PROPERTY, json.dumps(figures, sort_keys=True)))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for name, value in report.user_properties:
+            if name == PROPERTY and isinstance(value, str):
+                self.tally.add(json.loads(value))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
+        if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller says it
+            return
+        if self.tally.tests:
+            terminalreporter.write_line(self.tally.line(self.settings))
+        else:
+            terminalreporter.write_line("cache: no test sent model requests")
