@@ -63,12 +63,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..prompt._cache import (
-    CacheKey,
-    CacheLookup,
-    CacheUnit,
-    cache_model,
-)
+from dsh_core.providers import cache_model
+
+from ..prompt._cache_values import CacheKey, CacheLookup, PrefixUnit
 from ..prompt._template import PromptRenderer, RenderedPrompt
 from ._sources import Request, find_logs, requests_of
 from ._values import (
@@ -134,7 +131,7 @@ def _unit_name(kind: str | None) -> str:
 
 
 def _live_unit(
-    live_hit: int, found: CacheLookup, candidates: Sequence[CacheUnit], granularity: int
+    live_hit: int, found: CacheLookup, candidates: Sequence[PrefixUnit], granularity: int
 ) -> str:
     """The kind of unit the live hit most likely reused: among the units the prompt matches in
     full (visible or not) and the block-level common prefix the simulator found, the one whose

@@ -63,6 +63,7 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
         "--granularity",
         type=int,
         default=None,
+        metavar="TOKENS",
         help="tokens per reported cache unit (default: each model's, from the model table)",
     )
     parser.add_argument(

@@ -14,15 +14,17 @@ Two runs side by side — what a harness change did to the cache and the bill, w
 build gates on — is :mod:`dsh_testkit.compare` (``dsh-testkit compare BASE NEW``).
 
 The command is ``dsh-testkit cache-report INPUT``; the terms of the report are defined once
-(:data:`TERMS`), and so is the cache unit (:func:`cache_unit`).
+(:data:`TERMS`), and so is the cache granularity (:func:`cache_granularity`).
 """
 
+from ..prompt._granularity import CacheGranularity
 from ._assertions import DEFAULT_ALLOWED, assert_cache_friendly, assert_prefix_stable
 from ._branches import Brancher, Conversation, Link, Relation, conversations
 from ._codes import CAUSE_CODES, CODES, TERMS, CauseCode, CodeInfo, Severity
 from ._diagnose import diagnose
 from ._engine import Doctor
 from ._errors import CacheUnfriendly
+from ._model_facts import cache_granularity
 from ._render import render_report, report_text
 from ._report import (
     DOCTOR_FORMAT_VERSION,
@@ -34,7 +36,6 @@ from ._report import (
     Segment,
     Totals,
 )
-from ._unit import CacheUnit, cache_unit
 
 __all__ = [
     "CAUSE_CODES",
@@ -43,8 +44,8 @@ __all__ = [
     "DOCTOR_FORMAT_VERSION",
     "TERMS",
     "Brancher",
+    "CacheGranularity",
     "CacheUnfriendly",
-    "CacheUnit",
     "CauseCode",
     "CodeInfo",
     "Conversation",
@@ -61,7 +62,7 @@ __all__ = [
     "Totals",
     "assert_cache_friendly",
     "assert_prefix_stable",
-    "cache_unit",
+    "cache_granularity",
     "conversations",
     "diagnose",
     "render_report",

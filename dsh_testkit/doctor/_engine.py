@@ -35,6 +35,7 @@ from typing import Any, Final
 from dsh_core.providers import ChatTemplate, Prices, prices_for
 
 from ..prompt import PrefixCacheSimulator, PromptRenderer
+from ..prompt._granularity import CacheGranularity
 from ..prompt._template_tokens import RenderedPrompt, default_thinking
 from ..prompt._wire_view import WireView, wire_view
 from ..traces import Exchange, LogEvent
@@ -43,8 +44,8 @@ from ._branches import Brancher, Link
 from ._change import Change
 from ._changes import compare, component_label
 from ._codes import CauseCode
+from ._model_facts import rules_of, template_of
 from ._report import Finding, RequestDiagnosis, Segment
-from ._unit import CacheUnit, rules_of, template_of
 
 __all__ = ["Doctor"]
 
@@ -95,7 +96,7 @@ class Doctor:
     def __init__(
         self,
         *,
-        unit: CacheUnit,
+        granularity: CacheGranularity,
         simulate: bool = False,
         time_resolution: float | None = None,
         prices: Prices | None = None,
@@ -103,7 +104,7 @@ class Doctor:
         lookup: Callable[[int], Exchange] | None = None,
         renderer: PromptRenderer | None = None,
     ) -> None:
-        self.unit = unit
+        self.granularity = granularity
         self.simulate = simulate
         self.time_resolution = time_resolution
         self.prices = prices
@@ -123,7 +124,7 @@ class Doctor:
             # No expiry: a trace's clock may jump from unknown times to known ones, and an
             # eviction the simulation made up is not a finding.
             self._simulator = PrefixCacheSimulator(
-                granularity=unit.tokens, clock=lambda: self._clock, ttl=None
+                granularity=granularity.tokens, clock=lambda: self._clock, ttl=None
             )
 
     # -- rendering ----------------------------------------------------------------------
@@ -308,7 +309,7 @@ class Doctor:
         parent: _Known,
         link: Link,
     ) -> tuple[int, int, str | None, list[Finding], tuple[str, ...]]:
-        unit = self.unit.tokens
+        unit = self.granularity.tokens
         p_exchange = parent.exchange
         p_view = wire_view(p_exchange.body, endpoint=p_exchange.endpoint) or WireView()
         count = len(p_view.messages)
@@ -404,7 +405,7 @@ class Doctor:
             at = component_at(rendered.marks, common_r)
             divergence = component_label(view, at) if at >= 0 else "the generation prefix"
         findings = attribute(
-            unit=self.unit.tokens,
+            unit=self.granularity.tokens,
             resolution=self.time_resolution,
             exchange=exchange,
             view=view,

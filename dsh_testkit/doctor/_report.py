@@ -15,10 +15,10 @@ from typing import Any, Final, Literal
 
 from dsh_core.providers import Prices, prices_for
 
+from ..prompt._granularity import CacheGranularity
 from ._branches import Relation
 from ._changes import TextDiff
 from ._codes import CODES, CauseCode, Severity
-from ._unit import CacheUnit
 
 __all__ = [
     "DOCTOR_FORMAT_VERSION",
@@ -33,8 +33,9 @@ __all__ = [
     "request_ranges",
 ]
 
-DOCTOR_FORMAT_VERSION: Final = 2
-"""Version of the cache report's JSON document (2: one report for logs and traces)."""
+DOCTOR_FORMAT_VERSION: Final = 3
+"""Version of the cache report's JSON document (2: one report for logs and traces; 3: the cache
+granularity under its one name, ``granularity``, where 2 said ``unit``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -381,17 +382,14 @@ class DoctorReport:
     path: str | None
     figures: Literal["reported", "simulated"]
     """Where hit and prompt figures come from: the trace's usage, or the simulator."""
-    unit: CacheUnit
+    granularity: CacheGranularity
+    """Tokens per cache unit the figures are counted in, and where that came from."""
     conversations: tuple[ConversationDiagnosis, ...]
     notes: tuple[str, ...] = ()
     prices: Prices | None = None
     """The prices the cost figures use when one price applies to every request (``None``:
     each request's model and date decide, see ``Prices.label`` in the JSON)."""
     time_resolution: float | None = None
-
-    @property
-    def unit_tokens(self) -> int:
-        return self.unit.tokens
 
     @property
     def requests(self) -> list[RequestDiagnosis]:
@@ -454,7 +452,7 @@ class DoctorReport:
             "source": self.source,
             "path": self.path,
             "figures": self.figures,
-            "unit": self.unit.to_json(),
+            "granularity": self.granularity.to_json(),
             "timeResolution": self.time_resolution,
             "prices": self.prices.to_json() if self.prices is not None else None,
             "priceList": [p.to_json() for p in self.price_list()],

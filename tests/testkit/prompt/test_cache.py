@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_testkit.prompt._cache import (
+from dsh_testkit.prompt._cache import PrefixCacheSimulator
+from dsh_testkit.prompt._cache_values import (
     CacheKey,
     CacheUsage,
-    PrefixCacheSimulator,
     anthropic_usage,
     deepseek_usage,
 )
