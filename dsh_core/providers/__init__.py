@@ -10,8 +10,9 @@ translator, ``map_usage``, ``classify_http_error``) and the provider class imple
 
 Shared by both formats and the mock: the model table (:data:`MODELS`, :func:`resolve_model`,
 each model's :class:`CacheFacts`) and the one thinking-mode rule (:func:`thinking_enabled`); :class:`WireFormatError` with a stable
-``code`` (:data:`WireErrorCode`) for request shapes; SSE framing (:class:`SseParser`) and encoding
-(:meth:`SseEvent.encode`, :meth:`SseEvent.of_json`, :data:`SSE_DONE`).
+``code`` (:data:`WireErrorCode`) for request shapes; SSE framing (:class:`SseParser`; a whole
+body: :func:`parse_events`, :func:`split_events`) and encoding (:meth:`SseEvent.encode`,
+:meth:`SseEvent.of_json`, :data:`SSE_DONE`).
 """
 
 from ._failures import RETRYABLE_CODES
@@ -28,7 +29,7 @@ from ._models import (
 )
 from ._passback import PassbackRule, lacks_thinking, missing_reasoning, reasoning_required
 from ._prices import PRICE_TABLE, Prices, prices_for
-from ._sse import SSE_DONE, SseEvent, SseParser, SseTruncatedError
+from ._sse import SSE_DONE, SseEvent, SseParser, SseTruncatedError, parse_events, split_events
 from ._wire import TOOL_NAME_PATTERN, WireErrorCode, WireFormatError
 from .anthropic import AnthropicMessage, AnthropicProvider, AnthropicRequest, EventTranslator
 from .deepseek import (
@@ -75,8 +76,10 @@ __all__ = [
     "cache_model",
     "lacks_thinking",
     "missing_reasoning",
+    "parse_events",
     "prices_for",
     "reasoning_required",
     "resolve_model",
+    "split_events",
     "thinking_enabled",
 ]

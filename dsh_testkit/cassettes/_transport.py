@@ -27,7 +27,9 @@ from types import ModuleType
 from typing import Any
 from unittest import mock
 
-from ._format import is_event_stream, response_chunks, split_sse
+from dsh_core.providers import split_events
+
+from ._format import is_event_stream, response_chunks
 
 __all__ = ["TransportPatches"]
 
@@ -63,7 +65,7 @@ def _live_chunks(headers: Any, content: bytes) -> list[bytes]:
     """How a just-recorded body is handed on: per SSE event, exactly as replay will."""
     if content and is_event_stream(dict(headers)) and "content-encoding" not in headers:
         try:
-            return [e.encode("utf-8") for e in split_sse(content.decode("utf-8"))]
+            return [e.encode("utf-8") for e in split_events(content.decode("utf-8"))]
         except UnicodeDecodeError:
             pass
     return [content] if content else []

@@ -14,10 +14,10 @@ Two runs side by side — what a harness change did to the cache and the bill, w
 build gates on — is :mod:`dsh_testkit.compare` (``dsh-testkit compare BASE NEW``).
 
 The command is ``dsh-testkit cache-report INPUT``; the terms of the report are defined once
-(:data:`TERMS`), and so is the cache granularity (:func:`cache_granularity`).
+(:data:`TERMS`), and so is the cache granularity (:func:`cache_granularity`, a
+:class:`~dsh_testkit.prompt.CacheGranularity`).
 """
 
-from ..prompt._granularity import CacheGranularity
 from ._assertions import DEFAULT_ALLOWED, assert_cache_friendly, assert_prefix_stable
 from ._branches import Brancher, Conversation, Link, Relation, conversations
 from ._codes import CAUSE_CODES, CODES, TERMS, CauseCode, CodeInfo, Severity
@@ -44,7 +44,6 @@ __all__ = [
     "DOCTOR_FORMAT_VERSION",
     "TERMS",
     "Brancher",
-    "CacheGranularity",
     "CacheUnfriendly",
     "CauseCode",
     "CodeInfo",

@@ -49,6 +49,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from dsh_core.providers import split_events
+
 from .._errors import ScrubRuleError, UnscrubbableBody
 from ._bodies import (
     Piece,
@@ -58,7 +60,6 @@ from ._bodies import (
     decode_text,
     gunzip,
     rewrite_event,
-    split_events,
     stream_fields,
 )
 from ._rules import (
