@@ -73,16 +73,8 @@ from ._header_delta import (
     plan_header_event,
 )
 from ._invariants import LogInvariant, RequestInvariant
-from ._json import (
-    MAX_JSON_DEPTH,
-    FrozenDict,
-    FrozenList,
-    dumps_canonical,
-    freeze_json,
-    json_kind,
-    loads_json,
-    thaw_json,
-)
+from ._json import FrozenDict, FrozenList, freeze_json, json_kind, thaw_json
+from ._json_text import MAX_JSON_DEPTH, dumps_canonical, loads_json
 from ._loop import Agent
 from ._messages import (
     ContentBlock,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from .._errors import DshError
-from .._json import dumps_canonical
+from .._json_text import dumps_canonical
 
 __all__ = [
     "SSE_DONE",

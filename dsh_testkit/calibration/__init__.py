@@ -5,7 +5,9 @@ runs the requests in order through a fresh simulator and compares hit tokens, th
 and prompt tokens with what the API reported. See :func:`calibrate`.
 """
 
-from ._calibrate import (
+from ._calibrate import calibrate
+from ._sources import find_logs
+from ._values import (
     CALIBRATION_FORMAT_VERSION,
     CalibrationError,
     CalibrationReport,
@@ -14,8 +16,6 @@ from ._calibrate import (
     RequestCalibration,
     Scope,
     SkippedLog,
-    calibrate,
-    find_logs,
     make_tokenizer,
 )
 

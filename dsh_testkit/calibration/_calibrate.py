@@ -66,13 +66,12 @@ from typing import Any
 from dsh_core.providers import cache_model
 
 from ..prompt._cache_values import CacheKey, CacheLookup, PrefixUnit
-from ..prompt._template import PromptRenderer, RenderedPrompt
+from ..prompt._template import PromptRenderer
+from ..prompt._template_tokens import RenderedPrompt
 from ._sources import Request, find_logs, requests_of
 from ._values import (
     _ANCHOR_BASE,
     _SAME_RUN_MS,
-    CALIBRATION_FORMAT_VERSION,
-    CalibrationError,
     CalibrationReport,
     CalibrationSettings,
     CalibrationSummary,
@@ -83,19 +82,7 @@ from ._values import (
     make_tokenizer,
 )
 
-__all__ = [
-    "CALIBRATION_FORMAT_VERSION",
-    "CalibrationError",
-    "CalibrationReport",
-    "CalibrationSettings",
-    "CalibrationSummary",
-    "RequestCalibration",
-    "Scope",
-    "SkippedLog",
-    "calibrate",
-    "find_logs",
-    "make_tokenizer",
-]
+__all__ = ["calibrate"]
 
 
 # -- the simulation --------------------------------------------------------------------------

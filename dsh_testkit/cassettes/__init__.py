@@ -24,14 +24,8 @@ from .._errors import (
     ScrubRuleError,
     UnscrubbableBody,
 )
-from ..scrub._scrubber import (
-    REDACTED,
-    ScrubRules,
-    find_secrets,
-    scrub_json,
-    scrub_text,
-    scrub_url,
-)
+from ..scrub._rules import REDACTED, ScrubRules
+from ..scrub._scrubber import find_secrets, scrub_json, scrub_text, scrub_url
 from ._api import (
     RECORD_MODES,
     Cassette,

@@ -51,7 +51,8 @@ from .._errors import (
     CassetteNotFullyPlayed,
     UnscrubbableBody,
 )
-from ..scrub._scrubber import Scrubber, ScrubRules
+from ..scrub._rules import ScrubRules
+from ..scrub._scrubber import Scrubber
 from ._config import CassetteConfig
 from ._format import (
     CassettePersister,

@@ -9,12 +9,12 @@ from rich.table import Table
 from rich.text import Text
 
 from .._console import dumps_report_json, emit, make_console
-from ..calibration._calibrate import (
+from ..calibration._calibrate import calibrate
+from ..calibration._values import (
     CALIBRATION_FORMAT_VERSION,
     CalibrationError,
     CalibrationReport,
     CalibrationSettings,
-    calibrate,
 )
 
 __all__ = ["add_calibrate_arguments", "render_calibration", "run_calibrate"]

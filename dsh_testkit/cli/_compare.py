@@ -19,8 +19,9 @@ from dsh_core import DshError
 from dsh_core.providers import Prices
 
 from .._console import dumps_report_json, write_output
+from ..compare._inputs import TraceLoader
 from ..compare._render import comparison_markdown, comparison_text
-from ..compare._runs import TraceLoader, compare_runs
+from ..compare._runs import compare_runs
 from ..compare._values import COMPARE_FORMAT_VERSION, Thresholds
 from ..traces import Trace, TraceError, identify
 from ._doctor import (

@@ -81,7 +81,7 @@ from ._values import (
     judge,
 )
 
-__all__ = ["TraceLoader", "compare_runs"]
+__all__ = ["compare_runs"]
 
 _ABSOLUTE_TIME: Final = 1e9
 """Times below this are relative to the recording (a capture's clock), not dates."""

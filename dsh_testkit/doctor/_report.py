@@ -17,8 +17,8 @@ from dsh_core.providers import Prices, prices_for
 
 from ..prompt._granularity import CacheGranularity
 from ._branches import Relation
-from ._changes import TextDiff
 from ._codes import CODES, CauseCode, Severity
+from ._text import TextDiff
 
 __all__ = [
     "DOCTOR_FORMAT_VERSION",

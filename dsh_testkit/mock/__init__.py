@@ -14,6 +14,8 @@ script, a responder callable, or the default reply::
     )
 """
 
+from dsh_core.providers import PassbackRule
+
 from ._api_errors import ApiError
 from ._errors import MockError, MockServerError, ScriptError
 from ._inprocess import MockHandler, mock_transport, respx_route
@@ -46,7 +48,6 @@ from ._script import (
     random_script,
 )
 from ._server import MockServer, serve
-from ._validate import PassbackRule
 
 __all__ = [
     "BEHAVIOURS",

@@ -22,21 +22,18 @@ from dsh_core.providers import (
     TOOL_NAME_PATTERN,
     AnthropicRequest,
     ChatRequest,
+    PassbackRule,
     WireFormatError,
     resolve_model,
 )
 from dsh_core.providers import anthropic as anthropic_codec
 from dsh_core.providers import deepseek as deepseek_codec
 
+from ..scrub._rules import REDACTED
 from ._api_errors import ApiError
 from ._plan import HttpRequest
-from ._request import REDACTED, MockRequest
-from ._validate import (
-    PassbackRule,
-    ToolFacts,
-    validate_anthropic,
-    validate_chat,
-)
+from ._request import MockRequest
+from ._validate import ToolFacts, validate_anthropic, validate_chat
 
 __all__ = [
     "MAX_JSON_DEPTH",

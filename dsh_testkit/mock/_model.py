@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
-from dsh_core.providers import MODELS
+from dsh_core.providers import MODELS, PassbackRule
 
 from ..prompt._cache import PrefixCacheSimulator
 from ..prompt._template import PromptRenderer
@@ -58,12 +58,11 @@ from ._sources import (
     exhausted_error,
     with_reasoning,
 )
-from ._validate import PassbackRule
 
 if TYPE_CHECKING:
     from ..traces import Trace
 
-__all__ = ["DEFAULT_REQUEST_LOG_LIMIT", "SCRIPT_EXHAUSTED_STATUS", "MockDeepSeek", "Responder"]
+__all__ = ["DEFAULT_REQUEST_LOG_LIMIT", "MockDeepSeek", "Responder"]
 
 Responder: TypeAlias = Callable[[MockRequest], ScriptEntry | None]
 """A callable script (pydantic-ai's ``FunctionModel``, for the DeepSeek wire): it gets every

@@ -14,10 +14,9 @@ from typing import Any, Literal, TypeAlias
 
 from dsh_core.providers import AnthropicRequest, ChatRequest
 
-from ..scrub._rules import REDACTED as REDACTED
 from ._validate import ToolFacts
 
-__all__ = ["REDACTED", "AnsweredBy", "Endpoint", "MockRequest", "ReceivedRequest"]
+__all__ = ["AnsweredBy", "Endpoint", "MockRequest", "ReceivedRequest"]
 
 Endpoint: TypeAlias = Literal["chat", "anthropic", "models", "control", "unknown"]
 AnsweredBy: TypeAlias = Literal[

@@ -81,7 +81,7 @@ from ._cache_values import (
     PrefixUnitKind,
 )
 from ._granularity import DEFAULT_GRANULARITY
-from ._template import RenderedCompletion, RenderedPrompt
+from ._template_tokens import RenderedCompletion, RenderedPrompt
 
 __all__ = ["PrefixCacheSimulator"]
 

@@ -10,7 +10,7 @@ from typing import Literal, TypeAlias
 
 from dsh_core.providers import cache_model
 
-from ._template import RenderedPrompt
+from ._template_tokens import RenderedPrompt
 
 __all__ = [
     "CacheKey",

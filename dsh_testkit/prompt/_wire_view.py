@@ -39,7 +39,6 @@ from dsh_core.providers import Endpoint, cache_model, resolve_model, thinking_en
 
 __all__ = [
     "CACHE_KEY_PARAMS",
-    "Endpoint",
     "WireView",
     "canonical_json",
     "common_prefix",

@@ -65,7 +65,8 @@ if TYPE_CHECKING:
     from ..cassettes import Cassette
     from ..mock import MockServer
     from ..scrub._rules import ScrubRules
-    from ._support import AgentFactory, CassetteFixture, MockFixture, ReplayFactory
+    from ._cassette import CassetteFixture
+    from ._support import AgentFactory, MockFixture, ReplayFactory
 
 __all__ = [
     "API_KEY_ENV",
@@ -275,7 +276,7 @@ def _check_mocks(item: pytest.Item) -> None:
                     f"of dsh_mock_server not used (cassette {use.path.name} replayed)"
                 )
             return
-        from ._support import unmet_expectations
+        from ._strict import unmet_expectations
 
         unmet = unmet_expectations(server.mock)
         if unmet is not None:
@@ -471,7 +472,7 @@ def dsh_cassette(
     from .._errors import TestkitError
     from ..cassettes import CassetteConfig
     from ..cassettes._api import normalize_mode
-    from ._support import CassetteFixture, CassetteSettings, cassette_options, cassette_path
+    from ._cassette import CassetteFixture, CassetteSettings, cassette_options, cassette_path
 
     settings = _settings(request.config)
     marker = request.node.get_closest_marker("dsh_cassette")

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from dsh_core import Agent, AgentOptions, Provider, Session, Tool
 from dsh_core.providers import DeepSeekProvider
-from dsh_core.providers.deepseek import API_KEY_ENV, BASE_URL_ENV
 
 from .._errors import MockNotSatisfied
 from ..mock import (
@@ -43,34 +42,13 @@ from ..replay import LogSource, ReplayProvider
 from ._cassette import (
     LIVE_ORIGIN,
     MOCK_API_KEY,
-    CassetteFixture,
-    CassetteSettings,
-    cassette_options,
-    cassette_path,
-    route_network_to_mock,
 )
 from ._strict import unmet_expectations
 
 if TYPE_CHECKING:
     from ..traces import Trace
 
-__all__ = [
-    "API_KEY_ENV",
-    "BASE_URL_ENV",
-    "LIVE_ORIGIN",
-    "MOCK_API_KEY",
-    "AgentFactory",
-    "CassetteFixture",
-    "CassetteSettings",
-    "MockFixture",
-    "ReplayFactory",
-    "cassette_options",
-    "cassette_path",
-    "make_lenient",
-    "make_strict",
-    "route_network_to_mock",
-    "unmet_expectations",
-]
+__all__ = ["AgentFactory", "MockFixture", "ReplayFactory", "make_lenient", "make_strict"]
 
 # ------------------------------------------------------------------------------ dsh_mock
 

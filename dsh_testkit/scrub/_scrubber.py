@@ -74,22 +74,14 @@ from ._rules import (
     SECRET_JSON_NAMES,
     SECRET_QUERY_NAMES,
     ScrubRules,
+    _may_hold_key,
     _name_words,
     _replace,
     path_matches,
 )
-from ._rules import (
-    _may_hold_key as _may_hold_key,  # also read by the trace writer
-)
 from ._spellings import KnownSecrets, header_credentials, hidden, may_hide, replace_spans
 
 __all__ = [
-    "REDACTED",
-    "SECRET_HEADERS",
-    "SECRET_HEADER_WORDS",
-    "SECRET_JSON_NAMES",
-    "SECRET_QUERY_NAMES",
-    "ScrubRules",
     "Scrubber",
     "credentials_of",
     "find_secrets",

@@ -11,17 +11,11 @@ GenAI spans (OTLP JSON), or the trace file ``dsh-testkit proxy`` writes (:class:
         print(exchange.index, exchange.usage)
 """
 
+from dsh_core.providers import Endpoint
+
 from ._errors import TraceError
 from ._file import TRACE_FORMAT, TRACE_FORMAT_VERSION, TraceWriter
-from ._model import (
-    Endpoint,
-    Exchange,
-    LogEvent,
-    Outcome,
-    Trace,
-    TraceSource,
-    TraceUsage,
-)
+from ._model import Exchange, LogEvent, Outcome, Trace, TraceSource, TraceUsage
 from ._readers import READERS, TraceReader, identify, load_trace, loads_trace, trace_of
 from ._readers._build import CONVERSATION_HEADERS
 from ._readers._session_log import session_log_trace

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
-from dsh_core.providers import SseEvent, parse_events
+from dsh_core.providers import Endpoint, SseEvent, parse_events
 
-from ._model import Endpoint, TraceUsage
+from ._model import TraceUsage
 
 __all__ = [
     "answer_of_events",

@@ -16,7 +16,8 @@ from dsh_testkit.prompt._cache_values import (
     anthropic_usage,
     deepseek_usage,
 )
-from dsh_testkit.prompt._template import PromptRenderer, RenderedPrompt
+from dsh_testkit.prompt._template import PromptRenderer
+from dsh_testkit.prompt._template_tokens import RenderedPrompt
 
 KEY = CacheKey.for_request("sk-test-0001")
 RENDERER = PromptRenderer()

@@ -652,7 +652,7 @@ async def test_the_live_guard_answers_remote_hosts_in_process_and_lets_loopback_
     import httpx2
 
     from dsh_testkit.mock import MockHandler
-    from dsh_testkit.pytest_plugin._support import route_network_to_mock
+    from dsh_testkit.pytest_plugin._cassette import route_network_to_mock
 
     originals = (httpx.HTTPTransport.handle_request, httpx2.AsyncHTTPTransport.handle_async_request)
     auth = {"authorization": "Bearer any"}
