@@ -35,12 +35,12 @@ from ..scrub._rules import _URL_REDACTED as URL_REDACTED
 from ..scrub._scrubber import credentials_of
 from ..scrub._spellings import KnownSecrets
 from ._admission import (
-    MAX_JSON_DEPTH,
+    DecodedBody,
     Rejection,
     admit,
     caller_key,
     credentials,
-    json_depth_exceeds,
+    decode_body,
     redacted_headers,
 )
 from ._answers import AnswerPlanner, context_window_error
@@ -466,8 +466,9 @@ class MockDeepSeek:
         error: ApiError,
         *,
         allow: str | None = None,
+        body: DecodedBody | None = None,
     ) -> ResponsePlan:
-        self._record(request, endpoint, status=error.status, error=error)
+        self._record(request, endpoint, status=error.status, error=error, body=body)
         extra = (("allow", allow),) if allow else ()
         return self._answers.error_plan(error, endpoint, extra=extra)
 
@@ -489,13 +490,18 @@ class MockDeepSeek:
     ) -> ResponsePlan:
         try:
             key = caller_key(request, endpoint, accepted=self._api_keys)
-            view = admit(request, endpoint, seq=self._seq + 1, passback=self._passback)
         except Rejection as reject:
             return self._reject(request, endpoint, reject.error)
+        # The body's one decode: admission reads its value, the request log keeps it.
+        body = decode_body(request.body)
+        try:
+            view = admit(request, endpoint, body=body, seq=self._seq + 1, passback=self._passback)
+        except Rejection as reject:
+            return self._reject(request, endpoint, reject.error, body=body)
         prompt = self._answers.render_prompt(view)
         overflow = context_window_error(view, prompt.prompt_tokens)
         if overflow is not None:
-            return self._reject(request, endpoint, overflow)
+            return self._reject(request, endpoint, overflow, body=body)
         sources = self._sources
         entry, answered_by, route = sources.pick(view)
         scripted = answered_by in ("route", "script")
@@ -503,7 +509,7 @@ class MockDeepSeek:
             self._unscripted.append(self._seq + 1)
         if entry is None:
             error = exhausted_error(view, tuple(sources.routes), secrets=_safe_credentials(request))
-            return self._reject(request, endpoint, error)
+            return self._reject(request, endpoint, error, body=body)
         sources.last_entry = entry
         by: dict[str, Any] = {
             "scripted": scripted,
@@ -512,12 +518,18 @@ class MockDeepSeek:
         }
         if isinstance(entry, ErrorReply):
             plan = self._answers.scripted_error_plan(entry, endpoint)
-            self._record(request, endpoint, status=entry.status, entry=entry, **by)
+            self._record(request, endpoint, status=entry.status, entry=entry, body=body, **by)
             return plan
         unoffered = _unoffered_tool_error(entry, view) if self._strict_tools else None
         if unoffered is not None:
             self._record(
-                request, endpoint, status=unoffered.status, entry=entry, error=unoffered, **by
+                request,
+                endpoint,
+                status=unoffered.status,
+                entry=entry,
+                error=unoffered,
+                body=body,
+                **by,
             )
             return self._answers.error_plan(unoffered, endpoint)
         sent, warning = with_reasoning(entry, view)
@@ -526,7 +538,7 @@ class MockDeepSeek:
             extras["generatedReasoning"] = sent.reasoning  # type: ignore[union-attr]
         if warning is not None:
             extras["warnings"] = [warning]
-        self._record(request, endpoint, status=200, entry=entry, extras=extras, **by)
+        self._record(request, endpoint, status=200, entry=entry, extras=extras, body=body, **by)
         return plan
 
     # -- the request log ----------------------------------------------------------------------
@@ -543,7 +555,11 @@ class MockDeepSeek:
         answered_by: AnsweredBy | None = None,
         route: int | None = None,
         extras: Mapping[str, Any] | None = None,
+        body: DecodedBody | None = None,
     ) -> None:
+        """Log ``request``; ``body`` is its decode when admission made one (else made here)."""
+        if body is None:
+            body = decode_body(request.body)
         secrets = _known_secrets(request)
         headers = redacted_headers(request)
         self._seq += 1
@@ -554,7 +570,7 @@ class MockDeepSeek:
                 path=secrets.text(request.path, URL_REDACTED),
                 endpoint=endpoint,
                 headers=headers,
-                body=secrets.json(_logged_body(request.body)),
+                body=secrets.json(body.logged),
                 status=status,
                 entry=None if entry is None else secrets.json(entry.to_json()),
                 error=None if error is None else secrets.json(error.to_json()),
@@ -591,19 +607,6 @@ def _unoffered_tool_error(entry: Reply, view: MockRequest) -> ApiError | None:
                 code="MOCK_TOOL_NOT_OFFERED",
             )
     return None
-
-
-def _logged_body(raw: bytes) -> Any:
-    """The body as the log keeps it: parsed JSON when it is shallow enough, else its text."""
-    if not raw:
-        return None
-    text = raw.decode("utf-8", errors="replace")
-    if json_depth_exceeds(text, MAX_JSON_DEPTH):
-        return text
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return text
 
 
 def _last_user_snippet(body: Any) -> str:
