@@ -647,6 +647,34 @@ def test_recording_live_reads_the_key_from_the_environment_and_never_stores_it(
 # ---------------------------------------------------------------------------- the live guard
 
 
+LAYERS = """
+import httpx
+import httpx2
+
+
+def test_each_client_class_is_intercepted_once(dsh_cassette):
+    for mod in (httpx, httpx2):
+        for cls, name in (
+            (mod.HTTPTransport, "handle_request"),
+            (mod.AsyncHTTPTransport, "handle_async_request"),
+            (mod.MockTransport, "handle_request"),
+            (mod.MockTransport, "handle_async_request"),
+        ):
+            patched = vars(cls)[name]
+            own = patched.__wrapped__  # what the one patch runs in the end: the class's own
+            assert own.__qualname__ == f"{cls.__name__}.{name}", (cls, name)
+            assert own.__module__.startswith(mod.__name__), (cls, name)
+            assert not hasattr(own, "__wrapped__"), (cls, name)
+"""
+
+
+def test_a_cassette_test_patches_each_transport_method_once(project: pytest.Pytester) -> None:
+    """The cassette's record/replay and the plugin's routing of live calls to the mock are
+    layers of one interception: under a cassette a client class's method is wrapped once."""
+    project.makepyfile(test_layers=LAYERS)
+    project.runpytest("--dsh-record-mode=missing").assert_outcomes(passed=1)
+
+
 async def test_the_live_guard_answers_remote_hosts_in_process_and_lets_loopback_through() -> None:
     import httpx
     import httpx2
