@@ -33,7 +33,7 @@ from dsh_core import loads_json
 
 from ..doctor._incremental import WINDOW, IncrementalReport
 from ..doctor._report import DoctorReport
-from ..scrub._rules import _URL_REDACTED
+from ..scrub._rules import URL_REDACTED
 from ..scrub._scrubber import Scrubber, scrub_json, scrub_url
 from ..scrub._spellings import KnownSecrets
 from ..traces import Exchange, Trace, TraceError, TraceWriter, loads_trace
@@ -159,7 +159,7 @@ class Recorder:
         known = KnownSecrets(secrets)
         url = record.get("url")
         if isinstance(url, str):
-            record["url"] = known.text(scrub_url(url), _URL_REDACTED)
+            record["url"] = known.text(scrub_url(url), URL_REDACTED)
         with self._lock:
             record["index"] = self.writer.records
             line = encode_record(record)

@@ -57,6 +57,9 @@ from ._settings import add_options as _add_options
 from ._settings import ci_refusal as _ci_refusal
 from ._settings import read_settings as _read_settings
 from ._settings import report_header as _report_header
+from ._stash import CASSETTE_USE as _CASSETTE_USE
+from ._stash import MOCK as _MOCK
+from ._stash import SERVER as _SERVER
 
 if TYPE_CHECKING:
     from dsh_core.providers import DeepSeekProvider
@@ -71,6 +74,7 @@ __all__ = [
     "API_KEY_ENV",
     "RECORD_MODES",
     "AgentFactory",
+    "CassetteFixture",
     "MockFixture",
     "ReplayFactory",
 ]
@@ -94,12 +98,9 @@ class _AfterCall(Protocol):
 _AFTER_CALL: Final[pytest.StashKey[list[_AfterCall]]] = pytest.StashKey()
 _CALL_ERROR: Final[pytest.StashKey[BaseException | None]] = pytest.StashKey()
 _SETTINGS: Final[pytest.StashKey[_Settings]] = pytest.StashKey()
-_SERVER: Final[pytest.StashKey[MockServer]] = pytest.StashKey()
-_CASSETTE_USE: Final[pytest.StashKey[CassetteFixture]] = pytest.StashKey()
 _GUARD: Final[pytest.StashKey[_network.NetworkGuard]] = pytest.StashKey()
 _REPLAY_NOTES: Final[pytest.StashKey[list[str]]] = pytest.StashKey()
 _WARNINGS: Final[pytest.StashKey[list[str]]] = pytest.StashKey()
-_MOCK: Final[pytest.StashKey[MockFixture]] = pytest.StashKey()
 
 
 def _settings(config: pytest.Config) -> _Settings:

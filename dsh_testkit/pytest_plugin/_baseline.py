@@ -45,6 +45,7 @@ import pytest
 
 from .._replace_file import replacing
 from .._test_ids import name_of_test
+from ._stash import CASSETTE_USE, MOCK, SERVER
 
 if TYPE_CHECKING:
     from ..traces import Trace
@@ -233,24 +234,22 @@ def _damage(path: Path) -> str | None:
 
 def _test_trace(item: pytest.Item) -> Trace | None:
     """The model traffic of the test that just ran (``None``: it sent none)."""
-    from . import _CASSETTE_USE, _MOCK, _SERVER
-
     capture = getattr(item, "funcargs", {}).get("dsh_capture")
     if capture is not None and capture.requests:
         trace: Trace = capture.to_trace()
         if len(trace):
             return trace
-    server = item.config.stash.get(_SERVER, None)
+    server = item.config.stash.get(SERVER, None)
     if (
         server is not None
         and "dsh_mock_server" in getattr(item, "fixturenames", ())
         and server.mock.requests
     ):
         return server.mock.to_trace()
-    fixture = item.stash.get(_MOCK, None)
+    fixture = item.stash.get(MOCK, None)
     if fixture is not None and fixture.mock.requests:
         return fixture.mock.to_trace()
-    use = item.stash.get(_CASSETTE_USE, None)
+    use = item.stash.get(CASSETTE_USE, None)
     if use is not None and Path(use.path).is_file():
         from ..traces import load_trace
 

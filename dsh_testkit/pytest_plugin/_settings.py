@@ -19,7 +19,9 @@ from ._network import parse_hosts
 __all__ = [
     "API_KEY_ENV",
     "DEFAULT_DIR_NAME",
+    "LIVE_ORIGIN",
     "MARKERS",
+    "MOCK_API_KEY",
     "OLD_MODE_NAMES",
     "RECORD_MODES",
     "Settings",
@@ -29,6 +31,12 @@ __all__ = [
     "read_settings",
     "report_header",
 ]
+
+LIVE_ORIGIN: Final = "https://api.deepseek.com"
+"""Where cassettes file their requests, whatever they were recorded against."""
+MOCK_API_KEY: Final = "dsh-testkit-mock-key"
+"""The key sent to the mock and in replay: any non-empty key will do, and this one is not
+shaped like a real key, so nothing mistakes it for a secret."""
 
 API_KEY_ENV: Final = "DEEPSEEK_API_KEY"
 """The one place a live key is read from: ``dsh_core.providers.deepseek.API_KEY_ENV``, spelled

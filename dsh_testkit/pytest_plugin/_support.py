@@ -41,14 +41,13 @@ from ..mock import (
 from ..mock._routes import RouteAnswer, TextMatcher
 from ..replay import LogSource, ReplayProvider
 from ._cassette import (
-    LIVE_ORIGIN,
-    MOCK_API_KEY,
     CassetteFixture,
     CassetteSettings,
     cassette_options,
     cassette_path,
     route_network_to_mock,
 )
+from ._settings import LIVE_ORIGIN, MOCK_API_KEY
 from ._strict import unmet_expectations
 
 if TYPE_CHECKING:

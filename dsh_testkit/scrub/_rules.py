@@ -31,7 +31,7 @@ REDACTED: Final = "<REDACTED>"
 """What a secret is replaced with: not key-shaped, and ends every key pattern's character run.
 The one spelling the test kit uses (cassettes, captured requests, the mock's request log)."""
 
-_URL_REDACTED: Final = "REDACTED"
+URL_REDACTED: Final = "REDACTED"
 """The replacement inside URLs, where ``<`` and ``>`` would need escaping."""
 
 SECRET_HEADERS: Final = frozenset(

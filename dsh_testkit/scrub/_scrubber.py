@@ -66,12 +66,12 @@ from ._rules import (
     _MAX_PASSES,
     _RULES_VERSION,
     _URL_HEADERS,
-    _URL_REDACTED,
     REDACTED,
     SECRET_HEADER_WORDS,
     SECRET_HEADERS,
     SECRET_JSON_NAMES,
     SECRET_QUERY_NAMES,
+    URL_REDACTED,
     ScrubRules,
     _name_words,
     _replace,
@@ -256,14 +256,14 @@ class Scrubber:
         if "@" in netloc:
             userinfo, host = netloc.rsplit("@", 1)
             if ":" in userinfo:
-                netloc = f"{userinfo.split(':', 1)[0]}:{_URL_REDACTED}@{host}"
+                netloc = f"{userinfo.split(':', 1)[0]}:{URL_REDACTED}@{host}"
         query = parts.query
         if query:
             pairs = parse_qsl(query, keep_blank_values=True)
             if any(self.is_secret_query_name(name) for name, _ in pairs):
-                query = urlencode(self._pairs(pairs, _URL_REDACTED))
+                query = urlencode(self._pairs(pairs, URL_REDACTED))
         rebuilt = urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-        return self.text(rebuilt).replace(REDACTED, _URL_REDACTED)
+        return self.text(rebuilt).replace(REDACTED, URL_REDACTED)
 
     # -------------------------------------------------------------------- credentials
 
@@ -368,7 +368,7 @@ class Scrubber:
             elif media.startswith("application/x-www-form-urlencoded"):
                 pairs = parse_qsl(scrubbed, keep_blank_values=True)
                 if any(self.is_secret_query_name(name) for name, _ in pairs):
-                    scrubbed = urlencode(self._pairs(pairs, _URL_REDACTED))
+                    scrubbed = urlencode(self._pairs(pairs, URL_REDACTED))
             if scrubbed != text:
                 return scrubbed
         return text
@@ -522,7 +522,7 @@ def redact_known(value: Any, secrets: Iterable[str] | KnownSecrets, *, url: bool
     (:class:`~dsh_testkit.scrub._spellings.KnownSecrets`). ``url=True`` replaces with
     ``REDACTED`` (no ``<>`` to escape in a URL)."""
     known = secrets if isinstance(secrets, KnownSecrets) else KnownSecrets(secrets)
-    return known.json(value, _URL_REDACTED if url else REDACTED)
+    return known.json(value, URL_REDACTED if url else REDACTED)
 
 
 def scrub_text(text: str) -> str:
