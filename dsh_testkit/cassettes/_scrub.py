@@ -15,7 +15,7 @@ from typing import Any
 
 from .._errors import UnscrubbableBody
 from ..scrub._bodies import content_type, decode_text, decompress
-from ..scrub._rules import _URL_REDACTED
+from ..scrub._rules import URL_REDACTED
 from ..scrub._scrubber import Scrubber
 from ..scrub._spellings import KnownSecrets
 
@@ -93,7 +93,7 @@ def vcr_request(scrubber: Scrubber, request: Any) -> Any:
     request = copy.deepcopy(request)
     headers = dict(request.headers)
     known = KnownSecrets(scrubber.credentials(headers.items()))
-    request.uri = known.text(scrubber.url(request.uri), _URL_REDACTED)
+    request.uri = known.text(scrubber.url(request.uri), URL_REDACTED)
     body = request.body
     encoding_name = next((n for n in headers if n.lower() == "content-encoding"), None)
     if encoding_name is not None:

@@ -31,7 +31,7 @@ from dsh_core.providers import MODELS
 
 from ..prompt._cache import PrefixCacheSimulator
 from ..prompt._template import PromptRenderer
-from ..scrub._rules import _URL_REDACTED as URL_REDACTED
+from ..scrub._rules import URL_REDACTED
 from ..scrub._scrubber import credentials_of
 from ..scrub._spellings import KnownSecrets
 from ._admission import (

@@ -9,13 +9,16 @@ spelling (``_spellings.py``); :class:`ScrubRules` adds a project's own header na
 names, JSON keys and paths, and patterns.
 """
 
+from .._errors import ScrubRuleError, UnscrubbableBody
 from ._rules import REDACTED, ScrubRules
 from ._scrubber import Scrubber, find_secrets, scrub_headers, scrub_json, scrub_text, scrub_url
 
 __all__ = [
     "REDACTED",
+    "ScrubRuleError",
     "ScrubRules",
     "Scrubber",
+    "UnscrubbableBody",
     "find_secrets",
     "scrub_headers",
     "scrub_json",

@@ -25,7 +25,7 @@ Exactly what is removed (a denylist with rules you can extend, not an allowlist)
   scrubbed in the charset its ``Content-Type`` names (else as Latin-1, which keeps every byte)
   and stored as those bytes; a gzip stream without a header is refused when it holds a secret.
   A body in an encoding this module cannot read (``br``, ``zstd`` without a decoder) is refused
-  (:class:`~dsh_testkit.cassettes.UnscrubbableBody`), never stored unscrubbed.
+  (:class:`~dsh_testkit.scrub.UnscrubbableBody`), never stored unscrubbed.
 - **Streams** (``text/event-stream``): each event, and also the concatenated text of each field
   across events, so a key streamed a few characters per delta is removed from the pieces
   (the first piece keeps ``<REDACTED>``, the others lose their part of the key).
@@ -66,12 +66,12 @@ from ._rules import (
     _MAX_PASSES,
     _RULES_VERSION,
     _URL_HEADERS,
-    _URL_REDACTED,
     REDACTED,
     SECRET_HEADER_WORDS,
     SECRET_HEADERS,
     SECRET_JSON_NAMES,
     SECRET_QUERY_NAMES,
+    URL_REDACTED,
     ScrubRules,
     _name_words,
     _replace,
@@ -256,14 +256,14 @@ class Scrubber:
         if "@" in netloc:
             userinfo, host = netloc.rsplit("@", 1)
             if ":" in userinfo:
-                netloc = f"{userinfo.split(':', 1)[0]}:{_URL_REDACTED}@{host}"
+                netloc = f"{userinfo.split(':', 1)[0]}:{URL_REDACTED}@{host}"
         query = parts.query
         if query:
             pairs = parse_qsl(query, keep_blank_values=True)
             if any(self.is_secret_query_name(name) for name, _ in pairs):
-                query = urlencode(self._pairs(pairs, _URL_REDACTED))
+                query = urlencode(self._pairs(pairs, URL_REDACTED))
         rebuilt = urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-        return self.text(rebuilt).replace(REDACTED, _URL_REDACTED)
+        return self.text(rebuilt).replace(REDACTED, URL_REDACTED)
 
     # -------------------------------------------------------------------- credentials
 
@@ -368,7 +368,7 @@ class Scrubber:
             elif media.startswith("application/x-www-form-urlencoded"):
                 pairs = parse_qsl(scrubbed, keep_blank_values=True)
                 if any(self.is_secret_query_name(name) for name, _ in pairs):
-                    scrubbed = urlencode(self._pairs(pairs, _URL_REDACTED))
+                    scrubbed = urlencode(self._pairs(pairs, URL_REDACTED))
             if scrubbed != text:
                 return scrubbed
         return text
@@ -522,7 +522,7 @@ def redact_known(value: Any, secrets: Iterable[str] | KnownSecrets, *, url: bool
     (:class:`~dsh_testkit.scrub._spellings.KnownSecrets`). ``url=True`` replaces with
     ``REDACTED`` (no ``<>`` to escape in a URL)."""
     known = secrets if isinstance(secrets, KnownSecrets) else KnownSecrets(secrets)
-    return known.json(value, _URL_REDACTED if url else REDACTED)
+    return known.json(value, URL_REDACTED if url else REDACTED)
 
 
 def scrub_text(text: str) -> str:
