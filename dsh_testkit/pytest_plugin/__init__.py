@@ -33,6 +33,8 @@ parameter. Fixtures: ``dsh_mock``, ``dsh_mock_server``, ``dsh_cassette``,
 ``dsh_cassette_config``, ``dsh_cassette_provider``, ``dsh_scrub``, ``dsh_replay``,
 ``dsh_capture``, ``dsh_agent`` (``pytest --fixtures`` shows one line each; ``-v`` the whole docstring).
 Scrub rules of your own go in ``pyproject.toml`` under ``[tool.dsh_testkit.scrub]``.
+The fixtures' types, for annotations (``MockFixture``, ``ReplayFactory``, ``AgentFactory``), and
+the errors only the plugin raises (``MockNotSatisfied``, ``NetworkBlocked``) import from here.
 
 Live calls are hard to make by accident: without ``--dsh-live`` nothing the plugin does
 reaches the network: while a cassette is in use, a request to a non-loopback host that it
