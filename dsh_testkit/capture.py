@@ -37,7 +37,8 @@ from typing import Any, overload
 from unittest import mock
 
 from .scrub._scrubber import scrub_headers, scrub_text
-from .traces import Trace, TraceWriter
+from .traces import Trace
+from .traces._file import TraceWriter
 from .traces._readers._trace_file import records_trace
 from .traces._wire import answer_of_text, endpoint_of, error_of_text
 

@@ -23,9 +23,10 @@ from dsh_core import (
     reconstruct_requests,
 )
 from dsh_core.persistence import load_session
+from dsh_core.providers._models import Endpoint
 from dsh_core.providers.deepseek import serialize_message, serialize_request
 
-from ..traces import Endpoint, TraceError, load_trace
+from ..traces import TraceError, load_trace
 from ..traces._log_facts import find_usage
 from ._values import (
     _CHANGE_MARK,

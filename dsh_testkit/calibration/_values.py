@@ -61,6 +61,10 @@ class CalibrationError(TestkitError):
         self.path = path
 
 
+# A traceback names it where users import it from, not this private module.
+CalibrationError.__module__ = "dsh_testkit.calibration"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CalibrationSettings:
     """The simulator and tokenizer settings a calibration runs with."""

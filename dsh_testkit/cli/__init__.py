@@ -26,13 +26,8 @@ def _serve(args: argparse.Namespace) -> int:
     """Run the mock DeepSeek on loopback until SIGINT/SIGTERM; the base URL is stdout's first line."""
     import json
 
-    from ..mock import (
-        MockDeepSeek,
-        MockServerError,
-        ScriptError,
-        script_schema,
-        serve,
-    )
+    from ..mock import MockDeepSeek, MockServerError, ScriptError, serve
+    from ..mock._schema import script_schema
     from ..prompt import PrefixCacheSimulator, PromptRenderer
     from ..prompt._tokenizers import DeepSeekTokenizer
 
@@ -198,7 +193,7 @@ def _compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _reader_of(path: str) -> str | None:
     """The name of the reader the registry picks for ``path`` (``None``: unreadable or none)."""
-    from ..traces import identify
+    from ..traces._readers import identify
 
     try:
         with open(path, "rb") as file:
@@ -482,8 +477,9 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _proxy(args: argparse.Namespace) -> int:
     """Run the recording proxy until SIGINT/SIGTERM, then print a summary and the report."""
-    from ..proxy import ProxyError, ProxyLimits, Recorder, serve_proxy
+    from ..proxy import ProxyError, ProxyLimits, Recorder
     from ..proxy._recorder import live_report, session_summary
+    from ..proxy._server import serve_proxy
     from ..scrub._scrubber import scrub_url
     from ..traces import TraceError
 

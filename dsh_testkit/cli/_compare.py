@@ -22,7 +22,8 @@ from .._console import dumps_report_json, write_output
 from ..compare._render import comparison_markdown, comparison_text
 from ..compare._runs import TraceLoader, compare_runs
 from ..compare._values import COMPARE_FORMAT_VERSION, Thresholds
-from ..traces import Trace, TraceError, identify
+from ..traces import Trace, TraceError
+from ..traces._readers import identify
 from ._doctor import INPUTS, parse_prices, read_input
 
 __all__ = ["add_compare_arguments", "run_compare"]

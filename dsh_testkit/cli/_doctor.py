@@ -1,6 +1,6 @@
 """``dsh-testkit cache-report`` and the wire-level ``audit`` of any trace.
 
-The input's kind is asked of the readers' registry once (:func:`dsh_testkit.traces.identify`).
+The input's kind is asked of the readers' registry once (:func:`dsh_testkit.traces._readers.identify`).
 A session log is loaded with its sidecars (``--sidecars``, ``--fill``: its placeholders
 filled) and turned into a trace of its rebuilt requests with the log's own facts as evidence;
 any other recording is read by its reader. Both then go through the one engine.
@@ -30,8 +30,11 @@ from ..doctor._render import render_report
 from ..doctor._report import DOCTOR_FORMAT_VERSION, DoctorReport
 from ..doctor._text import one_line
 from ..explorer import render_html
-from ..reports import NotASessionLogError, load_log
-from ..traces import Trace, TraceError, identify, session_log_trace
+from ..reports import NotASessionLogError
+from ..reports._loading import load_log
+from ..traces import Trace, TraceError
+from ..traces._readers import identify
+from ..traces._readers._session_log import session_log_trace
 from ._logs import add_sidecar_arguments, sidecar_option
 
 __all__ = [

@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeAlias
 
-from ..traces import Exchange, Trace, TraceError, identify, trace_of
+from ..traces import Exchange, Trace, TraceError, trace_of
+from ..traces._readers import identify
 from ._values import RunSummary
 
 __all__ = ["Pair", "Run", "Scenario", "TraceLoader", "default_loader", "match", "read_run"]

@@ -58,7 +58,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from dsh_core.providers import Endpoint, Prices, prices_for
+from dsh_core.providers import Prices, prices_for
+from dsh_core.providers._models import Endpoint
 
 from ..doctor._codes import Severity
 from ..doctor._diagnose import diagnose

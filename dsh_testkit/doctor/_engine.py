@@ -32,7 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from dsh_core.providers import ChatTemplate, Prices, prices_for
+from dsh_core.providers import Prices, prices_for
+from dsh_core.providers._models import ChatTemplate
 
 from ..prompt import PrefixCacheSimulator, PromptRenderer
 from ..prompt._template_tokens import RenderedPrompt, default_thinking

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from dsh_core.providers import AnthropicRequest, ChatRequest
+from dsh_core.providers.anthropic import AnthropicRequest
+from dsh_core.providers.deepseek import ChatRequest
 
 from ..scrub._rules import REDACTED as REDACTED
 from ._validate import ToolFacts

@@ -1,7 +1,7 @@
 """The proxy's recorder: every exchange to the trace file, and nothing of it kept in memory.
 
 An exchange is scrubbed, encoded and appended to the trace file as one line the moment it ends
-(:class:`~dsh_testkit.traces.TraceWriter`: one writer per file, appended, never truncated), then
+(:class:`~dsh_testkit.traces._file.TraceWriter`: one writer per file, appended, never truncated), then
 handed to the listeners (:meth:`Recorder.subscribe`) with the byte offset of its line; the
 recorder keeps only counts. Without an ``out`` file the lines go to an anonymous temporary file
 (removed by the system when the recorder is dropped, or the process ends, even by a crash):
@@ -29,15 +29,15 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
-from dsh_core import loads_json
+from dsh_core._json_text import loads_json
 
 from ..doctor._incremental import WINDOW, IncrementalReport
 from ..doctor._report import DoctorReport
 from ..scrub._rules import URL_REDACTED
 from ..scrub._scrubber import Scrubber, scrub_json, scrub_url
 from ..scrub._spellings import KnownSecrets
-from ..traces import Exchange, Trace, TraceError, TraceWriter, loads_trace
-from ..traces._file import encode_record, read_trace_lines
+from ..traces import Exchange, Trace, TraceError, loads_trace
+from ..traces._file import TraceWriter, encode_record, read_trace_lines
 from ..traces._readers._trace_file import records_trace
 
 __all__ = [

@@ -196,7 +196,7 @@ def _stable_records(trace: Trace) -> Iterator[dict[str, Any]]:
 
 def write_baseline(trace: Trace, path: Path, *, scenario: str) -> None:
     """Write ``trace`` to ``path`` as a byte-stable dsh-trace file (atomically replaced)."""
-    from ..traces import TraceWriter
+    from ..traces._file import TraceWriter
 
     source = "capture" if trace.source == "capture" else "memory"
     with (

@@ -25,7 +25,8 @@ from dsh_core.providers.deepseek import BASE_URL_ENV
 
 from .._errors import CassetteConfigError
 from .._loopback.hosts import is_loopback
-from ..cassettes import Cassette, CassetteConfig, CassetteMismatch, RecordMode, use_cassette
+from ..cassettes import Cassette, CassetteConfig, CassetteMismatch, use_cassette
+from ..cassettes._api import RecordMode
 from ..scrub._scrubber import scrub_url
 from ._settings import LIVE_ORIGIN, MOCK_API_KEY
 
@@ -219,7 +220,7 @@ class CassetteSettings:
     """What the command line, the ini file and the test's options decided for its cassette."""
 
     mode: RecordMode
-    """One of ``dsh_testkit.cassettes.RECORD_MODES`` (``none``: replay only)."""
+    """One of ``dsh_testkit.cassettes._api.RECORD_MODES`` (``none``: replay only)."""
     live: bool
     """``--dsh-live`` was given and a key is in the environment: recordings reach the API."""
     config: CassetteConfig = field(default_factory=CassetteConfig)

@@ -42,7 +42,7 @@ API_KEY_ENV: Final = "DEEPSEEK_API_KEY"
 """The one place a live key is read from: ``dsh_core.providers.deepseek.API_KEY_ENV``, spelled
 here because the plugin imports no ``dsh_core`` at start-up (a test keeps the two equal)."""
 RECORD_MODES: Final = ("none", "once", "new_episodes", "all", "rewrite")
-"""The cassette record modes (``dsh_testkit.cassettes.RECORD_MODES``), safest first."""
+"""The cassette record modes (``dsh_testkit.cassettes._api.RECORD_MODES``), safest first."""
 OLD_MODE_NAMES: Final = {"missing": "new_episodes"}
 DEFAULT_DIR_NAME: Final = "cassettes"
 _CI_ENV: Final = "CI"

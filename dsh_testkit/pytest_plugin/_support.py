@@ -39,7 +39,8 @@ from ..mock import (
     ScriptEntry,
 )
 from ..mock._routes import RouteAnswer, TextMatcher
-from ..replay import LogSource, ReplayProvider
+from ..replay import ReplayProvider
+from ..replay._provider import LogSource
 from ._cassette import (
     CassetteFixture,
     CassetteSettings,

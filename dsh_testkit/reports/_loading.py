@@ -24,15 +24,10 @@ import os
 from collections.abc import Mapping
 from typing import Literal, TypeAlias
 
-from dsh_core import (
-    CorruptLogError,
-    DshError,
-    Event,
-    Sidecars,
-    UnsupportedVersionError,
-    loads_json,
-)
-from dsh_core.persistence import ChunkRow, LoadedLog, load_session, loads_session
+from dsh_core import CorruptLogError, DshError, Event, Sidecars, UnsupportedVersionError
+from dsh_core._json_text import loads_json
+from dsh_core.persistence import LoadedLog, load_session, loads_session
+from dsh_core.persistence._chunk_rows import ChunkRow
 
 from .._errors import TestkitError
 
@@ -54,6 +49,10 @@ class NotASessionLogError(TestkitError, ValueError):
         super().__init__(f"not a session log: {reason}")
         self.reason = reason
         self.path = path
+
+
+# A traceback names it where users import it from, not this private module.
+NotASessionLogError.__module__ = "dsh_testkit.reports"
 
 
 def _header_line(path: str) -> int | None:

@@ -25,7 +25,7 @@ Exactly what is removed (a denylist with rules you can extend, not an allowlist)
   scrubbed in the charset its ``Content-Type`` names (else as Latin-1, which keeps every byte)
   and stored as those bytes; a gzip stream without a header is refused when it holds a secret.
   A body in an encoding this module cannot read (``br``, ``zstd`` without a decoder) is refused
-  (:class:`~dsh_testkit.cassettes.UnscrubbableBody`), never stored unscrubbed.
+  (:class:`~dsh_testkit.scrub.UnscrubbableBody`), never stored unscrubbed.
 - **Streams** (``text/event-stream``): each event, and also the concatenated text of each field
   across events, so a key streamed a few characters per delta is removed from the pieces
   (the first piece keeps ``<REDACTED>``, the others lose their part of the key).

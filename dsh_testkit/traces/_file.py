@@ -37,7 +37,7 @@ from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any, Final, Self
 
-from dsh_core import loads_json
+from dsh_core._json_text import loads_json
 
 from ..scrub._scrubber import may_hold_secret, scrub_json
 from ._errors import TraceError

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from dsh_core.providers import Endpoint
+from dsh_core.providers._models import Endpoint
 
 __all__ = [
     "Endpoint",

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
-from dsh_core import loads_json
+from dsh_core._json_text import loads_json
 
 from ...scrub._rules import REDACTED, URL_REDACTED
 from ...scrub._scrubber import (

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dsh_testkit.traces import TraceWriter
+from dsh_testkit.traces._file import TraceWriter
 from tests._support import run_cli
 from tests.testkit.doctor._bodies import SYSTEM, Traffic, assistant, body, system, user
 

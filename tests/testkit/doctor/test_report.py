@@ -16,13 +16,8 @@ from hypothesis import strategies as st
 from dsh_core import EpochHeader, LlmCallConfig, ToolSchema, plan_header_event
 from dsh_core.persistence import dumps_session
 from dsh_testkit.cli._doctor import add_cache_report_arguments, run_cache_report
-from dsh_testkit.doctor import (
-    DOCTOR_FORMAT_VERSION,
-    DoctorReport,
-    RequestDiagnosis,
-    diagnose,
-    report_text,
-)
+from dsh_testkit.doctor import DoctorReport, RequestDiagnosis, diagnose, report_text
+from dsh_testkit.doctor._report import DOCTOR_FORMAT_VERSION
 from dsh_testkit.explorer import render_html
 from dsh_testkit.traces import TraceError, loads_trace
 from tests._support import REFERENCE_LOGS

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_testkit.traces import TRACE_FORMAT_VERSION
+from dsh_testkit.traces._file import TRACE_FORMAT_VERSION
 
 pytest_plugins = ["pytester"]
 

@@ -19,8 +19,8 @@ import pytest
 from dsh_testkit.capture import RequestCapture
 from dsh_testkit.mock import MockDeepSeek, MockServer
 from dsh_testkit.proxy import ProxyServer, Recorder
-from dsh_testkit.traces import TraceError, TraceWriter, load_trace, loads_trace
-from dsh_testkit.traces._file import TRACE_FORMAT_VERSION, read_trace_lines
+from dsh_testkit.traces import TraceError, load_trace, loads_trace
+from dsh_testkit.traces._file import TRACE_FORMAT_VERSION, TraceWriter, read_trace_lines
 
 HEADER = {"format": "dsh-trace", "version": TRACE_FORMAT_VERSION, "source": "proxy"}
 
