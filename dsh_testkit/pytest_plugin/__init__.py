@@ -82,7 +82,7 @@ __all__ = [
     "ReplayFactory",
 ]
 
-_LAZY: Final = frozenset({"AgentFactory", "MockFixture", "ReplayFactory"})
+_LAZY: Final = frozenset({"AgentFactory", "CassetteFixture", "MockFixture", "ReplayFactory"})
 """The fixtures' value types (for annotations), imported from ``_support`` on first use."""
 _LAZY_ERRORS: Final = frozenset({"MockNotSatisfied", "NetworkBlocked"})
 """The errors only the plugin raises (a strict mock fixture left unsatisfied, a refused host),

@@ -6,7 +6,7 @@ it the mock, vcrpy and the core) only when a test asks for one of them.
 
 - :class:`MockFixture` is ``dsh_mock``: the mock DeepSeek served in process, with a ready
   :class:`~dsh_core.providers.DeepSeekProvider` and transports for any httpx/httpx2 client.
-- :class:`CassetteFixture` (in :mod:`._pytest_cassette`, re-exported here) runs one test's
+- :class:`CassetteFixture` (in :mod:`._cassette`, re-exported here) runs one test's
   cassette: the path rule, its options, the recording target (the in-process mock unless live
   calls are allowed) and the checks after the test body.
 - :class:`ReplayFactory` and :class:`AgentFactory` are ``dsh_replay`` and ``dsh_agent``.
