@@ -35,6 +35,8 @@ pytest reports them as failures, not as crashes. Each carries its facts as attri
         │                              (``.index``, ``.diff``)   [AssertionError]
         ├── SnapshotInputError         a golden was asked of something that is not a log   [snapshot]
         ├── TraceError                 a file or object is not a readable trace (``.path``)  [traces]
+        ├── CompressedDataError        a compressed recording's frame is damaged (``.path``,
+        │                              ``.offset``, ``.compression``)   [_compression]
         ├── CacheUnfriendly            assert_cache_friendly found requests that lost cache hits
         │                              (``.conversation``, ``.findings``)   [AssertionError, doctor]
         ├── CacheRegression            a run's caching or cost got worse than its baseline's
