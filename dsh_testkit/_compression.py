@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import zlib
 from dataclasses import dataclass
-from typing import Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from ._errors import TestkitError
 
@@ -95,7 +95,8 @@ def compression_of(head: bytes) -> Compression | None:
     return None
 
 
-def _zstd_module():  # type: ignore[no-untyped-def]  # the module differs by Python version
+def _zstd_module() -> Any:
+    """``compression.zstd`` (Python 3.14+) or ``backports.zstd``: the same API."""
     try:
         from compression import zstd  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
@@ -126,7 +127,9 @@ def _zstd(data: bytes, path: str | None) -> Decompressed:
         if not data.startswith(ZSTD_MAGIC, at):
             if size - at < 4 and ZSTD_MAGIC.startswith(data[at:]):
                 note = _torn("zstd", frames + 1, at, size, 0)
-                return Decompressed(data=b"".join(parts), compression="zstd", frames=frames, note=note)
+                return Decompressed(
+                    data=b"".join(parts), compression="zstd", frames=frames, note=note
+                )
             raise CompressedDataError(
                 f"byte {at:,} is not the start of a zstd frame (after {frames} frame(s)): the "
                 "data after the last frame is not zstd",

@@ -39,7 +39,9 @@ from ._values import (
 __all__ = ["Request", "find_logs", "requests_of"]
 
 _FOLDER_PATTERNS: Final = tuple(
-    f"*{kind}{compressed}" for kind in (".jsonl", ".har") for compressed in ("", ".zstd", ".zst", ".gz")
+    f"*{kind}{compressed}"
+    for kind in (".jsonl", ".har")
+    for compressed in ("", ".zstd", ".zst", ".gz")
 )
 """What a folder is searched for: logs and HAR files, plain or compressed."""
 

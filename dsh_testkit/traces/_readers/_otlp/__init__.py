@@ -145,9 +145,7 @@ def framed_documents(data: bytes, notes: list[str]) -> Iterator[tuple[str, Any]]
         at += 4 + length
 
 
-def trace_of_records(
-    records: OtlpRecords, *, path: str | None, notes: Sequence[str] = ()
-) -> Trace:
+def trace_of_records(records: OtlpRecords, *, path: str | None, notes: Sequence[str] = ()) -> Trace:
     """The model calls of the gathered records as a trace (see the module docstring)."""
     lines = list(notes)
     span_notes = SpanNotes()
@@ -230,4 +228,3 @@ def read(data: bytes, path: str | None) -> Trace:
 def read_otlp_json(text: str, *, path: str | None = None) -> Trace:
     """The model calls of an OTLP JSON text as a trace (see the module docstring)."""
     return read(text.encode("utf-8", "surrogateescape"), path)
-

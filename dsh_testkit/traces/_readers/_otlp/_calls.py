@@ -50,8 +50,7 @@ def _join(
             holders = [
                 s
                 for s in calls
-                if s.start_ns is not None
-                and s.start_ns <= log.time_ns <= (s.end_ns or s.start_ns)
+                if s.start_ns is not None and s.start_ns <= log.time_ns <= (s.end_ns or s.start_ns)
             ]
             if holders:
                 span = max(holders, key=lambda s: s.start_ns or 0)
@@ -69,7 +68,9 @@ def _read(span: OtelSpan, logs: Sequence[OtelLog], notes: SpanNotes) -> ModelCal
             notes.add(problem.kind, problem.reason, span.where)
             return None
         except RecursionError:
-            notes.add("too-deep", "messages nested too deeply to read; the span was skipped", span.where)
+            notes.add(
+                "too-deep", "messages nested too deeply to read; the span was skipped", span.where
+            )
             return None
         if call is not None:
             notes.found[convention.name] += 1
@@ -118,9 +119,7 @@ def input_key(body: Mapping[str, Any]) -> tuple[Any, ...]:
             for call in message.get("tool_calls") or ()
             if isinstance(call, Mapping)
         )
-        out.append(
-            (message.get("role"), _content_key(message.get("content")), calls)
-        )
+        out.append((message.get("role"), _content_key(message.get("content")), calls))
     return tuple(out)
 
 
@@ -185,7 +184,7 @@ def _dedupe(calls: list[ModelCall], notes: list[str]) -> list[ModelCall]:
     keys = [input_key(c.body) for c in calls]
     dropped: set[int] = set()
     pairs: Counter[tuple[str, str]] = Counter()
-    for i, call in enumerate(calls):
+    for i in range(len(calls)):
         if i in dropped:
             continue
         for j in range(i + 1, len(calls)):
@@ -206,7 +205,8 @@ def _dedupe(calls: list[ModelCall], notes: list[str]) -> list[ModelCall]:
                 usage=kept.usage if kept.usage is not None else other.usage,
                 conversation=kept.conversation or other.conversation,
             )
-            pairs[tuple(sorted((kept.scope or "?", other.scope or "?")))] += 1  # type: ignore[arg-type]
+            first, second = sorted((kept.scope or "?", other.scope or "?"))
+            pairs[first, second] += 1
             dropped.add(lose)
             if lose == i:
                 break

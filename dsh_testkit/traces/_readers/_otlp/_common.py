@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ....scrub._scrubber import scrub_json
 from ..._model import TraceUsage
 from .._fields import GroupedNotes
 from ._records import OtelSpan
@@ -352,8 +353,6 @@ def build_call(
     ``thinking``, with a note); without either the doctor would assume the default and judge
     the wrong rules.
     """
-    from ....scrub._scrubber import scrub_json
-
     gaps = list(unrecorded)
     if "model" not in body:
         gaps.append(
@@ -361,8 +360,12 @@ def build_call(
                 "no-model",
                 "the request model is not recorded (or not as the request named it): the "
                 "report cannot name it"
-                + (", and the thinking mode is taken from the answers (a thinking-mode answer "
-                "always carries reasoning)" if response is not None else ""),
+                + (
+                    ", and the thinking mode is taken from the answers (a thinking-mode answer "
+                    "always carries reasoning)"
+                    if response is not None
+                    else ""
+                ),
             )
         )
         if response is not None and "thinking" not in body:
@@ -384,7 +387,9 @@ def build_call(
     started = span.start_ns
     finished = span.end_ns if finished_ns is None else finished_ns
     if started is not None and finished is not None and finished < started:
-        notes.add("time-backwards", "a span ends before it starts; its end was left out", span.where)
+        notes.add(
+            "time-backwards", "a span ends before it starts; its end was left out", span.where
+        )
         finished = None
     chunks = [
         e.time_ns

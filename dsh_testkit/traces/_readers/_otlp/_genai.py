@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ._common import (
+    ModelCall,
     SpanNotes,
     Unreadable,
     arguments_text,
@@ -42,7 +43,6 @@ from ._common import (
     structured,
     wire_message,
 )
-from ._common import ModelCall
 from ._records import OtelLog, OtelSpan
 from ._usage import usage_of
 
@@ -366,8 +366,9 @@ def read_log_events(span: OtelSpan, notes: SpanNotes, logs: Sequence[OtelLog]) -
         merged = {**span.attributes, **attributes}
         body = _base_body(
             span,
-            messages if messages and messages[0].get("role") == "system" else
-            [*system_messages(attributes), *messages],
+            messages
+            if messages and messages[0].get("role") == "system"
+            else [*system_messages(attributes), *messages],
         )
         if "tools" not in body:
             tools = genai_tools(attributes)
@@ -411,4 +412,3 @@ def has_log_events(logs: Sequence[OtelLog]) -> bool:
 
 def is_model_call(span: OtelSpan) -> bool:
     return operation_of(span) is not None
-

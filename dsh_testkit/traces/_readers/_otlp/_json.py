@@ -30,7 +30,9 @@ __all__ = ["SIGNALS", "any_value", "documents", "logs_of", "sniff_otlp_json", "s
 
 SIGNALS: Final = ("resourceSpans", "resourceLogs", "resourceMetrics", "resourceProfiles")
 """The top-level key of each OTLP export request (traces, logs, metrics, profiles)."""
-_SNIFF: Final = re.compile(r'\{\s*"(?:resourceSpans|resourceLogs|resourceMetrics|resourceProfiles)"\s*:')
+_SNIFF: Final = re.compile(
+    r'\{\s*"(?:resourceSpans|resourceLogs|resourceMetrics|resourceProfiles)"\s*:'
+)
 MAX_DEPTH: Final = 64
 """AnyValues nested deeper than this are refused (no instrumentation nests so deep)."""
 _INTEGER: Final = re.compile(r"-?[0-9]{1,20}")

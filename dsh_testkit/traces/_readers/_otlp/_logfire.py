@@ -16,6 +16,7 @@ the first (``_calls.py``): one request, from the first span's start to the strea
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -73,9 +74,7 @@ def read(span: OtelSpan, notes: SpanNotes, logs: Sequence[OtelLog]) -> ModelCall
     data = _request_data(span)
     if data is None:  # version 2: the conventions' attributes
         call = read_attributes(span, notes, logs)
-        from dataclasses import replace
-
-        return replace(call, convention="logfire", usage=usage, stream_tail=tail)
+        return dataclasses.replace(call, convention="logfire", usage=usage, stream_tail=tail)
     body: dict[str, Any] = {}
     model = request_model(data.get("model"))
     if model is not None:

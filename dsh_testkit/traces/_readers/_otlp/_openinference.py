@@ -160,9 +160,11 @@ def _raw_usage(attributes: Mapping[str, Any]) -> tuple[Any, str | None]:
         usage = message["response_metadata"]["token_usage"]
     except (KeyError, IndexError, TypeError):
         return None, None
-    return (usage, "output.value response_metadata.token_usage") if isinstance(
-        usage, Mapping
-    ) else (None, None)
+    return (
+        (usage, "output.value response_metadata.token_usage")
+        if isinstance(usage, Mapping)
+        else (None, None)
+    )
 
 
 def read(span: OtelSpan, notes: SpanNotes, logs: Sequence[OtelLog]) -> ModelCall | None:
@@ -184,12 +186,11 @@ def read(span: OtelSpan, notes: SpanNotes, logs: Sequence[OtelLog]) -> ModelCall
     parameters = parameters if isinstance(parameters, Mapping) else {}
     body: dict[str, Any] = {}
     model = request_model(
-        parameters.get("model")
-        or parameters.get("model_name")
-        or (wire or {}).get("model")
+        parameters.get("model") or parameters.get("model_name") or (wire or {}).get("model")
     )
     if model is not None:
         body["model"] = model
+    source: Mapping[str, Any]
     if wire is not None:
         body["messages"] = [wire_message(m) for m in wire["messages"]]
         tools = wire.get("tools")

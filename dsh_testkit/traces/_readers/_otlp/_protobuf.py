@@ -276,7 +276,7 @@ def decode_export(data: bytes) -> dict[str, Any]:
     problems = []
     for signal in ("resourceSpans", "resourceLogs"):
         try:
-            return decode_message(data, signal)  # type: ignore[arg-type]
+            return decode_message(data, signal)
         except (ProtobufError, RecursionError) as exc:
             problems.append(f"as traces: {exc}" if signal == "resourceSpans" else f"as logs: {exc}")
     raise ProtobufError("not an OTLP traces or logs message (" + "; ".join(problems) + ")")

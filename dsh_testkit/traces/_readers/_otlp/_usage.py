@@ -32,7 +32,11 @@ from ._records import OtelSpan
 
 __all__ = ["OMITS_ZERO_CACHE_READ", "raw_usage_figures", "usage_of"]
 
-PROMPT_KEYS: Final = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
+PROMPT_KEYS: Final = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+)
 COMPLETION_KEYS: Final = (
     "gen_ai.usage.output_tokens",
     "gen_ai.usage.completion_tokens",
@@ -90,11 +94,12 @@ def raw_usage_figures(raw: Any) -> tuple[int, int | None, int | None] | None:
         # Anthropic: input_tokens counts only what was neither read from nor written to cache
         read = raw.get("cache_read_input_tokens")
         written = raw.get("cache_creation_input_tokens")
-        prompt = raw["input_tokens"] + sum(v for v in (read, written) if is_count(v))
+        prompt = raw["input_tokens"] + sum(v for v in (read, written) if is_count(v) and v)
         hit = read
         completion = raw.get("output_tokens")
     if not is_count(prompt):
         return None
+    assert isinstance(prompt, int)
     return (
         prompt,
         hit if is_count(hit) else None,
