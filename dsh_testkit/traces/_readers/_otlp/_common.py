@@ -378,8 +378,7 @@ def build_call(
             (
                 "no-tools",
                 "model calls that use tools carry no tool definitions (the instrumentation does "
-                "not record them): changes to the tool list cannot be seen, and simulated "
-                "figures leave the tools out",
+                "not record them): changes to the tool list cannot be seen",
             )
         )
     for kind, text in gaps:

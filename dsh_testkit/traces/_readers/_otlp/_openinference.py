@@ -129,9 +129,9 @@ def _flattened(span: OtelSpan, prefix: str) -> list[dict[str, Any]]:
         missing = next(i for i in range(numbers[-1] + 1) if i not in found)
         raise Unreadable(
             "evicted",
-            f"its {prefix}N messages start at or skip number {missing}: the SDK's attribute "
-            "count limit evicted the oldest attributes (raise OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT); "
-            "the span was skipped",
+            f"its {prefix}N messages lack message {missing}: the SDK's attribute count limit "
+            "evicted the oldest attributes (raise OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT); the span "
+            "was skipped",
         )
     return [_message(found[n]) for n in numbers]
 
