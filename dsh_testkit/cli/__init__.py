@@ -198,12 +198,12 @@ def _compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _reader_of(path: str) -> str | None:
     """The name of the reader the registry picks for ``path`` (``None``: unreadable or none)."""
+    from .._compression import CompressedDataError, read_recording
     from ..traces import identify
 
     try:
-        with open(path, "rb") as file:
-            reader = identify(file.read(65536))
-    except OSError:
+        reader = identify(read_recording(path).data[:65536])
+    except (OSError, CompressedDataError):
         return None
     return reader.name if reader is not None else None
 

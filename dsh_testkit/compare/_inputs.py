@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeAlias
 
+from .._compression import read_recording
 from ..traces import Exchange, Trace, TraceError, identify, trace_of
 from ._values import RunSummary
 
@@ -145,8 +146,7 @@ def read_run(target: Any, loader: TraceLoader) -> Run:
 
 def _read_file(path: str, loader: TraceLoader) -> tuple[Trace, str | None] | None:
     """The file's trace and declared id; ``None`` when it is of no known kind."""
-    with open(path, "rb") as file:
-        data = file.read()
+    data = read_recording(path).data
     reader = identify(data[:_HEAD_BYTES])
     if reader is None:
         return None
