@@ -18,15 +18,14 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Final
 
 from dsh_core import CorruptLogError, DshError, SidecarError
-
-from .._compression import CompressedDataError, read_recording
 from dsh_core.providers import Prices
 
+from .._compression import CompressedDataError, read_recording
 from .._console import dumps_report_json, output_report
 from ..doctor._assertions import failing_findings
 from ..doctor._codes import CAUSE_CODES
