@@ -209,9 +209,7 @@ def _report(command: str, args: argparse.Namespace) -> DoctorReport | int:
     if not len(trace):
         # Nothing the doctor can use: an error saying why, not an empty report.
         why = trace.notes[0] if trace.notes else "it holds no model requests"
-        if not why.startswith("no model call"):
-            why = f"no model request to report on: {why}"
-        print(f"dsh-testkit {command}: {args.log}: {why}", file=sys.stderr)
+        print(f"dsh-testkit {command}: {args.log}: nothing to report: {why}", file=sys.stderr)
         return 2
     try:
         return diagnose(
