@@ -339,4 +339,3 @@ class Recorder:
             target = OUT / f"{stem}.binpb"
             target.write_bytes(bytes(framed))
             print(f"{target}: {target.stat().st_size} bytes", file=sys.stderr)
-

@@ -106,7 +106,11 @@ def openai_loop(
                 for call in message["tool_calls"]:
                     city = json.loads(call["function"]["arguments"])["city"]
                     history.append(
-                        {"role": "tool", "tool_call_id": call["id"], "content": common.get_weather(city)}
+                        {
+                            "role": "tool",
+                            "tool_call_id": call["id"],
+                            "content": common.get_weather(city),
+                        }
                     )
         recorder.flush()
     client.close()
@@ -127,14 +131,20 @@ def langchain_loop(
         from langchain_deepseek import ChatDeepSeek
 
         llm: Any = ChatDeepSeek(
-            model=common.MODEL, api_base=base_url, api_key=common.API_KEY, temperature=0.2,
+            model=common.MODEL,
+            api_base=base_url,
+            api_key=common.API_KEY,
+            temperature=0.2,
             max_retries=0,
         )
     else:
         from langchain_openai import ChatOpenAI
 
         llm = ChatOpenAI(
-            model=common.MODEL, base_url=base_url, api_key=common.API_KEY, temperature=0.2,
+            model=common.MODEL,
+            base_url=base_url,
+            api_key=common.API_KEY,
+            temperature=0.2,
             max_retries=0,
         )
     bound = llm.bind_tools([get_weather])
@@ -167,8 +177,14 @@ def llamaindex_loop(
 
     tool = FunctionTool.from_defaults(fn=get_weather)
     llm = OpenAILike(
-        model=common.MODEL, api_base=base_url, api_key=common.API_KEY, is_chat_model=True,
-        is_function_calling_model=True, temperature=0.2, max_retries=0, context_window=128000,
+        model=common.MODEL,
+        api_base=base_url,
+        api_key=common.API_KEY,
+        is_chat_model=True,
+        is_function_calling_model=True,
+        temperature=0.2,
+        max_retries=0,
+        context_window=128000,
     )
     history: list[Any] = []
     for number, prompt in enumerate(common.TURNS, 1):
@@ -186,7 +202,10 @@ def llamaindex_loop(
                         ChatMessage(
                             role="tool",
                             content=str(tool(**call.tool_kwargs)),
-                            additional_kwargs={"tool_call_id": call.tool_id, "name": call.tool_name},
+                            additional_kwargs={
+                                "tool_call_id": call.tool_id,
+                                "name": call.tool_name,
+                            },
                         )
                     )
         recorder.flush()
@@ -380,7 +399,7 @@ def record(sample: str, clock: bool) -> tuple[common.Recorder, int]:
             os.environ.setdefault("TRACELOOP_TRACE_CONTENT", "true")
             recorder.install_globals()
             provider = recorder.tracer_provider
-            if sample.endswith("-openai") or sample.endswith("-openai-events"):
+            if sample.endswith(("-openai", "-openai-events")):
                 from opentelemetry.instrumentation.openai import OpenAIInstrumentor as Llm
 
                 if sample.endswith("-events"):

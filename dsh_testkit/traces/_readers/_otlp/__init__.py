@@ -174,7 +174,7 @@ def trace_of_records(records: OtlpRecords, *, path: str | None, notes: Sequence[
         lines.append(
             f"{records.duplicates} duplicate span(s) (same trace and span id) were read once"
         )
-    found = span_notes.found
+    found = Counter(call.convention for call in calls)
     if found:
         read = ", ".join(f"{count} by {name}" for name, count in sorted(found.items()))
         lines.append(f"model calls read per convention: {read}")

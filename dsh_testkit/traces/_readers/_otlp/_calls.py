@@ -72,8 +72,6 @@ def _read(span: OtelSpan, logs: Sequence[OtelLog], notes: SpanNotes) -> ModelCal
                 "too-deep", "messages nested too deeply to read; the span was skipped", span.where
             )
             return None
-        if call is not None:
-            notes.found[convention.name] += 1
         return call
     if operation_of(span) is not None:
         notes.add(

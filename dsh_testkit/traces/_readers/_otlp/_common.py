@@ -122,8 +122,6 @@ class SpanNotes(GroupedNotes):
         self.skipped: Counter[str] = Counter()
         """Spans that are not model calls, by a label (``gen_ai.operation.name
         'execute_tool'``, ``OpenInference kind 'TOOL'``, …)."""
-        self.found: Counter[str] = Counter()
-        """Model calls read, by convention."""
         self.unrecorded: dict[str, str] = {}
         """What an instrumentation does not record, once per kind."""
 
