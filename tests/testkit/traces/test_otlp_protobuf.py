@@ -71,9 +71,7 @@ def test_real_exports_decode_as_the_official_classes_decode_them(name: str) -> N
     signals = set()
     for payload in messages(name):
         ours = decode_export(payload)
-        signal = (
-            "resourceSpans" if ours.get("resourceSpans") else "resourceLogs"
-        )
+        signal = "resourceSpans" if ours.get("resourceSpans") else "resourceLogs"
         signals.add(signal)
         theirs = official(
             TracesData.FromString(payload)
