@@ -45,6 +45,8 @@ exports :class:`TestkitError`, the base of them all. The package is in brackets:
         ├── NotASessionLogError        a report was asked of a file that is not a log (``.path``,
         │                              ``.reason``)                                [reports]
         ├── CalibrationError           a calibration input cannot be used (``.path``)  [calibration]
+        ├── CompressedDataError        a compressed recording's frame is damaged (``.path``,
+        │                              ``.offset``, ``.compression``)   [traces]
         ├── CacheUnfriendly            assert_cache_friendly found requests that lost cache hits
         │                              (``.conversation``, ``.findings``)   [AssertionError, doctor]
         ├── CacheRegression            a run's caching or cost got worse than its baseline's

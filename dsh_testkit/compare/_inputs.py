@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeAlias
 
 from ..traces import Exchange, Trace, TraceError, trace_of
+from ..traces._compression import read_recording
 from ..traces._readers import identify
 from ._values import RunSummary
 
@@ -146,8 +147,7 @@ def read_run(target: Any, loader: TraceLoader) -> Run:
 
 def _read_file(path: str, loader: TraceLoader) -> tuple[Trace, str | None] | None:
     """The file's trace and declared id; ``None`` when it is of no known kind."""
-    with open(path, "rb") as file:
-        data = file.read()
+    data = read_recording(path).data
     reader = identify(data[:_HEAD_BYTES])
     if reader is None:
         return None

@@ -18,9 +18,12 @@ only a digest of the key.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import sys
 import threading
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -34,6 +37,7 @@ from ..prompt._template import PromptRenderer
 from ..scrub._rules import URL_REDACTED
 from ..scrub._scrubber import credentials_of
 from ..scrub._spellings import KnownSecrets
+from ..traces._file import TraceWriter
 from ._admission import (
     MAX_JSON_DEPTH,
     Rejection,
@@ -63,7 +67,18 @@ from ._validate import PassbackRule
 if TYPE_CHECKING:
     from ..traces import Trace
 
-__all__ = ["DEFAULT_REQUEST_LOG_LIMIT", "SCRIPT_EXHAUSTED_STATUS", "MockDeepSeek", "Responder"]
+__all__ = [
+    "DEFAULT_REQUEST_LOG_LIMIT",
+    "REQUEST_LOG_FORMAT",
+    "REQUEST_LOG_VERSION",
+    "SCRIPT_EXHAUSTED_STATUS",
+    "MockDeepSeek",
+    "Responder",
+]
+
+REQUEST_LOG_FORMAT: Final = "dsh-mock-requests"
+"""The header's ``format`` of the request log file (:meth:`MockDeepSeek.log_requests_to`)."""
+REQUEST_LOG_VERSION: Final = 1
 
 Responder: TypeAlias = Callable[[MockRequest], ScriptEntry | None]
 """A callable script (pydantic-ai's ``FunctionModel``, for the DeepSeek wire): it gets every
@@ -162,6 +177,11 @@ class MockDeepSeek:
         )
         self._sources.responder = responder
         self._log_limit = request_log_limit
+        self._started = 0.0
+        self._pending: dict[int, ReceivedRequest] = {}
+        """Records whose answer is still being carried out, by identity."""
+        self._request_file: TraceWriter | None = None
+        self._request_file_failed = False
         self._requests: deque[ReceivedRequest] = deque(maxlen=request_log_limit)
         self._seq = 0
         self._unscripted: deque[int] = deque(maxlen=request_log_limit)
@@ -403,12 +423,94 @@ class MockDeepSeek:
 
     def handle(self, request: HttpRequest) -> ResponsePlan:
         """Answer one request. Never raises, whatever the request: an internal failure becomes
-        an HTTP 500 (a bug to report)."""
+        an HTTP 500 (a bug to report).
+
+        A request that is logged gets its start time now (or the transport's
+        :attr:`HttpRequest.received`); the plan's :meth:`ResponsePlan.complete`, which the
+        transports call once the answer is carried out, gives the record its end time and
+        appends it to the request log file (:meth:`log_requests_to`)."""
         with self._lock:
+            self._started = request.received if request.received is not None else time.time()
+            before = self._seq
             try:
-                return self._route(request)
+                plan = self._route(request)
             except Exception as exc:  # the server must survive any bug in the model
-                return self._internal_error(request, exc)
+                plan = self._internal_error(request, exc)
+            if self._seq != before and self._requests and self._requests[-1].seq == self._seq:
+                record = self._requests[-1]
+                self._pending[id(record)] = record
+                plan = dataclasses.replace(plan, on_complete=self._completion(record))
+            return plan
+
+    def _completion(self, record: ReceivedRequest) -> Callable[[], None]:
+        done = False
+
+        def complete() -> None:
+            nonlocal done
+            if done:
+                return
+            done = True
+            finished = dataclasses.replace(record, finished=time.time())
+            with self._lock:
+                self._pending.pop(id(record), None)
+                for i in range(len(self._requests) - 1, -1, -1):
+                    if self._requests[i] is record:
+                        self._requests[i] = finished
+                        break
+                self._write_record(finished)
+
+        return complete
+
+    def _write_record(self, record: ReceivedRequest) -> None:
+        writer = self._request_file
+        if writer is None:
+            return
+        try:
+            writer.append(record.to_json())
+        except OSError as exc:  # a full disk: say so once, keep serving
+            if not self._request_file_failed:
+                self._request_file_failed = True
+                print(
+                    f"mock DeepSeek: cannot append to the request log file {writer.path}: "
+                    f"{exc.strerror or exc}; later records may be missing",
+                    file=sys.stderr,
+                )
+
+    # -- the request log file -------------------------------------------------------------------
+
+    def log_requests_to(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
+        """Append every request's record to the file at ``path`` as its answer ends (JSON
+        Lines: a ``{"format": "dsh-mock-requests", "version": 1}`` header, then one record per
+        line, the same as ``GET /_dsh/requests`` gives, with ``started`` and ``finished``). An
+        existing request log is continued; the file has one writer at a time (an exclusive
+        lock), each line is written whole and flushed, and a torn last line left by a crash is
+        cut off, as the proxy's trace file does (``dsh_testkit.traces._file.TraceWriter``). Readers
+        (``dsh-testkit cache-report``) read it while it grows. Raises
+        :class:`~dsh_testkit.traces.TraceError` when another writer holds it or it is another
+        kind of file (nothing in it changed), ``OSError`` when it cannot be opened."""
+        writer = TraceWriter(
+            path,
+            source="mock",
+            fsync=fsync,
+            append=True,
+            file_format=REQUEST_LOG_FORMAT,
+            version=REQUEST_LOG_VERSION,
+        )
+        with self._lock:
+            previous, self._request_file = self._request_file, writer
+            self._request_file_failed = False
+        if previous is not None:
+            previous.close()
+
+    def close_request_log(self) -> None:
+        """Write the records still in flight (without an end time) and close the file."""
+        with self._lock:
+            for record in list(self._pending.values()):
+                self._write_record(record)
+            self._pending.clear()
+            writer, self._request_file = self._request_file, None
+        if writer is not None:
+            writer.close()
 
     def _internal_error(self, request: HttpRequest, exc: Exception) -> ResponsePlan:
         secrets = _safe_credentials(request)
@@ -563,6 +665,7 @@ class MockDeepSeek:
                 answered_by=answered_by,
                 route=route,
                 extras=secrets.json(dict(extras or {})),  # the answer may echo a key
+                started=self._started,
             )
         )
         size = len(request.body)

@@ -427,6 +427,8 @@ def audit_loaded(loaded: LoadedLog) -> AuditReport:
                     f"the last line is unfinished ({tail.size} bytes from byte {tail.offset} "
                     f"do not parse: {tail.reason}); a write was cut off, the events before it "
                     "were audited"
+                    if tail.size
+                    else f"{tail.reason}; the events before it were audited"
                 ),
                 line=tail.line,
             )

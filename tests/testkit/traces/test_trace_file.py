@@ -223,7 +223,7 @@ def test_version_1_files_are_still_read() -> None:
     old = {k: v for k, v in exchange(0).items() if k != "outcome"}
     trace = loads_trace(trace_bytes(old, header={**HEADER, "version": 1}).decode())
     assert len(trace) == 1
-    with pytest.raises(TraceError, match="reads versions 1 and 2"):
+    with pytest.raises(TraceError, match="reads version\\(s\\) 1 and 2"):
         loads_trace(trace_bytes(old, header={**HEADER, "version": 3}).decode())
 
 
