@@ -34,8 +34,8 @@ from dsh_core.providers import MODELS
 
 from ..prompt._cache import PrefixCacheSimulator
 from ..prompt._template import PromptRenderer
-from ..scrub._rules import URL_REDACTED
-from ..scrub._scrubber import credentials_of
+from ..scrub._bodies import decode_text
+from ..scrub._scrubber import credentials_of, scrub_json, scrub_text, scrub_url
 from ..scrub._spellings import KnownSecrets
 from ..traces._file import TraceWriter
 from ._admission import (
@@ -516,14 +516,14 @@ class MockDeepSeek:
         secrets = _safe_credentials(request)
         error = ApiError(
             status=500,
-            message=f"mock DeepSeek internal error: {secrets.text(_describe(exc))}",
+            message=f"mock DeepSeek internal error: {scrub_text(_describe(exc), secrets)}",
             type="server_error",
             code="MOCK_INTERNAL_ERROR",
         )
         try:
             self._record(request, "unknown", status=500, error=error)
             trace = "".join(traceback.format_exception(exc))
-            print(secrets.text(trace), file=sys.stderr, end="")
+            print(scrub_text(trace, secrets), file=sys.stderr, end="")
         except Exception:
             pass
         return json_plan(500, error.deepseek_body())
@@ -647,24 +647,28 @@ class MockDeepSeek:
         route: int | None = None,
         extras: Mapping[str, Any] | None = None,
     ) -> None:
+        # The one scrubbing rule: the request's own credentials in every spelling, key shapes
+        # and credential fields, wherever the log keeps a text (the answer may echo a key).
         secrets = _known_secrets(request)
-        headers = redacted_headers(request)
+        headers = tuple(
+            (name, scrub_text(value, secrets)) for name, value in redacted_headers(request)
+        )
         self._seq += 1
         self._requests.append(
             ReceivedRequest(
                 seq=self._seq,
                 method=request.method,
-                path=secrets.text(request.path, URL_REDACTED),
+                path=scrub_url(request.path, secrets),
                 endpoint=endpoint,
                 headers=headers,
-                body=secrets.json(_logged_body(request.body)),
+                body=scrub_json(_logged_body(request), secrets),
                 status=status,
-                entry=None if entry is None else secrets.json(entry.to_json()),
-                error=None if error is None else secrets.json(error.to_json()),
+                entry=None if entry is None else scrub_json(entry.to_json(), secrets),
+                error=None if error is None else scrub_json(error.to_json(), secrets),
                 scripted=scripted,
                 answered_by=answered_by,
                 route=route,
-                extras=secrets.json(dict(extras or {})),  # the answer may echo a key
+                extras=scrub_json(dict(extras or {}), secrets),  # the answer may echo a key
                 started=self._started,
             )
         )
@@ -697,11 +701,13 @@ def _unoffered_tool_error(entry: Reply, view: MockRequest) -> ApiError | None:
     return None
 
 
-def _logged_body(raw: bytes) -> Any:
-    """The body as the log keeps it: parsed JSON when it is shallow enough, else its text."""
+def _logged_body(request: HttpRequest) -> Any:
+    """The body as the log keeps it: parsed JSON when it is shallow enough, else its text, read
+    in its charset (a UTF-16 or UTF-32 body is its text, not bytes with NULs between them)."""
+    raw = request.body
     if not raw:
         return None
-    text = raw.decode("utf-8", errors="replace")
+    text = decode_text(raw, dict(request.headers))[0]
     if json_depth_exceeds(text, MAX_JSON_DEPTH):
         return text
     try:

@@ -108,7 +108,7 @@ _KEY_STARTS: Final = ("sk-", "AKIA", "AIza", "eyJ", "xox", "ghp_", "gho_", "ghu_
 _URL_HEADERS: Final = frozenset({"location", "content-location", "referer", "origin"})
 """Headers whose value is a URL: scrubbed as one (credential query parameters included)."""
 
-_RULES_VERSION: Final = 4
+_RULES_VERSION: Final = 5
 """Bumped whenever the built-in rules change: a cassette written under older rules is then
 scrubbed again as it loads (its checksum no longer matches)."""
 
