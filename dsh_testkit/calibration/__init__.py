@@ -6,9 +6,7 @@ and prompt tokens with what the API reported. See :func:`calibrate`.
 """
 
 from ._calibrate import calibrate
-from ._sources import find_logs
 from ._values import (
-    CALIBRATION_FORMAT_VERSION,
     CalibrationError,
     CalibrationReport,
     CalibrationSettings,
@@ -16,11 +14,9 @@ from ._values import (
     RequestCalibration,
     Scope,
     SkippedLog,
-    make_tokenizer,
 )
 
 __all__ = [
-    "CALIBRATION_FORMAT_VERSION",
     "CalibrationError",
     "CalibrationReport",
     "CalibrationSettings",
@@ -29,6 +25,4 @@ __all__ = [
     "Scope",
     "SkippedLog",
     "calibrate",
-    "find_logs",
-    "make_tokenizer",
 ]

@@ -63,7 +63,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from dsh_core.providers import cache_model
+from dsh_core.providers._models import cache_model
 
 from ..prompt._cache_values import CacheKey, CacheLookup, PrefixUnit
 from ..prompt._template import PromptRenderer

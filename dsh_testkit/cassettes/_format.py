@@ -39,7 +39,7 @@ from typing import Any, Final
 
 import yaml
 
-from dsh_core.providers import split_events
+from dsh_core.providers._sse import split_events
 
 from .._errors import CassetteError, CassetteFormatError
 from .._replace_file import replace_file

@@ -10,7 +10,7 @@ than it saw live. The cassette layer (:class:`CassetteLayer`) keeps vcrpy for ev
 
 - playback returns a stream that yields the recorded chunks one by one (one per SSE event) to
   sync and async clients alike;
-- a request with no recording raises :class:`~dsh_testkit.CassetteMismatch` naming the closest
+- a request with no recording raises :class:`~dsh_testkit.cassettes.CassetteMismatch` naming the closest
   recording and the first differing field, instead of vcrpy's generic message;
 - a request the user's ``before_record_request`` hook leaves out goes to its target unrecorded.
 
@@ -20,9 +20,13 @@ than it saw live. The cassette layer (:class:`CassetteLayer`) keeps vcrpy for ev
 fork the openai and anthropic SDKs use) are patched exactly once, whatever the number of layers:
 the patched method (``__wrapped__``: the class's own) runs the layers, the latest installed
 first, each handing the request on to the next (``send``) and the last to the transport itself.
-A pytest cassette test is then one patch per client class (the cassette over the plugin's
+A pytest cassette test is then one patch per transport method (the cassette over the plugin's
 routing to the mock) on top of the plugin's socket guard. A client with a transport class of its
 own is not intercepted.
+
+Layers are process-wide, as vcrpy's patches are: a layer sees the requests of every thread and
+task while it is active (the routing must catch a live call wherever it starts). They may leave
+in any order, from any thread; the classes get their own methods back when the last one leaves.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from contextlib import ExitStack, contextmanager
 from types import ModuleType
 from typing import Any, Protocol
 
-from dsh_core.providers import split_events
+from dsh_core.providers._sse import split_events
 
 from ._format import is_event_stream, response_chunks
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from dsh_core.providers import CacheFacts, CacheRules, ChatTemplate, resolve_model
+from dsh_core.providers import CacheFacts, resolve_model
+from dsh_core.providers._models import CacheRules, ChatTemplate
 
 from ..prompt._granularity import CacheGranularity, granularity_of_hits, table_granularity
 from ..traces import Exchange, Trace

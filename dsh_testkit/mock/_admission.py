@@ -21,18 +21,15 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from dsh_core import JsonValueError, freeze_json
-from dsh_core.providers import (
-    TOOL_NAME_PATTERN,
-    AnthropicRequest,
-    ChatRequest,
-    PassbackRule,
-    WireFormatError,
-    resolve_model,
-)
+from dsh_core.providers import WireFormatError, resolve_model
 from dsh_core.providers import anthropic as anthropic_codec
 from dsh_core.providers import deepseek as deepseek_codec
-from dsh_core.providers._wire import need_object
+from dsh_core.providers._passback import PassbackRule
+from dsh_core.providers._wire import TOOL_NAME_PATTERN, need_object
+from dsh_core.providers.anthropic import AnthropicRequest
+from dsh_core.providers.deepseek import ChatRequest
 
+from ..scrub._bodies import decode_text
 from ..scrub._rules import REDACTED
 from ._api_errors import ApiError
 from ._plan import HttpRequest
@@ -214,19 +211,32 @@ def _logged_text(text: str) -> Any:
         return text
 
 
-def decode_body(raw: bytes) -> DecodedBody:
+def _logged_refused(raw: bytes, text: str, headers: Mapping[str, Any]) -> Any:
+    """The log's reading of a UTF-8 body the API refused (``text``): as it is, unless its
+    charset reads it otherwise (a byte order mark, UTF-16 or UTF-32), then that text, parsed
+    when it is JSON. A body read the same way is not parsed again."""
+    if not raw:
+        return None
+    read = decode_text(raw, headers)[0]
+    return text if read == text else _logged_text(read)
+
+
+def decode_body(raw: bytes, headers: Mapping[str, Any]) -> DecodedBody:
     """The body decoded once. The API refuses a body that is not UTF-8, not JSON, holds
     ``NaN``/``Infinity`` (not JSON), or nests deeper than :data:`MAX_JSON_DEPTH`; the log keeps
-    every body, parsed where it parses (``NaN`` included), else as text."""
+    every body, parsed where it parses (``NaN`` included), else as text, read in its charset
+    (``headers``: a UTF-16 or UTF-32 body is its text, not bytes with NULs between them)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         # The API stops at the bytes; the log reads what it can (the only parse of this body).
-        logged = _logged_text(raw.decode("utf-8", errors="replace"))
+        logged = _logged_text(decode_text(raw, headers)[0])
         return DecodedBody(value=None, refusal=f"invalid UTF-8 at byte {exc.start}", logged=logged)
     if json_depth_exceeds(text, MAX_JSON_DEPTH):
         return DecodedBody(
-            value=None, refusal=f"nesting deeper than {MAX_JSON_DEPTH} levels", logged=text
+            value=None,
+            refusal=f"nesting deeper than {MAX_JSON_DEPTH} levels",
+            logged=_logged_refused(raw, text, headers),
         )
     constants: list[str] = []
 
@@ -239,7 +249,7 @@ def decode_body(raw: bytes) -> DecodedBody:
     except (ValueError, RecursionError) as exc:
         # A constant before the error is where the API's parser stopped.
         detail = f"{constants[0]} is not a valid JSON number" if constants else str(exc)
-        return DecodedBody(value=None, refusal=detail, logged=text or None)
+        return DecodedBody(value=None, refusal=detail, logged=_logged_refused(raw, text, headers))
     if constants:
         return DecodedBody(
             value=None, refusal=f"{constants[0]} is not a valid JSON number", logged=value

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal, TypeAlias
 
-from dsh_core.providers import CacheFacts, Endpoint, resolve_model
+from dsh_core.providers import CacheFacts, resolve_model
+from dsh_core.providers._models import Endpoint
 
 __all__ = [
     "DEFAULT_GRANULARITY",

@@ -3,7 +3,7 @@
 :mod:`dsh_testkit.scrub._scrubber` scrubs text; this module turns what a body is on the wire into that
 text and back, losslessly: the charset a body is read in, a ``Content-Encoding`` undone, and an
 event stream cut into events (by the core's one SSE splitter,
-:func:`dsh_core.providers.split_events`) whose ``data:`` fields are gathered by JSON path across events (so
+:func:`dsh_core.providers._sse.split_events`) whose ``data:`` fields are gathered by JSON path across events (so
 a secret streamed a few characters per delta is seen whole).
 """
 
@@ -153,7 +153,7 @@ def decompress(body: Any, encoding: str, *, part: str) -> Any:
 
 
 # -------------------------------------------------------------------------------- streams
-# (cut into events by the core's SSE splitter, dsh_core.providers.split_events)
+# (cut into events by the core's SSE splitter, dsh_core.providers._sse.split_events)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
-from dsh_core.providers import Endpoint, SseEvent, parse_events
+from dsh_core.providers._models import Endpoint
+from dsh_core.providers._sse import SseEvent, parse_events
 
 from ._model import TraceUsage
 

@@ -9,14 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_core.providers import (
-    SSE_DONE,
-    SseEvent,
-    SseParser,
-    SseTruncatedError,
-    parse_events,
-    split_events,
-)
+from dsh_core.providers import SseTruncatedError
+from dsh_core.providers._sse import SSE_DONE, SseEvent, SseParser, parse_events, split_events
 
 from ._helpers import split_at
 

@@ -4,6 +4,7 @@ the latest installed first, and the classes get their own methods back when the 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -16,6 +17,7 @@ from dsh_testkit.cassettes import use_cassette
 from dsh_testkit.cassettes._transport import AsyncSend, Send, intercepting
 from dsh_testkit.mock import MockDeepSeek, MockHandler, Reply
 from dsh_testkit.pytest_plugin._cassette import route_network_to_mock
+from tests._support import patch_depth
 
 METHODS = [
     (cls, name)
@@ -33,14 +35,16 @@ ORIGINALS = {(cls, name): vars(cls)[name] for cls, name in METHODS}
 
 
 def assert_wrapped_once() -> None:
-    for cls, name in METHODS:
-        patched = vars(cls)[name]
-        assert patched is not ORIGINALS[cls, name], (cls, name)
-        assert patched.__wrapped__ is ORIGINALS[cls, name], (cls, name)
+    depths = {
+        f"{cls.__module__}.{cls.__qualname__}.{name}": patch_depth(cls, name)
+        for cls, name in METHODS
+    }
+    assert depths == dict.fromkeys(depths, 1)
 
 
 def assert_unpatched() -> None:
     assert {key: vars(key[0])[key[1]] for key in ORIGINALS} == ORIGINALS
+    assert [patch_depth(cls, name) for cls, name in METHODS] == [0] * len(METHODS)
 
 
 class Tag:
@@ -132,4 +136,74 @@ def test_a_layer_that_raises_leaves_the_transports_as_they_were() -> None:
         httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(204))) as client,
     ):
         client.get("http://127.0.0.1/")
+    assert_unpatched()
+
+
+def test_the_depth_count_sees_patches_stacked_the_old_way() -> None:
+    """The count follows what a patch calls, not ``__wrapped__``: two plain patches stacked on
+    one method (what a cassette test did before there was one interception) count as two."""
+    from unittest import mock
+
+    def patch(original: Any) -> Any:
+        def handle_request(transport: Any, request: Any) -> Any:
+            return original(transport, request)
+
+        return handle_request
+
+    cls = httpx.HTTPTransport
+    with mock.patch.object(cls, "handle_request", patch(cls.handle_request)):
+        with mock.patch.object(cls, "handle_request", patch(cls.handle_request)):
+            assert patch_depth(cls, "handle_request") == 2
+        with intercepting(Tag("one", [])):
+            assert patch_depth(cls, "handle_request") == 2  # the interception's on top of one
+    assert_unpatched()
+
+
+class Witness:
+    """A layer that notes which thread each request it sees came from."""
+
+    def __init__(self) -> None:
+        self.threads: list[int] = []
+
+    def handle(self, mod: ModuleType, transport: Any, request: Any, send: Send) -> Any:
+        self.threads.append(threading.get_ident())
+        return send(request)
+
+    async def handle_async(
+        self, mod: ModuleType, transport: Any, request: Any, send: AsyncSend
+    ) -> Any:
+        self.threads.append(threading.get_ident())
+        return await send(request)
+
+
+def test_threads_entering_and_leaving_layers_at_once_leave_the_transports_as_they_were() -> None:
+    """Layers of several threads come and go in any interleaving (the last in is not the first
+    out): every request runs through one patch and through its own thread's layer exactly once,
+    and the classes get their own methods back when the last layer leaves."""
+    rounds, threads = 40, 4
+    errors: list[BaseException] = []
+    met: dict[int, int] = {}
+    start = threading.Barrier(threads)
+
+    def work(n: int) -> None:
+        try:
+            transport = httpx.MockTransport(lambda request: httpx.Response(204))
+            with httpx.Client(transport=transport) as client:
+                start.wait()
+                for _ in range(rounds):
+                    witness = Witness()
+                    with intercepting(witness):
+                        assert patch_depth(httpx.MockTransport, "handle_request") == 1
+                        assert client.get("http://127.0.0.1/").status_code == 204
+                    met[n] = met.get(n, 0) + witness.threads.count(threading.get_ident())
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert not errors, errors
+    assert met == dict.fromkeys(range(threads), rounds)
     assert_unpatched()

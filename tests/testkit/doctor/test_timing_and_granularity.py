@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.providers import cache_model
+from dsh_core.providers._models import cache_model
 from dsh_testkit.doctor import cache_granularity, diagnose
 from dsh_testkit.prompt import CacheKey, PrefixCacheSimulator
 from dsh_testkit.prompt._granularity import table_granularity
