@@ -55,13 +55,8 @@ from ._header_delta import (
     plan_header_event,
 )
 from ._invariants import RequestInvariant
-from ._json import (
-    MAX_JSON_DEPTH,
-    FrozenDict,
-    FrozenList,
-    freeze_json,
-    thaw_json,
-)
+from ._json import FrozenDict, FrozenList, freeze_json, thaw_json
+from ._json_text import MAX_JSON_DEPTH
 from ._loop import Agent
 from ._messages import (
     ContentBlock,

@@ -13,7 +13,8 @@ Shared by both formats: the model table (:data:`MODELS`, :func:`resolve_model`, 
 :func:`prices_for`), the one thinking-mode rule (:func:`thinking_enabled`) and the one
 reasoning pass-back rule (:func:`lacks_thinking`); :class:`WireFormatError` with a stable
 ``code`` (:data:`WireErrorCode`) for request shapes, and :class:`SseTruncatedError` for an event
-stream cut inside an event. The SSE framing both providers and the mock share is ``_sse``.
+stream cut inside an event. The SSE framing both providers and the mock share is ``_sse``
+(``SseParser``; a whole body: ``parse_events``, ``split_events``).
 """
 
 from ._models import MODELS, CacheFacts, ModelInfo, UnitVisibility, resolve_model, thinking_enabled

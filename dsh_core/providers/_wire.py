@@ -16,7 +16,8 @@ from collections.abc import Collection, Mapping
 from typing import Any, Final, Literal, NoReturn, TypeAlias
 
 from .._errors import DshError, JsonValueError
-from .._json import FrozenDict, freeze_json, loads_json
+from .._json import FrozenDict, freeze_json
+from .._json_text import loads_json
 
 __all__ = [
     "MAX_TOOLS",

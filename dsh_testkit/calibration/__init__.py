@@ -5,7 +5,8 @@ runs the requests in order through a fresh simulator and compares hit tokens, th
 and prompt tokens with what the API reported. See :func:`calibrate`.
 """
 
-from ._calibrate import (
+from ._calibrate import calibrate
+from ._values import (
     CalibrationError,
     CalibrationReport,
     CalibrationSettings,
@@ -13,7 +14,6 @@ from ._calibrate import (
     RequestCalibration,
     Scope,
     SkippedLog,
-    calibrate,
 )
 
 __all__ = [

@@ -8,16 +8,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
-from dsh_core.providers import MODELS
+from dsh_core.providers import MODELS, UnitVisibility
 
 from .._errors import TestkitError
-from ..prompt._cache import (
-    DEFAULT_GRANULARITY,
-    CacheRules,
-    CommonPrefixRule,
-    PrefixCacheSimulator,
-    UnitVisibility,
-)
+from ..prompt._cache import PrefixCacheSimulator
+from ..prompt._cache_values import CacheRules, CommonPrefixRule
+from ..prompt._granularity import DEFAULT_GRANULARITY
 from ..prompt._tokenizers import DeepSeekTokenizer, HeuristicTokenizer, Tokenizer
 
 __all__ = [

@@ -7,7 +7,8 @@ Built on vcrpy with this project's configuration. The parts:
 - ``_hooks``: the record hooks (the user's, origin rewrites, scrubbing, volatile headers);
 - ``_matching``: canonical bodies, the words of a mismatch, our flags in vcrpy's errors;
 - ``_format``: the versioned YAML format (one literal block per body, SSE as sent);
-- ``_transport``: SSE-faithful playback, one event per chunk, for ``httpx`` and ``httpx2``.
+- ``_transport``: the one interception of ``httpx`` and ``httpx2`` transports, and the cassette's
+  layer in it (SSE-faithful playback, one event per chunk).
 
 Secrets are scrubbed by :mod:`dsh_testkit.scrub` before anything is written (its
 :class:`~dsh_testkit.scrub.ScrubRules` add your own; a body it cannot check is refused with

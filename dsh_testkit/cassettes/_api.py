@@ -51,7 +51,8 @@ from .._errors import (
     CassetteNotFullyPlayed,
     UnscrubbableBody,
 )
-from ..scrub._scrubber import Scrubber, ScrubRules
+from ..scrub._rules import ScrubRules
+from ..scrub._scrubber import Scrubber
 from ._config import CassetteConfig
 from ._format import (
     CassettePersister,
@@ -66,7 +67,7 @@ from ._matching import (
     request_key,
     vcr_suggestions,
 )
-from ._transport import TransportPatches
+from ._transport import CassetteLayer, intercepting
 
 RecordMode: TypeAlias = Literal["none", "once", "new_episodes", "all", "rewrite", "missing"]
 """The record modes of vcrpy and pytest-recording, with their meanings:
@@ -460,7 +461,7 @@ def use_cassette(
         stack.enter_context(_patch.patch.object(vcr.errors, "_suggestions", vcr_suggestions))
         handle.vcr_cassette = stack.enter_context(context)
         handle._loaded = len(handle.vcr_cassette)
-        TransportPatches(handle).install(stack)
+        stack.enter_context(intercepting(CassetteLayer(handle)))
         try:
             yield handle
         except BaseException as exc:

@@ -118,7 +118,7 @@ def _cache_settings(args: argparse.Namespace) -> dict[str, Any]:
     an option left out keeps the simulator's own default."""
     from dataclasses import replace
 
-    from ..prompt._cache import UnitVisibility
+    from dsh_core.providers import UnitVisibility
 
     settings: dict[str, Any] = {"rules": args.cache_rules}
     if args.cache_granularity is not None:

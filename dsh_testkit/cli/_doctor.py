@@ -44,7 +44,9 @@ from ._logs import add_sidecar_arguments, sidecar_option
 __all__ = [
     "INPUTS",
     "add_cache_report_arguments",
+    "add_granularity_argument",
     "add_trace_audit_arguments",
+    "given_granularity",
     "parse_prices",
     "read_input",
     "run_cache_report",
@@ -84,14 +86,34 @@ def parse_prices(text: str) -> Prices:
     )
 
 
+def add_granularity_argument(parser: argparse.ArgumentParser, *, help: str) -> None:
+    """``--granularity TOKENS``, and its old spelling ``--unit-tokens`` (hidden; see
+    :func:`given_granularity`)."""
+    parser.add_argument("--granularity", type=int, metavar="TOKENS", help=help)
+    parser.add_argument("--unit-tokens", type=int, dest="unit_tokens", help=argparse.SUPPRESS)
+
+
+def given_granularity(args: argparse.Namespace, *, say: str) -> int | None:
+    """The ``--granularity`` given (``None``: none), or its old spelling ``--unit-tokens``, which
+    still works with a note on stderr (``say`` starts the note: ``dsh-testkit cache-report``).
+    Raises ``ValueError`` for one below 1 token."""
+    value: int | None = getattr(args, "granularity", None)
+    old: int | None = getattr(args, "unit_tokens", None)
+    if old is not None:
+        print(f"{say}: --unit-tokens is now spelled --granularity", file=sys.stderr)
+        if value is None:
+            value = old
+    if value is not None and value < 1:
+        raise ValueError(f"--granularity must be at least 1, got {value}")
+    return value
+
+
 def _judging_arguments(parser: argparse.ArgumentParser, *, prefix: str) -> None:
-    """``--unit-tokens`` and ``--allow``: what both commands judge a trace with."""
-    parser.add_argument(
-        "--unit-tokens",
-        type=int,
-        metavar="N",
-        help=f"{prefix}the provider's cache unit in tokens (default: from the trace's own hits, "
-        "else the model table by model and date; the report says which)",
+    """``--granularity`` and ``--allow``: what both commands judge a trace with."""
+    add_granularity_argument(
+        parser,
+        help=f"{prefix}tokens per cache unit (default: from the trace's own hits, else the model "
+        "table by model and date; the report says which)",
     )
     parser.add_argument(
         "--allow",
@@ -193,11 +215,10 @@ def read_input(command: str, args: argparse.Namespace) -> Trace | int:
 
 
 def _report(command: str, args: argparse.Namespace) -> DoctorReport | int:
-    unit = getattr(args, "unit_tokens", None)
-    if unit is not None and unit < 1:
-        print(
-            f"dsh-testkit {command}: --unit-tokens must be at least 1, got {unit}", file=sys.stderr
-        )
+    try:
+        granularity = given_granularity(args, say=f"dsh-testkit {command}")
+    except ValueError as exc:
+        print(f"dsh-testkit {command}: {exc}", file=sys.stderr)
         return 2
     prices = None
     if getattr(args, "price", None):
@@ -219,7 +240,7 @@ def _report(command: str, args: argparse.Namespace) -> DoctorReport | int:
             trace,
             simulate=True if getattr(args, "simulate", False) else None,
             conversation=getattr(args, "conversation", None),
-            unit_tokens=unit,
+            granularity=granularity,
             prices=prices,
         )
     except KeyError as exc:

@@ -29,7 +29,6 @@ __all__ = [
     "UnmatchedScenario",
     "Verdict",
     "judge",
-    "money",
 ]
 
 COMPARE_FORMAT_VERSION: Final = 1

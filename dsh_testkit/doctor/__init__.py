@@ -14,7 +14,8 @@ Two runs side by side — what a harness change did to the cache and the bill, w
 build gates on — is :mod:`dsh_testkit.compare` (``dsh-testkit compare BASE NEW``).
 
 The command is ``dsh-testkit cache-report INPUT``; the terms of the report are defined once
-(:data:`TERMS`), and so is the cache unit (:func:`cache_unit`).
+(:data:`TERMS`), and so is the cache granularity (:func:`cache_granularity`, a
+:class:`~dsh_testkit.prompt.CacheGranularity`).
 """
 
 from .._errors import PrefixInstability
@@ -23,6 +24,7 @@ from ._branches import Conversation, Link, conversations
 from ._codes import CAUSE_CODES, TERMS, CauseCode, Severity
 from ._diagnose import diagnose
 from ._errors import CacheUnfriendly
+from ._model_facts import cache_granularity
 from ._render import report_text
 from ._report import (
     ConversationDiagnosis,
@@ -33,14 +35,12 @@ from ._report import (
     Segment,
     Totals,
 )
-from ._unit import CacheUnit, cache_unit
 
 __all__ = [
     "CAUSE_CODES",
     "DEFAULT_ALLOWED",
     "TERMS",
     "CacheUnfriendly",
-    "CacheUnit",
     "CauseCode",
     "Conversation",
     "ConversationDiagnosis",
@@ -55,7 +55,7 @@ __all__ = [
     "Totals",
     "assert_cache_friendly",
     "assert_prefix_stable",
-    "cache_unit",
+    "cache_granularity",
     "conversations",
     "diagnose",
     "report_text",

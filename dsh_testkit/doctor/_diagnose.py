@@ -9,8 +9,8 @@ from dsh_core.providers import Prices
 from ..traces import Trace, trace_of
 from ..traces._model import paused_gc
 from ._engine import Doctor
+from ._model_facts import cache_granularity
 from ._report import ConversationDiagnosis, DoctorReport, RequestDiagnosis, group_findings
-from ._unit import cache_unit
 
 __all__ = ["diagnose"]
 
@@ -20,7 +20,7 @@ def diagnose(
     *,
     simulate: bool | None = None,
     conversation: str | None = None,
-    unit_tokens: int | None = None,
+    granularity: int | None = None,
     prices: Prices | None = None,
 ) -> DoctorReport:
     """The cache doctor's report of a trace (anything :func:`~dsh_testkit.traces.trace_of`
@@ -32,26 +32,26 @@ def diagnose(
     of those without one (all of them when the trace has no cache figure). A reported prompt
     count is kept in every mode; each request says which of its figures are simulated.
     ``conversation`` restricts the report to one conversation (``KeyError`` naming the keys
-    otherwise). ``unit_tokens`` overrides the cache unit (default: from the trace's hits or the
-    model table). ``prices`` overrides the list prices the cost figures use.
+    otherwise). ``granularity`` sets the cache granularity in tokens (default: from the trace's hits or
+    the model table). ``prices`` overrides the list prices the cost figures use.
     """
     with paused_gc():
         trace = trace_of(value)
-        return _diagnose(trace, simulate, conversation, unit_tokens, prices)
+        return _diagnose(trace, simulate, conversation, granularity, prices)
 
 
 def _diagnose(
     trace: Trace,
     simulate: bool | None,
     conversation: str | None,
-    unit_tokens: int | None,
+    given: int | None,
     prices: Prices | None,
 ) -> DoctorReport:
     use_simulator = (not trace.has_usage) if simulate is None else simulate
     missing = simulate is None and not use_simulator and _lacks_hits(trace)
-    unit = cache_unit(trace, unit_tokens)
+    granularity = cache_granularity(trace, given)
     doctor = Doctor(
-        unit=unit,
+        granularity=granularity,
         simulate=use_simulator,
         simulate_missing=missing,
         time_resolution=trace.time_resolution,
@@ -89,7 +89,7 @@ def _diagnose(
         source=trace.source,
         path=trace.path,
         figures="simulated" if use_simulator else "mixed" if missing else "reported",
-        unit=unit,
+        granularity=granularity,
         conversations=tuple(
             ConversationDiagnosis(key=key, requests=tuple(items), groups=group_findings(items))
             for key, items in by_key.items()

@@ -40,6 +40,7 @@ from dsh_core.providers import Prices, prices_for
 from dsh_core.providers._models import ChatTemplate
 
 from ..prompt import PrefixCacheSimulator, PromptRenderer
+from ..prompt._granularity import CacheGranularity
 from ..prompt._template_tokens import RenderedPrompt, default_thinking
 from ..prompt._wire_view import WireView, wire_view
 from ..traces import Exchange, LogEvent
@@ -48,8 +49,8 @@ from ._branches import Brancher, Link
 from ._change import Change
 from ._changes import compare, component_label
 from ._codes import CauseCode
+from ._model_facts import rules_of, template_of
 from ._report import FigureSource, Finding, RequestDiagnosis, Segment
-from ._unit import CacheUnit, rules_of, template_of
 
 __all__ = ["Doctor"]
 
@@ -112,7 +113,7 @@ class Doctor:
     def __init__(
         self,
         *,
-        unit: CacheUnit,
+        granularity: CacheGranularity,
         simulate: bool = False,
         simulate_missing: bool = False,
         time_resolution: float | None = None,
@@ -121,7 +122,7 @@ class Doctor:
         lookup: Callable[[int], Exchange] | None = None,
         renderer: PromptRenderer | None = None,
     ) -> None:
-        self.unit = unit
+        self.granularity = granularity
         self.simulate = simulate
         self.simulate_missing = simulate_missing
         self.time_resolution = time_resolution
@@ -142,7 +143,7 @@ class Doctor:
             # No expiry: a trace's clock may jump from unknown times to known ones, and an
             # eviction the simulation made up is not a finding.
             self._simulator = PrefixCacheSimulator(
-                granularity=unit.tokens, clock=lambda: self._clock, ttl=None
+                granularity=granularity.tokens, clock=lambda: self._clock, ttl=None
             )
 
     # -- rendering ----------------------------------------------------------------------
@@ -263,7 +264,7 @@ class Doctor:
             # counted the real one. Where the cached prefix ends is mapped from the one to the
             # other, then rounded down to the unit.
             at = _provider_position(unit_end, rendered, reported_prompt, exchange)
-            hit = max(0, min(reported_prompt, floor_unit(at, self.unit.tokens)))
+            hit = max(0, min(reported_prompt, floor_unit(at, self.granularity.tokens)))
         return _Figures(reported_prompt, hit, "reported", "simulated")
 
     def _simulated(
@@ -361,7 +362,7 @@ class Doctor:
         parent: _Known,
         link: Link,
     ) -> tuple[int, int, str | None, list[Finding], tuple[str, ...]]:
-        unit = self.unit.tokens
+        unit = self.granularity.tokens
         p_exchange = parent.exchange
         p_view = wire_view(p_exchange.body, endpoint=p_exchange.endpoint) or WireView()
         count = len(p_view.messages)
@@ -457,7 +458,7 @@ class Doctor:
             at = component_at(rendered.marks, common_r)
             divergence = component_label(view, at) if at >= 0 else "the generation prefix"
         findings = attribute(
-            unit=self.unit.tokens,
+            unit=self.granularity.tokens,
             resolution=self.time_resolution,
             exchange=exchange,
             view=view,

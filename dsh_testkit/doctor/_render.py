@@ -198,8 +198,8 @@ def render_report(report: DoctorReport) -> list[Text | Table]:
     out.append(
         Text(
             f"{report.source} · {len(report.conversations)} conversation(s) · "
-            f"{len(report.requests)} request(s) · figures {figures} · cache unit "
-            f"{report.unit.describe()}",
+            f"{len(report.requests)} request(s) · figures {figures} · cache "
+            f"granularity {report.granularity.describe()}",
             style="dim",
         )
     )

@@ -15,10 +15,10 @@ from typing import Any, Final, Literal, TypeAlias
 
 from dsh_core.providers import Prices, prices_for
 
+from ..prompt._granularity import CacheGranularity
 from ._branches import Relation
-from ._changes import TextDiff
 from ._codes import CODES, CauseCode, Severity
-from ._unit import CacheUnit
+from ._text import TextDiff
 
 __all__ = [
     "DOCTOR_FORMAT_VERSION",
@@ -34,8 +34,9 @@ __all__ = [
     "request_ranges",
 ]
 
-DOCTOR_FORMAT_VERSION: Final = 2
-"""Version of the cache report's JSON document (2: one report for logs and traces)."""
+DOCTOR_FORMAT_VERSION: Final = 3
+"""Version of the cache report's JSON document (2: one report for logs and traces; 3: the cache
+granularity under its one name, ``granularity``, where 2 said ``unit``)."""
 
 FigureSource: TypeAlias = Literal["reported", "simulated"]
 """Where one figure of a request comes from: the recording's usage, or the mock's prefix-cache
@@ -414,17 +415,14 @@ class DoctorReport:
     """Where the hit figures come from: the trace's usage, the simulator, or each request's
     usage where it has a cache figure and the simulator where it has none (each request says
     which: :attr:`RequestDiagnosis.hit_source`). Reported prompt counts are always kept."""
-    unit: CacheUnit
+    granularity: CacheGranularity
+    """Tokens per cache unit the figures are counted in, and where that came from."""
     conversations: tuple[ConversationDiagnosis, ...]
     notes: tuple[str, ...] = ()
     prices: Prices | None = None
     """The prices the cost figures use when one price applies to every request (``None``:
     each request's model and date decide, see ``Prices.label`` in the JSON)."""
     time_resolution: float | None = None
-
-    @property
-    def unit_tokens(self) -> int:
-        return self.unit.tokens
 
     @property
     def requests(self) -> list[RequestDiagnosis]:
@@ -487,7 +485,7 @@ class DoctorReport:
             "source": self.source,
             "path": self.path,
             "figures": self.figures,
-            "unit": self.unit.to_json(),
+            "granularity": self.granularity.to_json(),
             "timeResolution": self.time_resolution,
             "prices": self.prices.to_json() if self.prices is not None else None,
             "priceList": [p.to_json() for p in self.price_list()],

@@ -31,20 +31,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 from dsh_core.providers import MODELS
+from dsh_core.providers._passback import PassbackRule
 
 from ..prompt._cache import PrefixCacheSimulator
 from ..prompt._template import PromptRenderer
-from ..scrub._bodies import decode_text
 from ..scrub._scrubber import credentials_of, scrub_json, scrub_text, scrub_url
 from ..scrub._spellings import KnownSecrets
 from ..traces._file import TraceWriter
 from ._admission import (
-    MAX_JSON_DEPTH,
+    DecodedBody,
     Rejection,
     admit,
     caller_key,
     credentials,
-    json_depth_exceeds,
+    decode_body,
     redacted_headers,
 )
 from ._answers import AnswerPlanner, context_window_error
@@ -62,7 +62,6 @@ from ._sources import (
     exhausted_error,
     with_reasoning,
 )
-from ._validate import PassbackRule
 
 if TYPE_CHECKING:
     from ..traces import Trace
@@ -71,7 +70,6 @@ __all__ = [
     "DEFAULT_REQUEST_LOG_LIMIT",
     "REQUEST_LOG_FORMAT",
     "REQUEST_LOG_VERSION",
-    "SCRIPT_EXHAUSTED_STATUS",
     "MockDeepSeek",
     "Responder",
 ]
@@ -569,8 +567,9 @@ class MockDeepSeek:
         error: ApiError,
         *,
         allow: str | None = None,
+        body: DecodedBody | None = None,
     ) -> ResponsePlan:
-        self._record(request, endpoint, status=error.status, error=error)
+        self._record(request, endpoint, status=error.status, error=error, body=body)
         extra = (("allow", allow),) if allow else ()
         return self._answers.error_plan(error, endpoint, extra=extra)
 
@@ -592,13 +591,18 @@ class MockDeepSeek:
     ) -> ResponsePlan:
         try:
             key = caller_key(request, endpoint, accepted=self._api_keys)
-            view = admit(request, endpoint, seq=self._seq + 1, passback=self._passback)
         except Rejection as reject:
             return self._reject(request, endpoint, reject.error)
+        # The body's one decode: admission reads its value, the request log keeps it.
+        body = decode_body(request.body, dict(request.headers))
+        try:
+            view = admit(request, endpoint, body=body, seq=self._seq + 1, passback=self._passback)
+        except Rejection as reject:
+            return self._reject(request, endpoint, reject.error, body=body)
         prompt = self._answers.render_prompt(view)
         overflow = context_window_error(view, prompt.prompt_tokens)
         if overflow is not None:
-            return self._reject(request, endpoint, overflow)
+            return self._reject(request, endpoint, overflow, body=body)
         sources = self._sources
         entry, answered_by, route = sources.pick(view)
         scripted = answered_by in ("route", "script")
@@ -606,7 +610,7 @@ class MockDeepSeek:
             self._unscripted.append(self._seq + 1)
         if entry is None:
             error = exhausted_error(view, tuple(sources.routes), secrets=_safe_credentials(request))
-            return self._reject(request, endpoint, error)
+            return self._reject(request, endpoint, error, body=body)
         sources.last_entry = entry
         by: dict[str, Any] = {
             "scripted": scripted,
@@ -615,12 +619,18 @@ class MockDeepSeek:
         }
         if isinstance(entry, ErrorReply):
             plan = self._answers.scripted_error_plan(entry, endpoint)
-            self._record(request, endpoint, status=entry.status, entry=entry, **by)
+            self._record(request, endpoint, status=entry.status, entry=entry, body=body, **by)
             return plan
         unoffered = _unoffered_tool_error(entry, view) if self._strict_tools else None
         if unoffered is not None:
             self._record(
-                request, endpoint, status=unoffered.status, entry=entry, error=unoffered, **by
+                request,
+                endpoint,
+                status=unoffered.status,
+                entry=entry,
+                error=unoffered,
+                body=body,
+                **by,
             )
             return self._answers.error_plan(unoffered, endpoint)
         sent, warning = with_reasoning(entry, view)
@@ -629,7 +639,7 @@ class MockDeepSeek:
             extras["generatedReasoning"] = sent.reasoning  # type: ignore[union-attr]
         if warning is not None:
             extras["warnings"] = [warning]
-        self._record(request, endpoint, status=200, entry=entry, extras=extras, **by)
+        self._record(request, endpoint, status=200, entry=entry, extras=extras, body=body, **by)
         return plan
 
     # -- the request log ----------------------------------------------------------------------
@@ -646,7 +656,11 @@ class MockDeepSeek:
         answered_by: AnsweredBy | None = None,
         route: int | None = None,
         extras: Mapping[str, Any] | None = None,
+        body: DecodedBody | None = None,
     ) -> None:
+        """Log ``request``; ``body`` is its decode when admission made one (else made here)."""
+        if body is None:
+            body = decode_body(request.body, dict(request.headers))
         # The one scrubbing rule: the request's own credentials in every spelling, key shapes
         # and credential fields, wherever the log keeps a text (the answer may echo a key).
         secrets = _known_secrets(request)
@@ -661,7 +675,7 @@ class MockDeepSeek:
                 path=scrub_url(request.path, secrets),
                 endpoint=endpoint,
                 headers=headers,
-                body=scrub_json(_logged_body(request), secrets),
+                body=scrub_json(body.logged, secrets),
                 status=status,
                 entry=None if entry is None else scrub_json(entry.to_json(), secrets),
                 error=None if error is None else scrub_json(error.to_json(), secrets),
@@ -699,21 +713,6 @@ def _unoffered_tool_error(entry: Reply, view: MockRequest) -> ApiError | None:
                 code="MOCK_TOOL_NOT_OFFERED",
             )
     return None
-
-
-def _logged_body(request: HttpRequest) -> Any:
-    """The body as the log keeps it: parsed JSON when it is shallow enough, else its text, read
-    in its charset (a UTF-16 or UTF-32 body is its text, not bytes with NULs between them)."""
-    raw = request.body
-    if not raw:
-        return None
-    text = decode_text(raw, dict(request.headers))[0]
-    if json_depth_exceeds(text, MAX_JSON_DEPTH):
-        return text
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return text
 
 
 def _last_user_snippet(body: Any) -> str:

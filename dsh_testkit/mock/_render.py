@@ -17,7 +17,7 @@ from dsh_core.providers._sse import SSE_DONE as SSE_EVENT_DONE
 from dsh_core.providers._sse import SseEvent
 from dsh_core.providers.anthropic import tool_input
 
-from ..prompt._cache import CacheUsage, anthropic_usage, deepseek_usage
+from ..prompt._cache_values import CacheUsage, anthropic_usage, deepseek_usage
 
 __all__ = [
     "KEEP_ALIVE",

@@ -15,10 +15,9 @@ from typing import Any, Literal, TypeAlias
 from dsh_core.providers.anthropic import AnthropicRequest
 from dsh_core.providers.deepseek import ChatRequest
 
-from ..scrub._rules import REDACTED as REDACTED
 from ._validate import ToolFacts
 
-__all__ = ["REDACTED", "AnsweredBy", "Endpoint", "MockRequest", "ReceivedRequest"]
+__all__ = ["AnsweredBy", "Endpoint", "MockRequest", "ReceivedRequest"]
 
 Endpoint: TypeAlias = Literal["chat", "anthropic", "models", "control", "unknown"]
 AnsweredBy: TypeAlias = Literal[

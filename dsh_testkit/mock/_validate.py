@@ -25,12 +25,7 @@ from dsh_core.providers.deepseek import ChatMessage, ChatRequest
 
 from ._api_errors import ApiError
 
-__all__ = [
-    "PassbackRule",
-    "ToolFacts",
-    "validate_anthropic",
-    "validate_chat",
-]
+__all__ = ["ToolFacts", "validate_anthropic", "validate_chat"]
 
 _TOOL_ORDER_MISSING: Final = (
     "An assistant message with 'tool_calls' must be followed by tool messages responding to each "

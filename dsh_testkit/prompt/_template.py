@@ -56,7 +56,6 @@ from dsh_core.providers._models import ChatTemplate
 from ._template_tokens import (
     END_THINK,
     EOS,
-    IMAGE_TOKENS,
     ReasoningRule,
     RenderedCompletion,
     RenderedPrompt,
@@ -72,15 +71,7 @@ from ._template_tokens import (
 )
 from ._tokenizers import HeuristicTokenizer, Tokenizer
 
-__all__ = [
-    "IMAGE_TOKENS",
-    "PromptRenderer",
-    "ReasoningRule",
-    "RenderedCompletion",
-    "RenderedPrompt",
-    "ToolCallSpec",
-    "default_thinking",
-]
+__all__ = ["PromptRenderer"]
 
 
 class PromptRenderer:

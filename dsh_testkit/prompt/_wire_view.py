@@ -40,7 +40,6 @@ from dsh_core.providers._models import Endpoint, cache_model
 
 __all__ = [
     "CACHE_KEY_PARAMS",
-    "Endpoint",
     "WireView",
     "canonical_json",
     "common_prefix",

@@ -10,10 +10,11 @@ proxy per file)::
         ...
 
 :class:`ProxyLimits` holds its timeouts and caps; :meth:`Recorder.subscribe` hands each
-exchange record, as written, to a listener.
+exchange record, as written, to a listener. The cache doctor's report of what it recorded is
+``report_text(diagnose(proxy.trace()))`` (:mod:`dsh_testkit.doctor`).
 """
 
-from ._recorder import Recorder, report_text
+from ._recorder import Recorder
 from ._server import ProxyError, ProxyLimits, ProxyServer
 
-__all__ = ["ProxyError", "ProxyLimits", "ProxyServer", "Recorder", "report_text"]
+__all__ = ["ProxyError", "ProxyLimits", "ProxyServer", "Recorder"]

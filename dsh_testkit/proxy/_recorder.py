@@ -46,7 +46,6 @@ __all__ = [
     "LiveDoctor",
     "Recorder",
     "live_report",
-    "report_text",
     "trim_heap",
 ]
 
@@ -239,34 +238,14 @@ def live_report(recorder: Recorder, *, as_json: bool = False) -> str:
     """The cache doctor's report of every exchange recorded so far, as plain text (or JSON),
     from the recorder's incremental :class:`LiveDoctor` (nothing diagnosed twice)."""
     from .._console import dumps_report_json
-    from ..doctor import report_text as doctor_text
+    from ..doctor import report_text
 
     report = recorder.live.report()
     if as_json:
         return dumps_report_json(report.to_json())
     if report.empty:
         return "Cache doctor (proxy trace) · the trace is empty: no model request was recorded\n"
-    return doctor_text(report)
-
-
-def report_text(trace: Trace, *, as_json: bool = False) -> str:
-    """The cache doctor's report of ``trace`` as plain text (or JSON); an empty trace is said
-    to be empty, with its notes."""
-    from .._console import dumps_report_json
-    from ..doctor import diagnose
-    from ..doctor import report_text as doctor_text
-
-    if not as_json and not len(trace):
-        lines = [
-            "Cache doctor (proxy trace) · the trace is empty: no model request was recorded "
-            "(nothing to report)"
-        ]
-        lines += [f"note: {note}" for note in trace.notes]
-        return "\n".join(lines) + "\n"
-    report = diagnose(trace)
-    if as_json:
-        return dumps_report_json(report.to_json())
-    return doctor_text(report)
+    return report_text(report)
 
 
 def session_summary(recorder: Recorder, grace: float) -> str:

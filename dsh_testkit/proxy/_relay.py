@@ -30,13 +30,7 @@ from urllib.parse import urlsplit
 from ..mock._server import _Head, _reason
 from ..scrub._scrubber import credentials_of
 from ..traces._readers._build import CONVERSATION_HEADERS
-from ..traces._wire import (
-    answer_of_events,
-    answer_of_json,
-    endpoint_of,
-    error_of_text,
-    split_events,
-)
+from ..traces._wire import answer_of_json, answer_of_text, endpoint_of, error_of_text
 from ._recorder import TRIM_ABOVE, Recorder, trim_heap
 from ._upstream import Upstream, UpstreamError, UpstreamResponse, UpstreamTimeout
 
@@ -275,7 +269,7 @@ class Relay:
             if response.status >= 400:
                 error = error_of_text(text)  # the API's own words for the refusal
             elif "event-stream" in (response.header("content-type") or ""):
-                answer, usage = answer_of_events(split_events(text), endpoint)
+                answer, usage = answer_of_text(text, endpoint, event_stream=True)
             else:
                 try:
                     answer, usage = answer_of_json(json.loads(text), endpoint)

@@ -71,7 +71,8 @@ if TYPE_CHECKING:
     from ..cassettes import Cassette
     from ..mock import MockServer
     from ..scrub._rules import ScrubRules
-    from ._support import AgentFactory, CassetteFixture, MockFixture, ReplayFactory
+    from ._cassette import CassetteFixture
+    from ._support import AgentFactory, MockFixture, ReplayFactory
 
 __all__ = [
     "AgentFactory",
@@ -83,7 +84,8 @@ __all__ = [
 ]
 
 _LAZY: Final = frozenset({"AgentFactory", "CassetteFixture", "MockFixture", "ReplayFactory"})
-"""The fixtures' value types (for annotations), imported from ``_support`` on first use."""
+"""The fixtures' value types (for annotations), imported from ``_support`` (``_cassette``: the
+cassette's) on first use."""
 _LAZY_ERRORS: Final = frozenset({"MockNotSatisfied", "NetworkBlocked"})
 """The errors only the plugin raises (a strict mock fixture left unsatisfied, a refused host),
 imported from the kit's error tree on first use."""
@@ -91,6 +93,10 @@ imported from the kit's error tree on first use."""
 
 def __getattr__(name: str) -> Any:
     # Lazy, so that loading the plugin in every pytest run imports neither dsh_core nor the mock.
+    if name == "CassetteFixture":
+        from ._cassette import CassetteFixture
+
+        return CassetteFixture
     if name in _LAZY:
         from . import _support
 
@@ -287,7 +293,7 @@ def _check_mocks(item: pytest.Item) -> None:
                     f"of dsh_mock_server not used (cassette {use.path.name} replayed)"
                 )
             return
-        from ._support import unmet_expectations
+        from ._strict import unmet_expectations
 
         unmet = unmet_expectations(server.mock)
         if unmet is not None:
@@ -483,7 +489,7 @@ def dsh_cassette(
     from .._errors import TestkitError
     from ..cassettes import CassetteConfig
     from ..cassettes._api import normalize_mode
-    from ._support import CassetteFixture, CassetteSettings, cassette_options, cassette_path
+    from ._cassette import CassetteFixture, CassetteSettings, cassette_options, cassette_path
 
     settings = _settings(request.config)
     marker = request.node.get_closest_marker("dsh_cassette")

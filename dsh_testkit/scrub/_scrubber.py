@@ -55,6 +55,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from dsh_core.providers._sse import split_events
+
 from .._errors import ScrubRuleError, UnscrubbableBody
 from ._bodies import (
     Piece,
@@ -64,7 +66,6 @@ from ._bodies import (
     decode_text,
     gunzip,
     rewrite_event,
-    split_events,
     stream_fields,
 )
 from ._encoded import encoded_spans, merge_spans
@@ -80,22 +81,14 @@ from ._rules import (
     SECRET_QUERY_NAMES,
     URL_REDACTED,
     ScrubRules,
+    _may_hold_key,
     _name_words,
     _replace,
     path_matches,
 )
-from ._rules import (
-    _may_hold_key as _may_hold_key,  # also read by the trace writer
-)
 from ._spellings import KnownSecrets, header_credentials, hidden, may_hide, replace_spans
 
 __all__ = [
-    "REDACTED",
-    "SECRET_HEADERS",
-    "SECRET_HEADER_WORDS",
-    "SECRET_JSON_NAMES",
-    "SECRET_QUERY_NAMES",
-    "ScrubRules",
     "Scrubber",
     "credentials_of",
     "find_secrets",

@@ -24,16 +24,7 @@ from typing import Any, Literal, TypeAlias
 
 from dsh_core.providers._models import Endpoint
 
-__all__ = [
-    "Endpoint",
-    "Exchange",
-    "LogEvent",
-    "Outcome",
-    "Trace",
-    "TraceSource",
-    "TraceUsage",
-    "paused_gc",
-]
+__all__ = ["Exchange", "LogEvent", "Outcome", "Trace", "TraceSource", "TraceUsage", "paused_gc"]
 
 
 TraceSource: TypeAlias = Literal[

@@ -11,14 +11,14 @@ function figuresNote(data) {
   return "reported — hits and prompt tokens are the provider's own usage figures";
 }
 
-function unitNote(unit) {
-  if (!unit) return "";
+function granularityNote(granularity) {
+  if (!granularity) return "";
   const origin = {
     usage: "from the trace's own hits",
     "model-table": "from the model table",
-    given: "given with --unit-tokens",
-  }[unit.origin] || unit.origin;
-  return `cache unit ${fmtN(unit.tokens)} tokens, ${origin} (${unit.detail})`;
+    given: "given with --granularity",
+  }[granularity.origin] || granularity.origin;
+  return `cache granularity ${fmtN(granularity.tokens)} tokens, ${origin} (${granularity.detail})`;
 }
 
 function renderTop() {
@@ -33,7 +33,7 @@ function renderTop() {
     kpi(fmtUsd(t.cost), "est. cost", "at list prices (see the overview)"),
     kpi(fmtUsd(t.lostCost), "cost of lost hits", "what the lost tokens cost beyond a hit"),
     h("span", { class: "badge", "data-figures": d.figures, title: figuresNote(d) }, `figures: ${d.figures}`),
-    h("span", { class: "badge", title: unitNote(d.unit) }, `unit ${fmtN(d.unit && d.unit.tokens)} · ${d.unit && d.unit.origin}`),
+    h("span", { class: "badge", title: granularityNote(d.granularity) }, `granularity ${fmtN(d.granularity && d.granularity.tokens)} · ${d.granularity && d.granularity.origin}`),
     h("span", { class: "spacer" }),
     UI.liveBadge,
   );

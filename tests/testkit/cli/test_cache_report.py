@@ -46,15 +46,15 @@ def test_cache_report_of_a_trace_names_the_cause_once_with_the_requests(tmp_path
     out = result.stdout
     assert "volatile-system-text · requests #2–#3" in out
     assert out.count("volatile-system-text ·") == 1
-    assert "cache unit 128 tokens (model table" in out
+    assert "cache granularity 128 tokens (model table" in out
     assert "efficiency 0.0 %" in out and "hit rate" in out
 
 
-def test_the_json_document_is_version_2_with_one_vocabulary(tmp_path) -> None:
+def test_the_json_document_is_version_3_with_one_vocabulary(tmp_path) -> None:
     result = run_cli("cache-report", "--json", str(_volatile(tmp_path)))
     document = json.loads(result.stdout)
-    assert document["formatVersion"] == 2 and document["kind"] == "dsh-testkit/cache-report"
-    assert document["unit"]["tokens"] == 128
+    assert document["formatVersion"] == 3 and document["kind"] == "dsh-testkit/cache-report"
+    assert document["granularity"]["tokens"] == 128 and "unit" not in document
     request = document["conversations"][0]["requests"][1]
     assert {"promptTokens", "hitTokens", "reusableTokens", "lostTokens", "findings"} <= set(request)
     assert request["findings"][0]["severity"] == "loss"

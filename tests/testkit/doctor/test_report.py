@@ -87,7 +87,7 @@ def test_a_pure_extension_with_a_full_hit_loses_nothing():
     report = doctor(initial_two_turns(hits=(0, 896)))
 
     assert (report.source, report.figures) == ("session-log", "reported")
-    assert (report.unit.tokens, report.unit.origin) == (128, "usage")
+    assert (report.granularity.tokens, report.granularity.origin) == (128, "usage")
     [conversation] = report.conversations
     assert conversation.key == "synthetic"  # the log's session id
     first, second = report.requests
@@ -124,11 +124,11 @@ def test_a_pure_extension_that_missed_is_a_provider_miss():
 
 
 def test_a_unit_of_one_token_measures_exact_tokens():
-    report = doctor(initial_two_turns(hits=(0, 1000)), unit_tokens=1)
-    assert (report.unit_tokens, report.unit.origin, report.unit.detail) == (
+    report = doctor(initial_two_turns(hits=(0, 1000)), granularity=1)
+    assert (report.granularity.tokens, report.granularity.origin, report.granularity.detail) == (
         1,
         "given",
-        "--unit-tokens",
+        "--granularity",
     )
     second = report.requests[1]
     # the first request's 1,000 prompt tokens and its 5-token answer, not rounded
@@ -139,7 +139,7 @@ def test_a_unit_of_one_token_measures_exact_tokens():
 def test_hits_beyond_what_was_reusable_count_only_up_to_it():
     # 640 and 1,088 are multiples of 64, not of 128: the log's own hits give the unit
     report = doctor(initial_two_turns(hits=(640, 1088)))
-    assert (report.unit.tokens, report.unit.origin) == (64, "usage")
+    assert (report.granularity.tokens, report.granularity.origin) == (64, "usage")
     first, second = report.requests
     assert (first.hit_tokens, first.counted_hit_tokens) == (640, 0)  # nothing to reuse yet
     assert (second.reusable_tokens, second.counted_hit_tokens, second.lost_tokens) == (
@@ -233,7 +233,7 @@ def test_a_log_without_any_usage_is_simulated():
 
     assert report.figures == "simulated"
     assert report.notes == ("the trace carries no cache usage: hits are simulated, prompts too",)
-    assert (report.unit.tokens, report.unit.origin) == (128, "model-table")
+    assert (report.granularity.tokens, report.granularity.origin) == (128, "model-table")
     first, second = report.requests
     assert first.hit_tokens == 0 and first.prompt_tokens is not None
     # the simulator persisted the first request: the second, a pure extension, reuses it all
@@ -253,8 +253,8 @@ def test_one_request_gives_no_efficiency():
 
 
 def test_the_unit_must_be_sane():
-    with pytest.raises(ValueError, match="the cache unit must be at least 1 token, got 0"):
-        doctor(initial_two_turns(), unit_tokens=0)
+    with pytest.raises(ValueError, match="the cache granularity must be at least 1 token, got 0"):
+        doctor(initial_two_turns(), granularity=0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -605,7 +605,7 @@ def test_unreadable_usage_counts_as_none_and_chunk_usage_backs_a_bare_message():
 
 
 def _loss_laws(report: DoctorReport) -> None:
-    unit = report.unit_tokens
+    unit = report.granularity.tokens
     for r in report.requests:
         assert 0 <= r.shared_tokens <= r.reusable_tokens
         assert r.reusable_tokens % unit == 0 and r.shared_tokens % unit == 0
@@ -713,13 +713,13 @@ def test_run_json_is_versioned_and_sorted(tmp_path, capsys):
 
     text = capsys.readouterr().out
     document = json.loads(text)
-    assert document["formatVersion"] == DOCTOR_FORMAT_VERSION == 2
+    assert document["formatVersion"] == DOCTOR_FORMAT_VERSION == 3
     assert (document["kind"], document["source"], document["figures"]) == (
         "dsh-testkit/cache-report",
         "session-log",
         "reported",
     )
-    assert document["unit"]["tokens"] == 128 and document["unit"]["origin"] == "usage"
+    assert document["granularity"]["tokens"] == 128 and document["granularity"]["origin"] == "usage"
     second = document["conversations"][0]["requests"][1]
     assert (second["promptTokens"], second["hitTokens"], second["reusableTokens"]) == (
         1100,
@@ -784,8 +784,8 @@ def test_run_errors_have_exit_codes_and_messages(tmp_path, capsys):
     assert err.endswith(f"run `dsh-testkit audit {corrupt}` for details\n")
 
     good = initial_two_turns().write(tmp_path / "good.jsonl")
-    assert run([str(good), "--unit-tokens", "0"]) == 2
-    assert "--unit-tokens must be at least 1, got 0" in capsys.readouterr().err
+    assert run([str(good), "--granularity", "0"]) == 2
+    assert "--granularity must be at least 1, got 0" in capsys.readouterr().err
     assert run([str(good), "--price", "hit=x"]) == 2
     assert "--price 'hit=x': 'x' is not a number" in capsys.readouterr().err
     assert run([str(good), "--conversation", "nope"]) == 2

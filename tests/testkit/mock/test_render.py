@@ -19,7 +19,7 @@ from dsh_testkit.mock._render import (
     split_evenly,
     split_text,
 )
-from dsh_testkit.prompt._cache import anthropic_usage, deepseek_usage
+from dsh_testkit.prompt._cache_values import anthropic_usage, deepseek_usage
 
 USAGE = WireUsage(
     prompt_tokens=306, completion_tokens=85, cache_hit_tokens=256, reasoning_tokens=31

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from dsh_testkit.proxy import ProxyError, ProxyLimits, Recorder, report_text
+from dsh_testkit.doctor import diagnose, report_text
+from dsh_testkit.proxy import ProxyError, ProxyLimits, Recorder
 from dsh_testkit.proxy._recorder import live_report
 from dsh_testkit.proxy._server import serve_proxy
 from dsh_testkit.traces import Trace
@@ -317,8 +318,8 @@ def test_the_recorder_keeps_no_request_or_answer_in_memory() -> None:
 
 
 def test_the_report_of_an_empty_trace_says_it_is_empty() -> None:
-    text = report_text(Trace(exchanges=(), source="proxy", notes=("a note",)))
-    assert "the trace is empty: no model request was recorded" in text
+    text = report_text(diagnose(Trace(exchanges=(), source="proxy", notes=("a note",))))
+    assert "Cache doctor (proxy trace)\nthe trace is empty: it holds no model requests" in text
     assert "conversation(s)" not in text and "simulated" not in text
     assert "note: a note" in text
 
