@@ -95,6 +95,21 @@ def test_refused_bodies_keep_their_words_and_their_log_records(mock: MockDeepSee
     assert refusals["not UTF-8"][0] == (
         "Failed to parse the request body as JSON: invalid UTF-8 at byte 11"
     )
-    assert refusals["not UTF-8"][1].body == {"model": "\ufffd"}
+    # the log reads it in its charset (none given, not UTF-8: Latin-1, every byte kept)
+    assert refusals["not UTF-8"][1].body == {"model": "\xff"}
     assert refusals["empty"][0].startswith("Failed to parse the request body as JSON: Expecting")
     assert refusals["empty"][1].body is None
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-le", "utf-32"])
+def test_a_body_in_another_charset_is_refused_and_logged_as_its_text(
+    codec: str, decodes: list[str], mock: MockDeepSeek
+) -> None:
+    """The API reads UTF-8 only; the log reads the body in its charset (a byte order mark, or
+    UTF-16/32 told by its zeros), so the record is the request, not bytes with NULs between."""
+    raw = json.dumps(chat_body()).encode(codec)
+    plan = call(mock, CHAT, raw)
+    assert len(decodes) <= 2  # the API's attempt (when the bytes are UTF-8) and the log's
+    assert plan.status == 400
+    assert payload(plan)["error"]["message"].startswith("Failed to parse the request body as JSON")
+    assert mock.requests[-1].body == chat_body()
