@@ -55,9 +55,9 @@ def user_project(
 
 
 _LIMITED: Final = (
-    "import os, resource, sys; n = int(sys.argv[1]); "
-    "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); "
-    "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])"
+    "import os, resource, sys; what = getattr(resource, sys.argv[1]); n = int(sys.argv[2]); "
+    "resource.setrlimit(what, (n, n)); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[3:]])"
 )
 
 
@@ -68,7 +68,13 @@ def with_open_file_limit(nofile: int, *argv: str) -> list[str]:
     ``preexec_fn`` would run Python between fork and exec in the test process, whose other
     threads (servers of earlier tests) can hold a lock the child then waits on for ever.
     """
-    return [sys.executable, "-c", _LIMITED, str(nofile), *argv]
+    return [sys.executable, "-c", _LIMITED, "RLIMIT_NOFILE", str(nofile), *argv]
+
+
+def with_memory_limit(nbytes: int, *argv: str) -> list[str]:
+    """``python ARGV…`` as a command line, run with at most ``nbytes`` of address space (set
+    in the child as :func:`with_open_file_limit` sets its limit, never by a ``preexec_fn``)."""
+    return [sys.executable, "-c", _LIMITED, "RLIMIT_AS", str(nbytes), *argv]
 
 
 def patch_depth(cls: type, name: str) -> int:

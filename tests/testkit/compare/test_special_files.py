@@ -12,15 +12,14 @@ instead of taking the machine.
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from dsh_testkit.compare import compare_runs
 from dsh_testkit.traces import TraceError
+from tests._support import with_memory_limit
 from tests.testkit.compare._agent import cli
 from tests.testkit.compare._traces import conversation, write
 
@@ -120,18 +119,13 @@ _MEMORY = 1 << 30
 _SECONDS = 60
 
 
-def _capped() -> None:  # pragma: no cover - runs in the child
-    resource.setrlimit(resource.RLIMIT_AS, (_MEMORY, _MEMORY))
-
-
 def _compare(*args: str) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
-            [sys.executable, "-m", "dsh_testkit.cli", "compare", *args],
+            with_memory_limit(_MEMORY, "-m", "dsh_testkit.cli", "compare", *args),
             capture_output=True,
             text=True,
             timeout=_SECONDS,
-            preexec_fn=_capped,
             check=False,
         )
     except subprocess.TimeoutExpired as exc:
