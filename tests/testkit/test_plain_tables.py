@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -120,6 +121,7 @@ def traffic(draw: st.DrawFn) -> Traffic:
     return out
 
 
+@pytest.mark.slow  # a fixed-size search: each example diagnoses its traffic
 @settings(max_examples=40, deadline=None)
 @given(traffic(), st.sampled_from([60, 80, 120, 200]))
 def test_the_doctor_report_is_the_same_text(made: Traffic, width: int) -> None:
