@@ -47,6 +47,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "explorer": ("bench_explorer", "12. The Cache Explorer: page size, write time, browser"),
     "compare": ("bench_compare", "13. Compare two folders of 1,000 traces"),
     "verdicts": ("bench_verdicts", "14. Cache doctor: verdict accuracy"),
+    "scale": ("bench_scale", "15. The cache doctor at production scale (beside the parse)"),
 }
 """Section key → (module in ``benchmarks``, heading); the issue's numbering."""
 

@@ -9,6 +9,7 @@ sources: ``docs/wire.md`` §1.2 (models), §1.3 (``thinking``, ``reasoning_effor
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -172,8 +173,10 @@ class CacheFacts:
             raise ValueError(f"CacheFacts.template must be one of {CHAT_TEMPLATES}")
 
 
+@functools.lru_cache(maxsize=256)
 def _unix_seconds(instant: str) -> float:
-    """Unix seconds of an ISO 8601 UTC instant (``…Z``)."""
+    """Unix seconds of an ISO 8601 UTC instant (``…Z``; the table's few dates, parsed once
+    each: every request of a trace asks)."""
     return datetime.fromisoformat(instant.replace("Z", "+00:00")).timestamp()
 
 

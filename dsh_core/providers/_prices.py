@@ -7,6 +7,7 @@ can tell an old price from a current one. Callers may pass their own (:class:`Pr
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -66,15 +67,40 @@ def _family(model: str | None, when: float | None) -> str:
     return "pro" if "pro" in served else "flash"
 
 
+def _since(since: str) -> float:
+    return datetime.fromisoformat(since + "T00:00:00+00:00").timestamp()
+
+
+_DATES: tuple[float, ...] = tuple(sorted({_V4_START, *(_since(s) for _, s, _ in PRICE_TABLE)}))
+"""Every instant :func:`prices_for`'s answer can change at (the family rule's and the table's):
+between two of them it depends on the model alone."""
+
+
 def prices_for(model: str | None, when: float | None = None) -> Prices:
     """The list prices for ``model`` at ``when`` (Unix seconds; ``None``: now), labelled with
     the entry and its date."""
+    if when is not None and when != when:  # NaN compares with no date: not in a period
+        return _prices_for(model, when)
+    key = (model, None if when is None else bisect.bisect_right(_DATES, when))
+    found = _MEMO.get(key)
+    if found is None:  # (a trace asks once per request: the table is read once per period)
+        if len(_MEMO) >= _MEMO_ENTRIES:
+            _MEMO.clear()
+        found = _MEMO[key] = _prices_for(model, when)
+    return found
+
+
+_MEMO: dict[tuple[str | None, int | None], Prices] = {}
+_MEMO_ENTRIES = 512
+
+
+def _prices_for(model: str | None, when: float | None) -> Prices:
     family = _family(model, when)
     chosen: tuple[str, Prices] | None = None
     for name, since, prices in PRICE_TABLE:
         if name != family:
             continue
-        start = datetime.fromisoformat(since + "T00:00:00+00:00").timestamp()
+        start = _since(since)
         if chosen is None or when is None or when >= start:
             chosen = (since, prices)
     assert chosen is not None  # every family has an entry

@@ -253,7 +253,10 @@ class Brancher:
         first = (scope, parts[2]) if len(parts) > 2 else None
         if first is not None:
             self._first_message[first] = index
-        self._known[index] = _Known(conversation=key, keys=keys, first=first)
+        # Only a window forgets entries: without one a key list per request is O(n²) memory
+        # over a long conversation, for nothing.
+        kept = keys if self._window is not None else []
+        self._known[index] = _Known(conversation=key, keys=kept, first=first)
         if self._window is not None:
             while len(self._known) > self._window:
                 self._forget(*self._known.popitem(last=False))

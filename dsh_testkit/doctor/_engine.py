@@ -100,6 +100,8 @@ class _Known:
     rendered_length: int
     reported: bool = False
     """Whether its prompt count is the provider's (its answer then anchors the next one)."""
+    view: WireView | None = None
+    """Its wire view, when kept (a parent is compared with each of its children)."""
 
 
 class Doctor:
@@ -182,6 +184,22 @@ class Doctor:
                 self._rendered.popitem(last=False)
         return found
 
+    def _render_ideal(
+        self, body: Mapping[str, Any], parent: Exchange, count: int, template: ChatTemplate
+    ) -> RenderedPrompt:
+        """The ideal request (the parent's messages, then what this request appends) rendered
+        from where the parent's held rendering left off: it extends the parent by construction
+        (``count``: the parent's messages after its leading system ones)."""
+        previous = self._rendered.get(parent.index)
+        if (
+            previous is not None
+            and parent.endpoint == "chat"
+            and template == "deepseek-v4"
+            and previous.thinking == default_thinking(body)
+        ):
+            return self._renderer.render_chat(body, template=template, resume=(previous, count))
+        return self._render_body(body, parent.endpoint, template)
+
     # -- one request ------------------------------------------------------------------------
 
     def add(self, exchange: Exchange) -> RequestDiagnosis:
@@ -239,7 +257,9 @@ class Doctor:
         )
         diagnosis = self._priced(exchange, diagnosis)
         if not exchange.refused:
-            self._remember(exchange, prompt, rendered, figures.prompt_source == "reported")
+            self._remember(
+                exchange, prompt, rendered, figures.prompt_source == "reported", view=view
+            )
         return diagnosis
 
     def _figures(self, exchange: Exchange, view: WireView, rendered: RenderedPrompt) -> _Figures:
@@ -313,7 +333,13 @@ class Doctor:
         return known
 
     def _remember(
-        self, exchange: Exchange, prompt: int | None, rendered: RenderedPrompt, reported: bool
+        self,
+        exchange: Exchange,
+        prompt: int | None,
+        rendered: RenderedPrompt,
+        reported: bool,
+        *,
+        view: WireView | None = None,
     ) -> None:
         keep = exchange if self._lookup is None else replace(exchange, content=None)
         self._known[exchange.index] = _Known(
@@ -321,6 +347,7 @@ class Doctor:
             prompt=prompt,
             rendered_length=len(rendered.tokens),
             reported=reported and not self.simulate,
+            view=view,
         )
         limit = self._window if self._lookup is None else min(self._window or _MEMO, _MEMO)
         if limit is not None:
@@ -364,7 +391,8 @@ class Doctor:
     ) -> tuple[int, int, str | None, list[Finding], tuple[str, ...]]:
         unit = self.granularity.tokens
         p_exchange = parent.exchange
-        p_view = wire_view(p_exchange.body, endpoint=p_exchange.endpoint) or WireView()
+        p_view = parent.view or wire_view(p_exchange.body, endpoint=p_exchange.endpoint)
+        p_view = p_view or WireView()
         count = len(p_view.messages)
         ideal_body, resends = self._ideal(p_exchange, p_view, view)
         fast = link.relation in ("extends", "repeats") and (
@@ -385,7 +413,7 @@ class Doctor:
                 if i < p_view.message_offset + count
                 or not (isinstance(m, Mapping) and m.get("role") in ("system", "developer"))
             ]
-        ideal = rendered if fast else self._render_body(ideal_body, p_exchange.endpoint, template)
+        ideal = rendered if fast else self._render_ideal(ideal_body, p_exchange, count, template)
         marks = ideal.marks
         p_input = ideal.input_end if count + 2 >= len(marks) - 1 else marks[count + 2]
         slot = count + 2 + 1

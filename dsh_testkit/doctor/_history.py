@@ -263,13 +263,47 @@ def _same_turn(produced: Mapping[str, Any], sent: Any) -> bool:
     )
 
 
-def rejected_at(current: WireView) -> int | None:
-    return missing_reasoning(
-        current.messages,
-        thinking=current.thinking,
-        has_tools=bool(current.tools),
-        anthropic=current.endpoint == "anthropic",
+def rejected_at(current: WireView, previous: WireView | None = None) -> int | None:
+    """The index (in ``current.messages``) of the first assistant turn the pass-back rule
+    refuses; ``None`` when it passes. Remembered per view; with ``previous`` (the request
+    ``current`` extends), only the messages after the history both share are read."""
+    found = _REJECTED.get(id(current))
+    if found is not None and found[0] is current:
+        return found[1]
+    at = _rejected_after(current, previous)
+    if len(_REJECTED) >= _REJECTED_ENTRIES:
+        _REJECTED.clear()
+    _REJECTED[id(current)] = (current, at)
+    return at
+
+
+def _rejected_after(current: WireView, previous: WireView | None) -> int | None:
+    thinking, has_tools = current.thinking, bool(current.tools)
+    anthropic = current.endpoint == "anthropic"
+    start = 0
+    if previous is not None:
+        known = _REJECTED.get(id(previous))
+        count = len(previous.messages)
+        if (
+            known is not None
+            and known[0] is previous
+            and (previous.thinking, bool(previous.tools), previous.endpoint)
+            == (thinking, has_tools, current.endpoint)
+            and current.messages[:count] == previous.messages  # in C; shared objects at once
+        ):
+            if known[1] is not None:
+                return known[1]  # the rule reads each turn alone: the same turn is refused
+            start = count
+    at = missing_reasoning(
+        current.messages[start:], thinking=thinking, has_tools=has_tools, anthropic=anthropic
     )
+    return None if at is None else start + at
+
+
+_REJECTED: dict[int, tuple[WireView, int | None]] = {}
+"""Each view's answer (view id → ``(view, index)``): a request is asked more than once, and a
+parent's answer starts its children's."""
+_REJECTED_ENTRIES = 4096
 
 
 def history_changes(
@@ -282,12 +316,15 @@ def history_changes(
     """Where the resent history departs from ``previous`` and its ``answer``; with
     ``arguments_as_text`` (DeepSeek-V3's template) a call's arguments render as their text."""
     old, new = list(previous.messages), list(current.messages)
-    refused_at = rejected_at(current)
+    refused_at = rejected_at(current, previous)
     same = 0
-    for x, y in zip(old, new, strict=False):
-        if x != y:
-            break
-        same += 1
+    if len(new) >= len(old) and old == new[: len(old)]:
+        same = len(old)  # the whole history resent (compared in C; shared objects at once)
+    else:
+        for x, y in zip(old, new, strict=False):
+            if x != y:
+                break
+            same += 1
     out: list[Change] = []
     if same < len(old):
         where = f"messages[{current.wire_index(same)}]"

@@ -225,6 +225,7 @@ class WireView:
     _parts: list[tuple[str, ...]] = field(
         default_factory=list, init=False, repr=False, compare=False
     )
+    _tools_text: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
 
     @property
     def system_text(self) -> str:
@@ -263,7 +264,9 @@ class WireView:
             return ""
         if isinstance(self.tools, str):
             return self.tools
-        return canonical_json([rendered_tool(t) for t in self.tools])
+        if not self._tools_text:  # each child compares its tools with its parent's: once each
+            self._tools_text.append(canonical_json([rendered_tool(t) for t in self.tools]))
+        return self._tools_text[0]
 
     def parts(self, memo: dict[int, tuple[Any, str]] | None = None) -> tuple[str, ...]:
         """The prompt as comparable components: system, tools, then each message.

@@ -41,6 +41,7 @@ from dsh_core._json_text import loads_json
 
 from ..scrub._scrubber import may_hold_secret, scrub_json
 from ._errors import TraceError
+from ._shared_history import SharedHistory
 
 __all__ = [
     "OUTCOMES",
@@ -370,8 +371,13 @@ def read_trace_lines(
     path: str | None = None,
     file_format: str = TRACE_FORMAT,
     versions: tuple[int, ...] = READABLE_VERSIONS,
+    share_history: bool = True,
 ) -> tuple[Mapping[str, Any], Iterator[tuple[int, Mapping[str, Any]]], list[str]]:
     """The header, the records (with their line numbers) and notes of a trace file's content.
+
+    With ``share_history`` (the default) the messages a line resends from an earlier line are
+    that line's parsed objects, and only a line's new part is parsed and sniffed for secrets
+    (:mod:`._shared_history`); the records are equal to a plain parse of each line either way.
 
     Bytes are decoded line by line, so only the line that holds bytes that are not UTF-8 is
     affected: the unfinished last line (no newline after it) is dropped with a note when it does
@@ -401,6 +407,7 @@ def read_trace_lines(
     notes: list[str] = []
     records: list[tuple[int, Mapping[str, Any]]] = []
     count = len(lines)
+    shared = SharedHistory(may_hold_secret) if share_history else None
     for number, raw in enumerate(lines[1:], start=2):
         torn = number == count and not ended
         if binary:
@@ -420,7 +427,7 @@ def read_trace_lines(
         else:
             line = raw
         try:
-            record = loads_json(line)
+            record = shared.load(line) if shared is not None else loads_json(line)
         except ValueError:
             if torn:
                 notes.append(
@@ -431,7 +438,7 @@ def read_trace_lines(
             raise TraceError(f"line {number} is not JSON", path=path) from None
         if not isinstance(record, dict):
             raise TraceError(f"line {number} is not a JSON object", path=path)
-        if not may_hold_secret(line):
+        if not (shared.may_hold_secret() if shared is not None else may_hold_secret(line)):
             record["_mayHoldKey"] = False  # the reader may skip scrubbing this record
         records.append((number, record))
     return header, iter(records), notes
