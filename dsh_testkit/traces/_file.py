@@ -3,7 +3,8 @@
 JSON Lines, UTF-8, ``\\n`` endings. The first line is the header ``{"format": "dsh-trace",
 "version": 2, "source": "proxy" | "capture" | …}`` (and ``"scenario"``, what the file records,
 when the writer was given one: the pytest cache baseline writes the test's node id, which
-``dsh-testkit compare`` matches runs by); every further line is one exchange:
+``dsh-testkit compare`` matches runs by; and ``"failed": true`` when the traffic is that of a
+test that failed, kept so that ``compare`` fails it); every further line is one exchange:
 ``index``, ``endpoint``, ``url``, ``conversation``, ``started``, ``firstByte``, ``finished``,
 ``status``, ``request``, ``response``, ``usage`` (:meth:`Exchange.to_json`) and, from version 2
 on, the proxy's ``outcome`` (:data:`OUTCOMES`: ``delivered``, or how the exchange ended
@@ -137,11 +138,14 @@ class TraceWriter:
         fsync: bool = False,
         append: bool = False,
         scenario: str | None = None,
+        failed: bool = False,
     ) -> None:
         self.path: str | None = os.fspath(path)
         self.source = source
         self.scenario = scenario
         """What the file records (a test's node id), written in its header when given."""
+        self.failed = failed
+        """Whether the traffic is a failed test's (``"failed": true`` in the header)."""
         self._fsync = fsync
         self.records = 0
         """Exchange records in the file: those found when it was continued, plus those written."""
@@ -181,6 +185,7 @@ class TraceWriter:
         the writer is garbage collected."""
         self = cls.__new__(cls)
         self.scenario = None
+        self.failed = False
         self.path = None
         self.source = source
         self._fsync = False
@@ -199,6 +204,8 @@ class TraceWriter:
         header = {"format": TRACE_FORMAT, "version": TRACE_FORMAT_VERSION, "source": self.source}
         if self.scenario is not None:
             header["scenario"] = self.scenario
+        if self.failed:
+            header["failed"] = True
         return _line(header).encode("utf-8")
 
     def _continue(self, fd: int, size: int) -> None:
