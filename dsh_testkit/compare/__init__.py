@@ -14,13 +14,14 @@ keeps each test's traffic and compares the next run's with it. Built on the cach
 """
 
 from ._render import comparison_markdown, comparison_text
-from ._result import CacheRegression, RunComparison
+from ._result import CacheRegression, NothingCompared, RunComparison
 from ._runs import compare_runs
 from ._values import (
     COMPARE_FORMAT_VERSION,
     CauseChange,
     RequestChange,
     RequestPair,
+    Rounding,
     RunSummary,
     ScenarioComparison,
     Thresholds,
@@ -32,8 +33,10 @@ __all__ = [
     "COMPARE_FORMAT_VERSION",
     "CacheRegression",
     "CauseChange",
+    "NothingCompared",
     "RequestChange",
     "RequestPair",
+    "Rounding",
     "RunComparison",
     "RunSummary",
     "ScenarioComparison",

@@ -7,11 +7,18 @@ node id in the file's header):
 - ``--dsh-cache-baseline-update`` writes (or rewrites) the file of every passing test that sent
   model requests;
 - without it, each such test is compared with its file as ``dsh-testkit compare`` does, and a
-  test whose cache efficiency fell or whose estimated cost rose beyond the thresholds fails with
-  :class:`~dsh_testkit.compare.CacheRegression`, in the compare wording
-  (``--dsh-cache-max-efficiency-drop PP``, ``--dsh-cache-max-cost-increase PCT``, or the ini
-  options of the same names with ``_``; defaults 2 pp and 5 %). A test without a file is
-  counted, not failed.
+  test that regressed fails with :class:`~dsh_testkit.compare.CacheRegression`, in the compare
+  wording: a cause the harness can fix or a refusal appeared or grew, volatile text appeared in
+  the system prompt, or efficiency or cost got worse beyond the thresholds and what the cache
+  unit's rounding can explain (``--dsh-cache-max-efficiency-drop PP``,
+  ``--dsh-cache-max-cost-increase PCT``, or the ini options of the same names with ``_``;
+  defaults 2 pp and 5 %). A test without a file is counted, not failed.
+
+A failing test never hides its cache regression: its traffic is kept, marked failed. When
+comparing, it is compared with its file and the comparison is added to the test's report (the
+test fails anyway). When writing, its file is written marked ``"failed": true`` — so a CI run
+folder holds it and ``dsh-testkit compare`` fails it — unless the folder already holds a file
+for it (a committed baseline is never replaced by a failed run's traffic).
 
 The terminal summary ends with one line for the run::
 
@@ -21,9 +28,11 @@ The traffic is taken, in this order, from ``dsh_capture`` (every httpx/httpx2 cl
 session's ``dsh_mock_server``, ``dsh_mock``, or the test's cassette when it replayed. A file is
 byte-stable — the same run writes the same bytes: request times are dropped, URLs are filed
 under ``https://api.deepseek.com`` whatever port the loopback mock had, and explicit
-conversation keys become ``conversation-1``, ``conversation-2``, … in order of appearance.
-Files are replaced atomically; a failing test writes nothing. Per-test figures travel in the
-test report's ``user_properties`` (``dsh_cache``), so the line is right under pytest-xdist.
+conversation keys that look random (a UUID, a hex or mixed-case id, a long number) become
+``conversation-1``, ``conversation-2``, … in order of appearance; a stable key (``bugfix``) is
+kept, so a baseline pairs with a proxy recording of the same scenarios. Files are replaced
+atomically. Per-test figures travel in the test report's ``user_properties`` (``dsh_cache``), so
+the line is right under pytest-xdist.
 
 Imported by the plugin at start-up, so it imports only pytest and the standard library; the
 doctor is imported when a test is compared.
@@ -55,6 +64,7 @@ __all__ = [
     "add_options",
     "baseline_path",
     "configure",
+    "stable_key",
     "write_baseline",
 ]
 
@@ -63,6 +73,14 @@ PROPERTY: Final = "dsh_cache"
 """The ``user_properties`` name a test's figures travel under."""
 _ORIGIN: Final = "https://api.deepseek.com"
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.\-\[\]=+,]")
+_RANDOM_KEY: Final = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|(?<![0-9a-zA-Z])(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}(?![0-9a-zA-Z])"
+    r"|(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{12,}"
+    r"|[0-9]{6,}"
+)
+"""What a conversation key drawn anew on every run looks like (a UUID, a hex or mixed-case id,
+a timestamp): renamed in a baseline so the file is byte-stable. Other keys are kept."""
 _PLUGIN_NAME: Final = "dsh-cache-baseline"
 
 
@@ -177,6 +195,14 @@ def baseline_path(directory: Path, rootdir: Path, item: Any) -> Path:
 # ------------------------------------------------------------------------------ traces
 
 
+def stable_key(key: str, renamed: dict[str, str]) -> str:
+    """``key`` as a baseline keeps it: itself, unless it looks drawn anew on every run
+    (:data:`_RANDOM_KEY`); then ``conversation-N``, N in order of appearance (``renamed``)."""
+    if _RANDOM_KEY.search(key) is None:
+        return key
+    return renamed.setdefault(key, f"conversation-{len(renamed) + 1}")
+
+
 def _stable_records(trace: Trace) -> Iterator[dict[str, Any]]:
     """The trace's exchange records with what varies from run to run normalized away."""
     keys: dict[str, str] = {}
@@ -187,20 +213,19 @@ def _stable_records(trace: Trace) -> Iterator[dict[str, Any]]:
             parts = urlsplit(exchange.url)
             record["url"] = _ORIGIN + (parts.path or "/")
         if exchange.conversation is not None:
-            record["conversation"] = keys.setdefault(
-                exchange.conversation, f"conversation-{len(keys) + 1}"
-            )
+            record["conversation"] = stable_key(exchange.conversation, keys)
         yield record
 
 
-def write_baseline(trace: Trace, path: Path, *, scenario: str) -> None:
-    """Write ``trace`` to ``path`` as a byte-stable dsh-trace file (atomically replaced)."""
+def write_baseline(trace: Trace, path: Path, *, scenario: str, failed: bool = False) -> None:
+    """Write ``trace`` to ``path`` as a byte-stable dsh-trace file (atomically replaced);
+    ``failed``: the traffic of a test that failed (``"failed": true`` in the header)."""
     from ..traces import TraceWriter
 
     source = "capture" if trace.source == "capture" else "memory"
     with (
         replacing(path) as temporary,
-        TraceWriter(temporary, source=source, scenario=scenario) as writer,
+        TraceWriter(temporary, source=source, scenario=scenario, failed=failed) as writer,
     ):
         for record in _stable_records(trace):
             writer.append(record)
@@ -263,6 +288,13 @@ def _test_trace(item: pytest.Item) -> Trace | None:
 # ------------------------------------------------------------------------------ the run
 
 
+def _counts_as_failed(item: pytest.Item, failure: BaseException) -> bool:
+    """Whether the test failed (not skipped, not an expected failure, not interrupted)."""
+    if isinstance(failure, (KeyboardInterrupt, SystemExit, pytest.skip.Exception)):
+        return False
+    return item.get_closest_marker("xfail") is None
+
+
 @dataclass(slots=True)
 class _Tally:
     tests: int = 0
@@ -270,6 +302,7 @@ class _Tally:
     regressions: int = 0
     without_baseline: int = 0
     unreadable: int = 0
+    failed: int = 0
     written: int = 0
     reusable: int = 0
     counted: int = 0
@@ -290,6 +323,8 @@ class _Tally:
             self.without_baseline += 1
         elif state == "unreadable":
             self.unreadable += 1
+        elif state == "failed":
+            self.failed += 1
         else:
             self.compared += 1
             base = figures["base"]
@@ -323,6 +358,11 @@ class _Tally:
             parts.append(
                 f"{self.without_baseline} without baseline (--dsh-cache-baseline-update writes it)"
             )
+        if self.failed:
+            parts.append(
+                f"{self.failed} failed test{'s' if self.failed != 1 else ''} (traffic kept, "
+                "marked failed)"
+            )
         if self.unreadable:
             parts.append(
                 f"{self.unreadable} baseline{'s' if self.unreadable != 1 else ''} that do"
@@ -352,17 +392,85 @@ class _BaselinePlugin:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
-        # Outermost: runs after the plugin's own after-call checks, and only when all passed.
+        # Outermost: runs after the plugin's own after-call checks.
         __tracebackhide__ = True
-        result = yield
+        try:
+            result = yield
+        except BaseException as failure:
+            # A failing test never hides its cache regression: its traffic is kept (marked
+            # failed) and compared, and the test fails with its own error.
+            if _counts_as_failed(item, failure):
+                trace = _test_trace(item)
+                if trace is not None:
+                    self._failed(item, trace)
+            raise
         trace = _test_trace(item)
         if trace is not None:
             self._check(item, trace)
         return result
 
+    def _failed(self, item: pytest.Item, trace: Trace) -> None:
+        from ..compare import compare_runs
+        from ..compare._render import scenario_text
+        from ..doctor import diagnose
+        from ..traces import TraceError
+
+        path = baseline_path(self.settings.directory, self.settings.rootdir, item)
+        if self.settings.update:
+            if os.path.lexists(path):
+                item.add_report_section(
+                    "call",
+                    "dsh cache",
+                    f"the test failed: its cache baseline {path} is kept as it was (a failed "
+                    "run's traffic never replaces a baseline)",
+                )
+                with tempfile.TemporaryDirectory(prefix="dsh-cache-") as scratch:
+                    current = Path(scratch) / path.name
+                    write_baseline(trace, current, scenario=item.nodeid, failed=True)
+                    self._record(item, "failed", diagnose(current).totals, None)
+                return
+            write_baseline(trace, path, scenario=item.nodeid, failed=True)
+            item.add_report_section(
+                "call",
+                "dsh cache",
+                f"the test failed: its traffic is written to {path} marked failed "
+                "(dsh-testkit compare fails it)",
+            )
+            self._record(item, "failed", diagnose(path).totals, None)
+            return
+        with tempfile.TemporaryDirectory(prefix="dsh-cache-") as scratch:
+            current = Path(scratch) / path.name
+            write_baseline(trace, current, scenario=item.nodeid, failed=True)
+            totals = diagnose(current).totals
+            if not path.is_file() or _damage(path) is not None:
+                self._record(item, "failed", totals, None)
+                return
+            try:
+                result = compare_runs(path, current, thresholds=self._thresholds())
+            except TraceError:
+                self._record(item, "failed", totals, None)
+                return
+        scenario = result.scenarios[0]
+        self._record(item, "failed", scenario.new, scenario.base)
+        shown = os.path.relpath(path, item.config.invocation_params.dir)
+        lines = scenario_text(scenario)
+        lines[0] = (
+            f"the test failed; its traffic, compared with the cache baseline {shown}, is a "
+            f"{scenario.verdict}:"
+        )
+        item.add_report_section("call", "dsh cache", "\n".join(lines))
+
+    def _thresholds(self) -> Any:
+        from ..compare import Thresholds
+
+        return Thresholds(
+            max_efficiency_drop=self.settings.max_efficiency_drop,
+            max_cost_increase=self.settings.max_cost_increase,
+        )
+
     def _check(self, item: pytest.Item, trace: Trace) -> None:
         __tracebackhide__ = True
-        from ..compare import CacheRegression, Thresholds, compare_runs
+        from ..compare import CacheRegression, compare_runs
         from ..compare._render import scenario_text
         from ..doctor import diagnose
         from ..traces import TraceError
@@ -390,10 +498,7 @@ class _BaselinePlugin:
                 write_baseline(trace, current, scenario=item.nodeid)
                 self._record(item, "no-baseline", diagnose(current).totals, None)
             return
-        thresholds = Thresholds(
-            max_efficiency_drop=self.settings.max_efficiency_drop,
-            max_cost_increase=self.settings.max_cost_increase,
-        )
+        thresholds = self._thresholds()
         with tempfile.TemporaryDirectory(prefix="dsh-cache-") as scratch:
             current = Path(scratch) / path.name
             write_baseline(trace, current, scenario=item.nodeid)
@@ -416,7 +521,7 @@ class _BaselinePlugin:
             lines.append(
                 "if the change is intended, accept it with --dsh-cache-baseline-update "
                 f"(thresholds: {thresholds.max_efficiency_drop:g} pp efficiency, "
-                f"{thresholds.max_cost_increase:g} % cost)"
+                f"{thresholds.max_cost_increase:g} % cost, beyond the cache unit's rounding)"
             )
             raise CacheRegression("\n".join(lines), comparison=result)
 
