@@ -49,7 +49,8 @@ cache units (128 tokens), so a prompt a few tokens longer or shorter moves each 
 and its cost, by up to one unit — on a scenario of a few short requests that is tens of percent
 of its cost either way. Each scenario's **rounding bound** is worked out from its own requests:
 one unit at the miss price less the hit price for every paired request that can hit (one with
-an earlier request to extend, or a hit, in either run). A scenario is:
+a hit, or a whole unit it could reuse, in either run; one both runs sent byte-identical with
+the same figures did not move). A scenario is:
 
 1. ``regression`` — its new traffic is marked failed (a failing test's traffic is kept);
 2. ``regression`` — more requests were refused;
@@ -83,7 +84,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from dsh_core.providers import Endpoint, Prices, prices_for
+from dsh_core.providers import Prices, prices_for
+from dsh_core.providers._models import Endpoint
 
 from ..doctor._codes import CODES, Severity
 from ..doctor._diagnose import diagnose
@@ -95,7 +97,16 @@ from ..prompt._diff import diff_chat
 from ..prompt._wire_view import canonical_json, tool_ids_renamed, wire_view
 from ..traces import Exchange, Trace
 from ..traces._model import paused_gc
-from ._inputs import Pair, Run, Scenario, TraceLoader, default_loader, match, read_run
+from ._inputs import (
+    MAX_FILE_BYTES,
+    Pair,
+    Run,
+    Scenario,
+    TraceLoader,
+    default_loader,
+    match,
+    read_run,
+)
 from ._result import NothingCompared, RunComparison
 from ._values import (
     FIXABLE_KINDS,
@@ -541,8 +552,15 @@ def _rounding(
     for p in pairs:
         if p.base is None or p.new is None or not (p.base.measured and p.new.measured):
             continue
-        can_hit = any(r.parent is not None or (r.hit_tokens or 0) > 0 for r in (p.base, p.new))
-        if not can_hit:
+        # Only a request that hit, or could reuse a whole unit, in either run can move by one:
+        # below one unit both hits are nothing, whatever the rounding.
+        can_hit = any((r.hit_tokens or 0) > 0 or r.reusable_tokens >= unit for r in (p.base, p.new))
+        # A request both runs sent byte-identical, with the same figures, did not move at all.
+        unmoved = p.same and (p.base.hit_tokens, p.base.reusable_tokens) == (
+            p.new.hit_tokens,
+            p.new.reusable_tokens,
+        )
+        if not can_hit or unmoved:
             continue
         count += 1
         if p.new.cost is None:
@@ -551,8 +569,13 @@ def _rounding(
         gap = pricer.unit_gap(p.new.model)
         gaps.add(gap)
         bound += unit * gap
-    base_round, base_provider, base_tokens = _adjustments(base, pricer, unit, warm[0])
-    new_round, new_provider, new_tokens = _adjustments(new, pricer, unit, warm[1])
+    base_provider, base_tokens = _adjustments(base, pricer, unit, warm[0])[1:]
+    new_provider, new_tokens = _adjustments(new, pricer, unit, warm[1])[1:]
+    # The rounding present is that of the requests both runs sent: a request only one run sent
+    # is what the change did, never rounding.
+    paired = [(p.base, p.new) for p in pairs if p.base is not None and p.new is not None]
+    base_round = _adjustments([b for b, _ in paired], pricer, unit, warm[0])[0]
+    new_round = _adjustments([n for _, n in paired], pricer, unit, warm[1])[0]
     return Rounding(
         unit_tokens=unit,
         requests=count,
@@ -741,6 +764,7 @@ def compare_runs(
     simulate: bool | None = None,
     unit_tokens: int | None = None,
     loader: TraceLoader | None = None,
+    max_file_bytes: int = MAX_FILE_BYTES,
 ) -> RunComparison:
     """Compare two runs (see the module docstring for scenarios, matching and verdicts).
 
@@ -749,13 +773,15 @@ def compare_runs(
     mock). ``thresholds`` decide the verdicts (default :class:`Thresholds`); ``prices``
     replaces the model table's; ``simulate`` and ``unit_tokens`` are :func:`diagnose`'s.
     ``loader`` reads one file (the CLI's fills session logs' placeholders from sidecars).
-    Raises :class:`~dsh_testkit.traces.TraceError` or ``OSError`` for an input it cannot read,
-    and :class:`NothingCompared` when a run holds no recording or no scenario pairs.
+    Only regular files are read, at most ``max_file_bytes`` of each (links and special files
+    in a folder are skipped with a note: ``_inputs.py``). Raises
+    :class:`~dsh_testkit.traces.TraceError` or ``OSError`` for an input it cannot read, and
+    :class:`NothingCompared` when a run holds no recording or no scenario pairs.
     """
     thresholds = thresholds if thresholds is not None else Thresholds()
     with paused_gc():
-        base_run = read_run(base, loader or default_loader)
-        new_run = read_run(new, loader or default_loader)
+        base_run = read_run(base, loader or default_loader, max_file_bytes=max_file_bytes)
+        new_run = read_run(new, loader or default_loader, max_file_bytes=max_file_bytes)
         pairs, removed, added = match(base_run, new_run)
         _check_something_compared(base_run, new_run, pairs, removed, added)
         when = _run_date(new_run)
@@ -777,6 +803,13 @@ def compare_runs(
                 f"{side}: {len(run.summary.skipped)} file(s) of no known kind skipped ({shown}"
                 + (f", and {more} more" if more > 0 else "")
                 + ")"
+            )
+        if run.not_read:
+            shown = "; ".join(run.not_read[:5])
+            more = len(run.not_read) - 5
+            notes.append(
+                f"{side}: {len(run.not_read)} folder entr{'y' if len(run.not_read) == 1 else 'ies'}"
+                f" not read ({shown}" + (f"; and {more} more" if more > 0 else "") + ")"
             )
     return RunComparison(
         base=base_run.summary,
@@ -800,9 +833,10 @@ def _check_something_compared(
 ) -> None:
     for side, run in (("BASE", base), ("NEW", new)):
         if not run.scenarios:
+            unread = f" ({'; '.join(run.not_read[:5])})" if run.not_read else ""
             raise NothingCompared(
-                f"{side} {run.summary.path or '(a trace)'}: no recording found (a folder of "
-                "recordings, or one recording, is expected); an empty run is never compared",
+                f"{side} {run.summary.path or '(a trace)'}: no recording found{unread} (a folder "
+                "of recordings, or one recording, is expected); an empty run is never compared",
                 base=base.summary,
                 new=new.summary,
             )

@@ -41,6 +41,7 @@ COMPARE_FORMAT_VERSION: Final = 2
 refusals, missing traffic, figures beyond the cache unit's rounding — with the rounding shown)."""
 
 Verdict: TypeAlias = Literal["identical", "benign", "regression", "improvement"]
+"""What a comparison concludes; a build gates on ``regression``."""
 
 Decided: TypeAlias = Literal["traffic", "causes", "figures", "none"]
 """What decided a scenario's verdict: its traffic (failed or missing), its causes (a fixable
@@ -225,8 +226,9 @@ class Rounding:
 
     A provider serves hits in whole units, so a prompt that grows or shrinks by a few tokens
     moves each request's hit by at most one unit: **the bound** is one unit at the miss price
-    less the hit price for every paired request that can hit (one with an earlier request to
-    extend, or a hit, in either run). **The rounding present** is exact: each request's
+    less the hit price for every paired request that can hit (one with a hit, or a whole unit
+    it could reuse, in either run: below one unit both hits are nothing; one both runs sent
+    byte-identical with the same figures did not move). **The rounding present** is exact: each request's
     reusable part before rounding (``RequestDiagnosis.rounded_off_tokens``) shows what a unit
     of one token would have given. Losses the harness cannot cause (``provider-miss``,
     ``not-yet-persisted``, ``below-cache-unit``) are taken out of the figures too."""

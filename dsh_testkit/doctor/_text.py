@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from dsh_core import locate_text_difference
+from dsh_core._differences import locate_text_difference
 
 __all__ = [
     "TextDiff",

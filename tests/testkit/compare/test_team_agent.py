@@ -27,7 +27,7 @@ import pytest
 from dsh_testkit.compare import RunComparison, compare_runs
 from dsh_testkit.mock import MockDeepSeek, MockServer
 from dsh_testkit.pytest_plugin._baseline import write_baseline
-from dsh_testkit.traces import TraceWriter
+from dsh_testkit.traces._file import TraceWriter
 
 from ._team_agent import CHANGES, SCENARIOS, make_clock, routes, run_scenario
 

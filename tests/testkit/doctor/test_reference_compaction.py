@@ -14,6 +14,7 @@ that lost nothing.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -22,8 +23,8 @@ import pytest
 from dsh_core import reconstruct_requests, request_wire_body
 from dsh_testkit.doctor import DoctorReport, RequestDiagnosis, diagnose
 from dsh_testkit.mock import ErrorReply, MockDeepSeek, MockServer, Reply, ToolCall
-from dsh_testkit.reports import load_log
-from dsh_testkit.traces import session_log_trace
+from dsh_testkit.reports._loading import load_log
+from dsh_testkit.traces._readers._session_log import session_log_trace
 from tests._support import REFERENCE_LOGS
 
 LOG = REFERENCE_LOGS / "compaction-recovery" / "session.jsonl"
@@ -87,7 +88,11 @@ def readings(tmp_path_factory: pytest.TempPathFactory) -> tuple[DoctorReport, Do
         log = http.get("/_dsh/requests").json()
     saved = tmp_path_factory.mktemp("reference") / "mock-requests.json"
     saved.write_text(json.dumps(log), encoding="utf-8")
-    return diagnose(session_log_trace(loaded, path=str(LOG))), diagnose(saved)
+    # Both read on one footing, the prefix-cache simulator's: the log's own usage figures are
+    # those of the stand-in provider it was recorded against (24 prompt tokens), not the mock's.
+    trace = session_log_trace(loaded, path=str(LOG))
+    trace = replace(trace, exchanges=tuple(replace(e, usage=None) for e in trace.exchanges))
+    return diagnose(trace, simulate=True), diagnose(saved, simulate=True)
 
 
 def _main_line(report: DoctorReport) -> list[RequestDiagnosis]:
