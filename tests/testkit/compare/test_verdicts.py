@@ -94,8 +94,8 @@ def test_the_same_requests_with_other_hits_are_not_identical(tmp_path: Path) -> 
     assert scenario.verdict == "benign"
     assert scenario.reasons == (
         "the same requests; cost +2.0 % ($0.000161 → $0.000164), within the thresholds "
-        "(rounding can move it by ±$0.0000351, ±21.8 % (2 request(s) × one 128-token unit × "
-        "$0.137/M))",
+        "(rounding can move it by ±$0.0000176, ±10.9 % (1 request(s) × one 128-token unit × "
+        "$0.137/M))",  # only #3 moved: #2 is the same request with the same figures
     )
 
 
