@@ -90,6 +90,10 @@ class SseTruncatedError(DshError, ValueError):
         self.pending = pending
 
 
+# A traceback names it where users import it from, not this private module.
+SseTruncatedError.__module__ = "dsh_core.providers"
+
+
 class SseParser:
     """Incremental SSE parser: :meth:`feed` bytes as they arrive, :meth:`close` at end of stream.
 

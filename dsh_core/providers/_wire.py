@@ -90,6 +90,10 @@ class WireFormatError(DshError, ValueError):
         """The bound that was crossed (``too_many``, ``too_long``, ``out_of_range``)."""
 
 
+# A traceback names it where users import it from, not this private module.
+WireFormatError.__module__ = "dsh_core.providers"
+
+
 def fail(
     param: str,
     message: str,

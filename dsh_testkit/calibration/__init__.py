@@ -6,7 +6,6 @@ and prompt tokens with what the API reported. See :func:`calibrate`.
 """
 
 from ._calibrate import (
-    CALIBRATION_FORMAT_VERSION,
     CalibrationError,
     CalibrationReport,
     CalibrationSettings,
@@ -15,12 +14,9 @@ from ._calibrate import (
     Scope,
     SkippedLog,
     calibrate,
-    find_logs,
-    make_tokenizer,
 )
 
 __all__ = [
-    "CALIBRATION_FORMAT_VERSION",
     "CalibrationError",
     "CalibrationReport",
     "CalibrationSettings",
@@ -29,6 +25,4 @@ __all__ = [
     "Scope",
     "SkippedLog",
     "calibrate",
-    "find_logs",
-    "make_tokenizer",
 ]

@@ -411,9 +411,9 @@ def use_cassette(
     every loopback origin is stored as ``http://127.0.0.1`` unless ``config`` says otherwise. On
     a clean exit the block fails when a recording was never played (``assert_all_played``), and
     any mismatch that a client swallowed (into a retry or a wrapped error) is raised again.
-    ``scrub`` adds your own :class:`~dsh_testkit.cassettes.ScrubRules` to the built-in secret
+    ``scrub`` adds your own :class:`~dsh_testkit.scrub.ScrubRules` to the built-in secret
     scrubbing; a body that cannot be scrubbed raises
-    :class:`~dsh_testkit.cassettes.UnscrubbableBody` (again on exit, should a client swallow
+    :class:`~dsh_testkit.scrub.UnscrubbableBody` (again on exit, should a client swallow
     it) and is never written. ``config`` (:class:`~dsh_testkit.cassettes.CassetteConfig`): what
     is matched, JSON paths to ignore, before-record hooks, origin rewrites, loopback as one,
     playback repeats, scrub rules.

@@ -9,7 +9,7 @@ modes, hooks, persistence) and differ in two places only:
 
 - playback returns a stream that yields the recorded chunks one by one (one per SSE event) to
   sync and async clients alike;
-- a request with no recording raises :class:`~dsh_testkit.CassetteMismatch` naming the closest
+- a request with no recording raises :class:`~dsh_testkit.cassettes.CassetteMismatch` naming the closest
   recording and the first differing field, instead of vcrpy's generic message;
 - a request the user's ``before_record_request`` hook leaves out goes to its target unrecorded.
 

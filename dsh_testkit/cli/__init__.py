@@ -26,15 +26,11 @@ def _serve(args: argparse.Namespace) -> int:
     """Run the mock DeepSeek on loopback until SIGINT/SIGTERM; the base URL is stdout's first line."""
     import json
 
-    from ..mock import (
-        MockDeepSeek,
-        MockServerError,
-        ScriptError,
-        script_schema,
-        serve,
-    )
+    from ..mock import MockDeepSeek, MockServerError, ScriptError, serve
+    from ..mock._schema import script_schema
     from ..prompt import PrefixCacheSimulator, PromptRenderer
     from ..prompt._tokenizers import DeepSeekTokenizer
+    from ..traces import TraceError
 
     if args.print_schema:
         print(json.dumps(script_schema(), indent=2, ensure_ascii=False))
@@ -59,8 +55,20 @@ def _serve(args: argparse.Namespace) -> int:
         )
         if args.script:
             mock.use_script_file(args.script)
+        if args.request_log:
+            mock.log_requests_to(args.request_log, fsync=args.request_log_fsync)
     except ScriptError as exc:
         print(f"dsh-testkit serve: {exc}", file=sys.stderr)
+        return 2
+    except TraceError as exc:
+        print(f"dsh-testkit serve: --request-log: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(
+            f"dsh-testkit serve: --request-log: cannot open {args.request_log}: "
+            f"{exc.strerror or exc}",
+            file=sys.stderr,
+        )
         return 2
     except (ValueError, ImportError) as exc:
         print(f"dsh-testkit serve: {exc}", file=sys.stderr)
@@ -102,6 +110,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:  # where signal handlers cannot be installed
         pass
+    finally:
+        mock.close_request_log()
     return 0
 
 
@@ -200,12 +210,12 @@ def _compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _reader_of(path: str) -> str | None:
     """The name of the reader the registry picks for ``path`` (``None``: unreadable or none)."""
-    from ..traces import identify
+    from ..traces._compression import CompressedDataError, read_recording
+    from ..traces._readers import identify
 
     try:
-        with open(path, "rb") as file:
-            reader = identify(file.read(65536))
-    except OSError:
+        reader = identify(read_recording(path).data[:65536])
+    except (OSError, CompressedDataError):
         return None
     return reader.name if reader is not None else None
 
@@ -308,6 +318,18 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=1000,
         metavar="N",
         help="requests GET /_dsh/requests keeps, oldest dropped (default 1000)",
+    )
+    parser.add_argument(
+        "--request-log",
+        metavar="FILE",
+        help="also append every request's record to FILE as its answer ends (JSON Lines, the "
+        "records of GET /_dsh/requests with their start and end times; an existing request log "
+        "is continued; one writer at a time). cache-report reads it, also while it grows",
+    )
+    parser.add_argument(
+        "--request-log-fsync",
+        action="store_true",
+        help="sync every record of --request-log to disk (survives a machine crash)",
     )
     parser.add_argument(
         "--request-log-bytes",
@@ -501,8 +523,9 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _proxy(args: argparse.Namespace) -> int:
     """Run the recording proxy until SIGINT/SIGTERM, then print a summary and the report."""
-    from ..proxy import ProxyError, ProxyLimits, Recorder, serve_proxy
+    from ..proxy import ProxyError, ProxyLimits, Recorder
     from ..proxy._recorder import live_report, session_summary
+    from ..proxy._server import serve_proxy
     from ..scrub._scrubber import scrub_url
     from ..traces import TraceError
 

@@ -58,7 +58,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from dsh_core.providers import Endpoint, Prices, prices_for
+from dsh_core.providers import Prices, prices_for
+from dsh_core.providers._models import Endpoint
 
 from ..doctor._codes import Severity
 from ..doctor._diagnose import diagnose
@@ -68,7 +69,16 @@ from ..prompt._diff import diff_chat
 from ..prompt._wire_view import canonical_json, tool_ids_renamed, wire_view
 from ..traces import Trace
 from ..traces._model import paused_gc
-from ._inputs import Pair, Run, Scenario, TraceLoader, default_loader, match, read_run
+from ._inputs import (
+    MAX_FILE_BYTES,
+    Pair,
+    Run,
+    Scenario,
+    TraceLoader,
+    default_loader,
+    match,
+    read_run,
+)
 from ._result import RunComparison
 from ._values import (
     GRAVITY,
@@ -346,6 +356,7 @@ def compare_runs(
     simulate: bool | None = None,
     unit_tokens: int | None = None,
     loader: TraceLoader | None = None,
+    max_file_bytes: int = MAX_FILE_BYTES,
 ) -> RunComparison:
     """Compare two runs (see the module docstring for scenarios, matching and verdicts).
 
@@ -354,12 +365,14 @@ def compare_runs(
     mock). ``thresholds`` decide the verdicts (default :class:`Thresholds`); ``prices``
     replaces the model table's; ``simulate`` and ``unit_tokens`` are :func:`diagnose`'s.
     ``loader`` reads one file (the CLI's fills session logs' placeholders from sidecars).
-    Raises :class:`~dsh_testkit.traces.TraceError` or ``OSError`` for an input it cannot read.
+    Only regular files are read, at most ``max_file_bytes`` of each (links and special files
+    in a folder are skipped with a note: ``_inputs.py``). Raises
+    :class:`~dsh_testkit.traces.TraceError` or ``OSError`` for an input it cannot read.
     """
     thresholds = thresholds if thresholds is not None else Thresholds()
     with paused_gc():
-        base_run = read_run(base, loader or default_loader)
-        new_run = read_run(new, loader or default_loader)
+        base_run = read_run(base, loader or default_loader, max_file_bytes=max_file_bytes)
+        new_run = read_run(new, loader or default_loader, max_file_bytes=max_file_bytes)
         when = _run_date(new_run)
         ctx = _Context(
             thresholds=thresholds,
@@ -380,6 +393,13 @@ def compare_runs(
                 f"{side}: {len(run.summary.skipped)} file(s) of no known kind skipped ({shown}"
                 + (f", and {more} more" if more > 0 else "")
                 + ")"
+            )
+        if run.not_read:
+            shown = "; ".join(run.not_read[:5])
+            more = len(run.not_read) - 5
+            notes.append(
+                f"{side}: {len(run.not_read)} folder entr{'y' if len(run.not_read) == 1 else 'ies'}"
+                f" not read ({shown}" + (f"; and {more} more" if more > 0 else "") + ")"
             )
         if not run.scenarios:
             notes.append(f"{side}: no recording found in {run.summary.path}")

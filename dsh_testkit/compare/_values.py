@@ -36,6 +36,7 @@ COMPARE_FORMAT_VERSION: Final = 1
 """Version of ``compare``'s JSON document."""
 
 Verdict: TypeAlias = Literal["identical", "benign", "regression", "improvement"]
+"""What a comparison concludes; a build gates on ``regression``."""
 
 _EPSILON: Final = 1e-9
 GRAVITY: Final[Mapping[str, int]] = {"note": 0, "loss": 1, "refusal": 2}

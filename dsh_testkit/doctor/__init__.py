@@ -17,15 +17,14 @@ The command is ``dsh-testkit cache-report INPUT``; the terms of the report are d
 (:data:`TERMS`), and so is the cache unit (:func:`cache_unit`).
 """
 
+from .._errors import PrefixInstability
 from ._assertions import DEFAULT_ALLOWED, assert_cache_friendly, assert_prefix_stable
-from ._branches import Brancher, Conversation, Link, Relation, conversations
-from ._codes import CAUSE_CODES, CODES, TERMS, CauseCode, CodeInfo, Severity
+from ._branches import Conversation, Link, conversations
+from ._codes import CAUSE_CODES, TERMS, CauseCode, Severity
 from ._diagnose import diagnose
-from ._engine import Doctor
 from ._errors import CacheUnfriendly
-from ._render import render_report, report_text
+from ._render import report_text
 from ._report import (
-    DOCTOR_FORMAT_VERSION,
     ConversationDiagnosis,
     DoctorReport,
     Finding,
@@ -38,23 +37,18 @@ from ._unit import CacheUnit, cache_unit
 
 __all__ = [
     "CAUSE_CODES",
-    "CODES",
     "DEFAULT_ALLOWED",
-    "DOCTOR_FORMAT_VERSION",
     "TERMS",
-    "Brancher",
     "CacheUnfriendly",
     "CacheUnit",
     "CauseCode",
-    "CodeInfo",
     "Conversation",
     "ConversationDiagnosis",
-    "Doctor",
     "DoctorReport",
     "Finding",
     "FindingGroup",
     "Link",
-    "Relation",
+    "PrefixInstability",
     "RequestDiagnosis",
     "Segment",
     "Severity",
@@ -64,6 +58,5 @@ __all__ = [
     "cache_unit",
     "conversations",
     "diagnose",
-    "render_report",
     "report_text",
 ]

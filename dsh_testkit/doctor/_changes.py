@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from dsh_core.providers import ChatTemplate
+from dsh_core.providers._models import ChatTemplate
 
 from ..prompt._wire_view import WireView, canonical_json, content_text, rendered_tool, tool_name
 from ..traces import Exchange

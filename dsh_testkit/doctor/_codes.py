@@ -37,6 +37,7 @@ CauseCode: TypeAlias = Literal[
     "not-yet-persisted",
     "provider-miss",
 ]
+"""A cause of lost cache hits, as the report and ``allow=`` name it (:data:`CAUSE_CODES` words each)."""
 
 Severity: TypeAlias = Literal["loss", "refusal", "note"]
 """``loss``: this finding limited the request's hit (its lost tokens are counted on it);

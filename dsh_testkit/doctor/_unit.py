@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
 
-from dsh_core.providers import CacheFacts, CacheRules, ChatTemplate, resolve_model
+from dsh_core.providers import CacheFacts, resolve_model
+from dsh_core.providers._models import CacheRules, ChatTemplate
 
 from ..traces import Exchange, Trace
 

@@ -1,30 +1,12 @@
 """The Cache Explorer: the doctor's report as one self-contained page, static or live.
 
-``render_html(report)`` writes the page (``cache-report --html``, the demo); :class:`LiveReport`
-serves it live (``dsh-testkit proxy`` and ``dsh-testkit serve`` at ``/_dsh/explorer``) with the
-report as JSON at ``/_dsh/report?format=json``, which the page polls with ``If-None-Match``.
-The page's CSS and script live beside this module (``explorer.css``, ``js/``) and are inlined.
+``render_html(report)`` writes the page (``cache-report --html``, the demo). The live page is
+served by ``dsh-testkit proxy`` and ``dsh-testkit serve`` at ``/_dsh/explorer`` (``_live``: the
+kit's servers answer with it), with the report as JSON at ``/_dsh/report?format=json``, which
+the page polls with ``If-None-Match``. The page's CSS and script live beside this module
+(``explorer.css``, ``js/``) and are inlined.
 """
 
-from ._live import (
-    LIVE_PATHS,
-    REPORT_JSON_URL,
-    LiveAnswer,
-    LiveReport,
-    live_report_of,
-    wants_json,
-)
-from ._page import DOCS_PAGE, embed_json, page_config, render_html
+from ._page import render_html
 
-__all__ = [
-    "DOCS_PAGE",
-    "LIVE_PATHS",
-    "REPORT_JSON_URL",
-    "LiveAnswer",
-    "LiveReport",
-    "embed_json",
-    "live_report_of",
-    "page_config",
-    "render_html",
-    "wants_json",
-]
+__all__ = ["render_html"]

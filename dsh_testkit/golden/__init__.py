@@ -6,36 +6,18 @@
 """
 
 from ._extensions import (
-    CWD_TOKEN,
-    TIME_KEYS,
-    TRANSCRIPT_FORMAT,
-    TRANSCRIPT_FORMAT_VERSION,
-    WIRE_FORMAT,
-    WIRE_FORMAT_VERSION,
-    LogInput,
-    Normalizer,
-    SnapshotInputError,
     TranscriptExtension,
     WireRequestsExtension,
-    cwd_spellings,
     render_trace_requests,
     render_transcript,
     render_wire_requests,
 )
+from ._inputs import SnapshotInputError
 
 __all__ = [
-    "CWD_TOKEN",
-    "TIME_KEYS",
-    "TRANSCRIPT_FORMAT",
-    "TRANSCRIPT_FORMAT_VERSION",
-    "WIRE_FORMAT",
-    "WIRE_FORMAT_VERSION",
-    "LogInput",
-    "Normalizer",
     "SnapshotInputError",
     "TranscriptExtension",
     "WireRequestsExtension",
-    "cwd_spellings",
     "render_trace_requests",
     "render_transcript",
     "render_wire_requests",

@@ -18,15 +18,12 @@ from collections.abc import Collection, Mapping
 from typing import Any, Final, Literal
 
 from dsh_core import JsonValueError, freeze_json
-from dsh_core.providers import (
-    TOOL_NAME_PATTERN,
-    AnthropicRequest,
-    ChatRequest,
-    WireFormatError,
-    resolve_model,
-)
+from dsh_core.providers import WireFormatError, resolve_model
 from dsh_core.providers import anthropic as anthropic_codec
 from dsh_core.providers import deepseek as deepseek_codec
+from dsh_core.providers._wire import TOOL_NAME_PATTERN
+from dsh_core.providers.anthropic import AnthropicRequest
+from dsh_core.providers.deepseek import ChatRequest
 
 from ._api_errors import ApiError
 from ._plan import HttpRequest

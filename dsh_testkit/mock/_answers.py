@@ -18,8 +18,9 @@ import string
 from typing import Any, Final, Literal
 
 from dsh_core import thaw_json
-from dsh_core.providers import MODELS, ChatRequest, resolve_model
+from dsh_core.providers import MODELS, resolve_model
 from dsh_core.providers.anthropic import tool_input
+from dsh_core.providers.deepseek import ChatRequest
 
 from ..prompt._cache import CacheKey, PrefixCacheSimulator
 from ..prompt._template import PromptRenderer, RenderedPrompt, ToolCallSpec

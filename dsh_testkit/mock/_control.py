@@ -88,7 +88,7 @@ def _requests_json(mock: MockDeepSeek) -> dict[str, Any]:
 def _live_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> ResponsePlan:
     """The cache doctor's report of the request log (``diagnose(mock)``), or its page."""
     from ..doctor import report_text
-    from ..explorer import live_report_of, wants_json
+    from ..explorer._live import live_report_of, wants_json
 
     live = live_report_of(mock)
     if path == "/_dsh/report" and not wants_json(request.query):

@@ -361,9 +361,14 @@ class _Protocol:
         except asyncio.LimitOverrunError:
             await self._refuse(writer, _BadRequest(400, "malformed chunked body"))
             return False
-        request = HttpRequest.build(head.method, head.target, headers=head.headers, body=body)
+        request = HttpRequest.build(
+            head.method, head.target, headers=head.headers, body=body, received=time.time()
+        )
         plan = self.mock.handle(request)
-        return await self._send(reader, writer, head, plan)
+        try:
+            return await self._send(reader, writer, head, plan)
+        finally:
+            plan.complete()  # the record's end time (and its line in the request log file)
 
     @staticmethod
     async def _refuse(writer: asyncio.StreamWriter, bad: _BadRequest) -> None:

@@ -8,7 +8,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from dsh_core.providers import UnitVisibility, cache_model
+from dsh_core.providers import UnitVisibility
+from dsh_core.providers._models import cache_model
 
 from ._template import RenderedPrompt
 

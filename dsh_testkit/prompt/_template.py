@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from dsh_core.providers import ChatTemplate
+from dsh_core.providers._models import ChatTemplate
 
 from ._template_tokens import (
     END_THINK,

@@ -14,6 +14,6 @@ exchange record, as written, to a listener.
 """
 
 from ._recorder import Recorder, report_text
-from ._server import ProxyError, ProxyLimits, ProxyServer, serve_proxy
+from ._server import ProxyError, ProxyLimits, ProxyServer
 
-__all__ = ["ProxyError", "ProxyLimits", "ProxyServer", "Recorder", "report_text", "serve_proxy"]
+__all__ = ["ProxyError", "ProxyLimits", "ProxyServer", "Recorder", "report_text"]

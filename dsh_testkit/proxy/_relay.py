@@ -2,7 +2,7 @@
 
 The answer is relayed one upstream read at a time (one client write each), never buffered. An
 exchange is recorded exactly once, when it ends, with how it ended
-(:data:`~dsh_testkit.traces.OUTCOMES`):
+(:data:`~dsh_testkit.traces._file.OUTCOMES`):
 
 - the client received the whole answer: ``delivered``, recorded right after the client got
   the terminating chunk and before anything else runs (:meth:`Recorder.ending` makes a
@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from ..mock._server import _Head, _reason
 from ..scrub._scrubber import credentials_of
-from ..traces import CONVERSATION_HEADERS
+from ..traces._readers._build import CONVERSATION_HEADERS
 from ..traces._wire import (
     answer_of_events,
     answer_of_json,

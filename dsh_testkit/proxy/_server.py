@@ -43,7 +43,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from .._errors import TestkitError
 from .._loopback.thread import ServerThread
-from ..explorer import LiveReport, wants_json
+from ..explorer._live import LiveReport, wants_json
 from ..mock._server import (
     HEAD_TIMEOUT,
     IDLE_TIMEOUT,
@@ -121,6 +121,10 @@ class ProxyError(TestkitError):
         self.host = host
         self.port = port
         super().__init__(f"{message} ({host}:{port})")
+
+
+# A traceback names it where users import it from, not this private module.
+ProxyError.__module__ = "dsh_testkit.proxy"
 
 
 class ClientConnection(asyncio.StreamReaderProtocol):

@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager, suppre
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from unittest import mock as _patch
 
 from dsh_core.providers import DeepSeekProvider
@@ -25,16 +25,25 @@ from dsh_core.providers.deepseek import BASE_URL_ENV
 
 from .._errors import CassetteConfigError
 from .._loopback.hosts import is_loopback
-from ..cassettes import Cassette, CassetteConfig, CassetteMismatch, RecordMode, use_cassette
+from ..cassettes import Cassette, CassetteConfig, CassetteMismatch, use_cassette
+from ..cassettes._api import RecordMode
 from ..scrub._scrubber import scrub_url
+from ._settings import LIVE_ORIGIN, MOCK_API_KEY
 
 if TYPE_CHECKING:
-    from ..mock import MockDeepSeek
-    from ._support import MockFixture
+    from ..mock import MockDeepSeek, MockHandler
+
+
+class _TestMock(Protocol):
+    """What a cassette needs of the test's in-process mock (``dsh_mock``: ``MockFixture``)."""
+
+    mock: MockDeepSeek
+    handler: MockHandler
+    replaying: bool
+    bypassed: bool
+
 
 __all__ = [
-    "LIVE_ORIGIN",
-    "MOCK_API_KEY",
     "CassetteFixture",
     "CassetteOptions",
     "CassetteSettings",
@@ -43,11 +52,6 @@ __all__ = [
     "route_network_to_mock",
 ]
 
-LIVE_ORIGIN: Final = "https://api.deepseek.com"
-"""Where cassettes file their requests, whatever they were recorded against."""
-MOCK_API_KEY: Final = "dsh-testkit-mock-key"
-"""The key sent to the mock and in replay: any non-empty key will do, and this one is not
-shaped like a real key, so nothing mistakes it for a secret."""
 
 _MARKER_ONLY: Final = ("name", "record_mode")
 """Keys the marker and ``dsh_cassette_config`` take besides :class:`CassetteConfig`'s."""
@@ -216,7 +220,7 @@ class CassetteSettings:
     """What the command line, the ini file and the test's options decided for its cassette."""
 
     mode: RecordMode
-    """One of ``dsh_testkit.cassettes.RECORD_MODES`` (``none``: replay only)."""
+    """One of ``dsh_testkit.cassettes._api.RECORD_MODES`` (``none``: replay only)."""
     live: bool
     """``--dsh-live`` was given and a key is in the environment: recordings reach the API."""
     config: CassetteConfig = field(default_factory=CassetteConfig)
@@ -238,7 +242,7 @@ class CassetteFixture:
         path: Path,
         settings: CassetteSettings,
         *,
-        mock: MockFixture,
+        mock: _TestMock,
         test_id: str,
         server_mock: Callable[[], MockDeepSeek | None] = lambda: None,
     ) -> None:

@@ -6,7 +6,7 @@ it the mock, vcrpy and the core) only when a test asks for one of them.
 
 - :class:`MockFixture` is ``dsh_mock``: the mock DeepSeek served in process, with a ready
   :class:`~dsh_core.providers.DeepSeekProvider` and transports for any httpx/httpx2 client.
-- :class:`CassetteFixture` (in :mod:`._pytest_cassette`, re-exported here) runs one test's
+- :class:`CassetteFixture` (in :mod:`._cassette`, re-exported here) runs one test's
   cassette: the path rule, its options, the recording target (the in-process mock unless live
   calls are allowed) and the checks after the test body.
 - :class:`ReplayFactory` and :class:`AgentFactory` are ``dsh_replay`` and ``dsh_agent``.
@@ -39,16 +39,16 @@ from ..mock import (
     ScriptEntry,
 )
 from ..mock._routes import RouteAnswer, TextMatcher
-from ..replay import LogSource, ReplayProvider
+from ..replay import ReplayProvider
+from ..replay._provider import LogSource
 from ._cassette import (
-    LIVE_ORIGIN,
-    MOCK_API_KEY,
     CassetteFixture,
     CassetteSettings,
     cassette_options,
     cassette_path,
     route_network_to_mock,
 )
+from ._settings import LIVE_ORIGIN, MOCK_API_KEY
 from ._strict import unmet_expectations
 
 if TYPE_CHECKING:

@@ -2,9 +2,13 @@
 // beside the one it was compared with, the overview, the glossary).
 
 function figuresNote(data) {
-  return data.figures === "simulated"
-    ? "simulated — the trace reports no cache usage, so the mock's prefix-cache simulator ran over it"
-    : "reported — hits and prompt tokens are the provider's own usage figures";
+  if (data.figures === "simulated") {
+    return "simulated — the trace reports no cache usage, so the mock's prefix-cache simulator ran over it (prompt counts the trace reports are kept)";
+  }
+  if (data.figures === "mixed") {
+    return "mixed — the provider's own usage figures where the trace has them; the hits of requests without a cache figure are simulated by the mock's prefix cache (each request says which)";
+  }
+  return "reported — hits and prompt tokens are the provider's own usage figures";
 }
 
 function unitNote(unit) {

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_core.providers import SSE_DONE, SseEvent, SseParser, SseTruncatedError
+from dsh_core.providers import SseTruncatedError
+from dsh_core.providers._sse import SSE_DONE, SseEvent, SseParser
 
 from ._helpers import split_at
 

@@ -19,22 +19,21 @@ from hypothesis import strategies as st
 
 from dsh_testkit._errors import TestkitError
 from dsh_testkit.cassettes import (
-    CASSETTE_FORMAT_VERSION,
-    REDACTED,
     CassetteFormatError,
     CassetteMismatch,
     CassetteNotFound,
     CassetteNotFullyPlayed,
-    ScrubRules,
-    find_secrets,
-    json_body_matcher,
-    scrub_json,
-    scrub_text,
-    scrub_url,
     use_cassette,
 )
 from dsh_testkit.cassettes import _scrub as _vcr_scrub
-from dsh_testkit.cassettes._format import CassetteSerializer, response_chunks, split_sse
+from dsh_testkit.cassettes._format import (
+    CASSETTE_FORMAT_VERSION,
+    CassetteSerializer,
+    response_chunks,
+    split_sse,
+)
+from dsh_testkit.cassettes._matching import json_body_matcher
+from dsh_testkit.scrub import REDACTED, ScrubRules, find_secrets, scrub_json, scrub_text, scrub_url
 from dsh_testkit.scrub._scrubber import Scrubber
 
 URL = "https://api.deepseek.com/chat/completions"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dsh_testkit.traces import TraceWriter
+from dsh_testkit.traces._file import TraceWriter
 from tests._support import run_cli
 from tests.testkit.doctor._bodies import SYSTEM, Traffic, assistant, body, system, user
 
@@ -76,12 +76,15 @@ def test_audit_fails_on_a_loss_and_allow_accepts_it(tmp_path) -> None:
     assert "[allowed]" in report.stdout
 
 
-def test_an_empty_trace_says_it_is_empty(tmp_path) -> None:
+def test_an_empty_trace_is_an_error_saying_why(tmp_path) -> None:
+    """Nothing to report is not a success: exit status 2 and one line saying why."""
     path = _write(Traffic(), tmp_path / "empty.jsonl")
     result = run_cli("cache-report", str(path))
-    assert result.returncode == 0
-    assert "the trace is empty" in result.stdout
-    assert "0 conversation" not in result.stdout
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"dsh-testkit cache-report: {path}: nothing to report: it holds no model requests\n"
+    )
 
 
 def test_a_file_of_no_known_kind_is_refused_naming_the_kinds(tmp_path) -> None:

@@ -16,13 +16,8 @@ from hypothesis import strategies as st
 from dsh_core import EpochHeader, LlmCallConfig, ToolSchema, plan_header_event
 from dsh_core.persistence import dumps_session
 from dsh_testkit.cli._doctor import add_cache_report_arguments, run_cache_report
-from dsh_testkit.doctor import (
-    DOCTOR_FORMAT_VERSION,
-    DoctorReport,
-    RequestDiagnosis,
-    diagnose,
-    report_text,
-)
+from dsh_testkit.doctor import DoctorReport, RequestDiagnosis, diagnose, report_text
+from dsh_testkit.doctor._report import DOCTOR_FORMAT_VERSION
 from dsh_testkit.explorer import render_html
 from dsh_testkit.traces import TraceError, loads_trace
 from tests._support import REFERENCE_LOGS
@@ -161,15 +156,18 @@ def test_hits_beyond_what_was_reusable_count_only_up_to_it():
     assert totals.efficiency == 1.0
 
 
-def test_requests_without_usage_or_cache_figure_are_not_measured():
+def _partly_reported() -> LogBuilder:
     log = LogBuilder()
     log.start_turn("q")
     log.step(header_event=snapshot("initial"))
     log.step(usage_data=usage(300))
     log.step(message=False, usage_chunk=usage(10, 320))
     log.end_turn()
+    return log
 
-    report = doctor(log)
+
+def test_requests_without_usage_or_cache_figure_are_not_measured_when_reported_only():
+    report = doctor(_partly_reported(), simulate=False)
     none, no_figure, from_chunk = report.requests
 
     assert (none.prompt_tokens, none.hit_tokens, none.hit_rate, none.measured) == (
@@ -188,6 +186,40 @@ def test_requests_without_usage_or_cache_figure_are_not_measured():
     )
     assert report.totals.measured == 1
     assert report.totals.to_json()["measured"] == 1
+    # counted as unknown, never silently out of the rates
+    assert (report.totals.unknown, report.totals.unknown_prompt_tokens) == (2, 300)
+    assert report.totals.to_json()["unknownHits"] == 2
+    assert "2 request(s) without a cache figure (300 prompt tokens): not in these rates" in (
+        report_text(report)
+    )
+
+
+def test_requests_without_a_cache_figure_get_a_simulated_hit_and_say_so():
+    report = doctor(_partly_reported())
+    none, no_figure, from_chunk = report.requests
+
+    assert report.figures == "mixed"
+    assert (none.prompt_source, none.hit_source) == ("simulated", "simulated")
+    # a reported prompt count is never replaced by the simulator's
+    assert (no_figure.prompt_tokens, no_figure.prompt_source, no_figure.hit_source) == (
+        300,
+        "reported",
+        "simulated",
+    )
+    assert (from_chunk.prompt_tokens, from_chunk.hit_tokens, from_chunk.hit_source) == (
+        330,
+        320,
+        "reported",
+    )
+    assert report.totals.measured == 3 and report.totals.simulated == 2
+    assert report.totals.unknown == 0
+    assert no_figure.to_json()["figures"] == {
+        "prompt": "reported",
+        "hit": "simulated",
+        "origin": None,
+    }
+    text = report_text(report)
+    assert "hits marked * simulated" in text and "2 of 3 hits simulated" in text
 
 
 def test_a_log_without_any_usage_is_simulated():
@@ -200,7 +232,7 @@ def test_a_log_without_any_usage_is_simulated():
     report = doctor(log)
 
     assert report.figures == "simulated"
-    assert report.notes == ("the trace carries no cache usage: figures are simulated",)
+    assert report.notes == ("the trace carries no cache usage: hits are simulated, prompts too",)
     assert (report.unit.tokens, report.unit.origin) == (128, "model-table")
     first, second = report.requests
     assert first.hit_tokens == 0 and first.prompt_tokens is not None
@@ -563,7 +595,7 @@ def test_unreadable_usage_counts_as_none_and_chunk_usage_backs_a_bare_message():
     log.step(header_event=snapshot("initial"), usage_data={"inputTokens": -1, "outputTokens": 0})
     log.step(usage_chunk=usage(10, 0))
     log.end_turn()
-    bad, chunk_backed = doctor(log).requests
+    bad, chunk_backed = doctor(log, simulate=False).requests
     assert (bad.prompt_tokens, bad.hit_tokens, bad.measured) == (None, None, False)
     assert (chunk_backed.prompt_tokens, chunk_backed.hit_tokens) == (10, 0)
 

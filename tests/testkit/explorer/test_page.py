@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from dsh_testkit.cli import main
-from dsh_testkit.doctor import CODES, TERMS, DoctorReport, diagnose
-from dsh_testkit.explorer import embed_json, page_config, render_html
-from dsh_testkit.explorer._page import _SCRIPTS, _asset
+from dsh_testkit.doctor import TERMS, DoctorReport, diagnose
+from dsh_testkit.doctor._codes import CODES
+from dsh_testkit.explorer import render_html
+from dsh_testkit.explorer._page import _SCRIPTS, _asset, embed_json, page_config
 from tests.testkit.explorer._scenes import three_killers
 
 HOSTILE = (

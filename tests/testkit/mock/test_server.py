@@ -16,17 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_testkit.mock import (
-    Emit,
-    ErrorReply,
-    HttpRequest,
-    MockDeepSeek,
-    MockServer,
-    MockServerError,
-    Reply,
-    ResponsePlan,
-    serve,
-)
+from dsh_testkit.mock import ErrorReply, MockDeepSeek, MockServer, MockServerError, Reply, serve
+from dsh_testkit.mock._plan import Emit, HttpRequest, ResponsePlan
 from dsh_testkit.mock._server import _BadRequest, _parse_head
 
 from ._helpers import API_KEY, chat_body

@@ -10,7 +10,8 @@ import httpx2
 import openai
 import pytest
 
-from dsh_core.providers import CHAT_TEMPLATES, MODELS, CacheFacts
+from dsh_core.providers import MODELS, CacheFacts
+from dsh_core.providers._models import CHAT_TEMPLATES
 from dsh_testkit.mock import MockDeepSeek, MockHandler
 from dsh_testkit.prompt import PrefixCacheSimulator, PromptRenderer
 from dsh_testkit.prompt._cache import DEFAULT_GRANULARITY, CacheKey, UnitVisibility, cache_model

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from dsh_testkit.proxy import ProxyError, ProxyLimits, Recorder, report_text, serve_proxy
+from dsh_testkit.proxy import ProxyError, ProxyLimits, Recorder, report_text
 from dsh_testkit.proxy._recorder import live_report
+from dsh_testkit.proxy._server import serve_proxy
 from dsh_testkit.traces import Trace
 from tests.testkit.proxy._proxy_rig import (
     SSE_HEAD,

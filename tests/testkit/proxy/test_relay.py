@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from dsh_testkit.proxy import Recorder, serve_proxy
+from dsh_testkit.proxy import Recorder
+from dsh_testkit.proxy._server import serve_proxy
 from dsh_testkit.traces import load_trace
 from dsh_testkit.traces._file import read_trace_lines
 from dsh_testkit.traces._wire import answer_of_events, answer_of_text, split_events

@@ -128,7 +128,7 @@ def test_a_changed_request_fails_with_the_closest_recording_and_what_differs(
         ]
     )
     result.stdout.fnmatch_lines(
-        ["FAILED test_chat.py::test_chat - dsh_testkit._errors.CassetteMismatch: cassette *"]
+        ["FAILED test_chat.py::test_chat - dsh_testkit.cassettes.CassetteMismatch: cassette *"]
     )
 
 
