@@ -177,6 +177,7 @@ class MockDeepSeek:
         self._as_of: float | None = None
         self.as_of = as_of
         self.retired_models = retired_models
+        self._initial_dates = (self.as_of, self.retired_models)
         self._initial: tuple[ScriptEntry, ...] = ()
         script_exhausted: OnExhausted = "default"
         responder: Responder | None = None
@@ -394,8 +395,9 @@ class MockDeepSeek:
             return tuple(self._sources.unused_routes())
 
     def reset(self) -> None:
-        """Back to the initial state: the initial script queued, no routes, ``on_exhausted`` as
-        built, the call-tools bound's count at 0, the request log emptied (and its memory freed), an empty cache, the PRNG re-seeded.
+        """Back to the initial state: the initial script queued, no routes, ``on_exhausted``,
+        ``as_of`` and ``retired_models`` as built, the call-tools bound's count at 0, the request
+        log emptied (and its memory freed), an empty cache, the PRNG re-seeded.
 
         With a script file (:meth:`use_script_file`) the file is read again first; if it no
         longer parses, :class:`ScriptError` is raised and nothing changes."""
@@ -411,6 +413,7 @@ class MockDeepSeek:
             self._seq = 0
             self._unscripted = deque(maxlen=self._log_limit)
             self._answers.reset()
+            self.as_of, self.retired_models = self._initial_dates
 
     def use_script_file(self, path: str | Path) -> None:
         """Make the script file at ``path`` the initial script, read now and again on every

@@ -112,6 +112,16 @@ def test_a_retired_model_can_be_refused_as_the_api_refuses_an_unknown_one() -> N
     assert "warnings" not in mock.requests[-1].extras
 
 
+def test_a_reset_restores_the_dates_the_mock_was_built_with() -> None:
+    mock = MockDeepSeek(as_of="2026-08-01")
+    mock.as_of, mock.retired_models = "2025-06-01", "refuse"
+    assert ask(mock, "deepseek-v4-flash") == (400, UNKNOWN)  # not served yet in 2025
+    mock.reset()  # as dsh_mock_server is before each test: one test's dates never leak
+    assert (mock.as_of, mock.retired_models) == ("2026-08-01T00:00:00Z", "warn")
+    assert ask(mock, "deepseek-chat")[0] == 200
+    assert mock.requests[-1].extras["warnings"]
+
+
 def test_without_as_of_the_date_is_the_machines_clock() -> None:
     mock = MockDeepSeek()
     assert mock.as_of is None
@@ -175,6 +185,77 @@ def test_the_pytest_plugin_shows_the_warning(
             "retired on 2026-07-24*",
         ]
     )
+
+
+def test_the_ini_dates_every_fixture_mock_and_each_test_starts_from_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ini = USER_INI + "dsh_as_of = 2026-08-01\ndsh_retired_models = refuse\n"
+    user_project(pytester, monkeypatch, ini=ini)
+    pytester.makepyfile(
+        """
+        import httpx
+
+        from dsh_testkit.mock import Reply
+
+
+        def ask(mock, base_url, api_key, model):
+            with httpx.Client(transport=mock.transport("httpx")) as client:
+                return client.post(
+                    f"{base_url}/chat/completions",
+                    headers={"authorization": f"Bearer {api_key}"},
+                    json={"model": model, "messages": [{"role": "user", "content": "hi"}]},
+                )
+
+
+        def test_in_process(dsh_mock):
+            refused = ask(dsh_mock, dsh_mock.base_url, dsh_mock.api_key, "deepseek-chat")
+            assert (refused.status_code, refused.json()["error"]["message"]) == (400, "Model Not Exist")
+            assert dsh_mock.mock.as_of == "2026-08-01T00:00:00Z"
+
+
+        def test_on_loopback_a_test_changes_its_mock(dsh_mock_server):
+            dsh_mock_server.mock.retired_models = "warn"
+            dsh_mock_server.mock.push(Reply(text="Hi."))
+            with httpx.Client() as client:
+                reply = client.post(
+                    f"{dsh_mock_server.base_url}/chat/completions",
+                    headers={"authorization": "Bearer sk-test"},
+                    json={"model": "deepseek-chat", "messages": [{"role": "user", "content": "hi"}]},
+                )
+            assert reply.status_code == 200
+
+
+        def test_on_loopback_the_next_test_gets_the_ini_again(dsh_mock_server):
+            assert dsh_mock_server.mock.retired_models == "refuse"
+            with httpx.Client() as client:
+                reply = client.post(
+                    f"{dsh_mock_server.base_url}/chat/completions",
+                    headers={"authorization": "Bearer sk-test"},
+                    json={"model": "deepseek-chat", "messages": [{"role": "user", "content": "hi"}]},
+                )
+            assert reply.status_code == 400
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("dsh_retired_models = ignore", "dsh_retired_models = 'ignore' in * is not warn or refuse"),
+        ("dsh_as_of = yesterday", "dsh_as_of = 'yesterday' in * is not a date: asOf: must be*"),
+    ],
+)
+def test_a_bad_ini_date_setting_is_refused_naming_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, line: str, said: str
+) -> None:
+    user_project(pytester, monkeypatch, ini=USER_INI + line + "\n")
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{said}"])
 
 
 def test_serve_takes_the_date_and_the_retired_model_setting() -> None:
