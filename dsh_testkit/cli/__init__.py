@@ -26,6 +26,7 @@ def _serve(args: argparse.Namespace) -> int:
     """Run the mock DeepSeek on loopback until SIGINT/SIGTERM; the base URL is stdout's first line."""
     import json
 
+    from ..explorer import live_pages
     from ..mock import (
         MockDeepSeek,
         MockServerError,
@@ -91,6 +92,7 @@ def _serve(args: argparse.Namespace) -> int:
             head_timeout=args.head_timeout,
             body_timeout=args.body_timeout,
             idle_timeout=args.idle_timeout,
+            pages=live_pages,
         )
 
     try:
@@ -399,7 +401,8 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
         "Record any agent's live traffic: forward every request to --upstream, stream answers "
         "back unbuffered, append each exchange (and how it ended: delivered, abandoned by its "
         "client, interrupted, upstream timeout or error) to --out, a dsh-trace file for "
-        "cache-report. The first line on stdout says where it listens; GET /_dsh/report "
+        "cache-report. The first line on stdout is the proxy's base URL (any client takes it as "
+        "its base URL); GET /_dsh/report "
         "answers the cache report so far, /_dsh/explorer shows it live in a browser; Ctrl-C "
         "prints a summary line on stderr and the report, and exits. Credentials are never "
         "written."
@@ -482,8 +485,9 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _proxy(args: argparse.Namespace) -> int:
     """Run the recording proxy until SIGINT/SIGTERM, then print a summary and the report."""
+    from ..explorer import live_pages
     from ..proxy import ProxyError, ProxyLimits, Recorder, serve_proxy
-    from ..proxy._recorder import live_report, session_summary
+    from ..proxy._recorder import session_summary
     from ..scrub._scrubber import scrub_url
     from ..traces import TraceError
 
@@ -518,13 +522,19 @@ def _proxy(args: argparse.Namespace) -> int:
         )
 
     def ready(base_url: str) -> None:
+        # As serve: the base URL alone is stdout's first line (scripts read it); the rest is
+        # for people, on stderr.
+        print(base_url, flush=True)
         trace = f"{args.out} (appended)" if args.out else "(a temporary file, removed at exit)"
         print(
             f"dsh-testkit proxy listening on {base_url} → {scrub_url(args.upstream)}; "
             f"trace: {trace}; report: {base_url}/_dsh/report; "
-            f"live Cache Explorer: {base_url}/_dsh/explorer",
+            f"live Cache Explorer: {base_url}/_dsh/explorer. Stop with Ctrl-C or SIGTERM.",
+            file=sys.stderr,
             flush=True,
         )
+
+    pages = live_pages(recorder)
 
     async def run() -> None:
         stop = asyncio.Event()
@@ -541,6 +551,7 @@ def _proxy(args: argparse.Namespace) -> int:
             recorder=recorder,
             limits=limits,
             allow_remote=args.allow_remote,
+            pages=lambda _recorder: pages,
         )
 
     try:
@@ -557,7 +568,7 @@ def _proxy(args: argparse.Namespace) -> int:
         f"dsh-testkit proxy: {session_summary(recorder, limits.grace)}", file=sys.stderr, flush=True
     )
     try:
-        report = live_report(recorder)
+        report = pages.text()
     except TraceError as exc:
         print(f"dsh-testkit proxy: the trace does not read back: {exc}", file=sys.stderr)
         return 1

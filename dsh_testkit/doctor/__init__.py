@@ -23,6 +23,7 @@ from ._codes import CAUSE_CODES, CODES, TERMS, CauseCode, CodeInfo, Severity
 from ._diagnose import diagnose
 from ._engine import Doctor
 from ._errors import CacheUnfriendly
+from ._incremental import IncrementalReport
 from ._render import render_report, report_text
 from ._report import (
     DOCTOR_FORMAT_VERSION,
@@ -53,6 +54,7 @@ __all__ = [
     "DoctorReport",
     "Finding",
     "FindingGroup",
+    "IncrementalReport",
     "Link",
     "Relation",
     "RequestDiagnosis",

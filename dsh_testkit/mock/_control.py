@@ -19,7 +19,10 @@ path                   methods      what it does
 ``/_dsh/explorer``     GET          the Cache Explorer page of the request log, live
 =====================  ===========  ==========================================================
 
-Errors answer in the chat-completions error shape.
+Errors answer in the chat-completions error shape. The last two are the server's live pages,
+handed to it where it is built (``MockServer(pages=...)``, see
+:mod:`dsh_testkit._loopback.pages`): a server without them answers those two 404, and so does
+the in-process transport.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from .._loopback.pages import no_pages_message
 from ._api_errors import ApiError
 from ._errors import ScriptError
-from ._plan import Emit, HttpRequest, ResponsePlan, json_plan
+from ._plan import HttpRequest, ResponsePlan, json_plan
 from ._schema import script_schema
 from ._script import Script, ScriptEntry, entry_from_json
 
@@ -83,27 +87,6 @@ def _requests_json(mock: MockDeepSeek) -> dict[str, Any]:
         "pending": len(mock.pending),
         "unscripted": [r.seq for r in mock.unscripted_requests],
     }
-
-
-def _live_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> ResponsePlan:
-    """The cache doctor's report of the request log (``diagnose(mock)``), or its page."""
-    from ..doctor import report_text
-    from ..explorer import live_report_of, wants_json
-
-    live = live_report_of(mock)
-    if path == "/_dsh/report" and not wants_json(request.query):
-        text = report_text(live.current().report).encode("utf-8")
-        return ResponsePlan(
-            status=200,
-            headers=(("content-type", "text/plain; charset=utf-8"),),
-            body=(Emit(data=text),),
-        )
-    answer = live.answer(path, request.query, request.header("if-none-match"))
-    return ResponsePlan(
-        status=answer.status,
-        headers=(("content-type", answer.content_type), *answer.headers),
-        body=(Emit(data=answer.body),) if answer.body else (),
-    )
 
 
 def control_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> ResponsePlan:
@@ -162,7 +145,10 @@ def control_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> Respons
     if route == ("GET", "/_dsh/schema"):
         return json_plan(200, script_schema())
     if route in (("GET", "/_dsh/report"), ("GET", "/_dsh/explorer")):
-        return _live_plan(mock, request, path)
+        # Answered by the server's live pages when it has them (handed in where it is built).
+        attach = "MockServer(pages=dsh_testkit.explorer.live_pages)"
+        message = f"Not Found: {no_pages_message('mock server', attach)}"
+        return json_plan(404, ApiError(status=404, message=message).deepseek_body())
     if path in CONTROL_ENDPOINTS:
         error = ApiError(status=405, message="Method Not Allowed")
         return json_plan(405, error.deepseek_body(), (("allow", CONTROL_ENDPOINTS[path][0]),))

@@ -367,11 +367,14 @@ def dsh_mock_server(request: pytest.FixtureRequest) -> Iterator[MockServer]:
     dropped) and is strict as ``dsh_mock`` is (a request nothing scripted is refused at the
     call; scripted entries or routes left unused fail the test; ``@pytest.mark.dsh_lenient``
     opts out). Record through it with ``dsh_cassette``: loopback origins are filed as one, so
-    the cassette replays whatever port the server gets next time.
+    the cassette replays whatever port the server gets next time. The cache doctor's live
+    report of the requests it received is at ``/_dsh/report``, the Cache Explorer at
+    ``/_dsh/explorer``.
     """
+    from ..explorer import live_pages
     from ..mock import MockDeepSeek, MockServer
 
-    server = MockServer(MockDeepSeek(seed=0)).start()
+    server = MockServer(MockDeepSeek(seed=0), pages=live_pages).start()
     request.config.stash[_SERVER] = server
     try:
         yield server

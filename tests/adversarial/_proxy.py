@@ -223,7 +223,7 @@ async def start_proxy(upstream: str, out: Path, *args: str, nofile: int = 64) ->
     )
     assert process.stdout is not None and process.stderr is not None
     first = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()
-    match = re.search(r"listening on (http://127\.0\.0\.1:(\d+)) ", first)
+    match = re.fullmatch(r"(http://127\.0\.0\.1:(\d+))\n", first)  # the base URL alone
     if not match:
         rest = await process.stderr.read()
         raise AssertionError(f"the proxy did not start: {first!r} {rest.decode()!r}")

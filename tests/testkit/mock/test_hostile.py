@@ -288,18 +288,21 @@ def raw_exchange(server: MockServer, data: bytes, *, timeout: float = 5.0) -> by
         return b"".join(chunks)
 
 
+# Each HTTP/1.1 case carries a Host (without one, any of them is a 400 for that alone).
 BAD_HTTP = [
     b"GARBAGE\r\n\r\n",
     b"POST /chat/completions HTTP/9.9\r\n\r\n",
-    b"POST /chat/completions HTTP/1.1\r\nContent-Length: abc\r\n\r\n",
-    b"POST /chat/completions HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
-    b"POST /chat/completions HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
-    b"POST /chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-    b"POST /chat/completions HTTP/1.1\r\nX: a\x01b\r\n\r\n",
-    b"POST /chat/completions HTTP/1.1\r\n folded: x\r\n\r\n",
-    b"POST /chat/completions HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n",
-    b"POST /chat/completions HTTP/1.1\r\n" + b"X-Long: " + b"a" * 70_000 + b"\r\n\r\n",
-    b"POST ftp://x HTTP/1.1\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: x\r\nX: a\x01b\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: x\r\n folded: x\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: x\r\n" + b"X-Long: " + b"a" * 70_000 + b"\r\n\r\n",
+    b"POST ftp://x HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\n\r\n",
 ]
 
 
@@ -350,7 +353,9 @@ def test_a_body_cut_short_by_the_client_gets_400(server: MockServer) -> None:
         server, b"POST /chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
     )
     assert answer.startswith(b"HTTP/1.1 400 ") and b"the request body ended early" in answer
-    chunked = b"POST /chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab"
+    chunked = (
+        b"POST /chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab"
+    )
     assert raw_exchange(server, chunked).startswith(b"HTTP/1.1 400 ")
 
 
@@ -378,7 +383,7 @@ def test_connections_over_the_cap_are_refused_cleanly() -> None:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:  # the server notices the closes
             answer = raw_exchange(
-                server, b"GET /v1/models HTTP/1.1\r\nAuthorization: Bearer k\r\n\r\n"
+                server, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n\r\n"
             )
             if answer.startswith(b"HTTP/1.1 200 "):
                 break
@@ -479,7 +484,7 @@ def test_out_of_descriptors_the_server_refuses_cleanly_and_logs_little() -> None
         held: list[socket.socket] = []
         for _ in range(120):
             sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-            sock.sendall(b"GET /v1/models HTTP/1.1\r\nAuthorization: Bearer k\r\n\r\n")
+            sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n\r\n")
             held.append(sock)
         statuses: dict[bytes, int] = {}
         for sock in held:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dsh_testkit.proxy import report_text
+from dsh_testkit.doctor import diagnose, report_text
 from tests.testkit.proxy._proxy_rig import run, start, stream
 
 CREDENTIAL = "Plain7Credential8Value9"
@@ -122,7 +122,8 @@ def test_no_spelling_of_a_credential_reaches_the_trace(
         status, _, _ = await rig.exchange(payload, path=path, headers=headers)
         recorder = await rig.stopped()
         trace = recorder.trace()
-        report = report_text(trace) + report_text(trace, as_json=True)
+        diagnosed = diagnose(trace)
+        report = report_text(diagnosed) + json.dumps(diagnosed.to_json(), ensure_ascii=False)
         read_back = json.dumps([e.to_json() for e in trace], ensure_ascii=False)
         return status, recorder.writer.read_back(), report + read_back
 
