@@ -2,10 +2,11 @@
 
 h11 (sans-IO) reads each request: the request line, the headers and the body framing
 (``Content-Length``, chunked bodies, trailers, ``Expect: 100-continue``), with its checks
-against malformed and ambiguous messages. Answers are written by the server itself, byte for
-byte, on the socket it keeps: the faults the mock plays (a reset before the status line, a
-hang-up inside a chunked body, a ``Content-Length`` the body never reaches, a stall) and the
-proxy's relay of an upstream's answer as it arrives are answers h11 would refuse to send, so
+against malformed and ambiguous messages. (A ``Content-Length`` body, once h11 has checked the
+header, is just that many bytes: they are read as they are, without h11's two more turns.)
+Answers are written by the server itself, byte for byte, on the socket it keeps: the faults
+the mock plays (a reset before the status line, a hang-up inside a chunked body, a
+``Content-Length`` the body never reaches, a stall) and the proxy's relay of an upstream's answer as it arrives are answers h11 would refuse to send, so
 only the reading goes through it. One h11 connection reads one request; the bytes after it
 (a pipelined request) start the next one.
 
@@ -39,6 +40,7 @@ __all__ = [
     "IDLE_TIMEOUT",
     "MAX_BODY_BYTES",
     "MAX_HEAD_BYTES",
+    "OWN_ANSWER_HEADERS",
     "BadRequest",
     "Head",
     "RequestReader",
@@ -68,15 +70,25 @@ IDLE_TIMEOUT: Final = 75.0
 _READ: Final = 65536
 """Bytes asked of the socket per read."""
 
+OWN_ANSWER_HEADERS: Final = (
+    ("x-content-type-options", "nosniff"),
+    ("cross-origin-resource-policy", "same-origin"),
+)
+"""On every answer a server makes itself (refusals, live pages, the mock's control API): no
+content sniffing, and no page of another origin may even load it (an ``<img>``, a no-cors
+fetch). Relayed answers and the mock's model answers carry the API's own headers instead."""
+
 
 class BadRequest(Exception):
     """The request cannot be read as HTTP/1.1; answered with ``status`` and the connection
     closed. ``reason`` never quotes the request (it may hold a credential)."""
 
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, reason: str, *, code: str = "invalid_request_error") -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.code = code
+        """The error body's ``code``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,7 +178,8 @@ def _bad(error: h11.RemoteProtocolError, *, in_body: bool, received: bytes = b""
         (words for prefix, words in _H11_REASONS if prefix in text),
         "malformed chunked body" if in_body else "malformed request",
     )
-    return BadRequest(error.error_status_hint, words)
+    code = "invalid_host" if "Host" in words else "invalid_request_error"
+    return BadRequest(error.error_status_hint, words, code=code)
 
 
 def _target(raw: bytes) -> tuple[str, str | None]:
@@ -322,6 +335,32 @@ class RequestReader:
         if connection.they_are_waiting_for_100_continue:
             self._writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             await self._writer.drain()
+        if head.value("transfer-encoding") is None:
+            # No coding to undo: a Content-Length body is that many bytes (h11 checked the
+            # header: one value, digits), and a request with neither header has none.
+            body = await self._counted(connection, int(length or 0))
+        else:
+            body = await self._chunked(connection)
+        self._connection = None
+        self._body_read = True
+        return body
+
+    async def _counted(self, connection: h11.Connection, wanted: int) -> bytes:
+        buffered = connection.trailing_data[0]
+        if len(buffered) >= wanted:
+            self._leftover = buffered[wanted:]
+            return buffered[:wanted]
+        self._leftover = b""
+        try:
+            async with asyncio.timeout(self._timeouts.body):
+                rest = await self._reader.readexactly(wanted - len(buffered))
+        except TimeoutError:
+            raise BadRequest(408, "the request body was not received in time") from None
+        except (asyncio.IncompleteReadError, ConnectionError):
+            raise BadRequest(400, "the request body ended early") from None
+        return buffered + rest
+
+    async def _chunked(self, connection: h11.Connection) -> bytes:
         pieces: list[bytes] = []
         size = 0
         reader = self._reader
@@ -351,8 +390,6 @@ class RequestReader:
         except ConnectionError:
             raise BadRequest(400, "the request body ended early") from None
         self._leftover = connection.trailing_data[0]
-        self._connection = None
-        self._body_read = True
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 

@@ -21,11 +21,21 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final
 
+from .guard import Guard, Refusal
 from .hosts import is_loopback
-from .http import BadRequest, Head, RequestReader, Timeouts, refuse, send_answer, wait_for_close
+from .http import (
+    OWN_ANSWER_HEADERS,
+    BadRequest,
+    Head,
+    RequestReader,
+    Timeouts,
+    refuse,
+    send_answer,
+    wait_for_close,
+)
 from .pages import PAGE_PATHS, Pages
 
 __all__ = [
@@ -45,6 +55,8 @@ _ACCEPT_REPORT_EVERY: Final = 30.0
 """Seconds between two reports of accept() failing for want of descriptors."""
 _REFUSAL_WAIT: Final = 0.25
 """Seconds a connection over the cap is given to send its head, then to read the 503."""
+_REFUSALS_NAMED: Final = 20
+"""Distinct refused Hosts and Origins the operator is told about (each once); then only counts."""
 
 
 def default_max_connections() -> int:
@@ -137,10 +149,14 @@ class _SendErrorCounter(logging.Filter):
 class LoopbackServer:
     """Serves ``respond`` on one address until stopped (:meth:`serve`).
 
-    ``name`` names the server in refusals and reports (``dsh-testkit proxy``); ``server_header``
-    is the ``Server`` header of the answers it makes itself; ``events`` counts what is counted
-    rather than printed (``refused`` over the cap, ``accept-failed``, ``send-failed``);
-    ``warn`` gets the lines meant for the operator; ``pages`` answers :data:`PAGE_PATHS`.
+    ``name`` names the server in refusals and reports (``dsh-testkit proxy``), ``label`` in the
+    Host and Origin refusals (``proxy``, ``mock server``); ``server_header`` is the ``Server``
+    header of the answers it makes itself; ``events`` counts what is counted rather than printed
+    (``refused`` over the cap, ``accept-failed``, ``send-failed``, and the requests the
+    :class:`~dsh_testkit._loopback.guard.Guard` refused: ``host``, ``origin``, ``fetch-site``);
+    ``warn`` gets the lines meant for the operator; ``pages`` answers :data:`PAGE_PATHS`;
+    ``allow_hosts`` are the names accepted in ``Host`` besides loopback ones (``--allow-host``).
+    Every request passes the Host and Origin rules before anything else sees it.
     """
 
     def __init__(
@@ -154,9 +170,12 @@ class LoopbackServer:
         events: collections.Counter[str] | None = None,
         warn: Callable[[str], None] | None = None,
         pages: Pages | None = None,
+        label: str = "server",
+        allow_hosts: Iterable[str] = (),
     ) -> None:
         self.respond = respond
         self.name = name
+        self.guard = Guard(allow_hosts=allow_hosts, server=label)
         self.server_header = server_header
         self.limit = default_max_connections() if max_connections is None else max_connections
         if self.limit < 1:
@@ -174,6 +193,10 @@ class LoopbackServer:
         self._accept_reported = float("-inf")
         self._accept_unreported = 0
         self._previous_handler: Any = None
+        self._exposed = False
+        """Listening beyond loopback: the address a client reached is a name it may use."""
+        self._named: set[str] = set()
+        """The refused Hosts and Origins the operator was told about."""
 
     def _stderr(self, message: str) -> None:
         print(f"{self.name}: {message}", file=sys.stderr, flush=True)
@@ -213,6 +236,7 @@ class LoopbackServer:
         display = f"[{first[0]}]" if ":" in first[0] else first[0]
         base_url = f"http://{display}:{first[1]}"
         exposed = [address for address, *_ in bound if not is_loopback(address)]
+        self._exposed = bool(exposed)
         try:
             if on_bound is not None:
                 on_bound(exposed, base_url)
@@ -316,6 +340,7 @@ class LoopbackServer:
             503,
             f"{self.name}: too many connections (the limit is {self.limit})",
             server=self.server_header,
+            headers=OWN_ANSWER_HEADERS,
         )
         with contextlib.suppress(Exception):
             async with asyncio.timeout(_REFUSAL_WAIT):
@@ -334,15 +359,59 @@ class LoopbackServer:
             head = await requests.head()
             if head is None:
                 return False
+            refusal = self.guard.check(head, self._local_address(writer))
+            if refusal is not None:
+                await self._refuse(refusal, writer)
+                return False
             if head.path in PAGE_PATHS and head.method == "GET" and self.pages is not None:
                 await client.body(head)
                 await self._page(head, writer)
                 return head.keep_alive
             keep_alive = await self.respond(head, client)
         except BadRequest as bad:
-            await refuse(writer, bad.status, bad.reason, server=self.server_header)
+            await refuse(
+                writer,
+                bad.status,
+                bad.reason,
+                server=self.server_header,
+                headers=OWN_ANSWER_HEADERS,
+                code=bad.code,
+            )
             return False
         return keep_alive and head.keep_alive and requests.body_read
+
+    def _local_address(self, writer: asyncio.StreamWriter) -> str | None:
+        if not self._exposed:
+            return None
+        sockname = writer.get_extra_info("sockname")
+        return str(sockname[0]) if sockname else None
+
+    async def _refuse(self, refusal: Refusal, writer: asyncio.StreamWriter) -> None:
+        """Count a request the guard refused, tell the operator about a new Host or Origin (a
+        few, once each), answer it and close: nothing else saw it."""
+        self.events[refusal.kind] += 1
+        value = refusal.value
+        if value is not None and value not in self._named and len(self._named) < _REFUSALS_NAMED:
+            self._named.add(value)
+            if refusal.kind == "host" and refusal.status == 421:
+                self.warn(
+                    f"refused a request for Host {value!r} (421): if you reach this server "
+                    f"under that name, pass {self.guard.flag} "
+                    f"{value.rsplit(':', 1)[0] if not value.endswith(']') else value}"
+                )
+            elif refusal.kind == "origin":
+                self.warn(
+                    f"refused a request from the web page origin {value!r} (403): a page in a "
+                    "browser tried to use this server; nothing was done"
+                )
+        await refuse(
+            writer,
+            refusal.status,
+            refusal.message,
+            server=self.server_header,
+            code=refusal.code,
+            headers=OWN_ANSWER_HEADERS,
+        )
 
     async def _page(self, head: Head, writer: asyncio.StreamWriter) -> None:
         """A live page, made off the event loop (diagnosing a long trace must not stall the
@@ -357,6 +426,6 @@ class LoopbackServer:
             answer.status,
             answer.body,
             answer.content_type,
-            answer.headers,
+            (*answer.headers, *OWN_ANSWER_HEADERS),
             server=self.server_header,
         )

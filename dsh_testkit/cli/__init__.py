@@ -40,6 +40,9 @@ def _serve(args: argparse.Namespace) -> int:
     if args.print_schema:
         print(json.dumps(script_schema(), indent=2, ensure_ascii=False))
         return 0
+    allow_hosts = _host_patterns(args, "serve")
+    if allow_hosts is None:
+        return 2
     try:
         cache = PrefixCacheSimulator(**_cache_settings(args))
         mock = MockDeepSeek(
@@ -93,6 +96,8 @@ def _serve(args: argparse.Namespace) -> int:
             body_timeout=args.body_timeout,
             idle_timeout=args.idle_timeout,
             pages=live_pages,
+            allow_hosts=allow_hosts,
+            allow_remote=args.allow_remote,
         )
 
     try:
@@ -235,7 +240,18 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         "URL; any client takes it as its DeepSeek base URL (add /anthropic for the "
         "Anthropic format)."
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1); anything but loopback needs --allow-remote",
+    )
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback --host: anyone who reaches it can script the mock and read "
+        "its request log; there is no authentication",
+    )
+    _allow_host_argument(parser)
     parser.add_argument(
         "--port", type=_port, default=0, help="port to bind; 0 picks a free one (default 0)"
     )
@@ -386,6 +402,38 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _allow_host_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        metavar="NAME",
+        help="answer requests addressed to this host name too (repeatable; .example.test: the "
+        "domain and its subdomains). By default only loopback names (localhost, 127.0.0.1, "
+        "[::1]) are answered, so no web page can reach the server through a name it controls "
+        "(DNS rebinding); '*' turns that check off",
+    )
+
+
+def _host_patterns(args: argparse.Namespace, command: str) -> list[str] | None:
+    """``--allow-host`` values checked (``None`` after printing the error); a warning for ``*``."""
+    from .._loopback.guard import allowed_host_pattern
+
+    try:
+        patterns = [allowed_host_pattern(entry) for entry in args.allow_host or ()]
+    except ValueError as exc:
+        print(f"dsh-testkit {command}: --allow-host: {exc}", file=sys.stderr)
+        return None
+    if "*" in patterns:
+        print(
+            f"dsh-testkit {command}: WARNING: --allow-host '*' answers requests addressed to any "
+            "name: a web page can then read and change this server through a name it makes "
+            "resolve to this machine (DNS rebinding)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return patterns
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -424,6 +472,7 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
         help="allow a non-loopback --host: anyone who reaches it can use the proxy and read "
         "/_dsh/report (every recorded prompt); there is no authentication",
     )
+    _allow_host_argument(parser)
     parser.add_argument(
         "--port", type=_port, default=0, help="port to bind; 0 picks a free one (default 0)"
     )
@@ -503,6 +552,9 @@ def _proxy(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"dsh-testkit proxy: {exc}", file=sys.stderr)
         return 2
+    allow_hosts = _host_patterns(args, "proxy")
+    if allow_hosts is None:
+        return 2
     try:
         recorder = Recorder(args.out, fsync=args.fsync)
     except TraceError as exc:
@@ -552,6 +604,7 @@ def _proxy(args: argparse.Namespace) -> int:
             limits=limits,
             allow_remote=args.allow_remote,
             pages=lambda _recorder: pages,
+            allow_hosts=allow_hosts,
         )
 
     try:

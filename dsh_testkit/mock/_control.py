@@ -9,7 +9,9 @@ path                   methods      what it does
 ``/_dsh/routes``       GET, POST    the routes and the requests each answered; add one
                                     (``{"match": {...}, "reply": ... | "replies": [...]}``)
 ``/_dsh/requests``     GET          the request log: ``{"requests": [...], "dropped": n,
-                                    "limit": n}`` (fields: :class:`ReceivedRequest`)
+                                    "limit": n, "notLogged": n}`` (fields:
+                                    :class:`ReceivedRequest`; only POSTs to a model path are
+                                    logged, the rest counted in ``notLogged``)
 ``/_dsh/reset``        POST         back to the initial state: the initial script (``serve
                                     --script FILE`` re-reads FILE), its ``onExhausted``, no
                                     routes, an empty request log and cache, the PRNG re-seeded
@@ -19,7 +21,9 @@ path                   methods      what it does
 ``/_dsh/explorer``     GET          the Cache Explorer page of the request log, live
 =====================  ===========  ==========================================================
 
-Errors answer in the chat-completions error shape. The last two are the server's live pages,
+Errors answer in the chat-completions error shape. A POST needs ``Content-Type:
+application/json`` (else 415: a web page on another origin cannot send that without a CORS
+preflight, which the server never grants); no GET changes anything. The last two are the server's live pages,
 handed to it where it is built (``MockServer(pages=...)``, see
 :mod:`dsh_testkit._loopback.pages`): a server without them answers those two 404, and so does
 the in-process transport.
@@ -27,10 +31,13 @@ the in-process transport.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from .._loopback.guard import is_json_content_type
+from .._loopback.http import OWN_ANSWER_HEADERS
 from .._loopback.pages import no_pages_message
 from ._api_errors import ApiError
 from ._errors import ScriptError
@@ -86,12 +93,35 @@ def _requests_json(mock: MockDeepSeek) -> dict[str, Any]:
         "bodyBytesLimit": mock.request_log_bytes[1],
         "pending": len(mock.pending),
         "unscripted": [r.seq for r in mock.unscripted_requests],
+        "notLogged": mock.unlogged_requests,
     }
+
+
+_POSTS: Final = frozenset(p for p, (methods, _) in CONTROL_ENDPOINTS.items() if "POST" in methods)
+"""The control paths that change the mock (``POST`` only: no ``GET`` changes anything)."""
 
 
 def control_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> ResponsePlan:
     """Answer one control request (``path`` without a trailing slash)."""
+    plan = _control_plan(mock, request, path)
+    return dataclasses.replace(plan, headers=(*plan.headers, *OWN_ANSWER_HEADERS))
+
+
+def _control_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> ResponsePlan:
     route = (request.method, path)
+    if request.method == "POST" and path in _POSTS:
+        content_types = [v for k, v in request.headers if k.lower() == "content-type"]
+        if not is_json_content_type(content_types, utf8_only=True):
+            error = ApiError(
+                status=415,
+                message=(
+                    f"POST {path} needs Content-Type: application/json (a web page cannot send "
+                    "that to another origin without a CORS preflight, which this server never "
+                    "grants)"
+                ),
+                code="unsupported_media_type",
+            )
+            return json_plan(415, error.deepseek_body())
     if route == ("GET", "/_dsh"):
         return json_plan(
             200,

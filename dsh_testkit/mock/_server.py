@@ -19,7 +19,8 @@ are handed in (``pages=``; :func:`dsh_testkit.explorer.live_pages` makes them).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterable
 from email.utils import formatdate
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -135,6 +136,9 @@ async def serve(
     body_timeout: float = BODY_TIMEOUT,
     idle_timeout: float = IDLE_TIMEOUT,
     pages: MockPages | None = None,
+    allow_hosts: Iterable[str] = (),
+    allow_remote: bool = False,
+    warn: Callable[[str], None] | None = None,
 ) -> None:
     """Serve ``mock`` on ``host:port`` until ``stop`` is set; ``ready(base_url)`` once listening.
 
@@ -143,24 +147,56 @@ async def serve(
     long a client may take to send a request head / body (then 408); ``idle_timeout`` how long a
     kept-alive connection may wait for its next request. ``pages(mock)`` makes the live report
     pages (:func:`dsh_testkit.explorer.live_pages`); without them ``/_dsh/report`` and
-    ``/_dsh/explorer`` answer 404. Raises :class:`MockServerError` when the address cannot be
-    bound or an option is out of range.
+    ``/_dsh/explorer`` answer 404.
+
+    Who may use it (:mod:`dsh_testkit._loopback.guard`): requests must name a loopback host (or
+    one of ``allow_hosts``: ``--allow-host``; ``"*"`` any), else 421; a request carrying another
+    origin's ``Origin`` is 403. A ``host`` beyond loopback needs ``allow_remote`` (anyone who
+    reaches it can then script the mock and read its request log: ``warn`` says so, default
+    stderr). Raises :class:`MockServerError` when the address cannot be bound, is not loopback
+    without ``allow_remote``, or an option is out of range.
     """
+    say = warn if warn is not None else _stderr
     try:
         server = LoopbackServer(
             _Responder(mock),
             name="dsh-testkit serve",
+            label="mock server",
             server_header=_SERVER_NAME,
             max_connections=max_connections,
             timeouts=Timeouts(head=head_timeout, body=body_timeout, idle=idle_timeout),
             pages=pages(mock) if pages is not None else None,
+            allow_hosts=allow_hosts,
+            warn=say,
         )
     except ValueError as exc:
         raise MockServerError(str(exc), host=host, port=port) from None
+
+    def on_bound(exposed: list[str], base_url: str) -> None:
+        if exposed and not allow_remote:
+            raise MockServerError(
+                f"refusing to listen on {', '.join(exposed)}, which is not a loopback address: "
+                "anyone who can reach it could script the mock, reset it and read every request "
+                "it logged at /_dsh/requests, with no authentication. Pass --allow-remote "
+                "(allow_remote=True) to listen there anyway",
+                host=host,
+                port=port,
+            )
+        if exposed:
+            say(
+                f"WARNING: listening on {', '.join(exposed)}, not a loopback address: anyone who "
+                f"can reach {base_url} can script the mock and read its request log. There is no "
+                "authentication. Clients must use that address or a name given with --allow-host"
+            )
+
     try:
-        await server.serve(host, port, stop=stop, ready=ready)
+        await server.serve(host, port, stop=stop, ready=ready, on_bound=on_bound)
     except ListenError as exc:
         raise MockServerError(str(exc), host=host, port=port) from exc
+
+
+def _stderr(message: str) -> None:
+    print(f"dsh-testkit serve: {message}", file=sys.stderr, flush=True)
 
 
 class MockServer:
@@ -170,9 +206,9 @@ class MockServer:
     accepted too); the Anthropic-format base is ``server.base_url + "/anthropic"``. ``port=0``
     (the default) picks a free port. ``server.mock`` is the model: push script entries and read
     ``server.mock.requests`` from the test's own thread. The connection cap and timeouts are
-    :func:`serve`'s; so is ``pages``: ``MockServer(pages=live_pages)`` (from
-    :mod:`dsh_testkit.explorer`) serves the live report and the Cache Explorer of the request
-    log at ``/_dsh/report`` and ``/_dsh/explorer``.
+    :func:`serve`'s, and so are ``allow_hosts`` and ``allow_remote``; so is ``pages``:
+    ``MockServer(pages=live_pages)`` (from :mod:`dsh_testkit.explorer`) serves the live report
+    and the Cache Explorer of the request log at ``/_dsh/report`` and ``/_dsh/explorer``.
     """
 
     def __init__(
@@ -186,6 +222,8 @@ class MockServer:
         body_timeout: float = BODY_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
         pages: MockPages | None = None,
+        allow_hosts: Iterable[str] = (),
+        allow_remote: bool = False,
     ) -> None:
         self.mock = mock if mock is not None else MockDeepSeek()
         self.host = host
@@ -195,6 +233,8 @@ class MockServer:
             "body_timeout": body_timeout,
             "idle_timeout": idle_timeout,
             "pages": pages,
+            "allow_hosts": tuple(allow_hosts),
+            "allow_remote": allow_remote,
         }
         self._requested_port = port
         self._runner = ServerThread("dsh-mock-server")

@@ -33,14 +33,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, Self
 from urllib.parse import urlsplit
 
 from .._errors import TestkitError
-from .._loopback.http import Head, error_body, send_answer
+from .._loopback.http import OWN_ANSWER_HEADERS, Head, error_body, send_answer
 from .._loopback.pages import PAGE_PATHS, Pages, no_pages_message
 from .._loopback.server import (
     ClientConnection,
@@ -105,6 +105,9 @@ class ProxyError(TestkitError):
         super().__init__(f"{message} ({host}:{port})")
 
 
+_OWN: Final = "/_dsh"
+"""The proxy's own path prefix."""
+
 ProxyPages = Callable[[Recorder], Pages]
 """What a proxy takes as ``pages``: given its recorder, the live pages of the trace it records
 (:func:`dsh_testkit.explorer.live_pages`)."""
@@ -117,16 +120,33 @@ class _Responder:
         self.relay = relay
 
     async def __call__(self, head: Head, client: ClientConnection) -> bool:
-        if head.path in PAGE_PATHS:
-            # GETs of the live pages never get here when the proxy has them.
+        path = head.path
+        if path == _OWN or path.startswith(_OWN + "/"):
+            # The proxy's own paths, never relayed (an upstream mock's control API stays out of
+            # reach through the proxy). GETs of the live pages never get here when it has them.
             writer = client.writer
             assert writer is not None
             await client.body(head)
-            message = no_pages_message(
-                "proxy", "ProxyServer(pages=dsh_testkit.explorer.live_pages)"
-            )
+            headers: tuple[tuple[str, str], ...] = ()
+            if path in PAGE_PATHS and head.method == "GET":
+                attach = "ProxyServer(pages=dsh_testkit.explorer.live_pages)"
+                status, message = 404, f"Not Found: {no_pages_message('proxy', attach)}"
+            elif path in PAGE_PATHS:
+                status, message, headers = 405, "Method Not Allowed", (("allow", "GET"),)
+            else:
+                status = 404
+                message = (
+                    f"Not Found: {path} is not one of the proxy's own paths (/_dsh/report, "
+                    "/_dsh/explorer); the proxy never relays /_dsh/ paths to the upstream"
+                )
+            code = "not_found" if status == 404 else "method_not_allowed"
             await send_answer(
-                writer, 404, error_body(message, code="not_found"), "application/json"
+                writer,
+                status,
+                error_body(message, code=code),
+                "application/json",
+                (*headers, *OWN_ANSWER_HEADERS),
+                head_only=head.method == "HEAD",
             )
             return head.keep_alive
         exchange = InFlight(head, await client.body(head))
@@ -147,6 +167,7 @@ async def serve_proxy(
     allow_remote: bool = False,
     warn: Callable[[str], None] | None = None,
     pages: ProxyPages | None = None,
+    allow_hosts: Iterable[str] = (),
 ) -> Recorder:
     """Proxy to ``upstream`` on ``host:port`` until ``stop`` is set; ``ready(base_url)`` once
     listening. Returns the recorder (its trace file holds the session; its counts say how each
@@ -154,6 +175,12 @@ async def serve_proxy(
     ``pages(recorder)`` makes the live report pages (:func:`dsh_testkit.explorer.live_pages`),
     before any exchange is recorded; without them ``/_dsh/report`` and ``/_dsh/explorer``
     answer 404.
+
+    Who may use it (:mod:`dsh_testkit._loopback.guard`): requests must name a loopback host (or
+    one of ``allow_hosts``: ``--allow-host``; ``"*"`` any), else 421; a request carrying another
+    origin's ``Origin`` is 403. Nothing refused is relayed or recorded; the ``Origin`` and
+    ``Sec-Fetch-*`` headers the proxy judged are not relayed, and ``/_dsh/`` paths are its own
+    (never relayed to an upstream mock's control API).
 
     Raises :class:`ProxyError` for a bad upstream URL, an address that cannot be bound, or a
     non-loopback address without ``allow_remote``.
@@ -178,14 +205,19 @@ async def serve_proxy(
         raise ProxyError(str(exc), host=host, port=port) from None
     recorder = recorder if recorder is not None else Recorder(out, warn=say)
     relay = Relay(upstream, recorder, client, limits.grace)
-    server = LoopbackServer(
-        _Responder(relay),
-        name="dsh-testkit proxy",
-        max_connections=limit,
-        events=recorder.events,
-        warn=say,
-        pages=pages(recorder) if pages is not None else None,
-    )
+    try:
+        server = LoopbackServer(
+            _Responder(relay),
+            name="dsh-testkit proxy",
+            label="proxy",
+            max_connections=limit,
+            events=recorder.events,
+            warn=say,
+            pages=pages(recorder) if pages is not None else None,
+            allow_hosts=allow_hosts,
+        )
+    except ValueError as exc:
+        raise ProxyError(str(exc), host=host, port=port) from None
 
     def on_bound(exposed: list[str], base_url: str) -> None:
         if exposed and not allow_remote:
@@ -247,8 +279,10 @@ class ProxyServer:
         limits: ProxyLimits | None = None,
         allow_remote: bool = False,
         pages: ProxyPages | None = None,
+        allow_hosts: Iterable[str] = (),
     ) -> None:
         self.upstream = upstream
+        self.allow_hosts = tuple(allow_hosts)
         self.host = host
         self.port = port
         self.out = out
@@ -283,6 +317,7 @@ class ProxyServer:
                     limits=self.limits,
                     allow_remote=self.allow_remote,
                     pages=self.pages,
+                    allow_hosts=self.allow_hosts,
                 )
             )
         except BaseException:

@@ -269,7 +269,7 @@ def request_bytes(tag: int, kind: str, *, size: int = 0) -> bytes:
     )
     body = text.replace("@@", _ESCAPED).encode()
     head = (
-        f"POST /chat/completions HTTP/1.1\r\nhost: x\r\nx-api-key: {CREDENTIAL}\r\n"
+        f"POST /chat/completions HTTP/1.1\r\nhost: localhost\r\nx-api-key: {CREDENTIAL}\r\n"
         f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body

@@ -61,30 +61,34 @@ def chat(content: str = "hi") -> bytes:
 
 MALFORMED = [
     (b"GARBAGE\r\n\r\n", 400, "malformed request line"),
-    (b"GET / HTTP/2.0\r\nhost: x\r\n\r\n", 505, "only HTTP/1.0 and HTTP/1.1"),
+    (b"GET / HTTP/2.0\r\nhost: localhost\r\n\r\n", 505, "only HTTP/1.0 and HTTP/1.1"),
     (b"POST /chat/completions HTTP/1.1\r\ncontent-length: 0\r\n\r\n", 400, "needs a Host header"),
     (b"GET / HTTP/1.1\r\nhost: a\r\nhost: b\r\n\r\n", 400, "more than one Host"),
-    (b"GET / HTTP/1.1\r\nhost: x\r\nx: a\r\n folded\r\n\r\n", 400, "obsolete line folding"),
-    (b"GET / HTTP/1.1\r\nhost: x\r\nx: a\x07b\r\n\r\n", 400, "control character"),
+    (b"GET / HTTP/1.1\r\nhost: localhost\r\nx: a\r\n folded\r\n\r\n", 400, "obsolete line folding"),
+    (b"GET / HTTP/1.1\r\nhost: localhost\r\nx: a\x07b\r\n\r\n", 400, "control character"),
     (
-        b"POST /chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\n"
+        b"POST /chat/completions HTTP/1.1\r\nhost: localhost\r\ncontent-length: 5\r\n"
         b"transfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
         400,
         "both Transfer-Encoding and Content-Length",
     ),
     (
-        b"POST /chat/completions HTTP/1.1\r\nhost: x\r\ntransfer-encoding: gzip, chunked\r\n\r\n",
+        b"POST /chat/completions HTTP/1.1\r\nhost: localhost\r\ntransfer-encoding: gzip, chunked\r\n\r\n",
         501,
         "only the chunked transfer coding",
     ),
-    (b"GET / HTTP/1.1\r\nhost: x\r\nx: " + b"a" * 70_000 + b"\r\n\r\n", 431, "head too large"),
     (
-        b"POST /chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 999999999999\r\n\r\n",
+        b"GET / HTTP/1.1\r\nhost: localhost\r\nx: " + b"a" * 70_000 + b"\r\n\r\n",
+        431,
+        "head too large",
+    ),
+    (
+        b"POST /chat/completions HTTP/1.1\r\nhost: localhost\r\ncontent-length: 999999999999\r\n\r\n",
         413,
         "request body too large",
     ),
     (
-        b"POST /chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 9\r\n\r\n{",
+        b"POST /chat/completions HTTP/1.1\r\nhost: localhost\r\ncontent-length: 9\r\n\r\n{",
         400,
         "ended early",
     ),
@@ -142,9 +146,9 @@ def test_connections_over_the_cap_get_the_same_503(server: str) -> None:
         base = mock.base_url if server == "mock" else proxy.base_url
         port = int(base.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=10) as held:
-            held.sendall(b"GET /models HTTP/1.1\r\nhost: x\r\n" + AUTH + b"\r\n")
+            held.sendall(b"GET /models HTTP/1.1\r\nhost: localhost\r\n" + AUTH + b"\r\n")
             assert held.recv(65536).startswith(b"HTTP/1.1 200 ")  # kept alive: the one slot
-            refused = exchange(port, b"GET /models HTTP/1.1\r\nhost: x\r\n\r\n")
+            refused = exchange(port, b"GET /models HTTP/1.1\r\nhost: localhost\r\n\r\n")
         head, _, body = refused.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 503 ") and b"retry-after: 1" in head
         name = "dsh-testkit serve" if server == "mock" else "dsh-testkit proxy"

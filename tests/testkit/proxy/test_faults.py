@@ -173,7 +173,7 @@ def test_an_unreachable_upstream_gets_a_502_and_is_counted_not_recorded() -> Non
         reader, writer = await asyncio.open_connection("127.0.0.1", int(base.rsplit(":", 1)[1]))
         body = chat_body()
         writer.write(
-            b"POST /chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%b"
+            b"POST /chat/completions HTTP/1.1\r\nhost: localhost\r\ncontent-length: %d\r\n\r\n%b"
             % (len(body), body)
         )
         status, _, _ = await read_answer(reader)
