@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_testkit.compare import compare_runs, comparison_text
-from dsh_testkit.traces import TraceWriter
+from dsh_testkit.traces._file import TraceWriter
 
 from ._common import Figure, Section, median, run_apart
 

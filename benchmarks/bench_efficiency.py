@@ -37,7 +37,7 @@ from typing import Any
 from dsh_core import Agent, AgentOptions, Session, tool
 from dsh_testkit.mock import MockDeepSeek, MockServer, Reply, ToolCall
 from dsh_testkit.prompt import PrefixCacheSimulator
-from dsh_testkit.prompt._cache import CacheLookup
+from dsh_testkit.prompt._cache_values import CacheLookup
 from dsh_testkit.prompt._template_tokens import USER, RenderedCompletion
 
 from ._common import Figure, Section

@@ -16,10 +16,10 @@ from dsh_core import (
     ToolSchema,
     apply_header_delta,
     diff_header,
-    dumps_canonical,
     header_equals,
     plan_header_event,
 )
+from dsh_core._json_text import dumps_canonical
 
 from ._common import Figure, Section, median
 

@@ -24,7 +24,7 @@ from dsh_core import Event, Session, SessionInfo, reconstruct_requests
 from dsh_core.persistence import LoadedLog, load_session, write_session
 from dsh_testkit.doctor import diagnose
 from dsh_testkit.reports import audit_log
-from dsh_testkit.traces import session_log_trace
+from dsh_testkit.traces._readers._session_log import session_log_trace
 
 from ._common import Figure, Section, median
 from ._history import build_log, cut_at_turn

@@ -15,19 +15,7 @@ from ._agent_values import (
     SystemSection,
     TurnCancelledError,
 )
-from ._assembly import BlockAssembler
 from ._compaction import CompactionError, Compactor, estimate_context_tokens
-from ._differences import (
-    TextDifference,
-    config_differences,
-    count_difference,
-    first_json_difference,
-    locate_text_difference,
-    preview_value,
-    system_difference,
-    text_difference,
-    tools_differences,
-)
 from ._errors import (
     AgentError,
     CorruptLogError,
@@ -43,16 +31,10 @@ from ._errors import (
     UnsupportedVersionError,
 )
 from ._events import (
-    CORE_EVENT_TYPES,
-    SURFACE_EVENT_TYPES,
     Event,
     EventType,
-    OpenTurn,
     SurfaceReplace,
-    TurnStep,
     last_turn_boundary,
-    open_turn,
-    turn_step,
 )
 from ._header import (
     EpochHeader,
@@ -72,17 +54,9 @@ from ._header_delta import (
     fold_request_header,
     plan_header_event,
 )
-from ._invariants import LogInvariant, RequestInvariant
-from ._json import (
-    MAX_JSON_DEPTH,
-    FrozenDict,
-    FrozenList,
-    dumps_canonical,
-    freeze_json,
-    json_kind,
-    loads_json,
-    thaw_json,
-)
+from ._invariants import RequestInvariant
+from ._json import FrozenDict, FrozenList, freeze_json, thaw_json
+from ._json_text import MAX_JSON_DEPTH
 from ._loop import Agent
 from ._messages import (
     ContentBlock,
@@ -98,18 +72,15 @@ from ._messages import (
     user_message,
 )
 from ._reconstruct import (
-    BoundaryRule,
     ReconstructedRequest,
-    RequestWitness,
-    detect_boundary_rule,
     diff_requests,
     reconstruct_request,
     reconstruct_requests,
 )
 from ._request import CancelToken, GenerateOptions, Provider
 from ._retry import RetryPolicy
-from ._session import SESSION_FORMAT_VERSION, EventLog, Session, SessionInfo, fork
-from ._sidecars import PLACEHOLDERS, Sidecars
+from ._session import EventLog, Session, SessionInfo, fork
+from ._sidecars import Sidecars
 from ._stream import (
     BlockEnd,
     BlockStart,
@@ -123,37 +94,28 @@ from ._stream import (
     TokenUsage,
     ToolCallDelta,
     UsageChunk,
-    chunk_from_json,
 )
-from ._surface import SurfaceReplacement, fold_surface
 from ._tools import Tool, ToolContext, ToolFunction, ToolOutput, ToolRegistry, tool
 from ._views import MessageView
-from ._wire_body import WireApi, check_sendable, request_wire_body
+from ._wire_body import request_wire_body
 from .persistence import (
     JsonlWriter,
     LoadedLog,
-    interrupted_turn_closers,
     load_session,
     open_session,
     write_session,
 )
-from .providers import AnthropicProvider, DeepSeekProvider, SseTruncatedError, WireFormatError
+from .providers import AnthropicProvider, DeepSeekProvider
 
 __all__ = [
-    "CORE_EVENT_TYPES",
     "MAX_JSON_DEPTH",
-    "PLACEHOLDERS",
-    "SESSION_FORMAT_VERSION",
-    "SURFACE_EVENT_TYPES",
     "AddedTool",
     "Agent",
     "AgentError",
     "AgentOptions",
     "AnthropicProvider",
-    "BlockAssembler",
     "BlockEnd",
     "BlockStart",
-    "BoundaryRule",
     "CancelToken",
     "CompactionError",
     "Compactor",
@@ -180,11 +142,9 @@ __all__ = [
     "LlmCallConfig",
     "LlmFailure",
     "LoadedLog",
-    "LogInvariant",
     "Message",
     "MessageView",
     "OpaqueBlock",
-    "OpenTurn",
     "PreStepContext",
     "PreStepHook",
     "PromptContext",
@@ -196,22 +156,18 @@ __all__ = [
     "RequestContext",
     "RequestInvariant",
     "RequestMiddleware",
-    "RequestWitness",
     "RetryPolicy",
     "Session",
     "SessionInfo",
     "SidecarError",
     "Sidecars",
-    "SseTruncatedError",
     "StreamChunk",
     "SurfaceError",
     "SurfaceReplace",
-    "SurfaceReplacement",
     "SystemDelta",
     "SystemSection",
     "TextBlock",
     "TextDelta",
-    "TextDifference",
     "TokenUsage",
     "Tool",
     "ToolCallBlock",
@@ -225,51 +181,30 @@ __all__ = [
     "ToolsDelta",
     "ToolsPlaceholder",
     "TurnCancelledError",
-    "TurnStep",
     "UnfilledPlaceholderError",
     "UnsupportedVersionError",
     "UsageChunk",
-    "WireApi",
-    "WireFormatError",
     "apply_header_delta",
     "assistant_message",
     "canonical_header",
-    "check_sendable",
-    "chunk_from_json",
-    "config_differences",
-    "count_difference",
     "derive_event_message",
-    "detect_boundary_rule",
     "diff_header",
     "diff_requests",
-    "dumps_canonical",
     "estimate_context_tokens",
-    "first_json_difference",
     "fold_request_header",
-    "fold_surface",
     "fork",
     "freeze_json",
     "header_equals",
-    "interrupted_turn_closers",
-    "json_kind",
     "last_turn_boundary",
     "load_session",
-    "loads_json",
-    "locate_text_difference",
     "open_session",
-    "open_turn",
     "plan_header_event",
-    "preview_value",
     "reconstruct_request",
     "reconstruct_requests",
     "request_wire_body",
-    "system_difference",
-    "text_difference",
     "thaw_json",
     "tool",
     "tool_result_message",
-    "tools_differences",
-    "turn_step",
     "user_message",
     "write_session",
 ]

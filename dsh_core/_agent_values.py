@@ -59,6 +59,10 @@ class TurnCancelledError(AgentError):
         """The interrupted stream's logged prefix, if the cancellation landed mid-stream."""
 
 
+# A traceback names it where users import it from, not this private module.
+TurnCancelledError.__module__ = "dsh_core"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentOptions:
     """How an :class:`Agent` calls its model. Frozen: change it by building a new agent."""

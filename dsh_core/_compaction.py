@@ -59,6 +59,10 @@ class CompactionError(AgentError):
     """A compaction attempt failed (logged in ``compact/end.error``; the turn goes on)."""
 
 
+# A traceback names it where users import it from, not this private module.
+CompactionError.__module__ = "dsh_core"
+
+
 def estimate_message_tokens(messages: Sequence[Message]) -> int:
     """A provider-free estimate: about four characters of JSON per token."""
     return sum(len(m.canonical_json()) for m in messages) // 4

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from ._json import dumps_canonical
+from ._json_text import dumps_canonical
 
 __all__ = [
     "Sides",

@@ -23,7 +23,11 @@ as attributes (``.seq``, ``.path``, ``.line``), not only in its message::
         ├── TurnCancelledError    a turn ended by ``cancel()`` (``.partial``)              [_loop]
         └── CompactionError       a compaction attempt failed (logged; the turn goes on)  [_compaction]
 
-Errors marked ``[module]`` are defined beside the code that raises them.
+Errors marked ``[module]`` are defined beside the code that raises them. Each is exported by
+one public module, and its ``__module__`` names it, so a traceback shows a path the reader can
+import: ``dsh_core`` for all but ``LogLockedError`` (``dsh_core.persistence``),
+``WireFormatError`` and ``SseTruncatedError`` (``dsh_core.providers``) and
+``ScriptExhaustedError`` (``dsh_core.scripted``).
 """
 
 from __future__ import annotations
@@ -146,3 +150,21 @@ class InvariantViolation(DshError, AssertionError):
 
 class AgentError(DshError, RuntimeError):
     """The agent loop was misused or could not build a request."""
+
+
+# A traceback names each error where users import it from (``dsh_core``), not this private module.
+for _error in (
+    AgentError,
+    CorruptLogError,
+    DshError,
+    ForkError,
+    HeaderError,
+    InvalidEventError,
+    InvariantViolation,
+    JsonValueError,
+    SidecarError,
+    SurfaceError,
+    UnfilledPlaceholderError,
+    UnsupportedVersionError,
+):
+    _error.__module__ = "dsh_core"

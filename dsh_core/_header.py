@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from ._errors import DshError, HeaderError, JsonValueError
-from ._json import FrozenDict, dumps_canonical, freeze_json, json_kind
+from ._json import FrozenDict, freeze_json, json_kind
+from ._json_text import dumps_canonical
 from ._messages import Message
 
 __all__ = [

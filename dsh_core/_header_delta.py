@@ -33,7 +33,8 @@ from ._header import (
     prefix_from_json,
     prefix_to_json,
 )
-from ._json import FrozenDict, dumps_canonical, freeze_json
+from ._json import FrozenDict, freeze_json
+from ._json_text import dumps_canonical
 from ._messages import Message
 
 __all__ = [

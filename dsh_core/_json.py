@@ -30,18 +30,15 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Final, NoReturn, Self, TypeAlias
 
 from ._errors import JsonValueError
-from ._json_text import MAX_JSON_DEPTH, dumps_canonical, loads_json
+from ._json_text import MAX_JSON_DEPTH, dumps_canonical
 
 __all__ = [
-    "MAX_JSON_DEPTH",
     "FrozenDict",
     "FrozenList",
     "JsonValue",
-    "dumps_canonical",
     "freeze_json",
     "is_frozen_json",
     "json_kind",
-    "loads_json",
     "thaw_json",
 ]
 

@@ -14,7 +14,8 @@ from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar, cast
 
 from ._errors import InvalidEventError
 from ._events import Event
-from ._json import FrozenDict, dumps_canonical, freeze_json
+from ._json import FrozenDict, freeze_json
+from ._json_text import dumps_canonical
 
 __all__ = [
     "ContentBlock",

@@ -35,7 +35,7 @@ from ._errors import CorruptLogError, DshError
 from ._events import SURFACE_EVENT_TYPES, Event, turn_step
 from ._header import EpochHeader, ToolSchema, ToolsPlaceholder
 from ._header_delta import fold_request_header
-from ._json import dumps_canonical
+from ._json_text import dumps_canonical
 from ._messages import Message, derive_event_message
 from ._request import GenerateOptions
 from ._stream import TokenUsage

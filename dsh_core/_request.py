@@ -15,7 +15,7 @@ from typing import (
 
 from ._errors import HeaderError, InvalidEventError
 from ._header import EpochHeader, LlmCallConfig, ToolSchema, ToolsPlaceholder, prefix_to_json
-from ._json import dumps_canonical
+from ._json_text import dumps_canonical
 from ._messages import (
     Message,
 )

@@ -69,10 +69,15 @@ def sidecar_paths(log: str | os.PathLike[str]) -> dict[str, Path]:
     """The sidecar files that belong to ``log`` (present or not), by kind.
 
     ``session.jsonl`` → ``system-prompt.expected.md``; ``session.2.jsonl`` →
-    ``system-prompt.2.expected.md``; the same for ``tool-schemas`` and ``message-prefix``.
+    ``system-prompt.2.expected.md``; the same for ``tool-schemas`` and ``message-prefix``. A
+    compressed log's suffix is not part of its name (``session.2.jsonl.zstd`` is
+    ``session.2.jsonl``'s: the reference harness compresses its logs by default).
     """
     path = Path(log)
-    stem = path.name.removesuffix(".jsonl")
+    name = path.name
+    for suffix in (".zstd", ".zst", ".gz"):
+        name = name.removesuffix(suffix)
+    stem = name.removesuffix(".jsonl")
     index = stem.rsplit(".", 1)[1] if "." in stem and stem.rsplit(".", 1)[1].isdigit() else ""
     infix = f".{index}" if index else ""
     return {

@@ -159,6 +159,10 @@ class ProviderError(DshError):
         self.failure = failure
 
 
+# A traceback names it where users import it from, not this private module.
+ProviderError.__module__ = "dsh_core"
+
+
 FinishKind: TypeAlias = Literal["stop", "tool-calls", "max-tokens", "error", "aborted"]
 
 

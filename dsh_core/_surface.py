@@ -14,7 +14,7 @@ from typing import Any
 
 from ._errors import SurfaceError
 from ._events import SURFACE_EVENT_TYPES, Event, SurfaceReplace
-from ._json import dumps_canonical
+from ._json_text import dumps_canonical
 
 __all__ = ["SurfaceFold", "SurfaceReplacement", "fold_surface"]
 

@@ -24,7 +24,8 @@ from typing import Any, TypeAlias
 from ._cancel import Aborted
 from ._errors import AgentError, JsonValueError
 from ._header import ToolSchema
-from ._json import FrozenDict, freeze_json, loads_json
+from ._json import FrozenDict, freeze_json
+from ._json_text import loads_json
 from ._messages import ContentBlock, Message, ToolCallBlock, tool_result_message
 from ._request import CancelToken
 from ._session import Session

@@ -2,28 +2,35 @@
 
 Every failure the test kit raises on purpose is a :class:`TestkitError`. Errors that mean "the
 code under test did something other than what was recorded" are also ``AssertionError``s, so
-pytest reports them as failures, not as crashes. Each carries its facts as attributes::
+pytest reports them as failures, not as crashes. Each carries its facts as attributes.
 
-    DshError
-    └── TestkitError
-        ├── CassetteError              a cassette could not be used (``.path``)
+**Where each is imported from**: every error is exported by exactly one public package, the
+lowest (in the kit's layer order) whose public functions raise it, and its ``__module__`` names
+that package, so a failing test's traceback shows a path the reader can import
+(``dsh_testkit.cassettes.CassetteMismatch``, not this private module). The root ``dsh_testkit``
+exports :class:`TestkitError`, the base of them all. The package is in brackets::
+
+    DshError                                                                       [dsh_core]
+    └── TestkitError                                                               [dsh_testkit]
+        ├── CassetteError              a cassette could not be used (``.path``)    [cassettes]
         │   ├── CassetteFormatError    unreadable, another format version, a bad body encoding
         │   ├── CassetteNotFound       replay-only mode and no cassette file at ``.path``
         │   ├── CassetteMismatch       no recording for a live request (``.index``, ``.request``,
         │   │                          ``.closest``, ``.closest_index``, ``.diff``)   [AssertionError]
         │   └── CassetteNotFullyPlayed recordings left unplayed (``.unplayed``)   [AssertionError]
-        ├── RecordingRefused           ``record-live`` without a key, an unknown scenario, or a
-        │                              record mode under ``CI=true`` without ``--dsh-record-in-ci``
+        ├── RecordingRefused           a record mode under ``CI=true`` without
+        │                              ``--dsh-record-in-ci``, a body it cannot store  [cassettes]
         │   └── UnscrubbableBody       a body that cannot be checked for secrets (``.part``,
-        │                              ``.reason``): refused, never stored
-        ├── ScrubRuleError             a user scrub rule is invalid (``.rule``, ``.value``)
+        │                              ``.reason``): refused, never stored         [scrub]
+        ├── ScrubRuleError             a user scrub rule is invalid (``.rule``, ``.value``)  [scrub]
         ├── CassetteConfigError        a cassette option (``dsh_cassette_config``, the marker,
-        │                              ``CassetteConfig``) is invalid (``.key``)
+        │                              ``CassetteConfig``) is invalid (``.key``)   [cassettes]
         ├── NetworkBlocked             a test reached for a refused host (``.host``, ``.port``)
+        │                                                                          [pytest_plugin]
         ├── MockNotSatisfied           the mock fixtures' script was not followed: entries left
         │                              (``.unused``), requests nobody scripted (``.unscripted``)
-        │                              [AssertionError]
-        ├── ReplayError                the replay provider could not serve a call
+        │                              [AssertionError, pytest_plugin]
+        ├── ReplayError                the replay provider could not serve a call  [replay]
         │   ├── ReplayScriptError      a log cannot be turned into a script (``.turn``, ``.step``, ``.seq``)
         │   ├── UnrecordedSession      more live sessions than recorded ones (``.session_id``)
         │   ├── ReplayExhausted        a session asked for more calls than recorded (``.session_id``,
@@ -32,19 +39,26 @@ pytest reports them as failures, not as crashes. Each carries its facts as attri
         │   └── ReplayMismatch         strict mode: the live request differs from the recorded one
         │                              (``.index``, ``.expected``, ``.actual``, ``.diff``)   [AssertionError]
         ├── PrefixInstability          a request does not extend the one it is compared with
-        │                              (``.index``, ``.diff``)   [AssertionError]
-        ├── SnapshotInputError         a golden was asked of something that is not a log   [snapshot]
+        │                              (``.index``, ``.diff``)   [AssertionError, doctor]
+        ├── SnapshotInputError         a golden was asked of something that is not a log  [golden]
         ├── TraceError                 a file or object is not a readable trace (``.path``)  [traces]
+        ├── NotASessionLogError        a report was asked of a file that is not a log (``.path``,
+        │                              ``.reason``)                                [reports]
+        ├── CalibrationError           a calibration input cannot be used (``.path``)  [calibration]
+        ├── CompressedDataError        a compressed recording's frame is damaged (``.path``,
+        │                              ``.offset``, ``.compression``)   [traces]
         ├── CacheUnfriendly            assert_cache_friendly found requests that lost cache hits
         │                              (``.conversation``, ``.findings``)   [AssertionError, doctor]
         ├── CacheRegression            a run's caching or cost got worse than its baseline's
-        │                              (``.comparison``, ``.scenarios``)   [AssertionError, doctor]
+        │                              (``.comparison``, ``.scenarios``)   [AssertionError, compare]
         ├── ProxyError                 the recording proxy could not start (``.host``, ``.port``) [proxy]
         └── MockError                  the mock DeepSeek was misused                       [mock]
             ├── ScriptError            a script entry or file is invalid (``.path``)
             └── MockServerError        the loopback server could not start or serve
 
-Errors marked ``[module]`` are defined beside the code that raises them.
+The errors defined here are the ones several rooms raise or catch; the others are defined beside
+the code that raises them. ``tests/test_public_surface.py`` checks every error of the tree
+against this rule.
 """
 
 from __future__ import annotations
@@ -270,3 +284,33 @@ class PrefixInstability(TestkitError, AssertionError):
         super().__init__(message + _indented(diff))
         self.index = index
         self.diff = diff
+
+
+_HOMES: dict[str, tuple[type[TestkitError], ...]] = {
+    "dsh_testkit": (TestkitError,),
+    "dsh_testkit.cassettes": (
+        CassetteConfigError,
+        CassetteError,
+        CassetteFormatError,
+        CassetteMismatch,
+        CassetteNotFound,
+        CassetteNotFullyPlayed,
+        RecordingRefused,
+    ),
+    "dsh_testkit.scrub": (ScrubRuleError, UnscrubbableBody),
+    "dsh_testkit.pytest_plugin": (MockNotSatisfied, NetworkBlocked),
+    "dsh_testkit.replay": (
+        ReplayError,
+        ReplayExhausted,
+        ReplayMismatch,
+        ReplayNotConsumed,
+        ReplayScriptError,
+        UnrecordedSession,
+    ),
+    "dsh_testkit.doctor": (PrefixInstability,),
+}
+"""The public package that exports each error (the rule is in the module docstring)."""
+
+for _home, _errors in _HOMES.items():
+    for _error in _errors:
+        _error.__module__ = _home

@@ -20,6 +20,11 @@ and the body text — JSON, or the event stream as it arrived, teed as the clien
 streaming is not delayed. The answer is what lets the doctor see a client that resends the
 model's tool-call arguments re-serialized, or drops its reasoning. This module only records;
 judging is the doctor's.
+
+The capture holds the request's exact bytes in memory (the doctor compares bytes); what leaves
+it (:meth:`RequestCapture.to_trace`, :meth:`RequestCapture.save`, the answer's text) goes
+through the one scrubbing rule with the credentials the request's own headers presented, in
+every spelling (:mod:`dsh_testkit.scrub`).
 """
 
 from __future__ import annotations
@@ -36,8 +41,10 @@ from types import ModuleType
 from typing import Any, overload
 from unittest import mock
 
-from .scrub._scrubber import scrub_headers, scrub_text
-from .traces import Trace, TraceWriter
+from .scrub._scrubber import credentials_of, scrub_headers, scrub_json, scrub_text, scrub_url
+from .scrub._spellings import KnownSecrets
+from .traces import Trace
+from .traces._file import TraceWriter
 from .traces._readers._trace_file import records_trace
 from .traces._wire import answer_of_text, endpoint_of, error_of_text
 
@@ -46,6 +53,8 @@ __all__ = [
     "RequestCapture",
     "capture_requests",
 ]
+
+_NO_SECRETS = KnownSecrets(())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -259,27 +268,37 @@ class RequestCapture:
     def __init__(self) -> None:
         self.requests: list[CapturedRequest] = []
         self._lock = threading.Lock()
+        self._secrets: dict[int, KnownSecrets] = {}
+        """What each request's credential headers presented (by position in ``requests``)."""
 
     # -- recording --------------------------------------------------------------------------
 
     def _sent(self, request: Any) -> int:
+        known = KnownSecrets(credentials_of(request.headers.multi_items()))
         captured = CapturedRequest(
             method=request.method,
             url=str(request.url),
-            headers=tuple(scrub_headers(request.headers.multi_items())),
+            headers=tuple(scrub_headers(request.headers.multi_items(), known)),
             content=bytes(request.content),
             started=time.time(),
         )
         with self._lock:
             self.requests.append(captured)
-            return len(self.requests) - 1
+            slot = len(self.requests) - 1
+            self._secrets[slot] = known
+            return slot
+
+    def _known(self, slot: int) -> KnownSecrets:
+        return self._secrets.get(slot, _NO_SECRETS)
 
     def _receiving(self, mod: ModuleType, slot: int, response: Any) -> None:
         with self._lock:
             self.requests[slot] = replace(
                 self.requests[slot],
                 status=response.status_code,
-                response_headers=tuple(scrub_headers(response.headers.multi_items())),
+                response_headers=tuple(
+                    scrub_headers(response.headers.multi_items(), self._known(slot))
+                ),
             )
         if getattr(response, "is_stream_consumed", False) or getattr(response, "_content", None):
             self._answered(slot, bytes(response.content), None)
@@ -287,7 +306,7 @@ class RequestCapture:
         _wrap_stream(mod, response, _Tee(response.stream, self, slot))
 
     def _answered(self, slot: int, data: bytes, first_byte: float | None) -> None:
-        text = scrub_text(data.decode("utf-8", "replace"))
+        text = scrub_text(data.decode("utf-8", "replace"), self._known(slot))
         with self._lock:
             if slot < len(self.requests):
                 self.requests[slot] = replace(
@@ -346,10 +365,21 @@ class RequestCapture:
         """Only the chat requests (JSON bodies with ``messages``), in order."""
         return [r for r in self.requests if r.is_chat]
 
+    def _records(self) -> list[dict[str, Any]]:
+        """Each request as a ``dsh-trace`` record, scrubbed by the one rule (its own
+        credentials in every spelling, key shapes, credential fields and query parameters)."""
+        out = []
+        for slot, request in enumerate(self.requests):
+            known = self._known(slot)
+            record = request.to_trace_record()
+            record["url"] = scrub_url(record["url"], known)
+            out.append(scrub_json(record, known))
+        return out
+
     def to_trace(self) -> Trace:
         """The capture as a :class:`~dsh_testkit.traces.Trace` (what the doctor reads)."""
         return records_trace(
-            [(i + 1, r.to_trace_record()) for i, r in enumerate(self.requests)],
+            [(i + 1, record) for i, record in enumerate(self._records())],
             source="capture",
             scrubbed=True,
         )
@@ -357,6 +387,7 @@ class RequestCapture:
     def clear(self) -> None:
         with self._lock:
             self.requests.clear()
+            self._secrets.clear()
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the capture to a ``dsh-trace`` file (credentials stay redacted).
@@ -365,8 +396,8 @@ class RequestCapture:
         :meth:`load` reads it back request for request, body bytes and answers included.
         """
         with TraceWriter(path, source="capture") as writer:
-            for index, request in enumerate(self.requests):
-                writer.append({"index": index, **request.to_trace_record()})
+            for index, record in enumerate(self._records()):
+                writer.append({"index": index, **record})
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> RequestCapture:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -68,3 +69,26 @@ def with_open_file_limit(nofile: int, *argv: str) -> list[str]:
     threads (servers of earlier tests) can hold a lock the child then waits on for ever.
     """
     return [sys.executable, "-c", _LIMITED, str(nofile), *argv]
+
+
+def patch_depth(cls: type, name: str) -> int:
+    """How many patches stand between ``cls``'s attribute ``name`` and the method its library
+    defines. A patch is a function that calls the one it replaced, which its closure holds (a
+    cell whose function has the same name); ``__wrapped__`` is not trusted (``functools.wraps``
+    copies the original's module and name, so only the code's file tells the library's own
+    apart). A chain that cannot be followed fails, naming the function it stopped at."""
+    package = Path(importlib.import_module(cls.__module__.split(".")[0]).__file__ or "").parent
+    function = vars(cls)[name]
+    depth = 0
+    while not Path(function.__code__.co_filename).is_relative_to(package):
+        inner = []
+        for cell in function.__closure__ or ():
+            try:
+                held = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if callable(held) and getattr(held, "__name__", None) == name:
+                inner.append(held)
+        assert len(inner) == 1, f"{cls.__qualname__}.{name}: cannot follow {function!r}"
+        function, depth = inner[0], depth + 1
+    return depth

@@ -42,7 +42,7 @@ def test_a_stale_section_is_found_and_regenerated(tmp_path: Path) -> None:
     [(path, fresh)] = gen_docs.stale([page])
     assert path == page
     assert "something old" not in fresh and fresh.endswith("<!-- /dsh:cause-codes -->\nafter\n")
-    from dsh_testkit.doctor import CODES
+    from dsh_testkit.doctor._codes import CODES
 
     for code in CODES:
         assert f"### `{code}`" in fresh

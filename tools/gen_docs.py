@@ -15,7 +15,8 @@ Sections and where their text comes from:
 
 - ``cli-reference``: the ``dsh-testkit`` argument parser (``dsh_testkit.cli.build_parser``),
   rendered from its actions (not argparse's help layout, which changes between Pythons);
-- ``script-schema``: the mock script's JSON Schema (``dsh_testkit.mock.script_schema``);
+- ``script-schema``: the mock script's JSON Schema (``dsh_testkit.mock._schema``, what
+  ``dsh-testkit serve --print-schema`` prints);
 - ``cause-codes`` and ``report-legend``: the cache doctor's cause codes and the terms of its
   report (``dsh_testkit.doctor._codes``, the one module that words them);
 - ``explorer-screenshots``: in the repository a note; the site (``docs/_hooks.py``) puts the
@@ -27,6 +28,7 @@ Sections and where their text comes from:
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import inspect
 import json
@@ -168,9 +170,9 @@ def _schema_table(schema: dict[str, Any]) -> list[str]:
 
 def script_reference() -> str:
     """The mock script's JSON Schema, field by field, then the schema itself."""
-    from dsh_testkit import mock
+    from dsh_testkit.mock._schema import script_schema
 
-    schema: dict[str, Any] = mock.script_schema()
+    schema: dict[str, Any] = script_schema()
     parts = ["## The script document", "", *_schema_table(schema)]
     for name, definition in sorted(schema.get("$defs", {}).items()):
         parts += ["", f"## {name}", ""]
@@ -214,16 +216,48 @@ def api_summary(args: str) -> str:
     """A table of a module's public names (or the listed ones): kind and docstring summary."""
     module_name, names = _api_args(args)
     module = importlib.import_module(module_name)
-    names = names or list(getattr(module, "__all__", ()))
+    public = list(module.__all__)
+    if not_public := [name for name in names if name not in public]:
+        raise ValueError(f"api {module_name}: not in its __all__: {', '.join(not_public)}")
+    names = names or public
     rows = ["| name | what it is |", "|---|---|"]
     for name in names:
         value = getattr(module, name)
-        doc = inspect.getdoc(value) or ""
+        kind = (
+            "class"
+            if inspect.isclass(value)
+            else "function"
+            if inspect.isroutine(value)
+            else "value"
+        )
+        doc = (
+            inspect.getdoc(value) if kind != "value" else _attribute_doc(module_name, name)
+        ) or ""
         first = doc.split("\n\n", 1)[0]
-        kind = "class" if inspect.isclass(value) else "function" if callable(value) else "value"
         shown = f"`{name}()`" if kind == "function" else f"`{name}`"
         rows.append(f"| {shown} | {_cell(_plain(first))} |")
     return "\n".join(rows)
+
+
+def _attribute_doc(module_name: str, name: str) -> str | None:
+    """The docstring under a constant's or an alias's assignment (as mkdocstrings reads it),
+    followed through the imports that re-export it."""
+    module = importlib.import_module(module_name)
+    path = Path(module.__file__ or "")
+    package = module_name if path.name == "__init__.py" else module_name.rpartition(".")[0]
+    body = ast.parse(path.read_text(encoding="utf-8")).body
+    for index, node in enumerate(body):
+        if isinstance(node, ast.ImportFrom) and any(a.name == name for a in node.names):
+            base = package.split(".")[: len(package.split(".")) - max(node.level - 1, 0)]
+            source = ".".join([*base, node.module or ""]) if node.level else node.module
+            return _attribute_doc((source or "").rstrip("."), name)
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            after = body[index + 1] if index + 1 < len(body) else None
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                return inspect.cleandoc(str(after.value.value))
+            return None
+    return None
 
 
 def _plain(text: str) -> str:

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from dsh_core import (
-    BlockAssembler,
     Finish,
     GenerateOptions,
     Message,
@@ -36,6 +35,7 @@ from dsh_core import (
     tool_result_message,
     user_message,
 )
+from dsh_core._assembly import BlockAssembler
 from dsh_core.providers.deepseek import API_KEY_ENV, BASE_URL_ENV
 from dsh_testkit.cassettes import RecordingRefused
 

@@ -7,11 +7,8 @@ share, and each holds the file's exclusive lock while it is open (one writer per
 record, one event or packed chunk row per line), so logs interchange both ways.
 """
 
-from ._chunk_rows import ChunkRow, expand_chunk_rows, pack_chunk_rows
-from ._header_line import HEADER_LINE_FIELDS, header_line
-from ._reading import DroppedTail, LoadedLog, load_session, loads_session
-from ._repair import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, interrupted_turn_closers
-from .jsonl import (
+from ._header_line import header_line
+from ._jsonl import (
     FsyncPolicy,
     JsonlWriter,
     LogLockedError,
@@ -19,24 +16,21 @@ from .jsonl import (
     open_session,
     write_session,
 )
+from ._reading import DroppedTail, LoadedLog, load_session, loads_session
+from ._repair import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
 
 __all__ = [
-    "HEADER_LINE_FIELDS",
     "TOOL_NOT_STARTED",
     "TOOL_OUTCOME_UNKNOWN",
-    "ChunkRow",
     "DroppedTail",
     "FsyncPolicy",
     "JsonlWriter",
     "LoadedLog",
     "LogLockedError",
     "dumps_session",
-    "expand_chunk_rows",
     "header_line",
-    "interrupted_turn_closers",
     "load_session",
     "loads_session",
     "open_session",
-    "pack_chunk_rows",
     "write_session",
 ]

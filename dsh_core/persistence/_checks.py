@@ -13,7 +13,8 @@ from typing import Final, TypeGuard
 
 from .._errors import CorruptLogError
 from .._events import Event
-from .._json import MAX_JSON_DEPTH, json_kind, loads_json
+from .._json import json_kind
+from .._json_text import MAX_JSON_DEPTH, loads_json
 
 __all__ = ["RECORD_NESTING", "check_positions", "describe", "is_cut_short"]
 

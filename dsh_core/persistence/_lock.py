@@ -26,6 +26,10 @@ class LogLockedError(DshError):
         self.path = path
 
 
+# A traceback names it where users import it from, not this private module.
+LogLockedError.__module__ = "dsh_core.persistence"
+
+
 if sys.platform == "win32":  # pragma: no cover - no flock on Windows: the lock is the caller's duty
 
     def _try_lock(fd: int) -> bool:

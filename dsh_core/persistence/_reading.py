@@ -35,7 +35,8 @@ from .._errors import (
     UnsupportedVersionError,
 )
 from .._events import CORE_EVENT_TYPES, Event
-from .._json import MAX_JSON_DEPTH, freeze_json, loads_json
+from .._json import freeze_json
+from .._json_text import MAX_JSON_DEPTH, loads_json
 from .._session import SESSION_FORMAT_VERSION, Session, SessionInfo
 from .._sidecars import Sidecars
 from ._checks import RECORD_NESTING, check_positions, describe, is_cut_short

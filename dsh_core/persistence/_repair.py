@@ -69,7 +69,7 @@ def interrupted_turn_closers(events: Sequence[Event]) -> tuple[Event, ...]:
     content order), a ``tool/call`` records its seq on the pending entry, a ``tool/result``
     answers it. Unanswered calls get an error result: ``TOOL_OUTCOME_UNKNOWN`` citing the
     ``tool/call`` when one was logged, else ``TOOL_NOT_STARTED``. Only the open turn is scanned
-    (found by :func:`dsh_core.open_turn`): its ``turn/start`` clears everything before it.
+    (found by :func:`dsh_core._events.open_turn`): its ``turn/start`` clears everything before it.
     """
     inside = open_turn(events)
     if inside is None:

@@ -8,75 +8,37 @@ Each is a package along the same seams: request serialization (``serialize_reque
 translator, ``map_usage``, ``classify_http_error``) and the provider class implementing
 :class:`dsh_core.Provider`. The codecs are pure public functions the mock DeepSeek reuses.
 
-Shared by both formats and the mock: the model table (:data:`MODELS`, :func:`resolve_model`,
-each model's :class:`CacheFacts`) and the one thinking-mode rule (:func:`thinking_enabled`); :class:`WireFormatError` with a stable
-``code`` (:data:`WireErrorCode`) for request shapes; SSE framing (:class:`SseParser`) and encoding
-(:meth:`SseEvent.encode`, :meth:`SseEvent.of_json`, :data:`SSE_DONE`).
+Shared by both formats: the model table (:data:`MODELS`, :func:`resolve_model`, each model's
+:class:`ModelInfo` and :class:`CacheFacts`), the prices (:data:`PRICE_TABLE`,
+:func:`prices_for`), the one thinking-mode rule (:func:`thinking_enabled`) and the one
+reasoning pass-back rule (:func:`lacks_thinking`); :class:`WireFormatError` with a stable
+``code`` (:data:`WireErrorCode`) for request shapes, and :class:`SseTruncatedError` for an event
+stream cut inside an event. The SSE framing both providers and the mock share is ``_sse``
+(``SseParser``; a whole body: ``parse_events``, ``split_events``).
 """
 
-from ._failures import RETRYABLE_CODES
-from ._models import (
-    CHAT_TEMPLATES,
-    CacheFacts,
-    CacheRules,
-    ChatTemplate,
-    Endpoint,
-    UnitVisibility,
-    cache_model,
-    resolve_model,
-    thinking_enabled,
-)
-from ._passback import PassbackRule, lacks_thinking, missing_reasoning, reasoning_required
+from ._models import MODELS, CacheFacts, ModelInfo, UnitVisibility, resolve_model, thinking_enabled
+from ._passback import lacks_thinking
 from ._prices import PRICE_TABLE, Prices, prices_for
-from ._sse import SSE_DONE, SseEvent, SseParser, SseTruncatedError
-from ._wire import TOOL_NAME_PATTERN, WireErrorCode, WireFormatError
-from .anthropic import AnthropicMessage, AnthropicProvider, AnthropicRequest, EventTranslator
-from .deepseek import (
-    MODELS,
-    ChatMessage,
-    ChatRequest,
-    ChatTool,
-    ChatToolCall,
-    ChunkTranslator,
-    DeepSeekProvider,
-    ModelInfo,
-)
+from ._sse import SseTruncatedError
+from ._wire import WireErrorCode, WireFormatError
+from .anthropic import AnthropicProvider
+from .deepseek import DeepSeekProvider
 
 __all__ = [
-    "CHAT_TEMPLATES",
     "MODELS",
     "PRICE_TABLE",
-    "RETRYABLE_CODES",
-    "SSE_DONE",
-    "TOOL_NAME_PATTERN",
-    "AnthropicMessage",
     "AnthropicProvider",
-    "AnthropicRequest",
     "CacheFacts",
-    "CacheRules",
-    "ChatMessage",
-    "ChatRequest",
-    "ChatTemplate",
-    "ChatTool",
-    "ChatToolCall",
-    "ChunkTranslator",
     "DeepSeekProvider",
-    "Endpoint",
-    "EventTranslator",
     "ModelInfo",
-    "PassbackRule",
     "Prices",
-    "SseEvent",
-    "SseParser",
     "SseTruncatedError",
     "UnitVisibility",
     "WireErrorCode",
     "WireFormatError",
-    "cache_model",
     "lacks_thinking",
-    "missing_reasoning",
     "prices_for",
-    "reasoning_required",
     "resolve_model",
     "thinking_enabled",
 ]

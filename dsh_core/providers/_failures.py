@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .._json import loads_json
+from .._json_text import loads_json
 from .._stream import LlmFailure
 
 __all__ = ["RETRYABLE_CODES", "classify_http_error", "failure", "parse_retry_after"]

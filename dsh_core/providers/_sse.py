@@ -4,7 +4,10 @@ Both DeepSeek wire formats stream SSE: Chat Completions sends ``data: {json}`` e
 ``data: [DONE]`` and ``: keep-alive`` comments while queued; the Anthropic-format endpoint sends
 named events (``event: message_start``). :class:`SseParser` turns bytes, split anywhere (even inside
 a UTF-8 sequence or between ``\\r`` and ``\\n``), into :class:`SseEvent` values; how the bytes were
-split into reads never changes the result.
+split into reads never changes the result. A whole body held as text (a recording) is read by
+:func:`parse_events`, and cut into its events' own text by :func:`split_events` (what cassettes
+replay chunk by chunk and the scrubber scrubs event by event); the three share one definition of
+a line end and of the blank line that ends an event, so the kit has one SSE splitter.
 
 Why not httpx-sse: it reads lines from an ``httpx.Response``, drops comments silently (a keep-alive
 must re-arm the caller's idle watchdog) and, at end of stream, cannot tell a clean end from a cut
@@ -22,11 +25,21 @@ from dataclasses import dataclass
 from typing import Final
 
 from .._errors import DshError
-from .._json import dumps_canonical
+from .._json_text import dumps_canonical
 
-__all__ = ["SSE_DONE", "SseEvent", "SseParser", "SseTruncatedError"]
+__all__ = [
+    "SSE_DONE",
+    "SseEvent",
+    "SseParser",
+    "SseTruncatedError",
+    "parse_events",
+    "split_events",
+]
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
+"""A line end, as specified: CRLF, a lone CR, or LF."""
+_EVENT_END = re.compile(r"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r|\n)")
+"""A line end followed by an empty line (which dispatches the event), never cutting a CRLF."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,6 +103,10 @@ class SseTruncatedError(DshError, ValueError):
         self.pending = pending
 
 
+# A traceback names it where users import it from, not this private module.
+SseTruncatedError.__module__ = "dsh_core.providers"
+
+
 class SseParser:
     """Incremental SSE parser: :meth:`feed` bytes as they arrive, :meth:`close` at end of stream.
 
@@ -148,6 +165,10 @@ class SseParser:
             raise SseTruncatedError("\n".join([*self._fields, pending]).strip("\n"))
         return events
 
+    def _pending(self) -> bool:
+        """Whether the text so far stopped inside a line or an event."""
+        return bool(self._partial or self._fields)
+
     def _feed_text(self, text: str) -> list[SseEvent]:
         if not text:
             return []
@@ -168,11 +189,17 @@ class SseParser:
         buffer = "".join(self._partial)
         self._partial.clear()
         events: list[SseEvent] = []
-        position = 0
-        for match in _LINE_END.finditer(buffer):
-            self._line(buffer[position : match.start()], events)
-            position = match.end()
-        rest = buffer[position:]
+        if "\r" not in buffer:
+            # LF line ends only (what both DeepSeek formats send): one C-level split.
+            *lines, rest = buffer.split("\n")
+            for line in lines:
+                self._line(line, events)
+        else:
+            position = 0
+            for match in _LINE_END.finditer(buffer):
+                self._line(buffer[position : match.start()], events)
+                position = match.end()
+            rest = buffer[position:]
         if rest:
             self._partial.append(rest)
         elif buffer.endswith("\r"):
@@ -219,3 +246,35 @@ class SseParser:
         self._event_type = ""
         self._retry = None
         self._fields = []
+
+
+def split_events(text: str) -> list[str]:
+    """A whole SSE body cut after each blank line that ends an event: each piece is one event's
+    text exactly as sent, with its blank line (the last piece lacks it when the body stops
+    inside an event). ``"".join(split_events(text)) == text`` always holds, a CRLF is never cut,
+    and :class:`SseParser` reads the pieces one by one exactly as it reads the whole.
+    """
+    pieces: list[str] = []
+    start = 0
+    for match in _EVENT_END.finditer(text):
+        pieces.append(text[start : match.end()])
+        start = match.end()
+    if start < len(text):
+        pieces.append(text[start:])
+    return pieces
+
+
+def parse_events(text: str, *, strict: bool = True) -> list[SseEvent]:
+    """The events of a whole SSE body held as text (a recording), as :class:`SseParser` reads it.
+
+    ``strict`` (the default): a body that stops inside an event raises
+    :class:`SseTruncatedError`. ``strict=False`` keeps such a last event as it stands: what a
+    reader of recordings wants, where a recorder may have trimmed the final blank line (a cut
+    JSON payload still fails to parse where it is read).
+    """
+    parser = SseParser()
+    events = parser._feed_text(text)
+    if not strict and parser._pending():
+        events += parser._feed_text("\n\n")
+    events += parser.close()
+    return events

@@ -16,7 +16,8 @@ from collections.abc import Collection, Mapping
 from typing import Any, Final, Literal, NoReturn, TypeAlias
 
 from .._errors import DshError, JsonValueError
-from .._json import FrozenDict, freeze_json, loads_json
+from .._json import FrozenDict, freeze_json
+from .._json_text import loads_json
 
 __all__ = [
     "MAX_TOOLS",
@@ -88,6 +89,10 @@ class WireFormatError(DshError, ValueError):
         """The offending value (a name, a length, a number), where the code has one."""
         self.limit = limit
         """The bound that was crossed (``too_many``, ``too_long``, ``out_of_range``)."""
+
+
+# A traceback names it where users import it from, not this private module.
+WireFormatError.__module__ = "dsh_core.providers"
 
 
 def fail(

@@ -5,8 +5,8 @@ runs the requests in order through a fresh simulator and compares hit tokens, th
 and prompt tokens with what the API reported. See :func:`calibrate`.
 """
 
-from ._calibrate import (
-    CALIBRATION_FORMAT_VERSION,
+from ._calibrate import calibrate
+from ._values import (
     CalibrationError,
     CalibrationReport,
     CalibrationSettings,
@@ -14,13 +14,9 @@ from ._calibrate import (
     RequestCalibration,
     Scope,
     SkippedLog,
-    calibrate,
-    find_logs,
-    make_tokenizer,
 )
 
 __all__ = [
-    "CALIBRATION_FORMAT_VERSION",
     "CalibrationError",
     "CalibrationReport",
     "CalibrationSettings",
@@ -29,6 +25,4 @@ __all__ = [
     "Scope",
     "SkippedLog",
     "calibrate",
-    "find_logs",
-    "make_tokenizer",
 ]

@@ -63,19 +63,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..prompt._cache import (
-    CacheKey,
-    CacheLookup,
-    CacheUnit,
-    cache_model,
-)
-from ..prompt._template import PromptRenderer, RenderedPrompt
+from dsh_core.providers._models import cache_model
+
+from ..prompt._cache_values import CacheKey, CacheLookup, PrefixUnit
+from ..prompt._template import PromptRenderer
+from ..prompt._template_tokens import RenderedPrompt
 from ._sources import Request, find_logs, requests_of
 from ._values import (
     _ANCHOR_BASE,
     _SAME_RUN_MS,
-    CALIBRATION_FORMAT_VERSION,
-    CalibrationError,
     CalibrationReport,
     CalibrationSettings,
     CalibrationSummary,
@@ -86,19 +82,7 @@ from ._values import (
     make_tokenizer,
 )
 
-__all__ = [
-    "CALIBRATION_FORMAT_VERSION",
-    "CalibrationError",
-    "CalibrationReport",
-    "CalibrationSettings",
-    "CalibrationSummary",
-    "RequestCalibration",
-    "Scope",
-    "SkippedLog",
-    "calibrate",
-    "find_logs",
-    "make_tokenizer",
-]
+__all__ = ["calibrate"]
 
 
 # -- the simulation --------------------------------------------------------------------------
@@ -134,7 +118,7 @@ def _unit_name(kind: str | None) -> str:
 
 
 def _live_unit(
-    live_hit: int, found: CacheLookup, candidates: Sequence[CacheUnit], granularity: int
+    live_hit: int, found: CacheLookup, candidates: Sequence[PrefixUnit], granularity: int
 ) -> str:
     """The kind of unit the live hit most likely reused: among the units the prompt matches in
     full (visible or not) and the block-level common prefix the simulator found, the one whose

@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from dsh_core import (
     DshError,
@@ -22,10 +22,12 @@ from dsh_core import (
     ToolsPlaceholder,
     reconstruct_requests,
 )
-from dsh_core.persistence import load_session
+from dsh_core.persistence import loads_session
+from dsh_core.providers._models import Endpoint
 from dsh_core.providers.deepseek import serialize_message, serialize_request
 
-from ..traces import Endpoint, TraceError, load_trace
+from ..traces import TraceError, load_trace
+from ..traces._compression import read_recording
 from ..traces._log_facts import find_usage
 from ._values import (
     _CHANGE_MARK,
@@ -37,11 +39,18 @@ from ._values import (
 
 __all__ = ["Request", "find_logs", "requests_of"]
 
+_FOLDER_PATTERNS: Final = tuple(
+    f"*{kind}{compressed}"
+    for kind in (".jsonl", ".har")
+    for compressed in ("", ".zstd", ".zst", ".gz")
+)
+"""What a folder is searched for: logs and HAR files, plain or compressed."""
+
 
 def find_logs(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, str]]:
     """The files named, and the ``.jsonl`` and ``.har`` files under named folders (recursively,
-    sorted), each with its label: the path as given, or relative to the folder it was found
-    under.
+    sorted; compressed ones too: ``.zstd``, ``.zst``, ``.gz`` after the name), each with its
+    label: the path as given, or relative to the folder it was found under.
 
     Raises :class:`CalibrationError` for a path that does not exist.
     """
@@ -51,7 +60,7 @@ def find_logs(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, str]]
         if path.is_dir():
             found.extend(
                 (p, p.relative_to(path).as_posix())
-                for p in sorted([*path.rglob("*.jsonl"), *path.rglob("*.har")])
+                for p in sorted(p for pattern in _FOLDER_PATTERNS for p in path.rglob(pattern))
                 if p.is_file()
             )
         elif path.is_file():
@@ -200,7 +209,7 @@ def requests_of(
 ) -> tuple[list[Request], str | None]:
     """The log's requests with live cache figures, or a reason to skip it."""
     try:
-        loaded = load_session(path, audit=True)
+        loaded = loads_session(read_recording(path).data, audit=True, path=os.fspath(path))
     except (DshError, OSError, ValueError) as exc:
         if _starts_as_session_log(path):
             return [], f"a session log that does not read: {exc}"
@@ -271,8 +280,7 @@ _UNIX_2001: float = 1e9
 def _starts_as_session_log(path: Path) -> bool:
     """The file's first line is a session header (``{"type": "session", …}``)."""
     try:
-        with path.open("rb") as file:
-            first = file.readline(1 << 20)
+        first = read_recording(path).data.split(b"\n", 1)[0][: 1 << 20]
         record = json.loads(first)
     except (OSError, ValueError, RecursionError):
         return False

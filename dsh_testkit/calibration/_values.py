@@ -8,16 +8,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
-from dsh_core.providers import MODELS
+from dsh_core.providers import MODELS, UnitVisibility
 
 from .._errors import TestkitError
-from ..prompt._cache import (
-    DEFAULT_GRANULARITY,
-    CacheRules,
-    CommonPrefixRule,
-    PrefixCacheSimulator,
-    UnitVisibility,
-)
+from ..prompt._cache import PrefixCacheSimulator
+from ..prompt._cache_values import CacheRules, CommonPrefixRule
+from ..prompt._granularity import DEFAULT_GRANULARITY
 from ..prompt._tokenizers import DeepSeekTokenizer, HeuristicTokenizer, Tokenizer
 
 __all__ = [
@@ -41,7 +37,7 @@ Scope: TypeAlias = Literal["log", "folder"]
 TokenizerName: TypeAlias = Literal["deepseek", "heuristic"]
 
 _PLACEHOLDERS: Final = frozenset({"{{system}}", "{{tools}}"})
-_SESSION_NAME: Final = re.compile(r"^(?P<stem>.+?)(?:\.(?P<n>\d+))?\.jsonl$")
+_SESSION_NAME: Final = re.compile(r"^(?P<stem>.+?)(?:\.(?P<n>\d+))?\.jsonl(?:\.zstd|\.zst|\.gz)?$")
 _CHANGE_MARK: Final = re.compile(r"\n\n<!-- request/header change \d+ -->\n\n")
 _SAME_RUN_MS: Final = 3_600_000
 """Two events at most this far apart (ms) are taken as one recording run's: a log that mixes
@@ -59,6 +55,10 @@ class CalibrationError(TestkitError):
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+# A traceback names it where users import it from, not this private module.
+CalibrationError.__module__ = "dsh_testkit.calibration"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

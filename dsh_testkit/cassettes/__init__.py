@@ -7,9 +7,12 @@ Built on vcrpy with this project's configuration. The parts:
 - ``_hooks``: the record hooks (the user's, origin rewrites, scrubbing, volatile headers);
 - ``_matching``: canonical bodies, the words of a mismatch, our flags in vcrpy's errors;
 - ``_format``: the versioned YAML format (one literal block per body, SSE as sent);
-- ``_transport``: SSE-faithful playback, one event per chunk, for ``httpx`` and ``httpx2``.
+- ``_transport``: the one interception of ``httpx`` and ``httpx2`` transports, and the cassette's
+  layer in it (SSE-faithful playback, one event per chunk).
 
-Secrets are scrubbed by :mod:`dsh_testkit.scrub._scrubber` before anything is written.
+Secrets are scrubbed by :mod:`dsh_testkit.scrub` before anything is written (its
+:class:`~dsh_testkit.scrub.ScrubRules` add your own; a body it cannot check is refused with
+:class:`~dsh_testkit.scrub.UnscrubbableBody`, a :class:`RecordingRefused`).
 """
 
 from .._errors import (
@@ -19,39 +22,12 @@ from .._errors import (
     CassetteMismatch,
     CassetteNotFound,
     CassetteNotFullyPlayed,
-    NetworkBlocked,
     RecordingRefused,
-    ScrubRuleError,
-    UnscrubbableBody,
 )
-from ..scrub._scrubber import (
-    REDACTED,
-    ScrubRules,
-    find_secrets,
-    scrub_json,
-    scrub_text,
-    scrub_url,
-)
-from ._api import (
-    RECORD_MODES,
-    Cassette,
-    RecordMode,
-    use_cassette,
-)
-from ._config import LOOPBACK_ORIGIN, MATCHERS, CassetteConfig
-from ._format import CASSETTE_FORMAT, CASSETTE_FORMAT_VERSION
-from ._hooks import VOLATILE_REQUEST_HEADERS, VOLATILE_RESPONSE_HEADERS
-from ._matching import json_body_matcher
+from ._api import Cassette, use_cassette
+from ._config import CassetteConfig
 
 __all__ = [
-    "CASSETTE_FORMAT",
-    "CASSETTE_FORMAT_VERSION",
-    "LOOPBACK_ORIGIN",
-    "MATCHERS",
-    "RECORD_MODES",
-    "REDACTED",
-    "VOLATILE_REQUEST_HEADERS",
-    "VOLATILE_RESPONSE_HEADERS",
     "Cassette",
     "CassetteConfig",
     "CassetteConfigError",
@@ -60,16 +36,6 @@ __all__ = [
     "CassetteMismatch",
     "CassetteNotFound",
     "CassetteNotFullyPlayed",
-    "NetworkBlocked",
-    "RecordMode",
     "RecordingRefused",
-    "ScrubRuleError",
-    "ScrubRules",
-    "UnscrubbableBody",
-    "find_secrets",
-    "json_body_matcher",
-    "scrub_json",
-    "scrub_text",
-    "scrub_url",
     "use_cassette",
 ]

@@ -51,7 +51,8 @@ from .._errors import (
     CassetteNotFullyPlayed,
     UnscrubbableBody,
 )
-from ..scrub._scrubber import Scrubber, ScrubRules
+from ..scrub._rules import ScrubRules
+from ..scrub._scrubber import Scrubber
 from ._config import CassetteConfig
 from ._format import (
     CassettePersister,
@@ -66,7 +67,7 @@ from ._matching import (
     request_key,
     vcr_suggestions,
 )
-from ._transport import TransportPatches
+from ._transport import CassetteLayer, intercepting
 
 RecordMode: TypeAlias = Literal["none", "once", "new_episodes", "all", "rewrite", "missing"]
 """The record modes of vcrpy and pytest-recording, with their meanings:
@@ -411,9 +412,9 @@ def use_cassette(
     every loopback origin is stored as ``http://127.0.0.1`` unless ``config`` says otherwise. On
     a clean exit the block fails when a recording was never played (``assert_all_played``), and
     any mismatch that a client swallowed (into a retry or a wrapped error) is raised again.
-    ``scrub`` adds your own :class:`~dsh_testkit.cassettes.ScrubRules` to the built-in secret
+    ``scrub`` adds your own :class:`~dsh_testkit.scrub.ScrubRules` to the built-in secret
     scrubbing; a body that cannot be scrubbed raises
-    :class:`~dsh_testkit.cassettes.UnscrubbableBody` (again on exit, should a client swallow
+    :class:`~dsh_testkit.scrub.UnscrubbableBody` (again on exit, should a client swallow
     it) and is never written. ``config`` (:class:`~dsh_testkit.cassettes.CassetteConfig`): what
     is matched, JSON paths to ignore, before-record hooks, origin rewrites, loopback as one,
     playback repeats, scrub rules.
@@ -460,7 +461,7 @@ def use_cassette(
         stack.enter_context(_patch.patch.object(vcr.errors, "_suggestions", vcr_suggestions))
         handle.vcr_cassette = stack.enter_context(context)
         handle._loaded = len(handle.vcr_cassette)
-        TransportPatches(handle).install(stack)
+        stack.enter_context(intercepting(CassetteLayer(handle)))
         try:
             yield handle
         except BaseException as exc:

@@ -39,6 +39,8 @@ from typing import Any, Final
 
 import yaml
 
+from dsh_core.providers._sse import split_events
+
 from .._errors import CassetteError, CassetteFormatError
 from .._replace_file import replace_file
 
@@ -49,30 +51,12 @@ __all__ = [
     "CassetteSerializer",
     "is_event_stream",
     "response_chunks",
-    "split_sse",
 ]
 
 CASSETTE_FORMAT: Final = "dsh-cassette"
 CASSETTE_FORMAT_VERSION: Final = 2
 """The cassette format version written (version 1 is still read)."""
 _READ_VERSIONS: Final = (1, 2)
-
-_EVENT_END = re.compile(r"\r\n\r\n|\n\n|\r\r")
-
-
-def split_sse(text: str) -> list[str]:
-    """An SSE body cut into events, each with its terminating blank line (the last may lack it).
-
-    ``"".join(split_sse(text)) == text`` always holds.
-    """
-    events: list[str] = []
-    start = 0
-    for match in _EVENT_END.finditer(text):
-        events.append(text[start : match.end()])
-        start = match.end()
-    if start < len(text):
-        events.append(text[start:])
-    return events
 
 
 def _compact(value: Any) -> str:
@@ -260,7 +244,7 @@ def _response_chunks(response: Mapping[str, Any]) -> list[bytes]:
     data = string if isinstance(string, bytes) else str(string).encode("utf-8")
     if is_event_stream(response.get("headers") or {}):
         try:
-            return [e.encode("utf-8") for e in split_sse(data.decode("utf-8"))]
+            return [e.encode("utf-8") for e in split_events(data.decode("utf-8"))]
         except UnicodeDecodeError:
             pass
     return [data]

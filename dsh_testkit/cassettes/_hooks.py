@@ -9,7 +9,9 @@ response it records or loads. Ours run in this order:
 2. the origin rewrite: the configured ``(live, recorded)`` pairs, then every loopback origin as
    ``http://127.0.0.1`` (:func:`~._config.canonical_origin`);
 3. the secret scrubbing (:mod:`dsh_testkit.scrub._scrubber`), last, so nothing a user hook lets through
-   escapes it;
+   escapes it; a response is scrubbed of the credentials of the live request it answers too
+   (vcrpy hands a recording's request to the request hook, then its response to the response
+   hook: the request hook keeps what the live request presented for that call);
 4. volatile headers dropped (:data:`VOLATILE_REQUEST_HEADERS`, :data:`VOLATILE_RESPONSE_HEADERS`).
 
 A loaded cassette whose checksum shows these rules wrote it skips them (the file's bytes are
@@ -25,7 +27,14 @@ from typing import Any, Final
 from ..scrub._scrubber import Scrubber
 from ._config import CassetteConfig, canonical_origin
 from ._format import CassettePersister
-from ._scrub import request_is_clean, response_is_clean, vcr_request, vcr_response
+from ._scrub import (
+    NO_SECRETS,
+    request_is_clean,
+    request_secrets,
+    response_is_clean,
+    vcr_request,
+    vcr_response,
+)
 
 __all__ = [
     "VOLATILE_REQUEST_HEADERS",
@@ -146,6 +155,8 @@ class RecordHooks:
         # vcrpy hands each live request to the request hook three times (checking, then
         # playing or recording), once more as the hook's own output: filter it once.
         self._last: list[Any] = [None, None]
+        # The credentials of the live request last filtered: what its response is scrubbed of.
+        self._answering = NO_SECRETS
 
     @property
     def has_user_hooks(self) -> bool:
@@ -185,7 +196,11 @@ class RecordHooks:
             return request  # loading what these hooks wrote: nothing to do again
         live, filtered = self._last
         if request is live or (filtered is not None and request is filtered):
+            self._answering = request_secrets(self.scrubber, live)
             return filtered
+        self._answering = (
+            NO_SECRETS if self._is_loading() else request_secrets(self.scrubber, request)
+        )
         filtered = request
         user = self.config.before_record_request
         if user is not None:
@@ -206,5 +221,6 @@ class RecordHooks:
             response = user(response)
             if response is None:
                 return None
-        response = vcr_response(self.scrubber, _decode_compressed(response))
+        known, self._answering = self._answering, NO_SECRETS
+        response = vcr_response(self.scrubber, _decode_compressed(response), known)
         return _drop_volatile_response_headers(response)

@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
-from dsh_core import dumps_canonical, text_difference
+from dsh_core._differences import text_difference
+from dsh_core._json_text import dumps_canonical
 
 from .._errors import CassetteMismatch
 from ..prompt._diff import chat_view, common_message_prefix, diff_chat

@@ -1,54 +1,40 @@
 """The vcrpy record hooks: a request or a response scrubbed as a cassette stores it.
 
 :class:`~dsh_testkit.scrub._scrubber.Scrubber` applies the rules to texts, URLs, headers and bodies;
-these functions apply it to vcrpy's records (its ``Request`` object and response dicts), and
-add what only a whole request knows: the credentials its own headers present, removed from its
-URL and body in every spelling (:class:`~dsh_testkit.scrub._spellings.KnownSecrets`). The
-cassette's record hooks (``_hooks.py``) call them with the cassette's scrubber.
+these functions apply it to vcrpy's records (its ``Request`` object and response dicts), with
+what only a whole request knows: the credentials its own headers present
+(:func:`request_secrets`), removed in every spelling
+(:class:`~dsh_testkit.scrub._spellings.KnownSecrets`) from its URL, headers and body, and from
+the answer it got (an answer that repeats what the user pasted). The cassette's record hooks
+(``_hooks.py``) call them with the cassette's scrubber.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from .._errors import UnscrubbableBody
-from ..scrub._bodies import content_type, decode_text, decompress
-from ..scrub._rules import _URL_REDACTED
+from ..scrub._bodies import content_type, decompress
 from ..scrub._scrubber import Scrubber
 from ..scrub._spellings import KnownSecrets
 
-__all__ = ["request_is_clean", "response_is_clean", "vcr_request", "vcr_response"]
+__all__ = [
+    "NO_SECRETS",
+    "request_is_clean",
+    "request_secrets",
+    "response_is_clean",
+    "vcr_request",
+    "vcr_response",
+]
+
+NO_SECRETS: Final = KnownSecrets(())
 
 
-def _body_text(
-    body: Any, headers: Mapping[str, Any], known: KnownSecrets
-) -> tuple[str, str, bytes] | None:
-    if body is None or body in (b"", ""):
-        return None
-    if isinstance(body, str):
-        return body, "", b""
-    if not isinstance(body, bytes) or body[:2] == b"\x1f\x8b":
-        return None  # a gzip stream without its header: refused by the scrubber if it holds a key
-    return decode_text(body, headers, known.in_text)
-
-
-def _holds_known(body: Any, headers: Mapping[str, Any], known: KnownSecrets) -> bool:
-    decoded = _body_text(body, headers, known)
-    return decoded is not None and known.in_text(decoded[0])
-
-
-def _without_known(body: Any, headers: Mapping[str, Any], known: KnownSecrets) -> Any:
-    """``body`` without the request's own credentials in any spelling (read in its charset)."""
-    decoded = _body_text(body, headers, known) if known else None
-    if decoded is None:
-        return body
-    text, codec, bom = decoded
-    cleaned = known.text(text)
-    if cleaned == text:
-        return body
-    return cleaned if not codec else bom + cleaned.encode(codec, "replace")
+def request_secrets(scrubber: Scrubber, request: Any) -> KnownSecrets:
+    """The credentials ``request``'s own headers present (a vcrpy ``Request``)."""
+    return KnownSecrets(scrubber.credentials(dict(request.headers).items()))
 
 
 def request_is_clean(scrubber: Scrubber, request: Any) -> bool:
@@ -61,9 +47,9 @@ def request_is_clean(scrubber: Scrubber, request: Any) -> bool:
     if not all(scrubber.header_is_clean(name, value) for name, value in headers.items()):
         return False
     known = KnownSecrets(scrubber.credentials(headers.items()))
-    if known and (known.in_text(request.uri) or _holds_known(request.body, headers, known)):
+    if known.in_text(request.uri):
         return False
-    return scrubber.body_is_clean(request.body, headers)
+    return scrubber.body_is_clean(request.body, headers, known)
 
 
 def response_is_clean(scrubber: Scrubber, response: Mapping[str, Any]) -> bool:
@@ -93,20 +79,21 @@ def vcr_request(scrubber: Scrubber, request: Any) -> Any:
     request = copy.deepcopy(request)
     headers = dict(request.headers)
     known = KnownSecrets(scrubber.credentials(headers.items()))
-    request.uri = known.text(scrubber.url(request.uri), _URL_REDACTED)
+    request.uri = scrubber.url(request.uri, known)
     body = request.body
     encoding_name = next((n for n in headers if n.lower() == "content-encoding"), None)
     if encoding_name is not None:
         body = decompress(body, str(headers.pop(encoding_name)), part="request body")
-    request.headers = dict(scrubber.headers(headers.items()))
-    request.body = _without_known(
-        scrubber.body(body, request.headers, part="request body"), request.headers, known
-    )
+    request.headers = dict(scrubber.headers(headers.items(), known))
+    request.body = scrubber.body(body, request.headers, part="request body", known=known)
     return request
 
 
-def vcr_response(scrubber: Scrubber, original: Mapping[str, Any]) -> dict[str, Any]:
-    """vcrpy ``before_record_response`` hook: a scrubbed copy of a response dict. A body still
+def vcr_response(
+    scrubber: Scrubber, original: Mapping[str, Any], known: KnownSecrets = NO_SECRETS
+) -> dict[str, Any]:
+    """vcrpy ``before_record_response`` hook: a scrubbed copy of a response dict, ``known``
+    (the credentials of the request it answers) removed in every spelling too. A body still
     compressed (an encoding vcrpy could not decode) is refused."""
     response: dict[str, Any] = copy.deepcopy(dict(original))
     headers: dict[str, list[str]] = response.get("headers") or {}
@@ -122,7 +109,8 @@ def vcr_response(scrubber: Scrubber, original: Mapping[str, Any]) -> dict[str, A
                 reason=f"content-encoding {', '.join(values)}",
             )
     response["headers"] = {
-        name: [scrubber.header_value(name, v) for v in values] for name, values in headers.items()
+        name: [scrubber.header_value(name, v, known) for v in values]
+        for name, values in headers.items()
     }
     body = response.get("body")
     if not isinstance(body, dict):
@@ -134,7 +122,7 @@ def vcr_response(scrubber: Scrubber, original: Mapping[str, Any]) -> dict[str, A
         except UnicodeDecodeError:
             events = None
         if events is not None:
-            scrubbed = scrubber.stream(events)
+            scrubbed = scrubber.stream(events, known)
             if scrubbed is not events:
                 body["chunks"] = [e.encode("utf-8") for e in scrubbed]
                 string = body.get("string")
@@ -142,7 +130,9 @@ def vcr_response(scrubber: Scrubber, original: Mapping[str, Any]) -> dict[str, A
                 body["string"] = joined if isinstance(string, str) else joined.encode("utf-8")
             return response
     if "string" in body:
-        body["string"] = scrubber.body(body["string"], headers, part="response body")
+        body["string"] = scrubber.body(body["string"], headers, part="response body", known=known)
     if chunks is not None:
-        body["chunks"] = [scrubber.body(c, headers, part="response body") for c in chunks]
+        body["chunks"] = [
+            scrubber.body(c, headers, part="response body", known=known) for c in chunks
+        ]
     return response

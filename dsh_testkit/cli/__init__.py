@@ -27,15 +27,11 @@ def _serve(args: argparse.Namespace) -> int:
     import json
 
     from ..explorer import live_pages
-    from ..mock import (
-        MockDeepSeek,
-        MockServerError,
-        ScriptError,
-        script_schema,
-        serve,
-    )
+    from ..mock import MockDeepSeek, MockServerError, ScriptError, serve
+    from ..mock._schema import script_schema
     from ..prompt import PrefixCacheSimulator, PromptRenderer
     from ..prompt._tokenizers import DeepSeekTokenizer
+    from ..traces import TraceError
 
     if args.print_schema:
         print(json.dumps(script_schema(), indent=2, ensure_ascii=False))
@@ -61,8 +57,20 @@ def _serve(args: argparse.Namespace) -> int:
         )
         if args.script:
             mock.use_script_file(args.script)
+        if args.request_log:
+            mock.log_requests_to(args.request_log, fsync=args.request_log_fsync)
     except ScriptError as exc:
         print(f"dsh-testkit serve: {exc}", file=sys.stderr)
+        return 2
+    except TraceError as exc:
+        print(f"dsh-testkit serve: --request-log: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(
+            f"dsh-testkit serve: --request-log: cannot open {args.request_log}: "
+            f"{exc.strerror or exc}",
+            file=sys.stderr,
+        )
         return 2
     except (ValueError, ImportError) as exc:
         print(f"dsh-testkit serve: {exc}", file=sys.stderr)
@@ -107,6 +115,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:  # where signal handlers cannot be installed
         pass
+    finally:
+        mock.close_request_log()
     return 0
 
 
@@ -115,7 +125,7 @@ def _cache_settings(args: argparse.Namespace) -> dict[str, Any]:
     an option left out keeps the simulator's own default."""
     from dataclasses import replace
 
-    from ..prompt._cache import UnitVisibility
+    from dsh_core.providers import UnitVisibility
 
     settings: dict[str, Any] = {"rules": args.cache_rules}
     if args.cache_granularity is not None:
@@ -205,12 +215,12 @@ def _compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _reader_of(path: str) -> str | None:
     """The name of the reader the registry picks for ``path`` (``None``: unreadable or none)."""
-    from ..traces import identify
+    from ..traces._compression import CompressedDataError, read_recording
+    from ..traces._readers import identify
 
     try:
-        with open(path, "rb") as file:
-            reader = identify(file.read(65536))
-    except OSError:
+        reader = identify(read_recording(path).data[:65536])
+    except (OSError, CompressedDataError):
         return None
     return reader.name if reader is not None else None
 
@@ -238,7 +248,9 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Serve the mock DeepSeek until SIGINT/SIGTERM. The first line on stdout is the base "
         "URL; any client takes it as its DeepSeek base URL (add /anthropic for the "
-        "Anthropic format)."
+        "Anthropic format). OpenTelemetry exporters may post OTLP/HTTP to the same URL "
+        "(/v1/traces, /v1/logs; protobuf or JSON); GET /_dsh/otlp gives the exports back as "
+        "OTLP JSON lines for cache-report."
     )
     parser.add_argument(
         "--host",
@@ -307,6 +319,18 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=1000,
         metavar="N",
         help="requests GET /_dsh/requests keeps, oldest dropped (default 1000)",
+    )
+    parser.add_argument(
+        "--request-log",
+        metavar="FILE",
+        help="also append every request's record to FILE as its answer ends (JSON Lines, the "
+        "records of GET /_dsh/requests with their start and end times; an existing request log "
+        "is continued; one writer at a time). cache-report reads it, also while it grows",
+    )
+    parser.add_argument(
+        "--request-log-fsync",
+        action="store_true",
+        help="sync every record of --request-log to disk (survives a machine crash)",
     )
     parser.add_argument(
         "--request-log-bytes",
@@ -453,7 +477,8 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
         "its base URL); GET /_dsh/report "
         "answers the cache report so far, /_dsh/explorer shows it live in a browser; Ctrl-C "
         "prints a summary line on stderr and the report, and exits. Credentials are never "
-        "written."
+        "written. OpenTelemetry exports posted to /v1/traces and /v1/logs (OTLP/HTTP) are kept, "
+        "not relayed: GET /_dsh/otlp gives them back as OTLP JSON lines for cache-report."
     )
     parser.add_argument(
         "--upstream",
@@ -535,8 +560,9 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
 def _proxy(args: argparse.Namespace) -> int:
     """Run the recording proxy until SIGINT/SIGTERM, then print a summary and the report."""
     from ..explorer import live_pages
-    from ..proxy import ProxyError, ProxyLimits, Recorder, serve_proxy
+    from ..proxy import ProxyError, ProxyLimits, Recorder
     from ..proxy._recorder import session_summary
+    from ..proxy._server import serve_proxy
     from ..scrub._scrubber import scrub_url
     from ..traces import TraceError
 

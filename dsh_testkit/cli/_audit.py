@@ -8,7 +8,9 @@ import sys
 from dsh_core import SidecarError
 
 from .._console import dumps_report_json, emit, make_console
-from ..reports import AUDIT_FORMAT_VERSION, NotASessionLogError, audit_file, render_audit
+from ..reports import NotASessionLogError, audit_file
+from ..reports._audit import AUDIT_FORMAT_VERSION
+from ..reports._audit_render import render_audit
 from ._logs import add_sidecar_arguments, refusal, sidecar_option
 
 __all__ = ["add_audit_arguments", "run_audit"]

@@ -9,12 +9,12 @@ from rich.table import Table
 from rich.text import Text
 
 from .._console import dumps_report_json, emit, make_console
-from ..calibration._calibrate import (
+from ..calibration._calibrate import calibrate
+from ..calibration._values import (
     CALIBRATION_FORMAT_VERSION,
     CalibrationError,
     CalibrationReport,
     CalibrationSettings,
-    calibrate,
 )
 
 __all__ = ["add_calibrate_arguments", "render_calibration", "run_calibrate"]
@@ -63,6 +63,7 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
         "--granularity",
         type=int,
         default=None,
+        metavar="TOKENS",
         help="tokens per reported cache unit (default: each model's, from the model table)",
     )
     parser.add_argument(

@@ -19,11 +19,19 @@ from dsh_core import DshError
 from dsh_core.providers import Prices
 
 from .._console import dumps_report_json, write_output
+from ..compare._inputs import MAX_FILE_BYTES, TraceLoader
 from ..compare._render import comparison_markdown, comparison_text
-from ..compare._runs import TraceLoader, compare_runs
+from ..compare._runs import compare_runs
 from ..compare._values import COMPARE_FORMAT_VERSION, Thresholds
-from ..traces import Trace, TraceError, identify
-from ._doctor import INPUTS, parse_prices, read_input
+from ..traces import Trace, TraceError
+from ..traces._readers import identify
+from ._doctor import (
+    INPUTS,
+    add_granularity_argument,
+    given_granularity,
+    parse_prices,
+    read_input,
+)
 
 __all__ = ["add_compare_arguments", "run_compare"]
 
@@ -77,9 +85,7 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
         help="figures from the prefix-cache simulator for both runs, not the reported usage "
         "(compare a live recording with a mock run on one footing)",
     )
-    parser.add_argument(
-        "--unit-tokens", type=int, metavar="N", help="the provider's cache unit in tokens"
-    )
+    add_granularity_argument(parser, help="tokens per cache unit, for both runs")
     output = parser.add_mutually_exclusive_group()
     output.add_argument(
         "--json",
@@ -92,6 +98,15 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
         help="print Markdown (a pull-request comment, $GITHUB_STEP_SUMMARY) instead of text",
     )
     parser.add_argument(
+        "--max-file-bytes",
+        type=_byte_count,
+        default=MAX_FILE_BYTES,
+        metavar="N",
+        help="the largest file read (default 256 MiB; a larger one is an error naming it). "
+        "Only regular files are read: in a folder, symbolic links, named pipes and devices are "
+        "skipped with a note",
+    )
+    parser.add_argument(
         "--markdown-file",
         metavar="FILE",
         help="also write the Markdown report to FILE (stdout keeps the text or JSON)",
@@ -100,6 +115,16 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_sidecar_arguments(parser)
     parser.epilog = _MATCHING + INPUTS
+
+
+def _byte_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 class _Stop(Exception):
@@ -135,10 +160,10 @@ def run_compare(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.unit_tokens is not None and args.unit_tokens < 1:
-        print(
-            f"{command}: --unit-tokens must be at least 1, got {args.unit_tokens}", file=sys.stderr
-        )
+    try:
+        granularity = given_granularity(args, say=command)
+    except ValueError as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
         return 2
     prices: Prices | None = None
     if args.price:
@@ -158,8 +183,9 @@ def run_compare(args: argparse.Namespace) -> int:
             thresholds=thresholds,
             prices=prices,
             simulate=True if args.simulate else None,
-            unit_tokens=args.unit_tokens,
+            granularity=granularity,
             loader=_loader(args),
+            max_file_bytes=args.max_file_bytes,
         )
     except _Stop as stop:
         return stop.status

@@ -217,9 +217,11 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
 def run_demo(args: argparse.Namespace) -> int:
     """Run the demo; returns the exit status (0 when the audit finds nothing wrong)."""
     from .._console import emit, make_console
-    from ..doctor import diagnose, render_report
+    from ..doctor import diagnose
+    from ..doctor._render import render_report
     from ..explorer import render_html
-    from ..reports import audit_file, render_audit
+    from ..reports import audit_file
+    from ..reports._audit_render import render_audit
 
     console = make_console()
     out = Path(args.out)

@@ -1,12 +1,14 @@
 """``dsh-testkit cache-report`` and the wire-level ``audit`` of any trace.
 
-The input's kind is asked of the readers' registry once (:func:`dsh_testkit.traces.identify`).
+The input's kind is asked of the readers' registry once (:func:`dsh_testkit.traces._readers.identify`).
 A session log is loaded with its sidecars (``--sidecars``, ``--fill``: its placeholders
 filled) and turned into a trace of its rebuilt requests with the log's own facts as evidence;
 any other recording is read by its reader. Both then go through the one engine.
 
 Exit status of ``cache-report``: 0 report written; 1 the input does not read (a corrupt log, a
-malformed trace); 2 a file that cannot be read or is of no known kind, or a bad option.
+malformed trace); 2 a file that cannot be read, is of no known kind, or holds nothing the doctor
+can use (no model request: the line says why), or a bad option. Compressed inputs (zstd, gzip)
+are read as the files they hold.
 Exit status of ``audit`` over a trace: 0 no finding that cost hits or got a request refused
 (outside ``--allow``), 1 otherwise.
 """
@@ -17,6 +19,7 @@ import argparse
 import math
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Final
 
 from dsh_core import CorruptLogError, DshError, SidecarError
@@ -30,14 +33,20 @@ from ..doctor._render import render_report
 from ..doctor._report import DOCTOR_FORMAT_VERSION, DoctorReport
 from ..doctor._text import one_line
 from ..explorer import render_html
-from ..reports import NotASessionLogError, load_log
-from ..traces import Trace, TraceError, identify, session_log_trace
+from ..reports import NotASessionLogError
+from ..reports._loading import load_log
+from ..traces import Trace, TraceError
+from ..traces._compression import CompressedDataError, read_recording
+from ..traces._readers import identify
+from ..traces._readers._session_log import session_log_trace
 from ._logs import add_sidecar_arguments, sidecar_option
 
 __all__ = [
     "INPUTS",
     "add_cache_report_arguments",
+    "add_granularity_argument",
     "add_trace_audit_arguments",
+    "given_granularity",
     "parse_prices",
     "read_input",
     "run_cache_report",
@@ -47,7 +56,9 @@ __all__ = [
 INPUTS: Final = (
     "INPUT is any recording of an agent's traffic: a dsh_core session log, a `dsh-testkit "
     "proxy` trace file, a saved RequestCapture, a dsh cassette, the mock's request log (GET "
-    "/_dsh/requests saved as JSON), a HAR 1.2 file, or OpenTelemetry GenAI spans as OTLP JSON."
+    "/_dsh/requests saved as JSON, or serve --request-log), a HAR 1.2 file, or OpenTelemetry "
+    "spans and log records of a GenAI instrumentation as the collector's file exporter writes "
+    "them (OTLP JSON or protobuf); compressed with zstd or gzip or not."
 )
 
 
@@ -75,14 +86,34 @@ def parse_prices(text: str) -> Prices:
     )
 
 
+def add_granularity_argument(parser: argparse.ArgumentParser, *, help: str) -> None:
+    """``--granularity TOKENS``, and its old spelling ``--unit-tokens`` (hidden; see
+    :func:`given_granularity`)."""
+    parser.add_argument("--granularity", type=int, metavar="TOKENS", help=help)
+    parser.add_argument("--unit-tokens", type=int, dest="unit_tokens", help=argparse.SUPPRESS)
+
+
+def given_granularity(args: argparse.Namespace, *, say: str) -> int | None:
+    """The ``--granularity`` given (``None``: none), or its old spelling ``--unit-tokens``, which
+    still works with a note on stderr (``say`` starts the note: ``dsh-testkit cache-report``).
+    Raises ``ValueError`` for one below 1 token."""
+    value: int | None = getattr(args, "granularity", None)
+    old: int | None = getattr(args, "unit_tokens", None)
+    if old is not None:
+        print(f"{say}: --unit-tokens is now spelled --granularity", file=sys.stderr)
+        if value is None:
+            value = old
+    if value is not None and value < 1:
+        raise ValueError(f"--granularity must be at least 1, got {value}")
+    return value
+
+
 def _judging_arguments(parser: argparse.ArgumentParser, *, prefix: str) -> None:
-    """``--unit-tokens`` and ``--allow``: what both commands judge a trace with."""
-    parser.add_argument(
-        "--unit-tokens",
-        type=int,
-        metavar="N",
-        help=f"{prefix}the provider's cache unit in tokens (default: from the trace's own hits, "
-        "else the model table by model and date; the report says which)",
+    """``--granularity`` and ``--allow``: what both commands judge a trace with."""
+    add_granularity_argument(
+        parser,
+        help=f"{prefix}tokens per cache unit (default: from the trace's own hits, else the model "
+        "table by model and date; the report says which)",
     )
     parser.add_argument(
         "--allow",
@@ -128,7 +159,7 @@ def add_cache_report_arguments(parser: argparse.ArgumentParser) -> None:
         "Per request: prompt tokens, cache hit, what it could have reused from the request it "
         "extends, what it lost and why (a cause code with its evidence), per conversation and "
         "in total, with the estimated cost. Exit status: 0 report written, 1 the input does not "
-        "read, 2 not readable or of no known kind."
+        "read, 2 not readable, of no known kind, or nothing in it the doctor can use."
     )
     _common_arguments(parser)
     parser.add_argument(
@@ -148,12 +179,14 @@ def read_input(command: str, args: argparse.Namespace) -> Trace | int:
     """The trace of ``args.log`` (any kind), or the exit status after saying why not."""
     path = args.log
     try:
-        with open(path, "rb") as file:
-            head = file.read(65536)
+        found = read_recording(path)
     except OSError as exc:
         print(f"dsh-testkit {command}: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    reader = identify(head)
+    except CompressedDataError as exc:
+        print(f"dsh-testkit {command}: {exc}", file=sys.stderr)
+        return 2
+    reader = identify(found.data[:65536])
     if reader is None:
         print(
             f"dsh-testkit {command}: {path}: not a session log or any recognized trace. {INPUTS}",
@@ -164,8 +197,10 @@ def read_input(command: str, args: argparse.Namespace) -> Trace | int:
         if reader.name == "session-log":
             loaded = load_log(path, sidecars=sidecar_option(args))
             return session_log_trace(loaded, path=path)
-        with open(path, "rb") as file:
-            return reader.read(file.read(), path)
+        trace = reader.read(found.data, path)
+        if found.note is not None:
+            trace = replace(trace, notes=(found.note, *trace.notes))
+        return trace
     except (NotASessionLogError, SidecarError) as exc:
         print(f"dsh-testkit {command}: {path}: {exc}", file=sys.stderr)
         return 2
@@ -180,11 +215,10 @@ def read_input(command: str, args: argparse.Namespace) -> Trace | int:
 
 
 def _report(command: str, args: argparse.Namespace) -> DoctorReport | int:
-    unit = getattr(args, "unit_tokens", None)
-    if unit is not None and unit < 1:
-        print(
-            f"dsh-testkit {command}: --unit-tokens must be at least 1, got {unit}", file=sys.stderr
-        )
+    try:
+        granularity = given_granularity(args, say=f"dsh-testkit {command}")
+    except ValueError as exc:
+        print(f"dsh-testkit {command}: {exc}", file=sys.stderr)
         return 2
     prices = None
     if getattr(args, "price", None):
@@ -196,12 +230,17 @@ def _report(command: str, args: argparse.Namespace) -> DoctorReport | int:
     trace = read_input(command, args)
     if isinstance(trace, int):
         return trace
+    if not len(trace):
+        # Nothing the doctor can use: an error saying why, not an empty report.
+        why = trace.notes[0] if trace.notes else "it holds no model requests"
+        print(f"dsh-testkit {command}: {args.log}: nothing to report: {why}", file=sys.stderr)
+        return 2
     try:
         return diagnose(
             trace,
             simulate=True if getattr(args, "simulate", False) else None,
             conversation=getattr(args, "conversation", None),
-            unit_tokens=unit,
+            granularity=granularity,
             prices=prices,
         )
     except KeyError as exc:

@@ -11,7 +11,8 @@ from dataclasses import replace
 
 from dsh_core import FrozenDict, SidecarError, Sidecars
 
-from ..reports import NotASessionLogError, SidecarOption
+from ..reports import NotASessionLogError
+from ..reports._loading import SidecarOption
 
 __all__ = ["add_sidecar_arguments", "refusal", "sidecar_option"]
 

@@ -38,13 +38,14 @@ from dsh_core import (
     ReconstructedRequest,
     SidecarError,
     UnfilledPlaceholderError,
-    dumps_canonical,
     reconstruct_requests,
     request_wire_body,
 )
+from dsh_core._json_text import dumps_canonical
 
 from .._console import dumps_report_json
-from ..reports import NotASessionLogError, load_log
+from ..reports import NotASessionLogError
+from ..reports._loading import load_log
 from ..traces._log_compare import header_summary
 from ._logs import add_sidecar_arguments, refusal, sidecar_option
 

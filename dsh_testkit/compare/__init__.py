@@ -17,7 +17,6 @@ from ._render import comparison_markdown, comparison_text
 from ._result import CacheRegression, RunComparison
 from ._runs import compare_runs
 from ._values import (
-    COMPARE_FORMAT_VERSION,
     CauseChange,
     RequestChange,
     RequestPair,
@@ -29,7 +28,6 @@ from ._values import (
 )
 
 __all__ = [
-    "COMPARE_FORMAT_VERSION",
     "CacheRegression",
     "CauseChange",
     "RequestChange",

@@ -1,21 +1,47 @@
 """``compare``'s inputs: a run (a recording or a folder of them) read into scenarios, and the
-scenarios of two runs matched (the rules are in ``_compare.py``'s docstring)."""
+scenarios of two runs matched (the rules are in ``_compare.py``'s docstring).
+
+Only regular files are read, and at most :data:`MAX_FILE_BYTES` of each (``max_file_bytes``):
+a folder may hold anything (a link to ``/dev/zero`` or to a file elsewhere, a named pipe, a
+device, a file still growing), and reading it must neither hang nor take the machine's memory.
+In a folder, an entry that is a symbolic link is not followed and one that is not a regular file
+is not opened for reading (a named pipe is opened without waiting for a writer, then left): each
+is skipped with a note naming it. A file named on the command line may be a link (the user named
+it) but must lead to a regular file. A file larger than the cap is an error naming it and the
+option that raises the cap; so is a file that grows past it while it is read.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeAlias
 
-from ..traces import Exchange, Trace, TraceError, identify, trace_of
+from ..traces import Exchange, Trace, TraceError, trace_of
+from ..traces._compression import decompressed
+from ..traces._readers import identify
 from ._values import RunSummary
 
-__all__ = ["Pair", "Run", "Scenario", "TraceLoader", "default_loader", "match", "read_run"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "Pair",
+    "Run",
+    "Scenario",
+    "TraceLoader",
+    "default_loader",
+    "match",
+    "read_regular_file",
+    "read_run",
+]
 
 _HEAD_BYTES: Final = 65536
+MAX_FILE_BYTES: Final = 256 << 20
+"""The largest file ``compare`` reads by default (256 MiB; ``--max-file-bytes``)."""
 
 # ------------------------------------------------------------------------------ reading
 
@@ -47,6 +73,9 @@ class Run:
     scenarios: tuple[Scenario, ...]
     single: bool
     """A single recording, not a folder: two single-scenario runs pair whatever their names."""
+    not_read: tuple[str, ...] = ()
+    """Folder entries left unread, each with why (``leak.jsonl: a symbolic link, not
+    followed``)."""
 
 
 TraceLoader: TypeAlias = Callable[[str, str, bytes], Trace]
@@ -118,12 +147,74 @@ def _split(trace: Trace, *, name: str, label: str, declared: str | None) -> list
     return out
 
 
-def read_run(target: Any, loader: TraceLoader) -> Run:
+class _NotRegular(Exception):
+    """A folder entry that is not read: a link, or not a regular file (``str``: why)."""
+
+
+_KINDS: Final = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def read_regular_file(path: str, max_bytes: int = MAX_FILE_BYTES, *, follow: bool = True) -> bytes:
+    """The bytes of the regular file at ``path``, at most ``max_bytes`` of them.
+
+    Raises :class:`~dsh_testkit.traces.TraceError` naming the file when it is not a regular file
+    (a device, a named pipe: opened without waiting, never read), is larger than ``max_bytes``
+    or grows past it while read; with ``follow=False``, also when it is a symbolic link.
+    ``OSError`` when it cannot be opened."""
+    try:
+        return _read_regular(path, max_bytes, follow=follow)
+    except _NotRegular as why:
+        raise TraceError(str(why), path=path) from None
+
+
+def _read_regular(path: str, max_bytes: int, *, follow: bool) -> bytes:
+    """:func:`read_regular_file`, raising :class:`_NotRegular` for what is not read at all."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    if not follow:
+        if os.path.islink(path):  # (and O_NOFOLLOW where the system has it: no race)
+            raise _NotRegular("a symbolic link, not followed")
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise _NotRegular("a symbolic link, not followed") from None
+        raise
+    with open(fd, "rb", closefd=True) as file:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise _NotRegular(f"{_kind(status.st_mode)}, not a regular file: not read")
+        if status.st_size > max_bytes:
+            raise TraceError(_over(status.st_size, max_bytes), path=path)
+        data = file.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise TraceError(_over(len(data), max_bytes, growing=True), path=path)
+    return data
+
+
+def _over(size: int, cap: int, *, growing: bool = False) -> str:
+    what = "grew past" if growing else f"is {size:,} bytes, over"
+    return f"the file {what} the {cap:,}-byte cap on what compare reads (--max-file-bytes)"
+
+
+def read_run(target: Any, loader: TraceLoader, *, max_file_bytes: int = MAX_FILE_BYTES) -> Run:
+    """One side of a comparison: a recording, a folder of them, or anything
+    :func:`~dsh_testkit.traces.trace_of` takes; files read by :func:`read_regular_file`."""
     if isinstance(target, (str, os.PathLike)):
         path = os.fspath(target)
         if os.path.isdir(path):
-            return _read_folder(path, loader)
-        found = _read_file(path, loader)
+            return _read_folder(path, loader, max_file_bytes)
+        found = _read_file(path, loader, max_file_bytes)
         if found is None:
             raise TraceError("not a session log or any recognized trace", path=path)
         label = os.path.basename(path) or path
@@ -143,28 +234,44 @@ def read_run(target: Any, loader: TraceLoader) -> Run:
     )
 
 
-def _read_file(path: str, loader: TraceLoader) -> tuple[Trace, str | None] | None:
-    """The file's trace and declared id; ``None`` when it is of no known kind."""
-    with open(path, "rb") as file:
-        data = file.read()
+def _read_file(
+    path: str, loader: TraceLoader, max_bytes: int, *, in_folder: bool = False
+) -> tuple[Trace, str | None] | None:
+    """The file's trace and declared id; ``None`` when it is of no known kind. In a folder, an
+    entry that is a link or not a regular file raises :class:`_NotRegular`."""
+    if in_folder:
+        data = _read_regular(path, max_bytes, follow=False)
+    else:
+        data = read_regular_file(path, max_bytes)
+    data = decompressed(data, path=path).data  # a gzip or zstd recording reads as its content
     reader = identify(data[:_HEAD_BYTES])
     if reader is None:
         return None
     return loader(path, reader.name, data), _declared_id(reader.name, data[:_HEAD_BYTES])
 
 
-def _read_folder(root: str, loader: TraceLoader) -> Run:
+def _read_folder(root: str, loader: TraceLoader, max_bytes: int) -> Run:
     scenarios: list[Scenario] = []
     skipped: list[str] = []
+    not_read: list[str] = []
     traces = 0
-    for directory, folders, files in os.walk(root):
-        folders[:] = sorted(f for f in folders if not f.startswith("."))
+    for directory, folders, files in os.walk(root):  # links to folders are not walked into
+        linked = sorted(f for f in folders if os.path.islink(os.path.join(directory, f)))
+        for folder in linked:
+            if not folder.startswith("."):
+                relative = os.path.relpath(os.path.join(directory, folder), root)
+                not_read.append(f"{relative.replace(os.sep, '/')}: a symbolic link, not followed")
+        folders[:] = sorted(f for f in folders if not f.startswith(".") and f not in linked)
         for filename in sorted(files):
             if filename.startswith("."):
                 continue
             path = os.path.join(directory, filename)
             relative = os.path.relpath(path, root).replace(os.sep, "/")
-            found = _read_file(path, loader)
+            try:
+                found = _read_file(path, loader, max_bytes, in_folder=True)
+            except _NotRegular as why:
+                not_read.append(f"{relative}: {why}")
+                continue
             if found is None:
                 skipped.append(relative)
                 continue
@@ -177,6 +284,7 @@ def _read_folder(root: str, loader: TraceLoader) -> Run:
         ),
         scenarios=tuple(scenarios),
         single=False,
+        not_read=tuple(sorted(not_read)),
     )
 
 

@@ -58,17 +58,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from dsh_core.providers import Endpoint, Prices, prices_for
+from dsh_core.providers import Prices, prices_for
+from dsh_core.providers._models import Endpoint
 
 from ..doctor._codes import Severity
 from ..doctor._diagnose import diagnose
 from ..doctor._report import DoctorReport, Finding, RequestDiagnosis, Totals, request_ranges
-from ..doctor._unit import day_of
 from ..prompt._diff import diff_chat
+from ..prompt._granularity import day_of
 from ..prompt._wire_view import canonical_json, tool_ids_renamed, wire_view
 from ..traces import Trace
 from ..traces._model import paused_gc
-from ._inputs import Pair, Run, Scenario, TraceLoader, default_loader, match, read_run
+from ._inputs import (
+    MAX_FILE_BYTES,
+    Pair,
+    Run,
+    Scenario,
+    TraceLoader,
+    default_loader,
+    match,
+    read_run,
+)
 from ._result import RunComparison
 from ._values import (
     GRAVITY,
@@ -81,7 +91,7 @@ from ._values import (
     judge,
 )
 
-__all__ = ["TraceLoader", "compare_runs"]
+__all__ = ["compare_runs"]
 
 _ABSOLUTE_TIME: Final = 1e9
 """Times below this are relative to the recording (a capture's clock), not dates."""
@@ -247,12 +257,12 @@ class _Context:
     thresholds: Thresholds
     pricer: _Pricer
     simulate: bool | None
-    unit_tokens: int | None
+    granularity: int | None
     notes: list[str] = field(default_factory=list)
 
 
 def _diagnosed(scenario: Scenario, ctx: _Context) -> tuple[DoctorReport, list[RequestDiagnosis]]:
-    report = diagnose(scenario.trace, simulate=ctx.simulate, unit_tokens=ctx.unit_tokens)
+    report = diagnose(scenario.trace, simulate=ctx.simulate, granularity=ctx.granularity)
     return report, [ctx.pricer.reprice(r) for r in report.requests]
 
 
@@ -288,10 +298,10 @@ def _compare_pair(pair: Pair, ctx: _Context) -> ScenarioComparison:
                 "shortly before), which favours that run — restart the mock between runs, or "
                 "run with --simulate to compare both from a cold cache"
             )
-    if base_report.unit.tokens != new_report.unit.tokens:
+    if base_report.granularity.tokens != new_report.granularity.tokens:
         notes.append(
-            f"cache unit: base {base_report.unit.tokens} tokens, new "
-            f"{new_report.unit.tokens} (set one with --unit-tokens)"
+            f"cache granularity: base {base_report.granularity.tokens} tokens, new "
+            f"{new_report.granularity.tokens} (set one with --granularity)"
         )
     by_position_base = sorted(base_requests, key=lambda r: r.index)
     by_position_new = sorted(new_requests, key=lambda r: r.index)
@@ -344,28 +354,31 @@ def compare_runs(
     thresholds: Thresholds | None = None,
     prices: Prices | None = None,
     simulate: bool | None = None,
-    unit_tokens: int | None = None,
+    granularity: int | None = None,
     loader: TraceLoader | None = None,
+    max_file_bytes: int = MAX_FILE_BYTES,
 ) -> RunComparison:
     """Compare two runs (see the module docstring for scenarios, matching and verdicts).
 
     ``base`` and ``new`` are each a recording (a path of any kind the doctor reads), a folder
     of them, or anything :func:`~dsh_testkit.traces.trace_of` takes (a trace, a capture, a
     mock). ``thresholds`` decide the verdicts (default :class:`Thresholds`); ``prices``
-    replaces the model table's; ``simulate`` and ``unit_tokens`` are :func:`diagnose`'s.
+    replaces the model table's; ``simulate`` and ``granularity`` are :func:`diagnose`'s.
     ``loader`` reads one file (the CLI's fills session logs' placeholders from sidecars).
-    Raises :class:`~dsh_testkit.traces.TraceError` or ``OSError`` for an input it cannot read.
+    Only regular files are read, at most ``max_file_bytes`` of each (links and special files
+    in a folder are skipped with a note: ``_inputs.py``). Raises
+    :class:`~dsh_testkit.traces.TraceError` or ``OSError`` for an input it cannot read.
     """
     thresholds = thresholds if thresholds is not None else Thresholds()
     with paused_gc():
-        base_run = read_run(base, loader or default_loader)
-        new_run = read_run(new, loader or default_loader)
+        base_run = read_run(base, loader or default_loader, max_file_bytes=max_file_bytes)
+        new_run = read_run(new, loader or default_loader, max_file_bytes=max_file_bytes)
         when = _run_date(new_run)
         ctx = _Context(
             thresholds=thresholds,
             pricer=_Pricer(prices, when),
             simulate=simulate,
-            unit_tokens=unit_tokens,
+            granularity=granularity,
         )
         pairs, removed, added = match(base_run, new_run)
         scenarios = tuple(_compare_pair(pair, ctx) for pair in pairs)
@@ -380,6 +393,13 @@ def compare_runs(
                 f"{side}: {len(run.summary.skipped)} file(s) of no known kind skipped ({shown}"
                 + (f", and {more} more" if more > 0 else "")
                 + ")"
+            )
+        if run.not_read:
+            shown = "; ".join(run.not_read[:5])
+            more = len(run.not_read) - 5
+            notes.append(
+                f"{side}: {len(run.not_read)} folder entr{'y' if len(run.not_read) == 1 else 'ies'}"
+                f" not read ({shown}" + (f"; and {more} more" if more > 0 else "") + ")"
             )
         if not run.scenarios:
             notes.append(f"{side}: no recording found in {run.summary.path}")

@@ -29,13 +29,13 @@ __all__ = [
     "UnmatchedScenario",
     "Verdict",
     "judge",
-    "money",
 ]
 
 COMPARE_FORMAT_VERSION: Final = 1
 """Version of ``compare``'s JSON document."""
 
 Verdict: TypeAlias = Literal["identical", "benign", "regression", "improvement"]
+"""What a comparison concludes; a build gates on ``regression``."""
 
 _EPSILON: Final = 1e-9
 GRAVITY: Final[Mapping[str, int]] = {"note": 0, "loss": 1, "refusal": 2}

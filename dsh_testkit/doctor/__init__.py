@@ -14,19 +14,19 @@ Two runs side by side — what a harness change did to the cache and the bill, w
 build gates on — is :mod:`dsh_testkit.compare` (``dsh-testkit compare BASE NEW``).
 
 The command is ``dsh-testkit cache-report INPUT``; the terms of the report are defined once
-(:data:`TERMS`), and so is the cache unit (:func:`cache_unit`).
+(:data:`TERMS`), and so is the cache granularity (:func:`cache_granularity`, a
+:class:`~dsh_testkit.prompt.CacheGranularity`).
 """
 
+from .._errors import PrefixInstability
 from ._assertions import DEFAULT_ALLOWED, assert_cache_friendly, assert_prefix_stable
-from ._branches import Brancher, Conversation, Link, Relation, conversations
-from ._codes import CAUSE_CODES, CODES, TERMS, CauseCode, CodeInfo, Severity
+from ._branches import Conversation, Link, conversations
+from ._codes import CAUSE_CODES, TERMS, CauseCode, Severity
 from ._diagnose import diagnose
-from ._engine import Doctor
 from ._errors import CacheUnfriendly
-from ._incremental import IncrementalReport
-from ._render import render_report, report_text
+from ._model_facts import cache_granularity
+from ._render import report_text
 from ._report import (
-    DOCTOR_FORMAT_VERSION,
     ConversationDiagnosis,
     DoctorReport,
     Finding,
@@ -35,37 +35,28 @@ from ._report import (
     Segment,
     Totals,
 )
-from ._unit import CacheUnit, cache_unit
 
 __all__ = [
     "CAUSE_CODES",
-    "CODES",
     "DEFAULT_ALLOWED",
-    "DOCTOR_FORMAT_VERSION",
     "TERMS",
-    "Brancher",
     "CacheUnfriendly",
-    "CacheUnit",
     "CauseCode",
-    "CodeInfo",
     "Conversation",
     "ConversationDiagnosis",
-    "Doctor",
     "DoctorReport",
     "Finding",
     "FindingGroup",
-    "IncrementalReport",
     "Link",
-    "Relation",
+    "PrefixInstability",
     "RequestDiagnosis",
     "Segment",
     "Severity",
     "Totals",
     "assert_cache_friendly",
     "assert_prefix_stable",
-    "cache_unit",
+    "cache_granularity",
     "conversations",
     "diagnose",
-    "render_report",
     "report_text",
 ]

@@ -19,8 +19,8 @@ from ..prompt._wire_view import WireView, wire_view
 from ..traces import Exchange
 from ._change import PARAMS_COMPONENT, Change
 from ._changes import compare, component_label, refusal_reason
+from ._model_facts import template_of
 from ._report import Finding
-from ._unit import template_of
 
 __all__ = ["attribute", "component_at", "floor_unit", "refusal", "refused_changes"]
 

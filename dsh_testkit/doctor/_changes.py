@@ -14,25 +14,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from dsh_core.providers import ChatTemplate
+from dsh_core.providers._models import ChatTemplate
 
 from ..prompt._wire_view import WireView, canonical_json, content_text, rendered_tool, tool_name
 from ..traces import Exchange
-from ._change import PARAMS_COMPONENT, Change
+from ._change import Change
 from ._history import history_changes, rejected_at
-from ._text import TextDiff, locate, text_diff, token_around, volatile_span
+from ._text import locate, text_diff, token_around, volatile_span
 
-__all__ = [
-    "PARAMS_COMPONENT",
-    "Change",
-    "TextDiff",
-    "compare",
-    "component_label",
-    "component_text",
-    "describe_components",
-    "refusal_reason",
-    "text_diff",
-]
+__all__ = ["compare", "component_label", "component_text", "describe_components", "refusal_reason"]
 
 # ---------------------------------------------------------------------------------------------
 # Parameters, system prompt, tools

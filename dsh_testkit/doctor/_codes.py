@@ -37,6 +37,7 @@ CauseCode: TypeAlias = Literal[
     "not-yet-persisted",
     "provider-miss",
 ]
+"""A cause of lost cache hits, as the report and ``allow=`` name it (:data:`CAUSE_CODES` words each)."""
 
 Severity: TypeAlias = Literal["loss", "refusal", "note"]
 """``loss``: this finding limited the request's hit (its lost tokens are counted on it);
@@ -180,7 +181,7 @@ TERMS: Final[tuple[tuple[str, str], ...]] = (
         "reusable",
         "What the request could have reused had it only appended to the request it is compared "
         "with (that request's prompt, and the model's answer when it is resent), rounded down "
-        "to the cache unit.",
+        "to whole cache units.",
     ),
     (
         "lost",
@@ -193,9 +194,10 @@ TERMS: Final[tuple[tuple[str, str], ...]] = (
         "much of what could be reused was reused.",
     ),
     (
-        "unit",
-        "The provider's cache unit: hits are whole units. Taken from the trace's own hits when "
-        "they tell it, else from the model table by model and date, or --unit-tokens.",
+        "granularity",
+        "Tokens per cache unit: the provider counts every hit in whole units. Taken from the "
+        "trace's own hits when they tell it, else from the model table by model and date, or "
+        "--granularity.",
     ),
     (
         "cost",

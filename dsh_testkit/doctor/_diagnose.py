@@ -9,8 +9,8 @@ from dsh_core.providers import Prices
 from ..traces import Trace, trace_of
 from ..traces._model import paused_gc
 from ._engine import Doctor
+from ._model_facts import cache_granularity
 from ._report import ConversationDiagnosis, DoctorReport, RequestDiagnosis, group_findings
-from ._unit import cache_unit
 
 __all__ = ["diagnose"]
 
@@ -20,34 +20,42 @@ def diagnose(
     *,
     simulate: bool | None = None,
     conversation: str | None = None,
-    unit_tokens: int | None = None,
+    granularity: int | None = None,
     prices: Prices | None = None,
 ) -> DoctorReport:
     """The cache doctor's report of a trace (anything :func:`~dsh_testkit.traces.trace_of`
     takes: a trace, a file of any supported kind, a capture, a mock, a list of requests).
 
-    ``simulate``: ``True`` runs the mock's prefix-cache simulator for the figures, ``False``
-    uses the trace's reported usage; ``None`` (default) simulates when the trace has no usage.
+    ``simulate``: ``True`` runs the mock's prefix-cache simulator for every hit figure,
+    ``False`` uses the trace's reported usage only (a request without a cache figure is counted
+    as unknown); ``None`` (default) takes each request's reported figures and simulates the hit
+    of those without one (all of them when the trace has no cache figure). A reported prompt
+    count is kept in every mode; each request says which of its figures are simulated.
     ``conversation`` restricts the report to one conversation (``KeyError`` naming the keys
-    otherwise). ``unit_tokens`` overrides the cache unit (default: from the trace's hits or the
-    model table). ``prices`` overrides the list prices the cost figures use.
+    otherwise). ``granularity`` sets the cache granularity in tokens (default: from the trace's hits or
+    the model table). ``prices`` overrides the list prices the cost figures use.
     """
     with paused_gc():
         trace = trace_of(value)
-        return _diagnose(trace, simulate, conversation, unit_tokens, prices)
+        return _diagnose(trace, simulate, conversation, granularity, prices)
 
 
 def _diagnose(
     trace: Trace,
     simulate: bool | None,
     conversation: str | None,
-    unit_tokens: int | None,
+    given: int | None,
     prices: Prices | None,
 ) -> DoctorReport:
     use_simulator = (not trace.has_usage) if simulate is None else simulate
-    unit = cache_unit(trace, unit_tokens)
+    missing = simulate is None and not use_simulator and _lacks_hits(trace)
+    granularity = cache_granularity(trace, given)
     doctor = Doctor(
-        unit=unit, simulate=use_simulator, time_resolution=trace.time_resolution, prices=prices
+        granularity=granularity,
+        simulate=use_simulator,
+        simulate_missing=missing,
+        time_resolution=trace.time_resolution,
+        prices=prices,
     )
     by_key: dict[str, list[RequestDiagnosis]] = {}
     for exchange in trace:
@@ -58,14 +66,30 @@ def _diagnose(
         by_key = {key: by_key[key]}
     notes = list(trace.notes)
     if use_simulator and simulate is None and len(trace):
-        notes.append("the trace carries no cache usage: figures are simulated")
+        reported = sum(1 for e in trace if e.usage is not None)
+        notes.append(
+            "the trace carries no cache usage: hits are simulated"
+            + (
+                f" (the prompt counts of {reported} request(s) are the provider's, kept)"
+                if reported
+                else ", prompts too"
+            )
+        )
+    if missing:
+        lacking = sum(
+            1 for e in trace if not e.refused and (e.usage is None or e.usage.hit_tokens is None)
+        )
+        notes.append(
+            f"{lacking} request(s) have no cache figure in the trace: their hits are simulated "
+            "(marked), the other figures are the provider's"
+        )
     if not len(trace):
         notes.append("the trace is empty: it holds no model requests")
     return DoctorReport(
         source=trace.source,
         path=trace.path,
-        figures="simulated" if use_simulator else "reported",
-        unit=unit,
+        figures="simulated" if use_simulator else "mixed" if missing else "reported",
+        granularity=granularity,
         conversations=tuple(
             ConversationDiagnosis(key=key, requests=tuple(items), groups=group_findings(items))
             for key, items in by_key.items()
@@ -74,6 +98,11 @@ def _diagnose(
         prices=prices,
         time_resolution=trace.time_resolution,
     )
+
+
+def _lacks_hits(trace: Trace) -> bool:
+    """Whether some answered request has no cache figure (while others have one)."""
+    return any(not e.refused and (e.usage is None or e.usage.hit_tokens is None) for e in trace)
 
 
 def _conversation_key(asked: str, keys: list[str]) -> str:

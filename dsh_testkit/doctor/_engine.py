@@ -11,7 +11,11 @@ For a request and the request it is compared with (its parent, ``_branches.py``)
    its answer's end when the answer is resent); *shared* is the common token prefix of the
    request and its ideal. Rendered positions become provider tokens anchored at the figures the
    trace reports (the parent's prompt, this prompt), then are rounded down to the cache unit.
-   The hit is the reported one, or the prefix-cache simulator's when the trace has no usage.
+   The hit is the reported one, or the prefix-cache simulator's when the trace has no usage
+   (``simulate``), or only for the requests whose usage has no cache figure
+   (``simulate_missing``). A reported prompt count is never replaced: a simulated hit is
+   scaled from the simulator's rendering to the reported prompt and rounded down to the unit.
+   Each request says which of its figures are reported and which simulated.
 3. **Findings**: every change (``_changes.py``) is a finding. When the request lost one unit or
    more (reusable − hit), the cause is the first change the prompt renders inside the reusable
    part — it limited the hit, and the whole loss is counted on it; with no such change, a
@@ -32,9 +36,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from dsh_core.providers import ChatTemplate, Prices, prices_for
+from dsh_core.providers import Prices, prices_for
+from dsh_core.providers._models import ChatTemplate
 
 from ..prompt import PrefixCacheSimulator, PromptRenderer
+from ..prompt._granularity import CacheGranularity
 from ..prompt._template_tokens import RenderedPrompt, default_thinking
 from ..prompt._wire_view import WireView, wire_view
 from ..traces import Exchange, LogEvent
@@ -43,8 +49,8 @@ from ._branches import Brancher, Link
 from ._change import Change
 from ._changes import compare, component_label
 from ._codes import CauseCode
-from ._report import Finding, RequestDiagnosis, Segment
-from ._unit import CacheUnit, rules_of, template_of
+from ._model_facts import rules_of, template_of
+from ._report import FigureSource, Finding, RequestDiagnosis, Segment
 
 __all__ = ["Doctor"]
 
@@ -75,6 +81,16 @@ def _common(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class _Figures:
+    """A request's prompt and hit, and where each came from (``None``: unknown)."""
+
+    prompt: int | None
+    hit: int | None
+    prompt_source: FigureSource | None
+    hit_source: FigureSource | None
+
+
+@dataclass(frozen=True, slots=True)
 class _Known:
     """What a later request needs of an earlier one."""
 
@@ -82,6 +98,8 @@ class _Known:
     prompt: int | None
     """Its prompt tokens (reported or simulated)."""
     rendered_length: int
+    reported: bool = False
+    """Whether its prompt count is the provider's (its answer then anchors the next one)."""
 
 
 class Doctor:
@@ -95,16 +113,18 @@ class Doctor:
     def __init__(
         self,
         *,
-        unit: CacheUnit,
+        granularity: CacheGranularity,
         simulate: bool = False,
+        simulate_missing: bool = False,
         time_resolution: float | None = None,
         prices: Prices | None = None,
         window: int | None = None,
         lookup: Callable[[int], Exchange] | None = None,
         renderer: PromptRenderer | None = None,
     ) -> None:
-        self.unit = unit
+        self.granularity = granularity
         self.simulate = simulate
+        self.simulate_missing = simulate_missing
         self.time_resolution = time_resolution
         self.prices = prices
         self._brancher = Brancher(window=window)
@@ -119,11 +139,11 @@ class Doctor:
         self._below_noted: set[str] = set()
         self._clock = 0.0
         self._simulator: PrefixCacheSimulator | None = None
-        if simulate:
+        if simulate or simulate_missing:
             # No expiry: a trace's clock may jump from unknown times to known ones, and an
             # eviction the simulation made up is not a finding.
             self._simulator = PrefixCacheSimulator(
-                granularity=unit.tokens, clock=lambda: self._clock, ttl=None
+                granularity=granularity.tokens, clock=lambda: self._clock, ttl=None
             )
 
     # -- rendering ----------------------------------------------------------------------
@@ -174,7 +194,8 @@ class Doctor:
         view.parts(self._canonical)
         link = self._brancher.link(exchange, view)
         rendered = self._render(exchange, link)
-        prompt, hit = self._figures(exchange, view, rendered)
+        figures = self._figures(exchange, view, rendered)
+        prompt, hit = figures.prompt, figures.hit
         position = self._positions.get(link.conversation, 0) + 1
         self._positions[link.conversation] = position
         parent = self._parent(link)
@@ -203,6 +224,9 @@ class Doctor:
             outcome=exchange.outcome,
             prompt_tokens=prompt,
             hit_tokens=None if exchange.refused else hit,
+            prompt_source=figures.prompt_source if prompt is not None else None,
+            hit_source=None if exchange.refused or hit is None else figures.hit_source,
+            usage_origin=exchange.usage.origin if exchange.usage is not None else None,
             completion_tokens=exchange.usage.completion_tokens if exchange.usage else None,
             reusable_tokens=reusable,
             shared_tokens=shared,
@@ -215,24 +239,47 @@ class Doctor:
         )
         diagnosis = self._priced(exchange, diagnosis)
         if not exchange.refused:
-            self._remember(exchange, prompt, rendered)
+            self._remember(exchange, prompt, rendered, figures.prompt_source == "reported")
         return diagnosis
 
-    def _figures(
-        self, exchange: Exchange, view: WireView, rendered: RenderedPrompt
-    ) -> tuple[int | None, int | None]:
+    def _figures(self, exchange: Exchange, view: WireView, rendered: RenderedPrompt) -> _Figures:
+        usage = exchange.usage
+        reported_prompt = usage.prompt_tokens if usage is not None else None
+        reported_hit = usage.hit_tokens if usage is not None else None
         if self._simulator is None:
-            usage = exchange.usage
-            if usage is None:
-                return None, None
-            return usage.prompt_tokens, usage.hit_tokens
+            return _Figures(
+                reported_prompt,
+                reported_hit,
+                "reported" if reported_prompt is not None else None,
+                "reported" if reported_hit is not None else None,
+            )
+        simulated_prompt, simulated_hit, unit_end = self._simulated(exchange, view, rendered)
+        if reported_hit is not None and not self.simulate:
+            return _Figures(reported_prompt, reported_hit, "reported", "reported")
+        if reported_prompt is None:
+            return _Figures(simulated_prompt, simulated_hit, "simulated", "simulated")
+        hit = None
+        if simulated_hit is not None:
+            # The simulator counts its own rendering of the rebuilt request; the provider
+            # counted the real one. Where the cached prefix ends is mapped from the one to the
+            # other, then rounded down to the unit.
+            at = _provider_position(unit_end, rendered, reported_prompt, exchange)
+            hit = max(0, min(reported_prompt, floor_unit(at, self.granularity.tokens)))
+        return _Figures(reported_prompt, hit, "reported", "simulated")
+
+    def _simulated(
+        self, exchange: Exchange, view: WireView, rendered: RenderedPrompt
+    ) -> tuple[int, int | None, int]:
+        """The simulator's prompt and hit for the request (the hit ``None`` when refused), and
+        where the unit that hit ends in the rendering (before rounding down)."""
+        assert self._simulator is not None
         if exchange.started is not None:
             self._clock = max(self._clock, exchange.started)
         else:
             self._clock += 1.0
         found = self._simulator.lookup(view.cache_key(), rendered)
         if exchange.refused:
-            return found.usage.prompt_tokens, None
+            return found.usage.prompt_tokens, None, 0
         completion = None
         answer = exchange.response
         if answer is not None:
@@ -245,7 +292,8 @@ class Doctor:
                     answer, thinking=rendered.thinking
                 )
         self._simulator.commit(found, completion)
-        return found.usage.prompt_tokens, found.usage.hit_tokens
+        unit_end = found.usage.unit_tokens if found.usage.hit_tokens else 0
+        return found.usage.prompt_tokens, found.usage.hit_tokens, unit_end
 
     def _parent(self, link: Link) -> _Known | None:
         if link.parent is None:
@@ -260,13 +308,19 @@ class Doctor:
                 exchange=exchange,
                 prompt=exchange.usage.prompt_tokens if exchange.usage else None,
                 rendered_length=len(self._render(exchange).tokens),
+                reported=exchange.usage is not None and not self.simulate,
             )
         return known
 
-    def _remember(self, exchange: Exchange, prompt: int | None, rendered: RenderedPrompt) -> None:
+    def _remember(
+        self, exchange: Exchange, prompt: int | None, rendered: RenderedPrompt, reported: bool
+    ) -> None:
         keep = exchange if self._lookup is None else replace(exchange, content=None)
         self._known[exchange.index] = _Known(
-            exchange=keep, prompt=prompt, rendered_length=len(rendered.tokens)
+            exchange=keep,
+            prompt=prompt,
+            rendered_length=len(rendered.tokens),
+            reported=reported and not self.simulate,
         )
         limit = self._window if self._lookup is None else min(self._window or _MEMO, _MEMO)
         if limit is not None:
@@ -308,7 +362,7 @@ class Doctor:
         parent: _Known,
         link: Link,
     ) -> tuple[int, int, str | None, list[Finding], tuple[str, ...]]:
-        unit = self.unit.tokens
+        unit = self.granularity.tokens
         p_exchange = parent.exchange
         p_view = wire_view(p_exchange.body, endpoint=p_exchange.endpoint) or WireView()
         count = len(p_view.messages)
@@ -354,7 +408,7 @@ class Doctor:
         total = prompt if prompt is not None else own
         anchors = [(0, 0.0), (p_input, p_input_provider)]
         completion = p_exchange.usage.completion_tokens if p_exchange.usage is not None else None
-        if cached and not self.simulate and parent.prompt is not None and completion:
+        if cached and parent.reported and parent.prompt is not None and completion:
             anchors.append((reusable_r, float(parent.prompt + completion)))
         if own > anchors[-1][0]:
             anchors.append((own, float(total)))
@@ -404,7 +458,7 @@ class Doctor:
             at = component_at(rendered.marks, common_r)
             divergence = component_label(view, at) if at >= 0 else "the generation prefix"
         findings = attribute(
-            unit=self.unit.tokens,
+            unit=self.granularity.tokens,
             resolution=self.time_resolution,
             exchange=exchange,
             view=view,
@@ -539,6 +593,28 @@ def _answer_cached(answer: Mapping[str, Any] | None, view: WireView) -> bool:
             isinstance(b, Mapping) and b.get("type") == "tool_use" for b in content
         )
     return bool(answer.get("tool_calls"))
+
+
+def _provider_position(
+    x: int, rendered: RenderedPrompt, reported_prompt: int, exchange: Exchange
+) -> float:
+    """A position in the rendering of a request as the provider counts it: proportionally to
+    the reported prompt; for a request rebuilt from telemetry that records no tools, the
+    difference is the tools the provider read after the system prompt, so a position inside the
+    system prompt stays where it is and one after it moves by the missing tools."""
+    marks = rendered.marks
+    own = max(1, len(rendered.tokens))
+    if not exchange.body_exact and "tools" not in exchange.body and len(marks) > 2:
+        missing = reported_prompt - own
+        anchors = [
+            (0, 0.0),
+            (marks[1], float(marks[1])),
+            (marks[2] + 1, float(marks[2] + 1 + missing)),
+            (own, float(reported_prompt)),
+        ]
+    else:
+        anchors = [(0, 0.0), (own, float(reported_prompt))]
+    return _interpolate(anchors, x)
 
 
 def _interpolate(anchors: Sequence[tuple[int, float]], x: int) -> float:

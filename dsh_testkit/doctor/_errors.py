@@ -8,7 +8,7 @@
 
 (``compare``'s :class:`~dsh_testkit.compare.CacheRegression` is its sibling in the tree.)
 
-(``assert_prefix_stable`` raises the tree's :class:`~dsh_testkit._errors.PrefixInstability`.)
+(``assert_prefix_stable`` raises the tree's :class:`~dsh_testkit.doctor.PrefixInstability`.)
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dsh_core.providers import missing_reasoning
+from dsh_core.providers._passback import missing_reasoning
 
 from ..prompt._wire_view import WireView, canonical_json, content_text, rendered_arguments
 from ._change import Change

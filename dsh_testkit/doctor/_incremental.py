@@ -15,12 +15,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final
 
-from dsh_core.providers import CacheFacts, Prices, resolve_model
+from dsh_core.providers import Prices
 
+from ..prompt._granularity import DEFAULT_GRANULARITY, CacheGranularity, table_granularity
 from ..traces import Exchange
 from ._engine import Doctor
 from ._report import ConversationDiagnosis, DoctorReport, RequestDiagnosis, group_findings
-from ._unit import CacheUnit, on_day
 
 __all__ = ["IncrementalReport"]
 
@@ -31,22 +31,11 @@ WINDOW: Final = 2000
 """Earlier requests the doctor holds as possible parents (older ones are read back)."""
 
 
-def _live_unit(first: Exchange) -> CacheUnit:
-    info = resolve_model(first.model, endpoint=first.endpoint) if first.model else None
-    facts = info.cache if info is not None else CacheFacts()
-    tokens = facts.granularity_at(first.started)
-    return CacheUnit(
-        tokens=tokens,
-        origin="model-table",
-        detail=f"model table: {first.model or 'an unknown model'} {on_day(first.started)}",
-    )
-
-
 class IncrementalReport:
     """Diagnoses exchanges as they come (thread-safe); :meth:`report` says where things stand.
 
     ``lookup`` returns an earlier exchange by its index (the proxy reads it back from its
-    file). The cache unit comes from the model table for the first exchange's model and date,
+    file). The cache granularity comes from the model table for the first exchange's model and date,
     and the figures are the provider's when the first exchange carries a cache figure, else
     simulated.
     """
@@ -80,7 +69,9 @@ class IncrementalReport:
             if self._doctor is None:
                 usage = exchange.usage
                 self._doctor = Doctor(
-                    unit=_live_unit(exchange),
+                    granularity=table_granularity(
+                        exchange.model, exchange.started, endpoint=exchange.endpoint
+                    ),
                     simulate=usage is None or usage.hit_tokens is None,
                     time_resolution=self._resolution,
                     prices=self._prices,
@@ -108,18 +99,18 @@ class IncrementalReport:
                 "figures make the totals); run dsh-testkit cache-report on the trace file for "
                 "all of them"
             )
-        unit = (
-            doctor.unit
+        granularity = (
+            doctor.granularity
             if doctor is not None
-            else CacheUnit(
-                tokens=CacheFacts().granularity, origin="model-table", detail="no request yet"
+            else CacheGranularity(
+                tokens=DEFAULT_GRANULARITY, origin="model-table", detail="no request yet"
             )
         )
         return DoctorReport(
             source=self._source,
             path=path,
             figures="simulated" if doctor is not None and doctor.simulate else "reported",
-            unit=unit,
+            granularity=granularity,
             conversations=tuple(
                 ConversationDiagnosis(key=key, requests=tuple(items), groups=group_findings(items))
                 for key, items in by_key.items()

@@ -34,6 +34,19 @@ def _n(value: int | None) -> str:
     return f"{value:,}" if value is not None else "–"
 
 
+SIMULATED_MARK = "*"
+"""Marks a figure the mock's prefix cache simulated on a report whose others are reported."""
+
+
+def _figure(value: int | None, source: str | None, marked: bool) -> str:
+    text = _n(value)
+    return (
+        f"{text}{SIMULATED_MARK}"
+        if marked and value is not None and source == "simulated"
+        else text
+    )
+
+
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:.1f} %"
 
@@ -64,7 +77,7 @@ def _causes(r: RequestDiagnosis) -> Text:
     return text
 
 
-def _table(c: ConversationDiagnosis) -> Table:
+def _table(c: ConversationDiagnosis, marked: bool) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
     table.add_column("#", justify="right")
     table.add_column("compared with")
@@ -76,8 +89,10 @@ def _table(c: ConversationDiagnosis) -> Table:
         table.add_row(
             str(r.index + 1),
             _compared(r),
-            _n(r.prompt_tokens),
-            Text(_n(r.hit_tokens), style="green" if r.hit_tokens else ""),
+            _figure(r.prompt_tokens, r.prompt_source, marked),
+            Text(
+                _figure(r.hit_tokens, r.hit_source, marked), style="green" if r.hit_tokens else ""
+            ),
             _pct(r.hit_rate),
             "" if first else _n(r.reusable_tokens),
             Text(
@@ -125,7 +140,37 @@ def _summary(label: str, totals: Totals) -> Text:
             line.append(f" (lost hits {money(totals.lost_cost)})")
     if totals.refused:
         line.append(f" · {totals.refused} refused", style="red")
+    if totals.simulated and totals.simulated < totals.measured:
+        line.append(f" · {totals.simulated} of {totals.measured} hits simulated")
+    if totals.unknown:
+        line.append(
+            f" · {totals.unknown} request(s) without a cache figure"
+            + (
+                f" ({totals.unknown_prompt_tokens:,} prompt tokens)"
+                if totals.unknown_prompt_tokens
+                else ""
+            )
+            + ": not in these rates",
+            style="yellow",
+        )
     return line
+
+
+def _figures_text(report: DoctorReport) -> str:
+    """Where the figures come from, as the requests say."""
+    requests = report.requests
+    prompts = {r.prompt_source for r in requests if r.prompt_tokens is not None}
+    hits = {r.hit_source for r in requests if r.hit_tokens is not None}
+    if hits == {"simulated"} and prompts == {"reported"}:
+        return "prompts reported by the provider, hits simulated by the mock's prefix cache"
+    if report.figures == "simulated" or hits == {"simulated"}:
+        return "simulated by the mock's prefix cache"
+    if "simulated" in hits:
+        return (
+            f"reported by the provider, hits marked {SIMULATED_MARK} simulated by the mock's "
+            "prefix cache (no cache figure recorded)"
+        )
+    return "reported by the provider"
 
 
 def render_report(report: DoctorReport) -> list[Text | Table]:
@@ -146,16 +191,15 @@ def render_report(report: DoctorReport) -> list[Text | Table]:
             if not note.startswith("the trace is empty"):
                 out.append(Text(f"note: {note}", style="dim"))
         return out
-    figures = (
-        "simulated by the mock's prefix cache"
-        if report.figures == "simulated"
-        else "reported by the provider"
+    figures = _figures_text(report)
+    marked = (
+        "simulated" in {r.hit_source for r in report.requests} and report.figures != "simulated"
     )
     out.append(
         Text(
             f"{report.source} · {len(report.conversations)} conversation(s) · "
-            f"{len(report.requests)} request(s) · figures {figures} · cache unit "
-            f"{report.unit.describe()}",
+            f"{len(report.requests)} request(s) · figures {figures} · cache "
+            f"granularity {report.granularity.describe()}",
             style="dim",
         )
     )
@@ -163,7 +207,7 @@ def render_report(report: DoctorReport) -> list[Text | Table]:
         title = Text(f"\nconversation {c.key}", style="bold")
         title.append(f" · {len(c.requests)} request(s)", style="dim")
         out.append(title)
-        out.append(_table(c))
+        out.append(_table(c, marked))
         for group in c.groups:
             out += _group(group)
         out.append(_summary("conversation", c.totals))

@@ -11,19 +11,20 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeAlias
 
 from dsh_core.providers import Prices, prices_for
 
+from ..prompt._granularity import CacheGranularity
 from ._branches import Relation
-from ._changes import TextDiff
 from ._codes import CODES, CauseCode, Severity
-from ._unit import CacheUnit
+from ._text import TextDiff
 
 __all__ = [
     "DOCTOR_FORMAT_VERSION",
     "ConversationDiagnosis",
     "DoctorReport",
+    "FigureSource",
     "Finding",
     "FindingGroup",
     "RequestDiagnosis",
@@ -33,8 +34,13 @@ __all__ = [
     "request_ranges",
 ]
 
-DOCTOR_FORMAT_VERSION: Final = 2
-"""Version of the cache report's JSON document (2: one report for logs and traces)."""
+DOCTOR_FORMAT_VERSION: Final = 3
+"""Version of the cache report's JSON document (2: one report for logs and traces; 3: the cache
+granularity under its one name, ``granularity``, where 2 said ``unit``)."""
+
+FigureSource: TypeAlias = Literal["reported", "simulated"]
+"""Where one figure of a request comes from: the recording's usage, or the mock's prefix-cache
+simulator."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,6 +124,12 @@ class RequestDiagnosis:
     hit_tokens: int | None = None
     """``None`` when the figures are reported and this request has none."""
     completion_tokens: int | None = None
+    prompt_source: FigureSource | None = None
+    """Where :attr:`prompt_tokens` comes from (``None``: unknown)."""
+    hit_source: FigureSource | None = None
+    """Where :attr:`hit_tokens` comes from (``None``: unknown)."""
+    usage_origin: str | None = None
+    """Where the reader found the reported figures, when it says (telemetry)."""
     reusable_tokens: int = 0
     shared_tokens: int = 0
     """What it shares with the request it is compared with (≤ reusable): what a perfect cache
@@ -173,6 +185,11 @@ class RequestDiagnosis:
             "promptTokens": self.prompt_tokens,
             "hitTokens": self.hit_tokens,
             "completionTokens": self.completion_tokens,
+            "figures": {
+                "prompt": self.prompt_source,
+                "hit": self.hit_source,
+                "origin": self.usage_origin,
+            },
             "hitRate": _round(self.hit_rate),
             "reusableTokens": self.reusable_tokens,
             "sharedTokens": self.shared_tokens,
@@ -207,6 +224,13 @@ class Totals:
     cost: float | None = None
     lost_cost: float | None = None
     refused: int = 0
+    simulated: int = 0
+    """Measured requests whose hit was simulated (the recording has no cache figure for them)."""
+    unknown: int = 0
+    """Requests (not refused) with no hit figure at all: counted here, so no rate leaves them
+    out unsaid."""
+    unknown_prompt_tokens: int = 0
+    """The prompt tokens of the :attr:`unknown` requests (when their prompt is known)."""
 
     @property
     def efficiency(self) -> float | None:
@@ -239,6 +263,11 @@ class Totals:
             cost=sum(costs) if costs else None,
             lost_cost=sum(lost_costs) if lost_costs else None,
             refused=sum(1 for r in items if (r.status or 0) >= 400),
+            simulated=sum(1 for r in measured if r.hit_source == "simulated"),
+            unknown=sum(1 for r in items if not r.measured and (r.status or 0) < 400),
+            unknown_prompt_tokens=sum(
+                r.prompt_tokens or 0 for r in items if not r.measured and (r.status or 0) < 400
+            ),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -246,6 +275,9 @@ class Totals:
             "requests": self.requests,
             "measured": self.measured,
             "refused": self.refused,
+            "simulatedHits": self.simulated,
+            "unknownHits": self.unknown,
+            "unknownPromptTokens": self.unknown_prompt_tokens,
             "promptTokens": self.prompt_tokens,
             "hitTokens": self.hit_tokens,
             "reusableTokens": self.reusable_tokens,
@@ -379,19 +411,18 @@ class DoctorReport:
     source: str
     """Which reader built the trace (``session-log``, ``proxy``, ``har``, …)."""
     path: str | None
-    figures: Literal["reported", "simulated"]
-    """Where hit and prompt figures come from: the trace's usage, or the simulator."""
-    unit: CacheUnit
+    figures: Literal["reported", "simulated", "mixed"]
+    """Where the hit figures come from: the trace's usage, the simulator, or each request's
+    usage where it has a cache figure and the simulator where it has none (each request says
+    which: :attr:`RequestDiagnosis.hit_source`). Reported prompt counts are always kept."""
+    granularity: CacheGranularity
+    """Tokens per cache unit the figures are counted in, and where that came from."""
     conversations: tuple[ConversationDiagnosis, ...]
     notes: tuple[str, ...] = ()
     prices: Prices | None = None
     """The prices the cost figures use when one price applies to every request (``None``:
     each request's model and date decide, see ``Prices.label`` in the JSON)."""
     time_resolution: float | None = None
-
-    @property
-    def unit_tokens(self) -> int:
-        return self.unit.tokens
 
     @property
     def requests(self) -> list[RequestDiagnosis]:
@@ -454,7 +485,7 @@ class DoctorReport:
             "source": self.source,
             "path": self.path,
             "figures": self.figures,
-            "unit": self.unit.to_json(),
+            "granularity": self.granularity.to_json(),
             "timeResolution": self.time_resolution,
             "prices": self.prices.to_json() if self.prices is not None else None,
             "priceList": [p.to_json() for p in self.price_list()],

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from dsh_core import locate_text_difference
+from dsh_core._differences import locate_text_difference
 
 __all__ = ["TextDiff", "locate", "one_line", "text_diff", "token_around", "volatile_span"]
 

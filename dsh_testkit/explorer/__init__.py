@@ -8,29 +8,7 @@ which the page polls with ``If-None-Match``, and as text at ``/_dsh/report``.
 The page's CSS and script live beside this module (``explorer.css``, ``js/``) and are inlined.
 """
 
-from ._live import (
-    LIVE_PATHS,
-    REPORT_JSON_URL,
-    LiveAnswer,
-    LivePages,
-    LiveReport,
-    live_pages,
-    live_report_of,
-    wants_json,
-)
-from ._page import DOCS_PAGE, embed_json, page_config, render_html
+from ._live import live_pages
+from ._page import render_html
 
-__all__ = [
-    "DOCS_PAGE",
-    "LIVE_PATHS",
-    "REPORT_JSON_URL",
-    "LiveAnswer",
-    "LivePages",
-    "LiveReport",
-    "embed_json",
-    "live_pages",
-    "live_report_of",
-    "page_config",
-    "render_html",
-    "wants_json",
-]
+__all__ = ["live_pages", "render_html"]

@@ -33,7 +33,8 @@ from weakref import WeakKeyDictionary, ref
 
 from .._console import dumps_report_json
 from .._loopback.pages import LiveAnswer
-from ..doctor import DoctorReport, IncrementalReport, diagnose, report_text
+from ..doctor import DoctorReport, diagnose, report_text
+from ..doctor._incremental import IncrementalReport
 from ..traces import Exchange
 from ._page import render_html
 

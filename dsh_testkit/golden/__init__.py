@@ -5,37 +5,15 @@
 - ``_normalize``: the normalization that makes goldens byte-stable across machines.
 """
 
-from ._extensions import (
-    CWD_TOKEN,
-    TIME_KEYS,
-    TRANSCRIPT_FORMAT,
-    TRANSCRIPT_FORMAT_VERSION,
-    WIRE_FORMAT,
-    WIRE_FORMAT_VERSION,
-    LogInput,
-    Normalizer,
-    SnapshotInputError,
-    TranscriptExtension,
-    WireRequestsExtension,
-    cwd_spellings,
-    render_trace_requests,
-    render_transcript,
-    render_wire_requests,
-)
+from ._extensions import TranscriptExtension, WireRequestsExtension, render_trace_requests
+from ._inputs import SnapshotInputError
+from ._transcript import render_transcript
+from ._wire import render_wire_requests
 
 __all__ = [
-    "CWD_TOKEN",
-    "TIME_KEYS",
-    "TRANSCRIPT_FORMAT",
-    "TRANSCRIPT_FORMAT_VERSION",
-    "WIRE_FORMAT",
-    "WIRE_FORMAT_VERSION",
-    "LogInput",
-    "Normalizer",
     "SnapshotInputError",
     "TranscriptExtension",
     "WireRequestsExtension",
-    "cwd_spellings",
     "render_trace_requests",
     "render_transcript",
     "render_wire_requests",

@@ -55,27 +55,11 @@ from syrupy.types import (
 from .._test_ids import name_of_test
 from ..prompt._wire_view import tool_ids_renamed
 from ._inputs import LogInput, SnapshotInputError
-from ._normalize import CWD_TOKEN, TIME_KEYS, Normalizer, cwd_spellings
+from ._normalize import Normalizer
 from ._transcript import TRANSCRIPT_FORMAT, TRANSCRIPT_FORMAT_VERSION, render_transcript
 from ._wire import WIRE_FORMAT, WIRE_FORMAT_VERSION, render_wire_requests
 
-__all__ = [
-    "CWD_TOKEN",
-    "TIME_KEYS",
-    "TRANSCRIPT_FORMAT",
-    "TRANSCRIPT_FORMAT_VERSION",
-    "WIRE_FORMAT",
-    "WIRE_FORMAT_VERSION",
-    "LogInput",
-    "Normalizer",
-    "SnapshotInputError",
-    "TranscriptExtension",
-    "WireRequestsExtension",
-    "cwd_spellings",
-    "render_trace_requests",
-    "render_transcript",
-    "render_wire_requests",
-]
+__all__ = ["TranscriptExtension", "WireRequestsExtension", "render_trace_requests"]
 
 _WIRE_VERSION: Final = re.compile(r'^\{\s*"format": "([^"]*)",\s*"version": (\d+),')
 _TRANSCRIPT_VERSION: Final = re.compile(r"^# (.*) · format (\d+)$", re.MULTILINE)

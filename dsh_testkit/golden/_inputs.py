@@ -30,6 +30,10 @@ class SnapshotInputError(TestkitError, TypeError):
         self.value_type = value_type
 
 
+# A traceback names it where users import it from, not this private module.
+SnapshotInputError.__module__ = "dsh_testkit.golden"
+
+
 # ---------------------------------------------------------------------------------------------
 # Inputs
 

@@ -12,7 +12,7 @@ in log order — each request header (the first in full, every later one as a di
 one before: config fields, a unified diff of the system prompt, tools added at an index,
 removed, changed or reordered), each request the model saw (its header, tool names, how many
 messages it carried and which are new since the previous request, or where that request's
-prefix broke, worded like every other difference by :func:`dsh_core.first_json_difference`),
+prefix broke, worded like every other difference by :func:`dsh_core._differences.first_json_difference`),
 each response (chunk count, finish reason, failure, usage with cache hit and miss), assistant
 messages (text, reasoning, tool calls, dropped calls), tool calls and results, retries,
 compaction and turn ends. Text is a JSON string when short or when it has anything
@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from dsh_core import (
-    BlockAssembler,
     EpochHeader,
     Event,
     FinishReason,
@@ -45,13 +44,13 @@ from dsh_core import (
     ToolResultBlock,
     ToolSchema,
     ToolsPlaceholder,
-    chunk_from_json,
-    count_difference,
     derive_event_message,
-    first_json_difference,
     fold_request_header,
     reconstruct_requests,
 )
+from dsh_core._assembly import BlockAssembler
+from dsh_core._differences import count_difference, first_json_difference
+from dsh_core._stream import chunk_from_json
 
 from ._inputs import LogInput, _Log, _primed, logs_of
 from ._normalize import Normalizer

@@ -14,83 +14,35 @@ script, a responder callable, or the default reply::
     )
 """
 
-from ._api_errors import ApiError
 from ._errors import MockError, MockServerError, ScriptError
 from ._inprocess import MockHandler, mock_transport, respx_route
 from ._model import MockDeepSeek, Responder
-from ._plan import Emit, Hangup, HttpRequest, Pause, ResponsePlan, Stall
-from ._render import (
-    Completion,
-    CompletionToolCall,
-    WireUsage,
-    anthropic_events,
-    anthropic_message,
-    chat_chunks,
-    chat_completion,
-)
 from ._request import MockRequest, ReceivedRequest
-from ._responder import call_each_tool_once, default_reply, example_arguments
+from ._responder import call_each_tool_once
 from ._routes import Route, RouteMatch
-from ._schema import script_schema
-from ._script import (
-    BEHAVIOURS,
-    SCRIPT_FORMAT_VERSION,
-    ErrorReply,
-    Fault,
-    Reply,
-    Script,
-    ScriptEntry,
-    ToolCall,
-    behaviour,
-    entry_from_json,
-    random_script,
-)
+from ._script import ErrorReply, Reply, Script, ScriptEntry, ToolCall, behaviour
 from ._server import MockServer, serve
-from ._validate import PassbackRule
 
 __all__ = [
-    "BEHAVIOURS",
-    "SCRIPT_FORMAT_VERSION",
-    "ApiError",
-    "Completion",
-    "CompletionToolCall",
-    "Emit",
     "ErrorReply",
-    "Fault",
-    "Hangup",
-    "HttpRequest",
     "MockDeepSeek",
     "MockError",
     "MockHandler",
     "MockRequest",
     "MockServer",
     "MockServerError",
-    "PassbackRule",
-    "Pause",
     "ReceivedRequest",
     "Reply",
     "Responder",
-    "ResponsePlan",
     "Route",
     "RouteMatch",
     "Script",
     "ScriptEntry",
     "ScriptError",
-    "Stall",
     "ToolCall",
-    "WireUsage",
-    "anthropic_events",
-    "anthropic_message",
     "behaviour",
     "call_each_tool_once",
-    "chat_chunks",
-    "chat_completion",
-    "default_reply",
-    "entry_from_json",
-    "example_arguments",
     "mock_transport",
-    "random_script",
     "respx_route",
-    "script_schema",
     "serve",
 ]

@@ -1,7 +1,8 @@
 """Request admission: who is calling, what they sent, and whether the API would take it.
 
 A model request passes four gates, in the API's order: the credential (:func:`caller_key`), the
-body as JSON (:func:`decode_json_body`), the codec's structural check
+body as JSON (:func:`decode_body`: the one JSON decode of a request on the mock's path; its value
+goes on to the codec, to the request's view and to the request log), the codec's structural check
 (``dsh_core.providers.deepseek.parse_request`` / ``anthropic.parse_request``: one wire format,
 one parser) and the meaning checks of :mod:`._validate`. What passes becomes a
 :class:`~._request.MockRequest` built from the codec's typed request; what fails raises
@@ -11,40 +12,38 @@ one parser) and the meaning checks of :mod:`._validate`. What passes becomes a
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from dsh_core import JsonValueError, freeze_json
-from dsh_core.providers import (
-    TOOL_NAME_PATTERN,
-    AnthropicRequest,
-    ChatRequest,
-    WireFormatError,
-    resolve_model,
-)
+from dsh_core.providers import WireFormatError, resolve_model
 from dsh_core.providers import anthropic as anthropic_codec
 from dsh_core.providers import deepseek as deepseek_codec
+from dsh_core.providers._passback import PassbackRule
+from dsh_core.providers._wire import TOOL_NAME_PATTERN, need_object
+from dsh_core.providers.anthropic import AnthropicRequest
+from dsh_core.providers.deepseek import ChatRequest
 
+from ..scrub._bodies import decode_text
+from ..scrub._rules import REDACTED
 from ._api_errors import ApiError
 from ._plan import HttpRequest
-from ._request import REDACTED, MockRequest
-from ._validate import (
-    PassbackRule,
-    ToolFacts,
-    validate_anthropic,
-    validate_chat,
-)
+from ._request import MockRequest
+from ._validate import ToolFacts, validate_anthropic, validate_chat
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "DecodedBody",
     "Rejection",
     "admit",
     "caller_key",
     "credentials",
-    "decode_json_body",
+    "decode_body",
     "redacted_headers",
 ]
 
@@ -180,10 +179,6 @@ def json_depth_exceeds(text: str, limit: int) -> bool:
     return False
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a valid JSON number")
-
-
 def _bad_body(detail: str) -> Rejection:
     # axum's wording for a body that is not JSON
     return Rejection(
@@ -191,39 +186,107 @@ def _bad_body(detail: str) -> Rejection:
     )
 
 
-def decode_json_body(request: HttpRequest) -> Any:
-    """The body as JSON, or the API's 400: not UTF-8, not JSON, ``NaN``/``Infinity`` (not JSON),
-    or nested deeper than :data:`MAX_JSON_DEPTH`."""
-    try:
-        text = request.body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _bad_body(f"invalid UTF-8 at byte {exc.start}") from None
+@dataclass(frozen=True, slots=True)
+class DecodedBody:
+    """A request body decoded once: what admission reads and what the request log keeps."""
+
+    value: Any
+    """The JSON value (``None`` when the body is not JSON the API takes: see ``refusal``)."""
+    refusal: str | None
+    """Why the API would not parse it (axum's detail: not UTF-8, not JSON, ``NaN``, too deep),
+    ``None`` when it parses."""
+    logged: Any
+    """What the request log keeps: the JSON value (``NaN`` and all), else the body's text;
+    ``None`` for an empty body."""
+
+
+def _logged_text(text: str) -> Any:
+    """The log's reading of a body the API refused before parsing it (not UTF-8: its text with
+    replacement characters), parsed when that is JSON, else the text itself."""
     if json_depth_exceeds(text, MAX_JSON_DEPTH):
-        raise _bad_body(f"nesting deeper than {MAX_JSON_DEPTH} levels")
+        return text
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+
+
+def _logged_refused(raw: bytes, text: str, headers: Mapping[str, Any]) -> Any:
+    """The log's reading of a UTF-8 body the API refused (``text``): as it is, unless its
+    charset reads it otherwise (a byte order mark, UTF-16 or UTF-32), then that text, parsed
+    when it is JSON. A body read the same way is not parsed again."""
+    if not raw:
+        return None
+    read = decode_text(raw, headers)[0]
+    return text if read == text else _logged_text(read)
+
+
+def decode_body(raw: bytes, headers: Mapping[str, Any]) -> DecodedBody:
+    """The body decoded once. The API refuses a body that is not UTF-8, not JSON, holds
+    ``NaN``/``Infinity`` (not JSON), or nests deeper than :data:`MAX_JSON_DEPTH`; the log keeps
+    every body, parsed where it parses (``NaN`` included), else as text, read in its charset
+    (``headers``: a UTF-16 or UTF-32 body is its text, not bytes with NULs between them)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # The API stops at the bytes; the log reads what it can (the only parse of this body).
+        logged = _logged_text(decode_text(raw, headers)[0])
+        return DecodedBody(value=None, refusal=f"invalid UTF-8 at byte {exc.start}", logged=logged)
+    if json_depth_exceeds(text, MAX_JSON_DEPTH):
+        return DecodedBody(
+            value=None,
+            refusal=f"nesting deeper than {MAX_JSON_DEPTH} levels",
+            logged=_logged_refused(raw, text, headers),
+        )
+    constants: list[str] = []
+
+    def constant(name: str) -> float:
+        constants.append(name)  # NaN, Infinity, -Infinity: not JSON to the API, kept by the log
+        return float(name)
+
+    try:
+        value = json.JSONDecoder(parse_constant=constant).decode(text)
     except (ValueError, RecursionError) as exc:
-        raise _bad_body(str(exc)) from None
-    return value
+        # A constant before the error is where the API's parser stopped.
+        detail = f"{constants[0]} is not a valid JSON number" if constants else str(exc)
+        return DecodedBody(value=None, refusal=detail, logged=_logged_refused(raw, text, headers))
+    if constants:
+        return DecodedBody(
+            value=None, refusal=f"{constants[0]} is not a valid JSON number", logged=value
+        )
+    return DecodedBody(value=value, refusal=None, logged=value)
 
 
 def _normalize_numbers(value: Any) -> Any:
-    """``-0.0`` as ``0.0`` and floats checked finite, iteratively (depth is bounded already):
-    every number the codec sees survives a JSON round trip."""
-    root: list[Any] = [value]
-    stack: list[tuple[Any, Any]] = [(root, 0)]
+    """``-0.0`` as ``0.0`` and floats checked finite (depth is bounded already): every number
+    the codec sees survives a JSON round trip. ``value`` itself is left as sent (the request
+    log keeps it): a copy is normalized, and only when it holds a ``-0.0``."""
+    stack: list[Any] = [value]
+    negative_zero = False
     while stack:
-        container, key = stack.pop()
-        item = container[key]
+        item = stack.pop()
         if isinstance(item, float):
             if not math.isfinite(item):
                 raise _bad_body("a number is out of range")
-            if item == 0.0:
-                container[key] = 0.0
+            if item == 0.0 and math.copysign(1.0, item) < 0:
+                negative_zero = True
         elif isinstance(item, dict):
-            stack.extend((item, k) for k in item)
+            stack.extend(item.values())
         elif isinstance(item, list):
-            stack.extend((item, i) for i in range(len(item)))
+            stack.extend(item)
+    if not negative_zero:
+        return value
+    root: list[Any] = [copy.deepcopy(value)]
+    places: list[tuple[Any, Any]] = [(root, 0)]
+    while places:
+        container, key = places.pop()
+        item = container[key]
+        if isinstance(item, float) and item == 0.0:
+            container[key] = 0.0
+        elif isinstance(item, dict):
+            places.extend((item, k) for k in item)
+        elif isinstance(item, list):
+            places.extend((item, i) for i in range(len(item)))
     return root[0]
 
 
@@ -287,28 +350,32 @@ def admit(
     request: HttpRequest,
     endpoint: Literal["chat", "anthropic"],
     *,
+    body: DecodedBody,
     seq: int,
     passback: PassbackRule,
 ) -> MockRequest:
-    """Decode, parse and validate a model request (after :func:`caller_key`)."""
-    raw = decode_json_body(request)
+    """Parse and validate a model request (after :func:`caller_key`) from its ``body`` as
+    :func:`decode_body` decoded it (the request's bytes are not decoded again)."""
+    if body.refusal is not None:
+        raise _bad_body(body.refusal)
+    raw = body.value
     if not isinstance(raw, Mapping):
-        # The codec words the refusal of a non-object body.
+        # The codec's own check of a body's top level, in its words, on the decoded value.
         try:
-            (deepseek_codec if endpoint == "chat" else anthropic_codec).parse_request(request.body)
+            need_object(raw, "")
         except WireFormatError as exc:
             raise Rejection(_wire_error(exc)) from None
         raise Rejection(_wire_error(WireFormatError("expected a JSON object", param="")))
     try:
-        body: Mapping[str, Any] = freeze_json(_normalize_numbers(raw), path="body")
+        frozen: Mapping[str, Any] = freeze_json(_normalize_numbers(raw), path="body")
     except JsonValueError as exc:
         raise _bad_body(str(exc)) from None
     parsed: ChatRequest | AnthropicRequest
     try:
         if endpoint == "chat":
-            parsed = deepseek_codec.parse_request(body)
+            parsed = deepseek_codec.parse_request(frozen)
         else:
-            parsed = anthropic_codec.parse_request(body)
+            parsed = anthropic_codec.parse_request(frozen)
     except WireFormatError as exc:
         raise Rejection(_wire_error(exc)) from None
     info = resolve_model(parsed.model, endpoint=endpoint)
@@ -336,7 +403,7 @@ def admit(
         seq=seq,
         endpoint=endpoint,
         path=request.path,
-        body=body,
+        body=frozen,
         parsed=parsed,
         model=parsed.model,
         stream=bool(parsed.stream),

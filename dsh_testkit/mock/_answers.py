@@ -18,11 +18,14 @@ import string
 from typing import Any, Final, Literal
 
 from dsh_core import thaw_json
-from dsh_core.providers import MODELS, ChatRequest, resolve_model
+from dsh_core.providers import MODELS, resolve_model
 from dsh_core.providers.anthropic import tool_input
+from dsh_core.providers.deepseek import ChatRequest
 
-from ..prompt._cache import CacheKey, PrefixCacheSimulator
-from ..prompt._template import PromptRenderer, RenderedPrompt, ToolCallSpec
+from ..prompt._cache import PrefixCacheSimulator
+from ..prompt._cache_values import CacheKey
+from ..prompt._template import PromptRenderer
+from ..prompt._template_tokens import RenderedPrompt, ToolCallSpec
 from ._api_errors import ApiError, default_error
 from ._plan import BodyAction, Emit, Hangup, Pause, ResponsePlan, Stall, json_plan
 from ._render import (

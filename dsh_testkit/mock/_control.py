@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from .._loopback.guard import is_json_content_type
 from .._loopback.http import OWN_ANSWER_HEADERS
@@ -42,11 +42,38 @@ from .._loopback.pages import no_pages_message
 from ._api_errors import ApiError
 from ._errors import ScriptError
 from ._plan import HttpRequest, ResponsePlan, json_plan
+from ._request import ReceivedRequest
+from ._routes import Route
 from ._schema import script_schema
-from ._script import Script, ScriptEntry, entry_from_json
+from ._script import OnExhausted, Script, ScriptEntry, entry_from_json
 
-if TYPE_CHECKING:
-    from ._model import MockDeepSeek
+
+class ControlledMock(Protocol):
+    """What the control API reads and changes of the mock (:class:`~dsh_testkit.mock.MockDeepSeek`
+    is one; the model hands itself to :func:`control_plan`, which never imports it)."""
+
+    on_exhausted: OnExhausted
+
+    @property
+    def pending(self) -> tuple[ScriptEntry, ...]: ...
+    @property
+    def routes(self) -> tuple[Route, ...]: ...
+    @property
+    def requests(self) -> tuple[ReceivedRequest, ...]: ...
+    @property
+    def unscripted_requests(self) -> tuple[ReceivedRequest, ...]: ...
+    @property
+    def dropped_requests(self) -> int: ...
+    @property
+    def unlogged_requests(self) -> int: ...
+    @property
+    def request_log_limit(self) -> int: ...
+    @property
+    def request_log_bytes(self) -> tuple[int, int]: ...
+    def push(self, *entries: ScriptEntry) -> None: ...
+    def add_route_json(self, document: object, *, where: str = "route") -> Route: ...
+    def reset(self) -> None: ...
+
 
 __all__ = ["CONTROL_ENDPOINTS", "control_plan"]
 
@@ -84,7 +111,7 @@ def _parse_pushed(raw: bytes) -> tuple[tuple[ScriptEntry, ...], Script | None]:
     return (entry_from_json(obj, path="body"),), None
 
 
-def _requests_json(mock: MockDeepSeek) -> dict[str, Any]:
+def _requests_json(mock: ControlledMock) -> dict[str, Any]:
     return {
         "requests": [r.to_json() for r in mock.requests],
         "dropped": mock.dropped_requests,
@@ -101,13 +128,13 @@ _POSTS: Final = frozenset(p for p, (methods, _) in CONTROL_ENDPOINTS.items() if 
 """The control paths that change the mock (``POST`` only: no ``GET`` changes anything)."""
 
 
-def control_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> ResponsePlan:
+def control_plan(mock: ControlledMock, request: HttpRequest, path: str) -> ResponsePlan:
     """Answer one control request (``path`` without a trailing slash)."""
     plan = _control_plan(mock, request, path)
     return dataclasses.replace(plan, headers=(*plan.headers, *OWN_ANSWER_HEADERS))
 
 
-def _control_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> ResponsePlan:
+def _control_plan(mock: ControlledMock, request: HttpRequest, path: str) -> ResponsePlan:
     route = (request.method, path)
     if request.method == "POST" and path in _POSTS:
         content_types = [v for k, v in request.headers if k.lower() == "content-type"]

@@ -7,7 +7,7 @@
             └── MockServerError    the loopback server could not start or stop (``.host``, ``.port``)
 
 Errors a *client* of the mock sees are not Python exceptions: they are the API's own HTTP error
-bodies (see :class:`~dsh_testkit.mock.ApiError`).
+bodies (see :class:`~dsh_testkit.mock._api_errors.ApiError`).
 """
 
 from __future__ import annotations
@@ -36,3 +36,8 @@ class MockServerError(MockError, RuntimeError):
         super().__init__(f"mock server {host}:{port}: {message}")
         self.host = host
         self.port = port
+
+
+# A traceback names each error where users import it from, not this private module.
+for _error in (MockError, MockServerError, ScriptError):
+    _error.__module__ = "dsh_testkit.mock"

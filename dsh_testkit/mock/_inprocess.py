@@ -62,26 +62,32 @@ def _stream_type(module: types.ModuleType) -> type[Any]:
             return module.ReadTimeout(_STALL_MESSAGE, request=self._request)  # type: ignore[no-any-return]
 
         def __iter__(self) -> Iterator[bytes]:
-            for action in self._plan.body:
-                if isinstance(action, Emit):
-                    yield action.data
-                elif isinstance(action, Pause):
-                    time.sleep(action.seconds)
-                else:
-                    if isinstance(action, Stall) and self._stall:
-                        time.sleep(self._stall)
-                    raise self._fault(action)
+            try:
+                for action in self._plan.body:
+                    if isinstance(action, Emit):
+                        yield action.data
+                    elif isinstance(action, Pause):
+                        time.sleep(action.seconds)
+                    else:
+                        if isinstance(action, Stall) and self._stall:
+                            time.sleep(self._stall)
+                        raise self._fault(action)
+            finally:
+                self._plan.complete()
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
-            for action in self._plan.body:
-                if isinstance(action, Emit):
-                    yield action.data
-                elif isinstance(action, Pause):
-                    await asyncio.sleep(action.seconds)
-                else:
-                    if isinstance(action, Stall) and self._stall:
-                        await asyncio.sleep(self._stall)
-                    raise self._fault(action)
+            try:
+                for action in self._plan.body:
+                    if isinstance(action, Emit):
+                        yield action.data
+                    elif isinstance(action, Pause):
+                        await asyncio.sleep(action.seconds)
+                    else:
+                        if isinstance(action, Stall) and self._stall:
+                            await asyncio.sleep(self._stall)
+                        raise self._fault(action)
+            finally:
+                self._plan.complete()
 
     _stream_types[module.__name__] = PlanStream
     return PlanStream
@@ -112,8 +118,11 @@ class MockHandler:
                 path,
                 headers=[(k, v) for k, v in request.headers.multi_items()],
                 body=body,
+                received=time.time(),
             )
         )
+        if plan.abort is not None:
+            plan.complete()
         if plan.abort == "reset":
             raise module.RemoteProtocolError(_RESET_MESSAGE, request=request)
         if plan.abort == "hang":

@@ -18,9 +18,12 @@ only a digest of the key.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import sys
 import threading
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -28,20 +31,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 from dsh_core.providers import MODELS
+from dsh_core.providers._passback import PassbackRule
 
 from .._loopback.guard import is_json_content_type
 from ..prompt._cache import PrefixCacheSimulator
 from ..prompt._template import PromptRenderer
-from ..scrub._rules import _URL_REDACTED as URL_REDACTED
-from ..scrub._scrubber import credentials_of
+from ..scrub._scrubber import credentials_of, scrub_json, scrub_text, scrub_url
 from ..scrub._spellings import KnownSecrets
+from ..traces._file import TraceWriter
 from ._admission import (
-    MAX_JSON_DEPTH,
+    DecodedBody,
     Rejection,
     admit,
     caller_key,
     credentials,
-    json_depth_exceeds,
+    decode_body,
     redacted_headers,
 )
 from ._answers import AnswerPlanner, context_window_error
@@ -59,12 +63,21 @@ from ._sources import (
     exhausted_error,
     with_reasoning,
 )
-from ._validate import PassbackRule
 
 if TYPE_CHECKING:
     from ..traces import Trace
 
-__all__ = ["DEFAULT_REQUEST_LOG_LIMIT", "SCRIPT_EXHAUSTED_STATUS", "MockDeepSeek", "Responder"]
+__all__ = [
+    "DEFAULT_REQUEST_LOG_LIMIT",
+    "REQUEST_LOG_FORMAT",
+    "REQUEST_LOG_VERSION",
+    "MockDeepSeek",
+    "Responder",
+]
+
+REQUEST_LOG_FORMAT: Final = "dsh-mock-requests"
+"""The header's ``format`` of the request log file (:meth:`MockDeepSeek.log_requests_to`)."""
+REQUEST_LOG_VERSION: Final = 1
 
 Responder: TypeAlias = Callable[[MockRequest], ScriptEntry | None]
 """A callable script (pydantic-ai's ``FunctionModel``, for the DeepSeek wire): it gets every
@@ -165,6 +178,11 @@ class MockDeepSeek:
         )
         self._sources.responder = responder
         self._log_limit = request_log_limit
+        self._started = 0.0
+        self._pending: dict[int, ReceivedRequest] = {}
+        """Records whose answer is still being carried out, by identity."""
+        self._request_file: TraceWriter | None = None
+        self._request_file_failed = False
         self._requests: deque[ReceivedRequest] = deque(maxlen=request_log_limit)
         self._seq = 0
         self._unlogged_count = 0
@@ -415,25 +433,107 @@ class MockDeepSeek:
 
     def handle(self, request: HttpRequest) -> ResponsePlan:
         """Answer one request. Never raises, whatever the request: an internal failure becomes
-        an HTTP 500 (a bug to report)."""
+        an HTTP 500 (a bug to report).
+
+        A request that is logged gets its start time now (or the transport's
+        :attr:`HttpRequest.received`); the plan's :meth:`ResponsePlan.complete`, which the
+        transports call once the answer is carried out, gives the record its end time and
+        appends it to the request log file (:meth:`log_requests_to`)."""
         with self._lock:
+            self._started = request.received if request.received is not None else time.time()
+            before = self._seq
             try:
-                return self._route(request)
+                plan = self._route(request)
             except Exception as exc:  # the server must survive any bug in the model
-                return self._internal_error(request, exc)
+                plan = self._internal_error(request, exc)
+            if self._seq != before and self._requests and self._requests[-1].seq == self._seq:
+                record = self._requests[-1]
+                self._pending[id(record)] = record
+                plan = dataclasses.replace(plan, on_complete=self._completion(record))
+            return plan
+
+    def _completion(self, record: ReceivedRequest) -> Callable[[], None]:
+        done = False
+
+        def complete() -> None:
+            nonlocal done
+            if done:
+                return
+            done = True
+            finished = dataclasses.replace(record, finished=time.time())
+            with self._lock:
+                self._pending.pop(id(record), None)
+                for i in range(len(self._requests) - 1, -1, -1):
+                    if self._requests[i] is record:
+                        self._requests[i] = finished
+                        break
+                self._write_record(finished)
+
+        return complete
+
+    def _write_record(self, record: ReceivedRequest) -> None:
+        writer = self._request_file
+        if writer is None:
+            return
+        try:
+            writer.append(record.to_json())
+        except OSError as exc:  # a full disk: say so once, keep serving
+            if not self._request_file_failed:
+                self._request_file_failed = True
+                print(
+                    f"mock DeepSeek: cannot append to the request log file {writer.path}: "
+                    f"{exc.strerror or exc}; later records may be missing",
+                    file=sys.stderr,
+                )
+
+    # -- the request log file -------------------------------------------------------------------
+
+    def log_requests_to(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
+        """Append every request's record to the file at ``path`` as its answer ends (JSON
+        Lines: a ``{"format": "dsh-mock-requests", "version": 1}`` header, then one record per
+        line, the same as ``GET /_dsh/requests`` gives, with ``started`` and ``finished``). An
+        existing request log is continued; the file has one writer at a time (an exclusive
+        lock), each line is written whole and flushed, and a torn last line left by a crash is
+        cut off, as the proxy's trace file does (``dsh_testkit.traces._file.TraceWriter``). Readers
+        (``dsh-testkit cache-report``) read it while it grows. Raises
+        :class:`~dsh_testkit.traces.TraceError` when another writer holds it or it is another
+        kind of file (nothing in it changed), ``OSError`` when it cannot be opened."""
+        writer = TraceWriter(
+            path,
+            source="mock",
+            fsync=fsync,
+            append=True,
+            file_format=REQUEST_LOG_FORMAT,
+            version=REQUEST_LOG_VERSION,
+        )
+        with self._lock:
+            previous, self._request_file = self._request_file, writer
+            self._request_file_failed = False
+        if previous is not None:
+            previous.close()
+
+    def close_request_log(self) -> None:
+        """Write the records still in flight (without an end time) and close the file."""
+        with self._lock:
+            for record in list(self._pending.values()):
+                self._write_record(record)
+            self._pending.clear()
+            writer, self._request_file = self._request_file, None
+        if writer is not None:
+            writer.close()
 
     def _internal_error(self, request: HttpRequest, exc: Exception) -> ResponsePlan:
         secrets = _safe_credentials(request)
         error = ApiError(
             status=500,
-            message=f"mock DeepSeek internal error: {secrets.text(_describe(exc))}",
+            message=f"mock DeepSeek internal error: {scrub_text(_describe(exc), secrets)}",
             type="server_error",
             code="MOCK_INTERNAL_ERROR",
         )
         try:
             self._record(request, "unknown", status=500, error=error)
             trace = "".join(traceback.format_exception(exc))
-            print(secrets.text(trace), file=sys.stderr, end="")
+            print(scrub_text(trace, secrets), file=sys.stderr, end="")
         except Exception:
             pass
         return json_plan(500, error.deepseek_body())
@@ -481,8 +581,9 @@ class MockDeepSeek:
         error: ApiError,
         *,
         allow: str | None = None,
+        body: DecodedBody | None = None,
     ) -> ResponsePlan:
-        self._record(request, endpoint, status=error.status, error=error)
+        self._record(request, endpoint, status=error.status, error=error, body=body)
         extra = (("allow", allow),) if allow else ()
         return self._answers.error_plan(error, endpoint, extra=extra)
 
@@ -510,14 +611,16 @@ class MockDeepSeek:
             value for name, value in request.headers if name.lower() == "content-type"
         ):
             return self._not_json(request, endpoint)
+        # The body's one decode: admission reads its value, the request log keeps it.
+        body = decode_body(request.body, dict(request.headers))
         try:
-            view = admit(request, endpoint, seq=self._seq + 1, passback=self._passback)
+            view = admit(request, endpoint, body=body, seq=self._seq + 1, passback=self._passback)
         except Rejection as reject:
-            return self._reject(request, endpoint, reject.error)
+            return self._reject(request, endpoint, reject.error, body=body)
         prompt = self._answers.render_prompt(view)
         overflow = context_window_error(view, prompt.prompt_tokens)
         if overflow is not None:
-            return self._reject(request, endpoint, overflow)
+            return self._reject(request, endpoint, overflow, body=body)
         sources = self._sources
         entry, answered_by, route = sources.pick(view)
         scripted = answered_by in ("route", "script")
@@ -525,7 +628,7 @@ class MockDeepSeek:
             self._unscripted.append(self._seq + 1)
         if entry is None:
             error = exhausted_error(view, tuple(sources.routes), secrets=_safe_credentials(request))
-            return self._reject(request, endpoint, error)
+            return self._reject(request, endpoint, error, body=body)
         sources.last_entry = entry
         by: dict[str, Any] = {
             "scripted": scripted,
@@ -534,12 +637,18 @@ class MockDeepSeek:
         }
         if isinstance(entry, ErrorReply):
             plan = self._answers.scripted_error_plan(entry, endpoint)
-            self._record(request, endpoint, status=entry.status, entry=entry, **by)
+            self._record(request, endpoint, status=entry.status, entry=entry, body=body, **by)
             return plan
         unoffered = _unoffered_tool_error(entry, view) if self._strict_tools else None
         if unoffered is not None:
             self._record(
-                request, endpoint, status=unoffered.status, entry=entry, error=unoffered, **by
+                request,
+                endpoint,
+                status=unoffered.status,
+                entry=entry,
+                error=unoffered,
+                body=body,
+                **by,
             )
             return self._answers.error_plan(unoffered, endpoint)
         sent, warning = with_reasoning(entry, view)
@@ -548,7 +657,7 @@ class MockDeepSeek:
             extras["generatedReasoning"] = sent.reasoning  # type: ignore[union-attr]
         if warning is not None:
             extras["warnings"] = [warning]
-        self._record(request, endpoint, status=200, entry=entry, extras=extras, **by)
+        self._record(request, endpoint, status=200, entry=entry, extras=extras, body=body, **by)
         return plan
 
     def _not_json(
@@ -581,25 +690,34 @@ class MockDeepSeek:
         answered_by: AnsweredBy | None = None,
         route: int | None = None,
         extras: Mapping[str, Any] | None = None,
+        body: DecodedBody | None = None,
     ) -> None:
+        """Log ``request``; ``body`` is its decode when admission made one (else made here)."""
+        if body is None:
+            body = decode_body(request.body, dict(request.headers))
+        # The one scrubbing rule: the request's own credentials in every spelling, key shapes
+        # and credential fields, wherever the log keeps a text (the answer may echo a key).
         secrets = _known_secrets(request)
-        headers = redacted_headers(request)
+        headers = tuple(
+            (name, scrub_text(value, secrets)) for name, value in redacted_headers(request)
+        )
         self._seq += 1
         self._requests.append(
             ReceivedRequest(
                 seq=self._seq,
                 method=request.method,
-                path=secrets.text(request.path, URL_REDACTED),
+                path=scrub_url(request.path, secrets),
                 endpoint=endpoint,
                 headers=headers,
-                body=secrets.json(_logged_body(request.body)),
+                body=scrub_json(body.logged, secrets),
                 status=status,
-                entry=None if entry is None else secrets.json(entry.to_json()),
-                error=None if error is None else secrets.json(error.to_json()),
+                entry=None if entry is None else scrub_json(entry.to_json(), secrets),
+                error=None if error is None else scrub_json(error.to_json(), secrets),
                 scripted=scripted,
                 answered_by=answered_by,
                 route=route,
-                extras=secrets.json(dict(extras or {})),  # the answer may echo a key
+                extras=scrub_json(dict(extras or {}), secrets),  # the answer may echo a key
+                started=self._started,
             )
         )
         size = len(request.body)
@@ -629,19 +747,6 @@ def _unoffered_tool_error(entry: Reply, view: MockRequest) -> ApiError | None:
                 code="MOCK_TOOL_NOT_OFFERED",
             )
     return None
-
-
-def _logged_body(raw: bytes) -> Any:
-    """The body as the log keeps it: parsed JSON when it is shallow enough, else its text."""
-    if not raw:
-        return None
-    text = raw.decode("utf-8", errors="replace")
-    if json_depth_exceeds(text, MAX_JSON_DEPTH):
-        return text
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return text
 
 
 def _last_user_snippet(body: Any) -> str:

@@ -10,8 +10,8 @@ behave the same over both transports.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 __all__ = [
@@ -37,6 +37,8 @@ class HttpRequest:
     """Header pairs as received; names are matched case-insensitively."""
     body: bytes = b""
     query: str = ""
+    received: float | None = None
+    """When the transport had the whole request (UNIX seconds); ``None``: the model stamps it."""
 
     def header(self, name: str) -> str | None:
         """The first value of header ``name`` (case-insensitive), or ``None``."""
@@ -54,10 +56,18 @@ class HttpRequest:
         *,
         headers: Iterable[tuple[str, str]] = (),
         body: bytes = b"",
+        received: float | None = None,
     ) -> HttpRequest:
         """Split ``path`` at ``?`` into path and query."""
         bare, _, query = path.partition("?")
-        return cls(method=method.upper(), path=bare, headers=tuple(headers), body=body, query=query)
+        return cls(
+            method=method.upper(),
+            path=bare,
+            headers=tuple(headers),
+            body=body,
+            query=query,
+            received=received,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,6 +120,16 @@ class ResponsePlan:
     with a :class:`Hangup` or :class:`Stall` makes a truncated JSON body detectable."""
     abort: Literal["reset", "hang"] | None = None
     """``reset``: close the connection before any byte; ``hang``: never answer (stay open)."""
+    on_complete: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+    """Set by the model on a request it logged: a transport calls :meth:`complete` once the
+    answer is carried out (its last byte handed over, or the connection given up), so the
+    request's record gets its end time (and reaches the request log file)."""
+
+    def complete(self) -> None:
+        """Tell the model the answer is done (see :attr:`on_complete`); idempotent enough:
+        the model ignores a second call."""
+        if self.on_complete is not None:
+            self.on_complete()
 
     @property
     def body_bytes(self) -> bytes:

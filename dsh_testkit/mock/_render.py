@@ -13,11 +13,11 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Final
 
-from dsh_core.providers import SSE_DONE as SSE_EVENT_DONE
-from dsh_core.providers import SseEvent
+from dsh_core.providers._sse import SSE_DONE as SSE_EVENT_DONE
+from dsh_core.providers._sse import SseEvent
 from dsh_core.providers.anthropic import tool_input
 
-from ..prompt._cache import CacheUsage, anthropic_usage, deepseek_usage
+from ..prompt._cache_values import CacheUsage, anthropic_usage, deepseek_usage
 
 __all__ = [
     "KEEP_ALIVE",
@@ -44,7 +44,7 @@ KEEP_ALIVE: Final = SseEvent.comment("keep-alive")
 
 def sse_data(payload: object) -> bytes:
     """One ``data:`` event (DeepSeek uses no ``event:`` names), encoded by the providers' own
-    :meth:`~dsh_core.providers.SseEvent.of_json`."""
+    :meth:`~dsh_core.providers._sse.SseEvent.of_json`."""
     return SseEvent.of_json(payload).encode()
 
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from dsh_core.providers import AnthropicRequest, ChatRequest
+from dsh_core.providers.anthropic import AnthropicRequest
+from dsh_core.providers.deepseek import ChatRequest
 
-from ..scrub._rules import REDACTED as REDACTED
 from ._validate import ToolFacts
 
-__all__ = ["REDACTED", "AnsweredBy", "Endpoint", "MockRequest", "ReceivedRequest"]
+__all__ = ["AnsweredBy", "Endpoint", "MockRequest", "ReceivedRequest"]
 
 Endpoint: TypeAlias = Literal["chat", "anthropic", "models", "control", "unknown"]
 AnsweredBy: TypeAlias = Literal[
@@ -89,6 +89,12 @@ class ReceivedRequest:
     """The 1-based index of the route that answered, when one did."""
     extras: dict[str, Any] = field(default_factory=dict, compare=False)
     """Derived facts for tests: ``isolationKey`` (hashed), ``cacheHitTokens``, … (may grow)."""
+    started: float | None = field(default=None, compare=False)
+    """When the request reached the mock (UNIX seconds: the transport's stamp when it gives
+    one, else when the model got it)."""
+    finished: float | None = field(default=None, compare=False)
+    """When the answer's last byte was handed to the client, once the transport says so
+    (``None`` while it is in flight, or when no transport reported it)."""
 
     @property
     def json(self) -> Any:
@@ -116,4 +122,8 @@ class ReceivedRequest:
             out["error"] = self.error
         if self.extras:
             out.update(self.extras)
+        if self.started is not None:
+            out["started"] = self.started
+        if self.finished is not None:
+            out["finished"] = self.finished
         return out

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dsh_core.providers import ChatRequest
+from dsh_core.providers.deepseek import ChatRequest
 
 from ._request import MockRequest
 from ._script import Reply, ToolCall

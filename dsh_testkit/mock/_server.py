@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import Callable, Iterable
 from email.utils import formatdate
 from types import TracebackType
@@ -29,15 +30,18 @@ from .._loopback.http import (
     BODY_TIMEOUT,
     HEAD_TIMEOUT,
     IDLE_TIMEOUT,
+    OWN_ANSWER_HEADERS,
     Head,
     Timeouts,
     reason,
     reset,
+    send_answer,
     wait_for_close,
 )
 from .._loopback.pages import Pages
 from .._loopback.server import ClientConnection, ListenError, LoopbackServer
 from .._loopback.thread import ServerThread
+from ..traces._readers._otlp._ingest import OtlpIngest
 from ._errors import MockServerError
 from ._model import MockDeepSeek
 from ._plan import Emit, Hangup, HttpRequest, Pause, ResponsePlan
@@ -57,17 +61,37 @@ MockPages = Callable[[MockDeepSeek], Pages]
 class _Responder:
     """Carries out the mock's plan for each request of a connection."""
 
-    def __init__(self, mock: MockDeepSeek) -> None:
+    def __init__(self, mock: MockDeepSeek, otlp: OtlpIngest) -> None:
         self.mock = mock
+        self.otlp = otlp
 
     async def __call__(self, head: Head, client: ClientConnection) -> bool:
         body = await client.body(head)
-        request = HttpRequest.build(head.method, head.target, headers=head.headers, body=body)
+        exported = self.otlp.answer(head.method, head.path, head.headers, body)
+        if exported is not None:  # the OTLP route: /v1/traces, /v1/logs, /_dsh/otlp
+            writer = client.writer
+            assert writer is not None
+            await send_answer(
+                writer,
+                exported.status,
+                exported.body,
+                exported.content_type,
+                (*exported.headers, *OWN_ANSWER_HEADERS),
+                server=_SERVER_NAME,
+                head_only=head.method == "HEAD",
+            )
+            return head.keep_alive
+        request = HttpRequest.build(
+            head.method, head.target, headers=head.headers, body=body, received=time.time()
+        )
         del body
         plan = self.mock.handle(request)
         writer = client.writer
         assert writer is not None
-        return await _send(client.reader, writer, head, plan)
+        try:
+            return await _send(client.reader, writer, head, plan)
+        finally:
+            plan.complete()  # the record's end time (and its line in the request log file)
 
 
 async def _send(
@@ -139,8 +163,13 @@ async def serve(
     allow_hosts: Iterable[str] = (),
     allow_remote: bool = False,
     warn: Callable[[str], None] | None = None,
+    otlp: OtlpIngest | None = None,
 ) -> None:
     """Serve ``mock`` on ``host:port`` until ``stop`` is set; ``ready(base_url)`` once listening.
+
+    OpenTelemetry exports posted to ``/v1/traces`` and ``/v1/logs`` (OTLP/HTTP, protobuf or
+    JSON) go to ``otlp`` (a new one when not given); ``GET /_dsh/otlp`` gives them back as OTLP
+    JSON lines.
 
     ``max_connections`` caps concurrent connections (default: 512, or less to fit the open-file
     limit); one more is answered 503 and closed. ``head_timeout`` / ``body_timeout`` bound how
@@ -159,7 +188,7 @@ async def serve(
     say = warn if warn is not None else _stderr
     try:
         server = LoopbackServer(
-            _Responder(mock),
+            _Responder(mock, otlp if otlp is not None else OtlpIngest(path="otlp:serve")),
             name="dsh-testkit serve",
             label="mock server",
             server_header=_SERVER_NAME,
@@ -227,6 +256,9 @@ class MockServer:
     ) -> None:
         self.mock = mock if mock is not None else MockDeepSeek()
         self.host = host
+        self.otlp = OtlpIngest(path="otlp:serve")
+        """The OpenTelemetry exports posted to ``/v1/traces`` and ``/v1/logs``:
+        ``server.otlp.trace()`` is their model calls, for :func:`~dsh_testkit.doctor.diagnose`."""
         self._options: dict[str, Any] = {
             "max_connections": max_connections,
             "head_timeout": head_timeout,
@@ -279,6 +311,7 @@ class MockServer:
                 port=self._requested_port,
                 stop=stop,
                 ready=ready,
+                otlp=self.otlp,
                 **self._options,
             )
         )

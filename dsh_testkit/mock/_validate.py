@@ -5,8 +5,8 @@ every field's type and shape, as the server's deserializer does. This module che
 deserializer cannot: the conversation's meaning — tool messages answer the preceding calls, every
 call is answered, tool schemas are well formed, ``tool_choice`` fits the tools and the mode, and
 the thinking-mode rule that reasoning must be passed back (docs/wire.md §1.4). It reads the codec's
-typed request (:class:`~dsh_core.providers.ChatRequest` /
-:class:`~dsh_core.providers.AnthropicRequest`), so it relies on the shapes the codec checked.
+typed request (:class:`~dsh_core.providers.deepseek.ChatRequest` /
+:class:`~dsh_core.providers.anthropic.AnthropicRequest`), so it relies on the shapes the codec checked.
 
 Messages quoted from real DeepSeek answers are marked [observed] (docs/wire.md §1.3–§1.9 and public
 issue threads); the rest are ours, in the API's style.
@@ -18,24 +18,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from dsh_core.providers import (
-    AnthropicMessage,
-    AnthropicRequest,
-    ChatMessage,
-    ChatRequest,
-    PassbackRule,
-    lacks_thinking,
-    reasoning_required,
-)
+from dsh_core.providers import lacks_thinking
+from dsh_core.providers._passback import PassbackRule, reasoning_required
+from dsh_core.providers.anthropic import AnthropicMessage, AnthropicRequest
+from dsh_core.providers.deepseek import ChatMessage, ChatRequest
 
 from ._api_errors import ApiError
 
-__all__ = [
-    "PassbackRule",
-    "ToolFacts",
-    "validate_anthropic",
-    "validate_chat",
-]
+__all__ = ["ToolFacts", "validate_anthropic", "validate_chat"]
 
 _TOOL_ORDER_MISSING: Final = (
     "An assistant message with 'tool_calls' must be followed by tool messages responding to each "

@@ -8,11 +8,16 @@ holds them against live usage (docs/fidelity.md). The one wire view every compar
 (the prompt's parts as the template renders them) lives here too.
 """
 
-from ._cache import CacheKey, CacheUsage, PrefixCacheSimulator, UnitVisibility
+from dsh_core.providers import UnitVisibility
+
+from ._cache import PrefixCacheSimulator
+from ._cache_values import CacheKey, CacheUsage
+from ._granularity import CacheGranularity
 from ._template import PromptRenderer
 from ._tokenizers import DeepSeekTokenizer, HeuristicTokenizer, Tokenizer
 
 __all__ = [
+    "CacheGranularity",
     "CacheKey",
     "CacheUsage",
     "DeepSeekTokenizer",

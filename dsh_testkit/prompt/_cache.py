@@ -59,7 +59,7 @@ from collections.abc import Callable, Hashable, Sequence
 from itertools import islice
 from typing import Literal
 
-from dsh_core.providers import MODELS, CacheFacts
+from dsh_core.providers import MODELS, CacheFacts, UnitVisibility
 
 from ._cache_state import (
     _SEED,
@@ -72,36 +72,18 @@ from ._cache_state import (
 )
 from ._cache_values import (
     _RECENT_BLOCKS_PER_KEY,
-    DEFAULT_GRANULARITY,
     CacheKey,
     CacheLookup,
     CacheRules,
-    CacheUnit,
-    CacheUnitKind,
     CacheUsage,
     CommonPrefixRule,
-    UnitVisibility,
-    anthropic_usage,
-    cache_model,
-    deepseek_usage,
+    PrefixUnit,
+    PrefixUnitKind,
 )
-from ._template import RenderedCompletion, RenderedPrompt
+from ._granularity import DEFAULT_GRANULARITY
+from ._template_tokens import RenderedCompletion, RenderedPrompt
 
-__all__ = [
-    "DEFAULT_GRANULARITY",
-    "CacheKey",
-    "CacheLookup",
-    "CacheRules",
-    "CacheUnit",
-    "CacheUnitKind",
-    "CacheUsage",
-    "CommonPrefixRule",
-    "PrefixCacheSimulator",
-    "UnitVisibility",
-    "anthropic_usage",
-    "cache_model",
-    "deepseek_usage",
-]
+__all__ = ["PrefixCacheSimulator"]
 
 
 class PrefixCacheSimulator:
@@ -110,10 +92,11 @@ class PrefixCacheSimulator:
     Parameters (all keyword-only):
 
     - ``rules``: ``"2026"`` (default) or ``"2024"``.
-    - ``granularity``: tokens per reported unit for every key; ``None`` (the default): each key's
-      model's (:attr:`CacheKey.model` in the model table, ``CacheFacts.granularity``: 128 for
-      every V4-era model), :data:`DEFAULT_GRANULARITY` for a key without a known model (the 2024
-      documentation's storage unit was 64).
+    - ``granularity``: tokens per cache unit (hits are whole numbers of them) for every key;
+      ``None`` (the default): each key's model's (:attr:`CacheKey.model` in the model table,
+      :func:`~dsh_testkit.prompt._granularity.table_granularity`: 128 for every V4-era model, the
+      table's default for a key without a known model; the 2024 documentation's storage unit
+      was 64).
     - ``interval_tokens``: rules 2026, a unit every this many tokens inside long sequences
       (default 4096; a multiple of ``granularity``; ``None`` turns interval units off). DeepSeek
       does not publish its interval.
@@ -287,7 +270,7 @@ class PrefixCacheSimulator:
         chain = _extend_chain([_SEED], tokens, granularity)
         state = self._keys.get(key)
         unit_tokens = 0
-        kind: CacheUnitKind | None = None
+        kind: PrefixUnitKind | None = None
         if state is not None:
             if self._rules == "2026":
                 unit_tokens, kind = self._match_unit(state, tokens, chain, now)
@@ -341,7 +324,7 @@ class PrefixCacheSimulator:
         self._evict(state)
 
     def _visible_at(
-        self, state: _KeyState, kind: CacheUnitKind, read_at: float, now: float, *, output: bool
+        self, state: _KeyState, kind: PrefixUnitKind, read_at: float, now: float, *, output: bool
     ) -> float:
         """When a unit of ``kind`` persisted now becomes visible; ``output``: it ends inside the
         reply (counted from the commit), else inside the prompt (counted from the lookup)."""
@@ -369,7 +352,7 @@ class PrefixCacheSimulator:
 
     # -- inspection -------------------------------------------------------------------------
 
-    def units(self, key: Hashable) -> tuple[CacheUnit, ...]:
+    def units(self, key: Hashable) -> tuple[PrefixUnit, ...]:
         """The units ``key`` holds now (expired ones excluded), shortest first."""
         state = self._keys.get(key)
         if state is None:
@@ -378,7 +361,7 @@ class PrefixCacheSimulator:
         return tuple(
             sorted(
                 (
-                    CacheUnit(
+                    PrefixUnit(
                         length=unit.length,
                         kind=unit.kind,
                         visible_at=unit.visible_at,
@@ -402,7 +385,7 @@ class PrefixCacheSimulator:
 
     def _match_unit(
         self, state: _KeyState, tokens: Sequence[int], chain: Sequence[int], now: float
-    ) -> tuple[int, CacheUnitKind | None]:
+    ) -> tuple[int, PrefixUnitKind | None]:
         granularity = state.granularity
         lengths = state.lengths
         for position in range(bisect_right(lengths, len(tokens)) - 1, -1, -1):
@@ -421,7 +404,7 @@ class PrefixCacheSimulator:
 
     def matching_units(
         self, key: Hashable, prompt: RenderedPrompt | Sequence[int]
-    ) -> tuple[CacheUnit, ...]:
+    ) -> tuple[PrefixUnit, ...]:
         """Every unit ``key`` holds (visible or not yet) that ``prompt`` matches in full,
         shortest first; rules ``"2026"`` only (``()`` under ``"2024"``). An inspection call: it
         refreshes nothing."""
@@ -432,7 +415,7 @@ class PrefixCacheSimulator:
         tokens = prompt.tokens if isinstance(prompt, RenderedPrompt) else tuple(prompt)
         granularity = state.granularity
         chain = _extend_chain([_SEED], tokens, granularity)
-        found: list[CacheUnit] = []
+        found: list[PrefixUnit] = []
         for length in state.lengths:
             if length > len(tokens):
                 break
@@ -440,7 +423,7 @@ class PrefixCacheSimulator:
             if unit is None or unit.length != length or self._expired(unit, now):
                 continue
             found.append(
-                CacheUnit(
+                PrefixUnit(
                     length=length,
                     kind=unit.kind,
                     visible_at=unit.visible_at,
@@ -490,7 +473,7 @@ class PrefixCacheSimulator:
         tokens: Sequence[int],
         chain: Sequence[int],
         length: int,
-        kind: CacheUnitKind,
+        kind: PrefixUnitKind,
         visible_at: float,
         now: float,
     ) -> None:
@@ -503,7 +486,7 @@ class PrefixCacheSimulator:
         state: _KeyState,
         prefix: int,
         length: int,
-        kind: CacheUnitKind,
+        kind: PrefixUnitKind,
         visible_at: float,
         now: float,
     ) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._cache_values import CacheUnitKind, UnitVisibility
+from dsh_core.providers import UnitVisibility
+
+from ._cache_values import PrefixUnitKind
 
 __all__: list[str] = []
 
@@ -15,9 +17,9 @@ class _Unit:
 
     __slots__ = ("kind", "last_used", "length", "visible_at")
 
-    def __init__(self, length: int, kind: CacheUnitKind, visible_at: float, now: float) -> None:
+    def __init__(self, length: int, kind: PrefixUnitKind, visible_at: float, now: float) -> None:
         self.length = length
-        self.kind: CacheUnitKind = kind
+        self.kind: PrefixUnitKind = kind
         self.visible_at = visible_at
         self.last_used = now
 

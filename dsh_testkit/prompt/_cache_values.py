@@ -8,30 +8,27 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from dsh_core.providers import UnitVisibility, cache_model
+from dsh_core.providers._models import cache_model
 
-from ._template import RenderedPrompt
+from ._template_tokens import RenderedPrompt
 
 __all__ = [
-    "DEFAULT_GRANULARITY",
     "CacheKey",
     "CacheLookup",
     "CacheRules",
-    "CacheUnit",
-    "CacheUnitKind",
     "CacheUsage",
     "CommonPrefixRule",
-    "UnitVisibility",
+    "PrefixUnit",
+    "PrefixUnitKind",
     "anthropic_usage",
-    "cache_model",
     "deepseek_usage",
 ]
 
 CacheRules: TypeAlias = Literal["2026", "2024"]
 """``"2026"``: persisted cache prefix units, full match. ``"2024"``: any shared block prefix."""
 
-CacheUnitKind: TypeAlias = Literal["input", "output", "interval", "common", "block"]
-"""Why a unit was persisted: end of user input, end of model output, a fixed interval, a
+PrefixUnitKind: TypeAlias = Literal["input", "output", "interval", "common", "block"]
+"""Why a cache prefix unit was persisted: end of user input, end of model output, a fixed interval, a
 detected common prefix, or (rules ``"2024"``) a block boundary."""
 
 CommonPrefixRule: TypeAlias = Literal["blocks", "detected"]
@@ -40,9 +37,6 @@ CommonPrefixRule: TypeAlias = Literal["blocks", "detected"]
 once visible, so a second session hits the system prompt and tools the first one sent.
 ``"detected"``: only after two requests share it (the documented "A+B then A+C persists A"
 example taken literally: the second request misses, the third hits)."""
-
-DEFAULT_GRANULARITY = 128
-"""Tokens per reported unit: every hit of the V4-era API we found is a multiple of 128."""
 
 _RECENT_BLOCKS_PER_KEY = 1 << 18
 """Bound on the block hashes of recent prompts kept per key for common-prefix detection."""
@@ -96,12 +90,14 @@ class CacheUsage:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CacheUnit:
-    """A persisted unit, as :meth:`PrefixCacheSimulator.units` lists it."""
+class PrefixUnit:
+    """A cache prefix unit (docs/wire.md §2.1): a prefix the cache persisted, which a request
+    hits only in full; as :meth:`PrefixCacheSimulator.units` lists it. (Its hits are counted in
+    whole cache units of the granularity, :class:`~dsh_testkit.prompt._granularity.CacheGranularity`.)"""
 
     length: int
     """Tokens covered, from the start of the sequence."""
-    kind: CacheUnitKind
+    kind: PrefixUnitKind
     """Why it was first persisted."""
     visible_at: float
     """Clock time from which requests can hit it."""
@@ -127,7 +123,7 @@ class CacheLookup:
     """Block-chain hashes of the prompt (``chain[k]`` covers the first ``k`` blocks)."""
     time: float
     """Clock time of the lookup."""
-    unit_kind: CacheUnitKind | None = None
+    unit_kind: PrefixUnitKind | None = None
     """The kind of the unit that hit (``None`` on a miss)."""
 
 

@@ -18,8 +18,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dsh_core import (
-    GenerateOptions,
+from dsh_core import GenerateOptions
+from dsh_core._differences import (
     config_differences,
     count_difference,
     first_json_difference,

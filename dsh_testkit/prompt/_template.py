@@ -51,12 +51,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from dsh_core.providers import ChatTemplate
+from dsh_core.providers._models import ChatTemplate
 
 from ._template_tokens import (
     END_THINK,
     EOS,
-    IMAGE_TOKENS,
     ReasoningRule,
     RenderedCompletion,
     RenderedPrompt,
@@ -72,15 +71,7 @@ from ._template_tokens import (
 )
 from ._tokenizers import HeuristicTokenizer, Tokenizer
 
-__all__ = [
-    "IMAGE_TOKENS",
-    "PromptRenderer",
-    "ReasoningRule",
-    "RenderedCompletion",
-    "RenderedPrompt",
-    "ToolCallSpec",
-    "default_thinking",
-]
+__all__ = ["PromptRenderer"]
 
 
 class PromptRenderer:

@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from dsh_core import GenerateOptions, ToolsPlaceholder
-from dsh_core.providers import Endpoint, cache_model, resolve_model, thinking_enabled
+from dsh_core.providers import resolve_model, thinking_enabled
+from dsh_core.providers._models import Endpoint, cache_model
 
 __all__ = [
     "CACHE_KEY_PARAMS",
-    "Endpoint",
     "WireView",
     "canonical_json",
     "common_prefix",
@@ -244,7 +244,7 @@ class WireView:
     def cache_key(self) -> tuple[str | None, str | None]:
         """``(serving model, end user)``: requests under different keys share no cache.
 
-        The serving model is the end of the model's alias chain (``dsh_core.providers.cache_model``): aliases of
+        The serving model is the end of the model's alias chain (``dsh_core.providers._models.cache_model``): aliases of
         one model (``deepseek-chat``, ``deepseek-reasoner``, ``deepseek-v4-flash``) share its
         units (docs/fidelity.md, "Cache key").
         """

@@ -11,11 +11,11 @@ proxy per file)::
 
 :class:`ProxyLimits` holds its timeouts and caps; :meth:`Recorder.subscribe` hands each
 exchange record, as written, to a listener. The live report pages are handed in
-(``ProxyServer(upstream, pages=dsh_testkit.explorer.live_pages)``); the report of a finished
-trace is the doctor's (``report_text(diagnose(proxy.trace()))``).
+(``ProxyServer(upstream, pages=dsh_testkit.explorer.live_pages)``); the cache doctor's report of
+what it recorded is ``report_text(diagnose(proxy.trace()))`` (:mod:`dsh_testkit.doctor`).
 """
 
 from ._recorder import Recorder
-from ._server import ProxyError, ProxyLimits, ProxyServer, serve_proxy
+from ._server import ProxyError, ProxyLimits, ProxyServer
 
-__all__ = ["ProxyError", "ProxyLimits", "ProxyServer", "Recorder", "serve_proxy"]
+__all__ = ["ProxyError", "ProxyLimits", "ProxyServer", "Recorder"]

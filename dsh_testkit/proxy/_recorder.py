@@ -1,7 +1,7 @@
 """The proxy's recorder: every exchange to the trace file, and nothing of it kept in memory.
 
 An exchange is scrubbed, encoded and appended to the trace file as one line the moment it ends
-(:class:`~dsh_testkit.traces.TraceWriter`: one writer per file, appended, never truncated), then
+(:class:`~dsh_testkit.traces._file.TraceWriter`: one writer per file, appended, never truncated), then
 handed to the listeners (:meth:`Recorder.subscribe`) with the byte offset of its line; the
 recorder keeps only counts. Without an ``out`` file the lines go to an anonymous temporary file
 (removed by the system when the recorder is dropped, or the process ends, even by a crash):
@@ -9,9 +9,9 @@ the report at the end and ``GET /_dsh/report`` read the exchanges back from the 
 heap holds no request or answer once its exchange is written, however long the session.
 
 Credentials never reach the file: the client's own credentials (every value its credential
-headers present) are removed in every spelling (:func:`~dsh_testkit.scrub._scrubber.redact_known`),
-then everything key-shaped and every credential field
-(:func:`~dsh_testkit.scrub._scrubber.scrub_json`).
+headers present) in every spelling, everything key-shaped and every credential field, by the
+one scrubbing rule (:meth:`~dsh_testkit.scrub.Scrubber.json` with the request's
+:class:`~dsh_testkit.scrub._spellings.KnownSecrets`).
 """
 
 from __future__ import annotations
@@ -29,13 +29,12 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
-from dsh_core import loads_json
+from dsh_core._json_text import loads_json
 
-from ..scrub._rules import _URL_REDACTED
-from ..scrub._scrubber import Scrubber, scrub_json, scrub_url
+from ..scrub._scrubber import Scrubber
 from ..scrub._spellings import KnownSecrets
-from ..traces import Exchange, Trace, TraceError, TraceWriter, loads_trace
-from ..traces._file import encode_record, read_trace_lines
+from ..traces import Exchange, Trace, TraceError, loads_trace
+from ..traces._file import TraceWriter, encode_record, read_trace_lines
 from ..traces._readers._trace_file import records_trace
 
 __all__ = [
@@ -145,24 +144,21 @@ class Recorder:
         could not be written: counted as ``write-failed`` and reported once, the file left
         whole).
 
-        ``secrets`` are the client's own credentials: removed in every spelling first. Then
-        anything key-shaped and credential fields are scrubbed, once: neither the trace file nor
-        the reports show them. The line is encoded first and checked as a whole; when it holds
-        none of the client's credentials and nothing the scrubber would change
-        (:meth:`Scrubber.body_is_clean`), the walk over every value is skipped.
+        ``secrets`` are the client's own credentials: removed in every spelling, with anything
+        key-shaped and credential fields, in one pass: neither the trace file nor the reports
+        show them. The line is encoded first and checked as a whole (every spelling reads the
+        same in it); when it holds none of the client's credentials and nothing the scrubber
+        would change (:meth:`Scrubber.body_is_clean`), the walk over every value is skipped.
         """
         known = KnownSecrets(secrets)
         url = record.get("url")
         if isinstance(url, str):
-            record["url"] = known.text(scrub_url(url), _URL_REDACTED)
+            record["url"] = _SCRUBBER.url(url, known)
         with self._lock:
             record["index"] = self.writer.records
             line = encode_record(record)
-            if known and known.in_text(line):
-                record = known.json(record)
-                line = encode_record(record)
-            if not _SCRUBBER.body_is_clean(line, {}):
-                record = scrub_json(record)
+            if not _SCRUBBER.body_is_clean(line, {}, known):
+                record = _SCRUBBER.json(record, known=known)
                 line = encode_record(record)
             try:
                 offset = self.writer.append_encoded(line)

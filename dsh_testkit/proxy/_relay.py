@@ -2,7 +2,7 @@
 
 The answer is relayed one upstream read at a time (one client write each), never buffered. An
 exchange is recorded exactly once, when it ends, with how it ended
-(:data:`~dsh_testkit.traces.OUTCOMES`):
+(:data:`~dsh_testkit.traces._file.OUTCOMES`):
 
 - the client received the whole answer: ``delivered``, recorded right after the client got
   the terminating chunk and before anything else runs (:meth:`Recorder.ending` makes a
@@ -30,14 +30,8 @@ from urllib.parse import urlsplit
 from .._loopback.http import Head, reason, send_answer
 from .._loopback.server import ClientConnection
 from ..scrub._scrubber import credentials_of
-from ..traces import CONVERSATION_HEADERS
-from ..traces._wire import (
-    answer_of_events,
-    answer_of_json,
-    endpoint_of,
-    error_of_text,
-    split_events,
-)
+from ..traces._readers._build import CONVERSATION_HEADERS
+from ..traces._wire import answer_of_json, answer_of_text, endpoint_of, error_of_text
 from ._recorder import TRIM_ABOVE, Recorder, trim_heap
 from ._upstream import Upstream, UpstreamError, UpstreamResponse, UpstreamTimeout
 
@@ -263,7 +257,7 @@ class Relay:
             if response.status >= 400:
                 error = error_of_text(text)  # the API's own words for the refusal
             elif "event-stream" in (response.header("content-type") or ""):
-                answer, usage = answer_of_events(split_events(text), endpoint)
+                answer, usage = answer_of_text(text, endpoint, event_stream=True)
             else:
                 try:
                     answer, usage = answer_of_json(json.loads(text), endpoint)

@@ -51,6 +51,7 @@ from .._loopback.server import (
 from .._loopback.thread import ServerThread
 from ..scrub._scrubber import scrub_url
 from ..traces import Trace
+from ..traces._readers._otlp._ingest import OtlpIngest, otlp_route
 from ._recorder import Recorder
 from ._relay import InFlight, Relay
 from ._upstream import Upstream
@@ -105,6 +106,10 @@ class ProxyError(TestkitError):
         super().__init__(f"{message} ({host}:{port})")
 
 
+# A traceback names it where users import it from, not this private module.
+ProxyError.__module__ = "dsh_testkit.proxy"
+
+
 _OWN: Final = "/_dsh"
 """The proxy's own path prefix."""
 
@@ -116,11 +121,28 @@ ProxyPages = Callable[[Recorder], Pages]
 class _Responder:
     """What the proxy does with each request: its own ``/_dsh/`` pages, or a relayed exchange."""
 
-    def __init__(self, relay: Relay) -> None:
+    def __init__(self, relay: Relay, otlp: OtlpIngest) -> None:
         self.relay = relay
+        self.otlp = otlp
 
     async def __call__(self, head: Head, client: ClientConnection) -> bool:
         path = head.path
+        if otlp_route(path):
+            # OpenTelemetry exports are the proxy's to keep, never relayed upstream.
+            writer = client.writer
+            assert writer is not None
+            body = await client.body(head)
+            exported = self.otlp.answer(head.method, path, head.headers, body)
+            assert exported is not None
+            await send_answer(
+                writer,
+                exported.status,
+                exported.body,
+                exported.content_type,
+                (*exported.headers, *OWN_ANSWER_HEADERS),
+                head_only=head.method == "HEAD",
+            )
+            return head.keep_alive
         if path == _OWN or path.startswith(_OWN + "/"):
             # The proxy's own paths, never relayed (an upstream mock's control API stays out of
             # reach through the proxy). GETs of the live pages never get here when it has them.
@@ -168,6 +190,7 @@ async def serve_proxy(
     warn: Callable[[str], None] | None = None,
     pages: ProxyPages | None = None,
     allow_hosts: Iterable[str] = (),
+    otlp: OtlpIngest | None = None,
 ) -> Recorder:
     """Proxy to ``upstream`` on ``host:port`` until ``stop`` is set; ``ready(base_url)`` once
     listening. Returns the recorder (its trace file holds the session; its counts say how each
@@ -181,6 +204,10 @@ async def serve_proxy(
     origin's ``Origin`` is 403. Nothing refused is relayed or recorded; the ``Origin`` and
     ``Sec-Fetch-*`` headers the proxy judged are not relayed, and ``/_dsh/`` paths are its own
     (never relayed to an upstream mock's control API).
+
+    OpenTelemetry exports posted to ``/v1/traces`` and ``/v1/logs`` (OTLP/HTTP, protobuf or
+    JSON) go to ``otlp`` (a new one when not given), never upstream; ``GET /_dsh/otlp`` gives
+    them back as OTLP JSON lines.
 
     Raises :class:`ProxyError` for a bad upstream URL, an address that cannot be bound, or a
     non-loopback address without ``allow_remote``.
@@ -207,7 +234,7 @@ async def serve_proxy(
     relay = Relay(upstream, recorder, client, limits.grace)
     try:
         server = LoopbackServer(
-            _Responder(relay),
+            _Responder(relay, otlp if otlp is not None else OtlpIngest(path="otlp:proxy")),
             name="dsh-testkit proxy",
             label="proxy",
             max_connections=limit,
@@ -289,6 +316,9 @@ class ProxyServer:
         self.limits = limits
         self.allow_remote = allow_remote
         self.pages = pages
+        self.otlp = OtlpIngest(path="otlp:proxy")
+        """The OpenTelemetry exports posted to ``/v1/traces`` and ``/v1/logs`` (kept, never
+        relayed): ``proxy.otlp.trace()`` is their model calls."""
         self.recorder: Recorder | None = None
         """The session's recorder (from :meth:`start` on): its counts and trace file."""
         self.base_url = ""
@@ -317,6 +347,7 @@ class ProxyServer:
                     limits=self.limits,
                     allow_remote=self.allow_remote,
                     pages=self.pages,
+                    otlp=self.otlp,
                     allow_hosts=self.allow_hosts,
                 )
             )

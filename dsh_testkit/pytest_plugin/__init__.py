@@ -33,6 +33,8 @@ parameter. Fixtures: ``dsh_mock``, ``dsh_mock_server``, ``dsh_cassette``,
 ``dsh_cassette_config``, ``dsh_cassette_provider``, ``dsh_scrub``, ``dsh_replay``,
 ``dsh_capture``, ``dsh_agent`` (``pytest --fixtures`` shows one line each; ``-v`` the whole docstring).
 Scrub rules of your own go in ``pyproject.toml`` under ``[tool.dsh_testkit.scrub]``.
+The fixtures' types, for annotations (``MockFixture``, ``ReplayFactory``, ``AgentFactory``), and
+the errors only the plugin raises (``MockNotSatisfied``, ``NetworkBlocked``) import from here.
 
 Live calls are hard to make by accident: without ``--dsh-live`` nothing the plugin does
 reaches the network: while a cassette is in use, a request to a non-loopback host that it
@@ -49,7 +51,7 @@ import pytest
 
 from .._test_ids import name_of_test as _test_name
 from . import _baseline, _network
-from ._settings import API_KEY_ENV, RECORD_MODES
+from ._settings import API_KEY_ENV as _API_KEY_ENV
 from ._settings import DEFAULT_DIR_NAME as _DEFAULT_DIR_NAME
 from ._settings import MARKERS as _MARKERS
 from ._settings import Settings as _Settings
@@ -57,33 +59,52 @@ from ._settings import add_options as _add_options
 from ._settings import ci_refusal as _ci_refusal
 from ._settings import read_settings as _read_settings
 from ._settings import report_header as _report_header
+from ._stash import CASSETTE_USE as _CASSETTE_USE
+from ._stash import MOCK as _MOCK
+from ._stash import SERVER as _SERVER
 
 if TYPE_CHECKING:
     from dsh_core.providers import DeepSeekProvider
 
+    from .._errors import MockNotSatisfied, NetworkBlocked
     from ..capture import RequestCapture
     from ..cassettes import Cassette
     from ..mock import MockServer
     from ..scrub._rules import ScrubRules
-    from ._support import AgentFactory, CassetteFixture, MockFixture, ReplayFactory
+    from ._cassette import CassetteFixture
+    from ._support import AgentFactory, MockFixture, ReplayFactory
 
 __all__ = [
-    "API_KEY_ENV",
-    "RECORD_MODES",
     "AgentFactory",
+    "CassetteFixture",
     "MockFixture",
+    "MockNotSatisfied",
+    "NetworkBlocked",
     "ReplayFactory",
 ]
 
-_LAZY: Final = frozenset({"AgentFactory", "MockFixture", "ReplayFactory"})
-"""The fixtures' value types (for annotations), imported from ``_support`` on first use."""
+_LAZY: Final = frozenset({"AgentFactory", "CassetteFixture", "MockFixture", "ReplayFactory"})
+"""The fixtures' value types (for annotations), imported from ``_support`` (``_cassette``: the
+cassette's) on first use."""
+_LAZY_ERRORS: Final = frozenset({"MockNotSatisfied", "NetworkBlocked"})
+"""The errors only the plugin raises (a strict mock fixture left unsatisfied, a refused host),
+imported from the kit's error tree on first use."""
 
 
 def __getattr__(name: str) -> Any:
+    # Lazy, so that loading the plugin in every pytest run imports neither dsh_core nor the mock.
+    if name == "CassetteFixture":
+        from ._cassette import CassetteFixture
+
+        return CassetteFixture
     if name in _LAZY:
         from . import _support
 
         return getattr(_support, name)
+    if name in _LAZY_ERRORS:
+        from .._errors import MockNotSatisfied, NetworkBlocked
+
+        return {"MockNotSatisfied": MockNotSatisfied, "NetworkBlocked": NetworkBlocked}[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -94,12 +115,9 @@ class _AfterCall(Protocol):
 _AFTER_CALL: Final[pytest.StashKey[list[_AfterCall]]] = pytest.StashKey()
 _CALL_ERROR: Final[pytest.StashKey[BaseException | None]] = pytest.StashKey()
 _SETTINGS: Final[pytest.StashKey[_Settings]] = pytest.StashKey()
-_SERVER: Final[pytest.StashKey[MockServer]] = pytest.StashKey()
-_CASSETTE_USE: Final[pytest.StashKey[CassetteFixture]] = pytest.StashKey()
 _GUARD: Final[pytest.StashKey[_network.NetworkGuard]] = pytest.StashKey()
 _REPLAY_NOTES: Final[pytest.StashKey[list[str]]] = pytest.StashKey()
 _WARNINGS: Final[pytest.StashKey[list[str]]] = pytest.StashKey()
-_MOCK: Final[pytest.StashKey[MockFixture]] = pytest.StashKey()
 
 
 def _settings(config: pytest.Config) -> _Settings:
@@ -123,7 +141,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.record_mode != "none" and settings.live_requested and not settings.key_present:
         raise pytest.UsageError(
             f"--dsh-record-mode={settings.record_mode} with --dsh-live records from the live "
-            f"DeepSeek API and needs a key in the environment variable {API_KEY_ENV}, which is "
+            f"DeepSeek API and needs a key in the environment variable {_API_KEY_ENV}, which is "
             "not set; set it, or drop --dsh-live to record from the in-process mock"
         )
     policy = _network.NetworkPolicy(
@@ -151,9 +169,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if settings.live:
         return
     if settings.live_requested:
-        reason = f"dsh_live: --dsh-live is given but ${API_KEY_ENV} is not set"
+        reason = f"dsh_live: --dsh-live is given but ${_API_KEY_ENV} is not set"
     else:
-        reason = f"dsh_live: needs the live DeepSeek API; run with --dsh-live and ${API_KEY_ENV}"
+        reason = f"dsh_live: needs the live DeepSeek API; run with --dsh-live and ${_API_KEY_ENV}"
     for item in items:
         if item.get_closest_marker("dsh_live") is not None:
             item.add_marker(pytest.mark.skip(reason=reason))
@@ -275,7 +293,7 @@ def _check_mocks(item: pytest.Item) -> None:
                     f"of dsh_mock_server not used (cassette {use.path.name} replayed)"
                 )
             return
-        from ._support import unmet_expectations
+        from ._strict import unmet_expectations
 
         unmet = unmet_expectations(server.mock)
         if unmet is not None:
@@ -402,7 +420,7 @@ def _dsh_cassette_marker(request: pytest.FixtureRequest) -> None:
 def dsh_scrub(request: pytest.FixtureRequest) -> ScrubRules:
     """Your secret-scrub rules for cassettes, from [tool.dsh_testkit.scrub] in pyproject.toml.
 
-    A ``dsh_testkit.cassettes.ScrubRules`` (header names, query names, JSON keys, JSON paths,
+    A ``dsh_testkit.scrub.ScrubRules`` (header names, query names, JSON keys, JSON paths,
     regexes) that every cassette of the test applies on top of the built-in rules. Override it
     in a ``conftest.py`` to add rules in code::
 
@@ -482,7 +500,7 @@ def dsh_cassette(
     from .._errors import TestkitError
     from ..cassettes import CassetteConfig
     from ..cassettes._api import normalize_mode
-    from ._support import CassetteFixture, CassetteSettings, cassette_options, cassette_path
+    from ._cassette import CassetteFixture, CassetteSettings, cassette_options, cassette_path
 
     settings = _settings(request.config)
     marker = request.node.get_closest_marker("dsh_cassette")

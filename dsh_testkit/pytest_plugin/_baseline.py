@@ -2,7 +2,8 @@
 
 As syrupy keeps a snapshot per assertion, ``--dsh-cache-baseline DIR`` keeps the model traffic of
 each test as a dsh-trace file in DIR (``DIR/<module path>/<test name>.trace.jsonl``, the test's
-node id in the file's header):
+node id in the file's header; :func:`encode_name` spells each part so that every test has a file
+of its own):
 
 - ``--dsh-cache-baseline-update`` writes (or rewrites) the file of every passing test that sent
   model requests;
@@ -22,8 +23,17 @@ session's ``dsh_mock_server``, ``dsh_mock``, or the test's cassette when it repl
 byte-stable — the same run writes the same bytes: request times are dropped, URLs are filed
 under ``https://api.deepseek.com`` whatever port the loopback mock had, and explicit
 conversation keys become ``conversation-1``, ``conversation-2``, … in order of appearance.
-Files are replaced atomically; a failing test writes nothing. Per-test figures travel in the
-test report's ``user_properties`` (``dsh_cache``), so the line is right under pytest-xdist.
+Files are replaced atomically; a failing test writes nothing. Writes stay inside DIR: a
+symbolic link (or anything but a folder or a regular file) on the way to a baseline below DIR
+is refused, the test failing with what to remove (DIR itself may be a link: it is resolved once).
+A baseline whose header names another test fails its test rather than compare against that
+test's traffic. Per-test figures travel in the test report's ``user_properties``
+(``dsh_cache``), so the line is right under pytest-xdist.
+
+Baselines written under the earlier file names (every character outside ``A-Z a-z 0-9 _ . - [ ]
+= + ,`` read as ``_``, so ``test_p[a/b]`` and ``test_p[a_b]`` shared one file) are still read
+when their header names the test; ``--dsh-cache-baseline-update`` writes the new name and removes
+the old file.
 
 Imported by the plugin at start-up, so it imports only pytest and the standard library; the
 doctor is imported when a test is compared.
@@ -31,6 +41,8 @@ doctor is imported when a test is compared.
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import os
 import re
@@ -39,12 +51,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
 from .._replace_file import replacing
 from .._test_ids import name_of_test
+from ._stash import CASSETTE_USE, MOCK, SERVER
 
 if TYPE_CHECKING:
     from ..traces import Trace
@@ -55,6 +68,8 @@ __all__ = [
     "add_options",
     "baseline_path",
     "configure",
+    "decode_name",
+    "encode_name",
     "write_baseline",
 ]
 
@@ -62,7 +77,18 @@ BASELINE_SUFFIX: Final = ".trace.jsonl"
 PROPERTY: Final = "dsh_cache"
 """The ``user_properties`` name a test's figures travel under."""
 _ORIGIN: Final = "https://api.deepseek.com"
-_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.\-\[\]=+,]")
+_OLD_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.\-\[\]=+,]")
+"""The earlier file-name rule (lossy: see the module docstring), still read."""
+NAME_BYTES: Final = 150
+"""The longest file-name component a test's name (or a module path part) becomes. With
+``.trace.jsonl`` after it and the ``.<name>.<8 random>`` temporary file written beside it, it stays
+under the 255 bytes a file name holds on the common file systems."""
+_KEPT: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-[]=,+")
+_WINDOWS_DEVICES: Final = frozenset(
+    {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
+)
+"""Names Windows keeps for devices whatever their extension (``nul.trace.jsonl`` too)."""
+_HASHED: Final = re.compile(r"~[0-9a-f]{32}$")
 _PLUGIN_NAME: Final = "dsh-cache-baseline"
 
 
@@ -159,19 +185,78 @@ def configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_BaselinePlugin(settings), _PLUGIN_NAME)
 
 
-def _safe(name: str) -> str:
-    return _UNSAFE.sub("_", name) or "_"
+def encode_name(name: str) -> str:
+    """One file-name component for a test's name or a module path part, one of its own for
+    every name, on any file system.
+
+    Readable and reversible (:func:`decode_name`): ``a-z 0-9 . _ - [ ] = , +`` stay as they are;
+    an upper-case ASCII letter becomes ``!`` and the letter in lower case (``TestX`` →
+    ``!test!x``), so names that differ only in case stay apart where the file system ignores
+    case (macOS, Windows); anything else, ``!`` and ``%`` included, is ``%XX`` of its UTF-8 bytes
+    (``a/b`` → ``a%2Fb``; two spellings of ``é`` stay two files). A leading or trailing ``.``
+    (hidden files, which ``compare`` skips; Windows drops a trailing one) is escaped too, and so
+    is the first letter of a Windows device name (``nul``). Past :data:`NAME_BYTES`, a readable
+    head is kept and ends in ``~`` and 32 hex digits of the name's SHA-256 (``~`` is not
+    otherwise written, so a hashed name never equals a readable one); the file's header names
+    the test in full.
+    """
+    if not name:
+        raise ValueError("encode_name: a name cannot be empty")
+    out: list[str] = []
+    last = len(name) - 1
+    for i, char in enumerate(name):
+        if "A" <= char <= "Z":
+            out.append("!" + char.lower())
+        elif char in _KEPT and not (char == "." and i in (0, last)):
+            out.append(char)
+        else:
+            out.extend(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+    encoded = "".join(out)
+    if encoded.split(".", 1)[0] in _WINDOWS_DEVICES:
+        encoded = f"%{ord(encoded[0]):02X}" + encoded[1:]
+    if len(encoded) <= NAME_BYTES:
+        return encoded
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    head = encoded[: NAME_BYTES - 33]
+    if head.endswith(("%", "!")):  # never end inside an escape
+        head = head[:-1]
+    elif head[-2:-1] == "%":
+        head = head[:-2]
+    return f"{head}~{digest}"
 
 
-def baseline_path(directory: Path, rootdir: Path, item: Any) -> Path:
-    """``DIR/<module path without .py>/<Class.test[param]>.trace.jsonl`` for a test item."""
+def decode_name(encoded: str) -> str | None:
+    """The name :func:`encode_name` made ``encoded`` of; ``None`` for a hashed (long) one."""
+    if _HASHED.search(encoded):
+        return None
+    cased = re.sub(r"!([a-z])", lambda m: m.group(1).upper(), encoded)
+    return unquote(cased, errors="surrogatepass")
+
+
+def _module_parts(rootdir: Path, item: Any) -> tuple[str, ...]:
     module = Path(item.path)
     try:
         relative = module.relative_to(rootdir)
     except ValueError:
         relative = Path(module.name)
-    parts = [_safe(p) for p in relative.with_suffix("").parts]
-    return directory.joinpath(*parts, _safe(name_of_test(item)) + BASELINE_SUFFIX)
+    return relative.with_suffix("").parts
+
+
+def baseline_path(directory: Path, rootdir: Path, item: Any) -> Path:
+    """``DIR/<module path without .py>/<Class.test[param]>.trace.jsonl`` for a test item, each
+    part spelled by :func:`encode_name`."""
+    parts = [encode_name(p) for p in _module_parts(rootdir, item)]
+    return directory.joinpath(*parts, encode_name(name_of_test(item)) + BASELINE_SUFFIX)
+
+
+def _old_baseline_path(directory: Path, rootdir: Path, item: Any) -> Path:
+    """Where the earlier file-name rule put the baseline (see the module docstring)."""
+
+    def old(name: str) -> str:
+        return _OLD_UNSAFE.sub("_", name) or "_"
+
+    parts = [old(p) for p in _module_parts(rootdir, item)]
+    return directory.joinpath(*parts, old(name_of_test(item)) + BASELINE_SUFFIX)
 
 
 # ------------------------------------------------------------------------------ traces
@@ -193,10 +278,42 @@ def _stable_records(trace: Trace) -> Iterator[dict[str, Any]]:
         yield record
 
 
-def write_baseline(trace: Trace, path: Path, *, scenario: str) -> None:
-    """Write ``trace`` to ``path`` as a byte-stable dsh-trace file (atomically replaced)."""
-    from ..traces import TraceWriter
+def _leaves(directory: Path, path: Path) -> str | None:
+    """Why writing ``path`` could leave ``directory`` (``None``: it cannot): a symbolic link,
+    or anything but a folder, on the way below it; a link or anything but a regular file at
+    ``path``. (``directory`` itself may be a link.)"""
+    current = directory
+    for part in path.relative_to(directory).parts[:-1]:
+        current = current / part
+        if current.is_symlink():
+            return f"{current} is a symbolic link"
+        if os.path.lexists(current) and not current.is_dir():
+            return f"{current} is not a folder"
+    if path.is_symlink():
+        return f"{path} is a symbolic link"
+    if os.path.lexists(path) and not path.is_file():
+        return f"{path} is not a regular file"
+    return None
 
+
+def write_baseline(trace: Trace, path: Path, *, scenario: str, root: Path | None = None) -> None:
+    """Write ``trace`` to ``path`` as a byte-stable dsh-trace file (atomically replaced).
+
+    With ``root`` (the baseline folder, ``path`` inside it), nothing is written through a link:
+    an ``OSError`` (``ELOOP``) says what is in the way, and nothing is written."""
+    from ..traces._file import TraceWriter
+
+    if root is not None:
+        real = Path(os.path.realpath(root))
+        path = real.joinpath(*path.relative_to(root).parts)
+        problem = _leaves(real, path)
+        if problem is not None:
+            raise OSError(
+                errno.ELOOP,
+                f"{problem}; baselines are written only inside {root}, never through a link: "
+                "remove it",
+                str(path),
+            )
     source = "capture" if trace.source == "capture" else "memory"
     with (
         replacing(path) as temporary,
@@ -206,16 +323,45 @@ def write_baseline(trace: Trace, path: Path, *, scenario: str) -> None:
             writer.append(record)
 
 
-def _damage(path: Path) -> str | None:
+def _declared_test(path: Path) -> str | None:
+    """The test a baseline's header names (its ``scenario``), if it reads."""
+    try:
+        with open(path, "rb") as file:
+            first = file.readline(1 << 20)
+        header = json.loads(first)
+    except (OSError, ValueError):
+        return None
+    scenario = header.get("scenario") if isinstance(header, dict) else None
+    return scenario if isinstance(scenario, str) else None
+
+
+def _is_earlier_baseline(old: Path, path: Path, nodeid: str) -> bool:
+    """Whether ``old`` (the earlier rule's name of ``path``) is this test's baseline: a regular
+    file whose header names it."""
+    if old == path:
+        return False
+    try:
+        if not os.path.isfile(old) or os.path.islink(old):
+            return False
+    except (OSError, ValueError):  # a name too long for the system: never written
+        return False
+    return _declared_test(old) == nodeid
+
+
+def _damage(path: Path, nodeid: str | None = None) -> str | None:
     """What is wrong with the baseline file at ``path`` (``None``: it reads as one).
 
     A baseline is written whole and at once (:func:`write_baseline`) and only for a test that
     sent requests, so what a trace reader forgives in a live recording (a cut last line, figures
-    it leaves out, no exchange at all) is damage here, and so is another kind of recording."""
+    it leaves out, no exchange at all) is damage here, and so is another kind of recording, and
+    a header naming another test than ``nodeid``."""
     from ..traces import TraceError, load_trace
 
     if not path.is_file():
         return f"{path} is not a file"
+    declared = _declared_test(path)
+    if nodeid is not None and declared is not None and declared != nodeid:
+        return f"{path} is the baseline of {declared}, not of this test"
     try:
         trace = load_trace(path)
     except TraceError as exc:
@@ -233,24 +379,22 @@ def _damage(path: Path) -> str | None:
 
 def _test_trace(item: pytest.Item) -> Trace | None:
     """The model traffic of the test that just ran (``None``: it sent none)."""
-    from . import _CASSETTE_USE, _MOCK, _SERVER
-
     capture = getattr(item, "funcargs", {}).get("dsh_capture")
     if capture is not None and capture.requests:
         trace: Trace = capture.to_trace()
         if len(trace):
             return trace
-    server = item.config.stash.get(_SERVER, None)
+    server = item.config.stash.get(SERVER, None)
     if (
         server is not None
         and "dsh_mock_server" in getattr(item, "fixturenames", ())
         and server.mock.requests
     ):
         return server.mock.to_trace()
-    fixture = item.stash.get(_MOCK, None)
+    fixture = item.stash.get(MOCK, None)
     if fixture is not None and fixture.mock.requests:
         return fixture.mock.to_trace()
-    use = item.stash.get(_CASSETTE_USE, None)
+    use = item.stash.get(CASSETTE_USE, None)
     if use is not None and Path(use.path).is_file():
         from ..traces import load_trace
 
@@ -349,6 +493,8 @@ class _BaselinePlugin:
     def __init__(self, settings: BaselineSettings) -> None:
         self.settings = settings
         self.tally = _Tally()
+        self._written: dict[Path, str] = {}
+        """Baselines written by this process, by the test they belong to."""
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
@@ -367,13 +513,31 @@ class _BaselinePlugin:
         from ..doctor import diagnose
         from ..traces import TraceError
 
-        path = baseline_path(self.settings.directory, self.settings.rootdir, item)
+        directory = self.settings.directory
+        path = baseline_path(directory, self.settings.rootdir, item)
+        old = _old_baseline_path(directory, self.settings.rootdir, item)
         if self.settings.update:
-            write_baseline(trace, path, scenario=item.nodeid)
+            if self._written.setdefault(path, item.nodeid) != item.nodeid:
+                pytest.fail(
+                    f"the cache baseline of {item.nodeid} would be {path}, which this run "
+                    f"wrote for {self._written[path]}: rename one of the tests",
+                    pytrace=False,
+                )
+            try:
+                write_baseline(trace, path, scenario=item.nodeid, root=directory)
+            except OSError as exc:
+                pytest.fail(
+                    f"cannot write the cache baseline of {item.nodeid}: {exc.strerror or exc}",
+                    pytrace=False,
+                )
+            if _is_earlier_baseline(old, path, item.nodeid):
+                old.unlink(missing_ok=True)  # its earlier name: the new file replaces it
             totals = diagnose(path).totals
             self._record(item, "written", totals, None)
             return
-        damage = _damage(path) if os.path.lexists(path) else None
+        if not os.path.lexists(path) and _is_earlier_baseline(old, path, item.nodeid):
+            path = old  # written under the earlier name; --dsh-cache-baseline-update renames it
+        damage = _damage(path, item.nodeid) if os.path.lexists(path) else None
         if damage is not None:
             with tempfile.TemporaryDirectory(prefix="dsh-cache-") as scratch:
                 current = Path(scratch) / path.name

@@ -9,7 +9,6 @@ what the cassette saw, and notes in the file what the recordings came from.
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -17,24 +16,33 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager, suppre
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final
-from unittest import mock as _patch
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from dsh_core.providers import DeepSeekProvider
 from dsh_core.providers.deepseek import BASE_URL_ENV
 
 from .._errors import CassetteConfigError
 from .._loopback.hosts import is_loopback
-from ..cassettes import Cassette, CassetteConfig, CassetteMismatch, RecordMode, use_cassette
+from ..cassettes import Cassette, CassetteConfig, CassetteMismatch, use_cassette
+from ..cassettes._api import RecordMode
+from ..cassettes._transport import AsyncSend, Send, intercepting
 from ..scrub._scrubber import scrub_url
+from ._settings import LIVE_ORIGIN, MOCK_API_KEY
 
 if TYPE_CHECKING:
-    from ..mock import MockDeepSeek
-    from ._support import MockFixture
+    from ..mock import MockDeepSeek, MockHandler
+
+
+class _TestMock(Protocol):
+    """What a cassette needs of the test's in-process mock (``dsh_mock``: ``MockFixture``)."""
+
+    mock: MockDeepSeek
+    handler: MockHandler
+    replaying: bool
+    bypassed: bool
+
 
 __all__ = [
-    "LIVE_ORIGIN",
-    "MOCK_API_KEY",
     "CassetteFixture",
     "CassetteOptions",
     "CassetteSettings",
@@ -43,16 +51,35 @@ __all__ = [
     "route_network_to_mock",
 ]
 
-LIVE_ORIGIN: Final = "https://api.deepseek.com"
-"""Where cassettes file their requests, whatever they were recorded against."""
-MOCK_API_KEY: Final = "dsh-testkit-mock-key"
-"""The key sent to the mock and in replay: any non-empty key will do, and this one is not
-shaped like a real key, so nothing mistakes it for a secret."""
 
 _MARKER_ONLY: Final = ("name", "record_mode")
 """Keys the marker and ``dsh_cassette_config`` take besides :class:`CassetteConfig`'s."""
 
 # ------------------------------------------------------------------------- the live guard
+
+
+class _MockRoute:
+    """A layer of the one transport interception
+    (:func:`~dsh_testkit.cassettes._transport.intercepting`): a request a network transport
+    would send to a non-loopback host is answered by ``handler`` (the mock); loopback requests
+    (a local mock server) and the in-memory transports go on."""
+
+    def __init__(self, handler: Callable[[Any], Any]) -> None:
+        self._handler = handler
+
+    def handle(self, mod: ModuleType, transport: Any, request: Any, send: Send) -> Any:
+        if not isinstance(transport, mod.HTTPTransport) or is_loopback(request.url.host):
+            return send(request)
+        request.read()
+        return self._handler(request)
+
+    async def handle_async(
+        self, mod: ModuleType, transport: Any, request: Any, send: AsyncSend
+    ) -> Any:
+        if not isinstance(transport, mod.AsyncHTTPTransport) or is_loopback(request.url.host):
+            return await send(request)
+        await request.aread()
+        return self._handler(request)
 
 
 @contextmanager
@@ -61,50 +88,12 @@ def route_network_to_mock(handler: Callable[[Any], Any]) -> Iterator[None]:
     non-loopback host with ``handler`` (the mock) instead of connecting anywhere.
 
     This is how a cassette records without live calls: the request that would have gone to
-    the API is answered by the mock. Loopback requests (a local mock server) go through.
+    the API is answered by the mock. Loopback requests (a local mock server) go through. It is a
+    layer of the one transport interception the cassette uses too, so a cassette test patches
+    each transport method once.
     """
-    patches: list[AbstractContextManager[Any]] = []
-    for name in ("httpx", "httpx2"):
-        try:
-            mod = importlib.import_module(name)
-        except ImportError:  # pragma: no cover - both are dependencies here
-            continue
-        patches.append(
-            _patch.patch.object(mod.HTTPTransport, "handle_request", _sync_route(mod, handler))
-        )
-        patches.append(
-            _patch.patch.object(
-                mod.AsyncHTTPTransport, "handle_async_request", _async_route(mod, handler)
-            )
-        )
-    with ExitStack() as stack:
-        for patch in patches:
-            stack.enter_context(patch)
+    with intercepting(_MockRoute(handler)):
         yield
-
-
-def _sync_route(mod: ModuleType, handler: Callable[[Any], Any]) -> Callable[..., Any]:
-    original = mod.HTTPTransport.handle_request
-
-    def handle_request(transport: Any, request: Any) -> Any:
-        if is_loopback(request.url.host):
-            return original(transport, request)
-        request.read()
-        return handler(request)
-
-    return handle_request
-
-
-def _async_route(mod: ModuleType, handler: Callable[[Any], Any]) -> Callable[..., Any]:
-    original = mod.AsyncHTTPTransport.handle_async_request
-
-    async def handle_async_request(transport: Any, request: Any) -> Any:
-        if is_loopback(request.url.host):
-            return await original(transport, request)
-        await request.aread()
-        return handler(request)
-
-    return handle_async_request
 
 
 # ------------------------------------------------------------------------- files and options
@@ -216,7 +205,7 @@ class CassetteSettings:
     """What the command line, the ini file and the test's options decided for its cassette."""
 
     mode: RecordMode
-    """One of ``dsh_testkit.cassettes.RECORD_MODES`` (``none``: replay only)."""
+    """One of ``dsh_testkit.cassettes._api.RECORD_MODES`` (``none``: replay only)."""
     live: bool
     """``--dsh-live`` was given and a key is in the environment: recordings reach the API."""
     config: CassetteConfig = field(default_factory=CassetteConfig)
@@ -238,7 +227,7 @@ class CassetteFixture:
         path: Path,
         settings: CassetteSettings,
         *,
-        mock: MockFixture,
+        mock: _TestMock,
         test_id: str,
         server_mock: Callable[[], MockDeepSeek | None] = lambda: None,
     ) -> None:

@@ -11,7 +11,7 @@ name before it connects) and :meth:`socket.socket.connect` (for addresses given 
   ``127.0.0.0/8``, ``::1``: the loopback mock server keeps working), Unix sockets, and the
   hosts of ``--dsh-allowed-hosts`` (names or IPs; ``*.example.com`` for a domain's hosts).
 
-A refused connection raises :class:`~dsh_testkit.cassettes.NetworkBlocked` naming the host and
+A refused connection raises :class:`~dsh_testkit.pytest_plugin.NetworkBlocked` naming the host and
 the flag that allows it. Clients often wrap or retry connection errors (the openai SDK turns
 any into ``APIConnectionError``), so a refused live DeepSeek call is also kept, and the plugin
 fails the test that made it even when the error was swallowed or caught.
@@ -146,7 +146,7 @@ class NetworkGuard:
         self._originals = None
 
     def check(self, host: str, port: Any) -> None:
-        """Raise :class:`~dsh_testkit.NetworkBlocked` when ``host`` is refused."""
+        """Raise :class:`~dsh_testkit.pytest_plugin.NetworkBlocked` when ``host`` is refused."""
         reason = self.policy.refusal(host)
         if reason is None:
             return

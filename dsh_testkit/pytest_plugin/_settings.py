@@ -19,7 +19,9 @@ from ._network import parse_hosts
 __all__ = [
     "API_KEY_ENV",
     "DEFAULT_DIR_NAME",
+    "LIVE_ORIGIN",
     "MARKERS",
+    "MOCK_API_KEY",
     "OLD_MODE_NAMES",
     "RECORD_MODES",
     "Settings",
@@ -30,11 +32,17 @@ __all__ = [
     "report_header",
 ]
 
+LIVE_ORIGIN: Final = "https://api.deepseek.com"
+"""Where cassettes file their requests, whatever they were recorded against."""
+MOCK_API_KEY: Final = "dsh-testkit-mock-key"
+"""The key sent to the mock and in replay: any non-empty key will do, and this one is not
+shaped like a real key, so nothing mistakes it for a secret."""
+
 API_KEY_ENV: Final = "DEEPSEEK_API_KEY"
 """The one place a live key is read from: ``dsh_core.providers.deepseek.API_KEY_ENV``, spelled
 here because the plugin imports no ``dsh_core`` at start-up (a test keeps the two equal)."""
 RECORD_MODES: Final = ("none", "once", "new_episodes", "all", "rewrite")
-"""The cassette record modes (``dsh_testkit.cassettes.RECORD_MODES``), safest first."""
+"""The cassette record modes (``dsh_testkit.cassettes._api.RECORD_MODES``), safest first."""
 OLD_MODE_NAMES: Final = {"missing": "new_episodes"}
 DEFAULT_DIR_NAME: Final = "cassettes"
 _CI_ENV: Final = "CI"

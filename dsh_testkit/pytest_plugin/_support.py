@@ -6,7 +6,7 @@ it the mock, vcrpy and the core) only when a test asks for one of them.
 
 - :class:`MockFixture` is ``dsh_mock``: the mock DeepSeek served in process, with a ready
   :class:`~dsh_core.providers.DeepSeekProvider` and transports for any httpx/httpx2 client.
-- :class:`CassetteFixture` (in :mod:`._pytest_cassette`, re-exported here) runs one test's
+- :class:`CassetteFixture` (in :mod:`._cassette`) runs one test's
   cassette: the path rule, its options, the recording target (the in-process mock unless live
   calls are allowed) and the checks after the test body.
 - :class:`ReplayFactory` and :class:`AgentFactory` are ``dsh_replay`` and ``dsh_agent``.
@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from dsh_core import Agent, AgentOptions, Provider, Session, Tool
 from dsh_core.providers import DeepSeekProvider
-from dsh_core.providers.deepseek import API_KEY_ENV, BASE_URL_ENV
 
 from .._errors import MockNotSatisfied
 from ..mock import (
@@ -39,38 +38,15 @@ from ..mock import (
     ScriptEntry,
 )
 from ..mock._routes import RouteAnswer, TextMatcher
-from ..replay import LogSource, ReplayProvider
-from ._cassette import (
-    LIVE_ORIGIN,
-    MOCK_API_KEY,
-    CassetteFixture,
-    CassetteSettings,
-    cassette_options,
-    cassette_path,
-    route_network_to_mock,
-)
+from ..replay import ReplayProvider
+from ..replay._provider import LogSource
+from ._settings import LIVE_ORIGIN, MOCK_API_KEY
 from ._strict import unmet_expectations
 
 if TYPE_CHECKING:
     from ..traces import Trace
 
-__all__ = [
-    "API_KEY_ENV",
-    "BASE_URL_ENV",
-    "LIVE_ORIGIN",
-    "MOCK_API_KEY",
-    "AgentFactory",
-    "CassetteFixture",
-    "CassetteSettings",
-    "MockFixture",
-    "ReplayFactory",
-    "cassette_options",
-    "cassette_path",
-    "make_lenient",
-    "make_strict",
-    "route_network_to_mock",
-    "unmet_expectations",
-]
+__all__ = ["AgentFactory", "MockFixture", "ReplayFactory", "make_lenient", "make_strict"]
 
 # ------------------------------------------------------------------------------ dsh_mock
 

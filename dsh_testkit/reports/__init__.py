@@ -10,7 +10,6 @@ Cache figures (of a log or any other trace) come from the cache doctor, ``dsh_te
 """
 
 from ._audit import (
-    AUDIT_FORMAT_VERSION,
     AuditReport,
     HeaderTimelineEntry,
     RequestAudit,
@@ -18,25 +17,18 @@ from ._audit import (
     Violation,
     ViolationCode,
     audit_file,
-    audit_loaded,
     audit_log,
 )
-from ._audit_render import render_audit
-from ._loading import NotASessionLogError, SidecarOption, load_log
+from ._loading import NotASessionLogError
 
 __all__ = [
-    "AUDIT_FORMAT_VERSION",
     "AuditReport",
     "HeaderTimelineEntry",
     "NotASessionLogError",
     "RequestAudit",
     "RewriteEntry",
-    "SidecarOption",
     "Violation",
     "ViolationCode",
     "audit_file",
-    "audit_loaded",
     "audit_log",
-    "load_log",
-    "render_audit",
 ]

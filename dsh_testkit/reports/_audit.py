@@ -3,7 +3,7 @@
 The audit loads a JSONL session log (this project's or the reference harness's; event types this
 build does not model are carried as opaque events), then:
 
-1. checks the log: the session-log invariant (:class:`dsh_core.LogInvariant`, every event replayed
+1. checks the log: the session-log invariant (:class:`dsh_core._invariants.LogInvariant`, every event replayed
    through it), the surface fold, the header fold, and that every surface replace is explained by
    a compaction or a prune (an unexplained replace is a history rewrite);
 2. prints the header timeline: each ``request/header`` snapshot with its reason and each
@@ -62,12 +62,12 @@ from dsh_core import (
     Event,
     InvalidEventError,
     InvariantViolation,
-    LogInvariant,
     ReconstructedRequest,
     Session,
-    fold_surface,
     reconstruct_requests,
 )
+from dsh_core._invariants import LogInvariant
+from dsh_core._surface import fold_surface
 from dsh_core.persistence import LoadedLog
 
 from ..traces._log_compare import compare_requests
@@ -109,6 +109,7 @@ ViolationCode: TypeAlias = Literal[
     "reconstruct",
     "history-rewrite",
 ]
+"""What makes a log wrong, one code per kind of violation."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -426,6 +427,8 @@ def audit_loaded(loaded: LoadedLog) -> AuditReport:
                     f"the last line is unfinished ({tail.size} bytes from byte {tail.offset} "
                     f"do not parse: {tail.reason}); a write was cut off, the events before it "
                     "were audited"
+                    if tail.size
+                    else f"{tail.reason}; the events before it were audited"
                 ),
                 line=tail.line,
             )

@@ -15,26 +15,27 @@ things:
   refused the same way, with the loader's "upgrade" message;
 - **the readable prefix**: a log whose body breaks at some line (a seq gap left by trimming, a
   malformed event) is still a log; :func:`readable_prefix` loads the events before that line
-  so the audit can report them beside the violation.
+  so the audit can report them beside the violation;
+- **compressed logs**: a log compressed with zstd or gzip (the reference harness writes
+  ``session.jsonl.zstd`` by default: a header frame, then one frame per durable batch) is read
+  as the plain log it holds, by its content (``dsh_testkit.traces._compression``); a torn last frame is
+  a truncated tail, as an unfinished last line is in a plain log.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Literal, TypeAlias
 
-from dsh_core import (
-    CorruptLogError,
-    DshError,
-    Event,
-    Sidecars,
-    UnsupportedVersionError,
-    loads_json,
-)
-from dsh_core.persistence import ChunkRow, LoadedLog, load_session, loads_session
+from dsh_core import CorruptLogError, DshError, Event, Sidecars, UnsupportedVersionError
+from dsh_core._json_text import loads_json
+from dsh_core.persistence import DroppedTail, LoadedLog, loads_session
+from dsh_core.persistence._chunk_rows import ChunkRow
 
 from .._errors import TestkitError
+from ..traces._compression import read_recording
 
 __all__ = [
     "NotASessionLogError",
@@ -56,13 +57,37 @@ class NotASessionLogError(TestkitError, ValueError):
         self.path = path
 
 
-def _header_line(path: str) -> int | None:
+# A traceback names it where users import it from, not this private module.
+NotASessionLogError.__module__ = "dsh_testkit.reports"
+
+
+def _header_line(raw: bytes) -> int | None:
     """The 1-based line of the first non-blank line (the session header's), if any."""
-    with open(path, "rb") as file:
-        for number, line in enumerate(file, start=1):
-            if line.strip(b" \t\r\n"):
-                return number
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        if line.strip(b" \t\r\n"):
+            return number
     return None
+
+
+def _content(path: str) -> tuple[bytes, str | None]:
+    """The log's bytes (decompressed when compressed) and what a torn last frame cost."""
+    found = read_recording(path)
+    return found.data, found.note
+
+
+def _with_torn_frame(loaded: LoadedLog, raw: bytes, note: str | None) -> LoadedLog:
+    """A torn last frame as the log's dropped tail (its unfinished line, if any, with it)."""
+    if note is None:
+        return loaded
+    if loaded.dropped is not None:
+        tail = loaded.dropped
+        return dataclasses.replace(
+            loaded, dropped=dataclasses.replace(tail, reason=f"{tail.reason}; {note}")
+        )
+    line = raw.count(b"\n") + 1
+    return dataclasses.replace(
+        loaded, dropped=DroppedTail(line=line, offset=len(raw), data=b"", reason=note)
+    )
 
 
 _MESSAGE_EVENTS = ("user/message", "assistant/message", "tool/result")
@@ -96,10 +121,9 @@ def message_shape_problem(event: Event) -> str | None:
     return None
 
 
-def _seq_gap(path: str) -> tuple[int, int, int, bool] | None:
+def _seq_gap(raw: bytes) -> tuple[int, int, int, bool] | None:
     """The first seq gap as ``(line, expected seq, found seq, a turn/end follows)``."""
-    with open(path, "rb") as file:
-        lines = file.read().split(b"\n")
+    lines = raw.split(b"\n")
     expected = 0
     gap: tuple[int, int, int] | None = None
     for number, raw in enumerate(lines[1:], start=2):
@@ -128,20 +152,28 @@ def _seq_gap(path: str) -> tuple[int, int, int, bool] | None:
 def load_log(path: str | os.PathLike[str], *, sidecars: SidecarOption = "auto") -> LoadedLog:
     """Load ``path`` in audit mode, placeholders filled from ``sidecars``.
 
-    Raises :class:`NotASessionLogError` when the header record is missing or invalid,
-    :class:`CorruptLogError` when the body breaks (``.line`` says where), :class:`OSError` when
-    the file cannot be read, :class:`dsh_core.SidecarError` when a sidecar does not fit.
+    A log compressed with zstd or gzip is read as the log it holds (a torn last frame becomes
+    its dropped tail). Raises :class:`NotASessionLogError` when the header record is missing or
+    invalid, :class:`CorruptLogError` when the body breaks (``.line`` says where),
+    :class:`OSError` when the file cannot be read, :class:`dsh_core.SidecarError` when a sidecar
+    does not fit, :class:`~dsh_testkit.traces._compression.CompressedDataError` when a compressed frame
+    is damaged.
     """
     name = os.fspath(path)
+    raw, torn = _content(name)
     try:
-        loaded = load_session(name, audit=True, fill=sidecars)
+        loaded = _with_torn_frame(loads_session(raw, audit=True, path=name), raw, torn)
+        if sidecars == "auto":
+            sidecars = Sidecars.for_log(name)
+        if sidecars is not None and not sidecars.empty:
+            loaded = sidecars.fill(loaded)
     except UnsupportedVersionError as exc:
         raise NotASessionLogError(_without_path(exc, name), path=name) from exc
     except CorruptLogError as exc:
-        header = _header_line(name)
+        header = _header_line(raw)
         if header is None or (exc.seq is None and exc.line in (None, header)):
             raise NotASessionLogError(_without_path(exc, name), path=name) from exc
-        gap = _seq_gap(name) if exc.seq is not None else None
+        gap = _seq_gap(raw) if exc.seq is not None else None
         if gap is not None and gap[3]:
             line, expected, found, _ = gap
             raise NotASessionLogError(
@@ -175,8 +207,7 @@ def readable_prefix(
 ) -> LoadedLog | None:
     """The log made of the lines before ``line`` (``None`` when even that does not read)."""
     name = os.fspath(path)
-    with open(name, "rb") as file:
-        raw = file.read()
+    raw, _ = _content(name)
     cut = 0
     for _ in range(line - 1):
         newline = raw.find(b"\n", cut)

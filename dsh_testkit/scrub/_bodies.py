@@ -2,7 +2,8 @@
 
 :mod:`dsh_testkit.scrub._scrubber` scrubs text; this module turns what a body is on the wire into that
 text and back, losslessly: the charset a body is read in, a ``Content-Encoding`` undone, and an
-event stream cut into events whose ``data:`` fields are gathered by JSON path across events (so
+event stream cut into events (by the core's one SSE splitter,
+:func:`dsh_core.providers._sse.split_events`) whose ``data:`` fields are gathered by JSON path across events (so
 a secret streamed a few characters per delta is seen whole).
 """
 
@@ -28,7 +29,6 @@ __all__ = [
     "decompress",
     "gunzip",
     "rewrite_event",
-    "split_events",
     "stream_fields",
     "text_encoding",
 ]
@@ -153,23 +153,7 @@ def decompress(body: Any, encoding: str, *, part: str) -> Any:
 
 
 # -------------------------------------------------------------------------------- streams
-
-_EVENT_END: Final = re.compile(r"\r\n\r\n|\n\n|\r\r")
-
-
-def split_events(text: str) -> list[str]:
-    """An SSE body cut into events, each with its terminating blank line (the last may lack it).
-
-    ``"".join(split_events(text)) == text`` always holds.
-    """
-    events: list[str] = []
-    start = 0
-    for match in _EVENT_END.finditer(text):
-        events.append(text[start : match.end()])
-        start = match.end()
-    if start < len(text):
-        events.append(text[start:])
-    return events
+# (cut into events by the core's SSE splitter, dsh_core.providers._sse.split_events)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 Kept apart from the scrubber (:mod:`dsh_testkit.scrub._scrubber`), which applies them: the built-in
 names and key shapes are listed here once, and the user's rules (header, query and JSON names,
 JSON paths, regexes) are configuration, validated once at the boundary (a ``pyproject.toml``
-table, the ``dsh_scrub`` fixture) with a :class:`~dsh_testkit.cassettes.ScrubRuleError` naming
+table, the ``dsh_scrub`` fixture) with a :class:`~dsh_testkit.scrub.ScrubRuleError` naming
 the rule that is wrong.
 """
 
@@ -22,6 +22,7 @@ __all__ = [
     "SECRET_HEADER_WORDS",
     "SECRET_JSON_NAMES",
     "SECRET_QUERY_NAMES",
+    "URL_REDACTED",
     "ScrubRules",
     "parse_json_path",
     "path_matches",
@@ -31,7 +32,7 @@ REDACTED: Final = "<REDACTED>"
 """What a secret is replaced with: not key-shaped, and ends every key pattern's character run.
 The one spelling the test kit uses (cassettes, captured requests, the mock's request log)."""
 
-_URL_REDACTED: Final = "REDACTED"
+URL_REDACTED: Final = "REDACTED"
 """The replacement inside URLs, where ``<`` and ``>`` would need escaping."""
 
 SECRET_HEADERS: Final = frozenset(
@@ -107,7 +108,7 @@ _KEY_STARTS: Final = ("sk-", "AKIA", "AIza", "eyJ", "xox", "ghp_", "gho_", "ghu_
 _URL_HEADERS: Final = frozenset({"location", "content-location", "referer", "origin"})
 """Headers whose value is a URL: scrubbed as one (credential query parameters included)."""
 
-_RULES_VERSION: Final = 4
+_RULES_VERSION: Final = 5
 """Bumped whenever the built-in rules change: a cassette written under older rules is then
 scrubbed again as it loads (its checksum no longer matches)."""
 
@@ -163,7 +164,7 @@ def _parse_path(path: str) -> tuple[str | int, ...]:
 
 def parse_json_path(path: str) -> tuple[str | int, ...]:
     """A JSON path in the rules' syntax (``a.b``, ``a[*].b``, ``a[0].b``, ``*.b``) as its parts;
-    a :class:`~dsh_testkit.cassettes.ScrubRuleError` says where it cannot be read. (Cassette
+    a :class:`~dsh_testkit.scrub.ScrubRuleError` says where it cannot be read. (Cassette
     matching reads its ``ignore_json_paths`` with it: one path syntax in the kit.)"""
     return _parse_path(path)
 

@@ -20,3 +20,7 @@ class TraceError(TestkitError, ValueError):
         self.reason = reason
         self.path = path
         super().__init__(f"{path}: {reason}" if path else reason)
+
+
+# A traceback names it where users import it from, not this private module.
+TraceError.__module__ = "dsh_testkit.traces"

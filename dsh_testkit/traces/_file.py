@@ -37,7 +37,7 @@ from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any, Final, Self
 
-from dsh_core import loads_json
+from dsh_core._json_text import loads_json
 
 from ..scrub._scrubber import may_hold_secret, scrub_json
 from ._errors import TraceError
@@ -137,9 +137,15 @@ class TraceWriter:
         fsync: bool = False,
         append: bool = False,
         scenario: str | None = None,
+        file_format: str = TRACE_FORMAT,
+        version: int = TRACE_FORMAT_VERSION,
     ) -> None:
         self.path: str | None = os.fspath(path)
         self.source = source
+        self.file_format = file_format
+        """The header's ``format`` (another line-log format may share this writer's rules: the
+        mock's request log file)."""
+        self.version = version
         self.scenario = scenario
         """What the file records (a test's node id), written in its header when given."""
         self._fsync = fsync
@@ -183,6 +189,8 @@ class TraceWriter:
         self.scenario = None
         self.path = None
         self.source = source
+        self.file_format = TRACE_FORMAT
+        self.version = TRACE_FORMAT_VERSION
         self._fsync = False
         self.records = 0
         self.size = 0
@@ -196,7 +204,11 @@ class TraceWriter:
         return self
 
     def _header(self) -> bytes:
-        header = {"format": TRACE_FORMAT, "version": TRACE_FORMAT_VERSION, "source": self.source}
+        header: dict[str, Any] = {
+            "format": self.file_format,
+            "version": self.version,
+            "source": self.source,
+        }
         if self.scenario is not None:
             header["scenario"] = self.scenario
         return _line(header).encode("utf-8")
@@ -209,17 +221,17 @@ class TraceWriter:
             header = json.loads(first.decode("utf-8"))
         except ValueError:
             header = None
-        if not isinstance(header, dict) or header.get("format") != TRACE_FORMAT:
+        if not isinstance(header, dict) or header.get("format") != self.file_format:
             raise TraceError(
-                "exists and is not a dsh-trace file (no trace header on line 1); it is left as "
-                "it is: write the trace to another file",
+                f"exists and is not a {self.file_format} file (no {self.file_format} header on "
+                "line 1); it is left as it is: write to another file",
                 path=path,
             )
-        if header.get("version") != TRACE_FORMAT_VERSION:
+        if header.get("version") != self.version:
             raise TraceError(
-                f"is a trace format version {header.get('version')!r} file; this dsh-testkit "
-                f"appends only to version {TRACE_FORMAT_VERSION} files, so it is left as it is: "
-                "write the trace to another file",
+                f"is a {self.file_format} format version {header.get('version')!r} file; this "
+                f"dsh-testkit appends only to version {self.version} files, so it is left as it "
+                "is: write to another file",
                 path=path,
             )
         if header.get("source") != self.source:
@@ -353,7 +365,11 @@ class TraceWriter:
 
 
 def read_trace_lines(
-    data: str | bytes, *, path: str | None = None
+    data: str | bytes,
+    *,
+    path: str | None = None,
+    file_format: str = TRACE_FORMAT,
+    versions: tuple[int, ...] = READABLE_VERSIONS,
 ) -> tuple[Mapping[str, Any], Iterator[tuple[int, Mapping[str, Any]]], list[str]]:
     """The header, the records (with their line numbers) and notes of a trace file's content.
 
@@ -373,13 +389,13 @@ def read_trace_lines(
         header = loads_json(first) if lines else None
     except ValueError:
         header = None
-    if not isinstance(header, Mapping) or header.get("format") != TRACE_FORMAT:
-        raise TraceError("not a dsh-trace file (no format header on line 1)", path=path)
-    if header.get("version") not in READABLE_VERSIONS:
-        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+    if not isinstance(header, Mapping) or header.get("format") != file_format:
+        raise TraceError(f"not a {file_format} file (no format header on line 1)", path=path)
+    if header.get("version") not in versions:
+        readable = " and ".join(str(v) for v in versions)
         raise TraceError(
-            f"trace format version {header.get('version')!r}; this dsh-testkit reads versions "
-            f"{readable}",
+            f"{file_format} format version {header.get('version')!r}; this dsh-testkit reads "
+            f"version(s) {readable}",
             path=path,
         )
     notes: list[str] = []

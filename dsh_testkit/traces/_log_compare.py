@@ -1,7 +1,7 @@
 """What changed between two headers or two requests, in words (shared by audit and cache-report).
 
-The wording is the core's (:func:`dsh_core.first_json_difference`,
-:func:`dsh_core.system_difference`, the words :func:`dsh_core.diff_requests` uses): header changes name the field
+The wording is the core's (:func:`dsh_core._differences.first_json_difference`,
+:func:`dsh_core._differences.system_difference`, the words :func:`dsh_core.diff_requests` uses): header changes name the field
 (``config.model differs: previous: 'a', this: 'b'``, ``system line 12 differs at column 201:
 …``, ``tool 'grep' added``), message changes name the first differing JSON path
 (``messages[3].content[0].text differs: …``). Unlike ``diff_requests`` (which compares a
@@ -26,15 +26,17 @@ from dsh_core import (
     ToolsDelta,
     ToolsPlaceholder,
     canonical_header,
-    config_differences,
     diff_header,
-    dumps_canonical,
-    first_json_difference,
     header_equals,
+)
+from dsh_core._differences import (
+    config_differences,
+    first_json_difference,
     preview_value,
     system_difference,
     tools_differences,
 )
+from dsh_core._json_text import dumps_canonical
 
 __all__ = [
     "RequestComparison",

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
 from dsh_core import (
-    CORE_EVENT_TYPES,
     DshError,
     EpochHeader,
     Event,
@@ -21,8 +20,8 @@ from dsh_core import (
     SurfaceReplace,
     TokenUsage,
     fold_request_header,
-    turn_step,
 )
+from dsh_core._events import CORE_EVENT_TYPES, turn_step
 
 from ._log_compare import header_changes, header_summary
 

@@ -19,21 +19,12 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from dsh_core.providers import Endpoint
+from dsh_core.providers._models import Endpoint
 
-__all__ = [
-    "Endpoint",
-    "Exchange",
-    "LogEvent",
-    "Outcome",
-    "Trace",
-    "TraceSource",
-    "TraceUsage",
-    "paused_gc",
-]
+__all__ = ["Exchange", "LogEvent", "Outcome", "Trace", "TraceSource", "TraceUsage", "paused_gc"]
 
 
 TraceSource: TypeAlias = Literal[
@@ -57,6 +48,10 @@ class TraceUsage:
     Anthropic ``cache_read_input_tokens``); ``None`` when the usage has no cache figure."""
     completion_tokens: int | None = None
     """Output tokens, reasoning included."""
+    origin: str | None = field(default=None, compare=False)
+    """Where a telemetry reader found the figures, when it had a choice or had to infer one
+    (``gen_ai.usage.raw: the provider's own usage``, ``cache read not written: logfire.openai
+    writes it only when it is not 0``); ``None`` for a recording of the wire's own usage."""
 
     @property
     def miss_tokens(self) -> int | None:
@@ -64,11 +59,14 @@ class TraceUsage:
         return None if self.hit_tokens is None else self.prompt_tokens - self.hit_tokens
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "promptTokens": self.prompt_tokens,
             "hitTokens": self.hit_tokens,
             "completionTokens": self.completion_tokens,
         }
+        if self.origin is not None:
+            out["origin"] = self.origin
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TraceUsage:
@@ -78,6 +76,7 @@ class TraceUsage:
             completion_tokens=(
                 None if data.get("completionTokens") is None else int(data["completionTokens"])
             ),
+            origin=data["origin"] if isinstance(data.get("origin"), str) else None,
         )
 
 

@@ -8,14 +8,14 @@ compare it with what the client sent back next time) and the provider's usage fi
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
-from ._model import Endpoint, TraceUsage
+from dsh_core.providers._models import Endpoint
+from dsh_core.providers._sse import SseEvent, parse_events
 
-_EVENT_END = re.compile(r"\r\n\r\n|\n\n|\r\r")
+from ._model import TraceUsage
 
 __all__ = [
     "answer_of_events",
@@ -24,25 +24,8 @@ __all__ = [
     "endpoint_of",
     "error_of_json",
     "error_of_text",
-    "split_events",
     "usage_of",
 ]
-
-
-def split_events(text: str) -> list[str]:
-    """An SSE body's events (split at each blank line, whatever its line endings)."""
-    if "\r" not in text:
-        return text.split("\n\n")  # the common case, a C-level split
-    return _EVENT_END.split(text)
-
-
-def _data_of(event: str) -> str:
-    """The ``data`` of one SSE event (its ``data:`` lines joined); empty when it has none."""
-    if event.startswith("data:") and "\n" not in event and "\r" not in event:
-        return event[5:].lstrip(" ")  # one data line, the common case
-    return "\n".join(
-        line[5:].lstrip(" ") for line in event.splitlines() if line.startswith("data:")
-    )
 
 
 def endpoint_of(url: str | None, body: Any) -> Endpoint | None:
@@ -254,13 +237,13 @@ class _AnthropicAssembler:
 
 
 def answer_of_events(
-    events: Iterable[str], endpoint: Endpoint
+    events: Iterable[SseEvent], endpoint: Endpoint
 ) -> tuple[Mapping[str, Any] | None, TraceUsage | None]:
-    """The assistant message and usage of a streamed answer, from its SSE events' text."""
+    """The assistant message and usage of a streamed answer, from its SSE events."""
     chat = _ChatAssembler()
     anthropic = _AnthropicAssembler()
     for event in events:
-        data = _data_of(event)
+        data = event.data
         if not data or data == "[DONE]":
             continue
         try:
@@ -281,11 +264,14 @@ def answer_of_events(
 def answer_of_text(
     text: str, endpoint: Endpoint, *, event_stream: bool | None = None
 ) -> tuple[Mapping[str, Any] | None, TraceUsage | None]:
-    """An answer body given as text: SSE when it says so (or looks like it), JSON otherwise."""
+    """An answer body given as text: SSE when it says so (or looks like it), JSON otherwise.
+
+    A stream is read by the core's SSE parser; a last event the recording ended without its
+    blank line still counts (recorders trim it), a payload cut short does not parse."""
     if event_stream is None:
         event_stream = text.lstrip().startswith(("data:", "event:", ":"))
     if event_stream:
-        return answer_of_events(split_events(text), endpoint)
+        return answer_of_events(parse_events(text, strict=False), endpoint)
     try:
         body = json.loads(text)
     except ValueError:

@@ -26,11 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsh_core import CorruptLogError, DshError, dumps_canonical
-from dsh_core.persistence import ChunkRow, LoadedLog, load_session, open_session
+from dsh_core import CorruptLogError, DshError
+from dsh_core._json_text import dumps_canonical
+from dsh_core.persistence import LoadedLog, load_session, open_session
+from dsh_core.persistence._chunk_rows import ChunkRow
 from dsh_testkit.doctor import diagnose
-from dsh_testkit.reports import audit_loaded
-from dsh_testkit.traces import session_log_trace
+from dsh_testkit.reports._audit import audit_loaded
+from dsh_testkit.traces._readers._session_log import session_log_trace
 from tests._support import REFERENCE_LOGS
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "scenarios" / "recordings"

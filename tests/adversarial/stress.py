@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from dsh_core import CorruptLogError, dumps_canonical
+from dsh_core import CorruptLogError
+from dsh_core._json_text import dumps_canonical
 from dsh_core.persistence import load_session, loads_session
 from tests.adversarial._logs import (
     Tally,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_core import dumps_canonical
+from dsh_core._json_text import dumps_canonical
 from dsh_core.persistence import loads_session
 from tests.adversarial._logs import RECORDINGS, _expected_events, judge_cut, real_logs, record_ends
 

@@ -11,9 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_core import CorruptLogError, Event, dumps_canonical
-from dsh_core.persistence import ChunkRow, expand_chunk_rows, pack_chunk_rows
-from dsh_core.persistence._chunk_rows import MAX_SAFE_INTEGER, RunPacker
+from dsh_core import CorruptLogError, Event
+from dsh_core._json_text import dumps_canonical
+from dsh_core.persistence._chunk_rows import (
+    MAX_SAFE_INTEGER,
+    ChunkRow,
+    RunPacker,
+    expand_chunk_rows,
+    pack_chunk_rows,
+)
 
 SAFE = st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
 

@@ -20,10 +20,10 @@ from dsh_core import (
     ToolSchema,
     assistant_message,
     diff_requests,
-    dumps_canonical,
     freeze_json,
     user_message,
 )
+from dsh_core._json_text import dumps_canonical
 from dsh_testkit.strategies import generate_options
 
 HI = user_message("hi", id="u1")

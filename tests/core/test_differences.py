@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_core import (
+from dsh_core._differences import (
     TextDifference,
     config_differences,
     count_difference,

@@ -8,17 +8,11 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from dsh_core import (
-    CORE_EVENT_TYPES,
-    SURFACE_EVENT_TYPES,
-    Event,
-    FrozenDict,
-    InvalidEventError,
-    SurfaceReplace,
-    freeze_json,
-)
+from dsh_core import Event, FrozenDict, InvalidEventError, SurfaceReplace, freeze_json
 from dsh_core._events import (
+    CORE_EVENT_TYPES,
     MAX_SAFE_INTEGER,
+    SURFACE_EVENT_TYPES,
     check_event_shape,
     parse_source_seqs,
     parse_surface_op,
@@ -211,7 +205,8 @@ def test_every_generated_event_round_trips_through_its_json(log: list[dict[str, 
 def test_the_event_type_literal_is_the_catalog() -> None:
     from typing import get_args
 
-    from dsh_core import CORE_EVENT_TYPES, SURFACE_EVENT_TYPES, EventType
+    from dsh_core import EventType
+    from dsh_core._events import CORE_EVENT_TYPES, SURFACE_EVENT_TYPES
 
     assert set(get_args(EventType)) == CORE_EVENT_TYPES
     assert len(get_args(EventType)) == len(CORE_EVENT_TYPES) == 18
@@ -234,7 +229,7 @@ def _event(kind: str, data: Any, seq: int = 0) -> Event:
     ],
 )
 def test_turn_step_reads_integers_only(data: Any, expected: tuple[Any, Any]) -> None:
-    from dsh_core import TurnStep, turn_step
+    from dsh_core._events import TurnStep, turn_step
 
     assert turn_step(_event("step/start", data)) == TurnStep(turn=expected[0], step=expected[1])
 
@@ -244,7 +239,8 @@ def _turns(*kinds_and_turns: tuple[str, int]) -> list[Event]:
 
 
 def test_the_open_turn_is_the_last_turn_start_without_its_turn_end() -> None:
-    from dsh_core import OpenTurn, last_turn_boundary, open_turn
+    from dsh_core import last_turn_boundary
+    from dsh_core._events import OpenTurn, open_turn
 
     events = _turns(
         ("turn/start", 1), ("step/start", 1), ("turn/end", 1), ("turn/start", 2), ("step/end", 2)

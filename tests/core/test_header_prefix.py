@@ -28,14 +28,13 @@ from dsh_core import (
     apply_header_delta,
     canonical_header,
     diff_header,
-    dumps_canonical,
     fold_request_header,
     freeze_json,
     header_equals,
-    loads_json,
     plan_header_event,
     user_message,
 )
+from dsh_core._json_text import dumps_canonical, loads_json
 from dsh_core.providers.anthropic import serialize_request as anthropic_body
 from dsh_core.providers.deepseek import serialize_request as deepseek_body
 from dsh_testkit.strategies import epoch_headers, header_pairs, messages

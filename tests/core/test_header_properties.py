@@ -23,12 +23,11 @@ from dsh_core import (
     apply_header_delta,
     canonical_header,
     diff_header,
-    dumps_canonical,
     fold_request_header,
     header_equals,
-    loads_json,
     plan_header_event,
 )
+from dsh_core._json_text import dumps_canonical, loads_json
 from dsh_testkit.strategies import (
     epoch_headers,
     header_deltas,

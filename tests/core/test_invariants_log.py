@@ -14,7 +14,6 @@ from dsh_core import (
     GenerateOptions,
     InvariantViolation,
     LlmCallConfig,
-    LogInvariant,
     MessageView,
     RequestInvariant,
     Session,
@@ -22,6 +21,7 @@ from dsh_core import (
     tool_result_message,
     user_message,
 )
+from dsh_core._invariants import LogInvariant
 from dsh_core._messages import ToolCallBlock
 
 # --------------------------------------------------------------------------------------------

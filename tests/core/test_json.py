@@ -20,13 +20,11 @@ from dsh_core import (
     InvalidEventError,
     JsonValueError,
     Session,
-    dumps_canonical,
     freeze_json,
-    loads_json,
     thaw_json,
 )
 from dsh_core._json import is_frozen_json
-from dsh_core._json_text import _dumps_iterative, _loads_iterative
+from dsh_core._json_text import _dumps_iterative, _loads_iterative, dumps_canonical, loads_json
 from dsh_testkit.strategies import json_values
 
 DEPTH = 20_000

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from dsh_core import (
-    BlockAssembler,
     CancelToken,
     Finish,
     GenerateOptions,
@@ -17,6 +16,7 @@ from dsh_core import (
     ToolCallDelta,
     user_message,
 )
+from dsh_core._assembly import BlockAssembler
 from dsh_core.scripted import (
     Response,
     ScriptedProvider,

@@ -24,10 +24,10 @@ from dsh_core import (
     SessionInfo,
     UnsupportedVersionError,
     assistant_message,
-    dumps_canonical,
     tool_result_message,
     user_message,
 )
+from dsh_core._json_text import dumps_canonical
 from dsh_core.persistence import (
     DroppedTail,
     JsonlWriter,

@@ -28,9 +28,9 @@ from dsh_core import (
     Session,
     SessionInfo,
     freeze_json,
-    loads_json,
     user_message,
 )
+from dsh_core._json_text import loads_json
 from dsh_core.persistence import (
     JsonlWriter,
     LogLockedError,

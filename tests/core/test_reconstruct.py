@@ -20,10 +20,10 @@ from dsh_core import (
     Session,
     ToolSchema,
     ToolsPlaceholder,
-    dumps_canonical,
     fold_request_header,
     reconstruct_requests,
 )
+from dsh_core._json_text import dumps_canonical
 from dsh_core.persistence import load_session
 from tests._support import REFERENCE_LOGS
 

@@ -15,12 +15,11 @@ from dsh_core import (
     LlmCallConfig,
     Session,
     assistant_message,
-    detect_boundary_rule,
     reconstruct_request,
     reconstruct_requests,
     user_message,
 )
-from dsh_core._reconstruct import RequestWitness
+from dsh_core._reconstruct import RequestWitness, detect_boundary_rule
 
 CONFIG = LlmCallConfig(provider="p", model="m1")
 

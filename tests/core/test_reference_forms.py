@@ -25,13 +25,8 @@ from dsh_core import (
     request_wire_body,
     user_message,
 )
-from dsh_core.persistence import (
-    HEADER_LINE_FIELDS,
-    JsonlWriter,
-    dumps_session,
-    header_line,
-    load_session,
-)
+from dsh_core.persistence import JsonlWriter, dumps_session, header_line, load_session
+from dsh_core.persistence._header_line import HEADER_LINE_FIELDS
 from dsh_core.scripted import text_response
 
 from ._loop_helpers import assert_reconstructs, make_agent

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from dsh_core import CORE_EVENT_TYPES, CorruptLogError, ToolsPlaceholder, fold_request_header
+from dsh_core import CorruptLogError, ToolsPlaceholder, fold_request_header
+from dsh_core._events import CORE_EVENT_TYPES
 from dsh_core.persistence import dumps_session, load_session, open_session
 from tests._support import REFERENCE_LOGS
 

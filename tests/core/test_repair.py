@@ -7,7 +7,8 @@ from typing import Any
 
 from dsh_core import Event, Session, assistant_message, tool_result_message, user_message
 from dsh_core._messages import TextBlock, ToolCallBlock
-from dsh_core.persistence import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, interrupted_turn_closers
+from dsh_core.persistence import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
+from dsh_core.persistence._repair import interrupted_turn_closers
 
 
 class Log:

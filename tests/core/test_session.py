@@ -25,10 +25,10 @@ from dsh_core import (
     SurfaceError,
     TextBlock,
     derive_event_message,
-    fold_surface,
     fork,
     thaw_json,
 )
+from dsh_core._surface import fold_surface
 
 CONFIG = {"provider": "deepseek", "model": "deepseek-v4-flash"}
 

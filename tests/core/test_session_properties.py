@@ -10,15 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_core import (
-    Event,
-    Message,
-    Session,
-    TextBlock,
-    derive_event_message,
-    fold_request_header,
-    fold_surface,
-)
+from dsh_core import Event, Message, Session, TextBlock, derive_event_message, fold_request_header
+from dsh_core._surface import fold_surface
 from dsh_testkit.strategies import EventDraft, message_events, noise_events, session_logs
 
 

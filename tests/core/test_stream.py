@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_core import (
-    BlockAssembler,
     BlockEnd,
     BlockStart,
     CancelToken,
@@ -40,12 +39,12 @@ from dsh_core import (
     ToolResultBlock,
     ToolSchema,
     UsageChunk,
-    chunk_from_json,
     freeze_json,
     user_message,
 )
-from dsh_core._assembly import message_from_blocks
+from dsh_core._assembly import BlockAssembler, message_from_blocks
 from dsh_core._cancel import Aborted, CancelGuard
+from dsh_core._stream import chunk_from_json
 from dsh_testkit.strategies import epoch_headers, messages
 
 # --------------------------------------------------------------------------------------------

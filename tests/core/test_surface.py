@@ -7,17 +7,8 @@ from typing import Any
 
 import pytest
 
-from dsh_core import (
-    Event,
-    InvalidEventError,
-    Session,
-    SurfaceError,
-    SurfaceReplace,
-    SurfaceReplacement,
-    fold_surface,
-    thaw_json,
-)
-from dsh_core._surface import SurfaceFold, _blank_result_content
+from dsh_core import Event, InvalidEventError, Session, SurfaceError, SurfaceReplace, thaw_json
+from dsh_core._surface import SurfaceFold, SurfaceReplacement, _blank_result_content, fold_surface
 
 
 def user(i: int | str) -> dict[str, Any]:

@@ -24,12 +24,12 @@ from dsh_core import (
     TokenUsage,
     ToolsPlaceholder,
     UnfilledPlaceholderError,
-    dumps_canonical,
     load_session,
     reconstruct_requests,
     request_wire_body,
     user_message,
 )
+from dsh_core._json_text import dumps_canonical
 from dsh_core.providers.anthropic import encode_request as anthropic_bytes
 from dsh_core.providers.deepseek import encode_request as deepseek_bytes
 from tests._support import REFERENCE_LOGS

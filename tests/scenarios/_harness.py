@@ -43,9 +43,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsh_core import Agent, AgentOptions, Provider, Session, SessionInfo, Tool, dumps_canonical
+from dsh_core import Agent, AgentOptions, Provider, Session, SessionInfo, Tool
+from dsh_core._json_text import dumps_canonical
 from dsh_core.persistence import LoadedLog, dumps_session, load_session
-from dsh_testkit.golden import Normalizer, render_transcript, render_wire_requests
+from dsh_testkit.golden import render_transcript, render_wire_requests
+from dsh_testkit.golden._normalize import Normalizer
 
 SCENARIOS_DIR = Path(__file__).resolve().parent
 RECORDINGS = SCENARIOS_DIR / "recordings"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_testkit.golden import TRANSCRIPT_FORMAT, TRANSCRIPT_FORMAT_VERSION
+from dsh_testkit.golden._transcript import TRANSCRIPT_FORMAT, TRANSCRIPT_FORMAT_VERSION
 
 SUITE = Path(__file__).resolve().parent
 WIRE_CASSETTES = SUITE.parents[1] / "cassettes" / "scenarios"

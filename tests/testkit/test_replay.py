@@ -42,8 +42,8 @@ from dsh_testkit.replay import (
     ReplayProvider,
     ReplayScriptError,
     UnrecordedSession,
-    derive_replay_script,
 )
+from dsh_testkit.replay._provider import derive_replay_script
 from tests._support import REFERENCE_LOGS
 
 

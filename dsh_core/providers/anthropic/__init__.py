@@ -5,8 +5,8 @@
 
 - ``_serialize``: :func:`serialize_request` / :func:`encode_request` (pure, byte-stable),
   :func:`serialize_message`, :func:`tool_input`;
-- ``_parse``: :func:`parse_request` (structure only, raising :class:`WireFormatError` with the
-  JSON path and a code);
+- ``_parse``: :func:`parse_request` (structure only, raising
+  :class:`~dsh_core.providers.WireFormatError` with the JSON path and a code);
 - ``_stream``: :class:`EventTranslator` (the named SSE events ``message_start`` …
   ``message_stop``, ``ping``, ``error`` → stream chunks), :func:`translate_events`,
   :func:`translate_stream`, :func:`map_usage` (``cache_read_input_tokens`` →
@@ -14,7 +14,6 @@
 - ``_provider``: :class:`AnthropicProvider`.
 """
 
-from .._wire import WireFormatError
 from ._parse import AnthropicMessage, AnthropicRequest, parse_request
 from ._provider import ANTHROPIC_VERSION, BASE_URL_ENV, DEFAULT_BASE_URL, AnthropicProvider
 from ._serialize import (
@@ -41,7 +40,6 @@ __all__ = [
     "AnthropicProvider",
     "AnthropicRequest",
     "EventTranslator",
-    "WireFormatError",
     "classify_http_error",
     "encode_request",
     "map_usage",

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._json import FrozenDict, FrozenList, dumps_canonical
+from ..._json import FrozenDict, FrozenList
+from ..._json_text import dumps_canonical
 from .. import _wire as w
 from .._models import resolve_model, thinking_enabled
 

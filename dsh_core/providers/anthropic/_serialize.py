@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..._json import dumps_canonical, loads_json
+from ..._json_text import dumps_canonical, loads_json
 from ..._messages import (
     ContentBlock,
     Message,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ..._json import dumps_canonical, loads_json
+from ..._json_text import dumps_canonical, loads_json
 from ..._messages import (
     ContentBlock,
     ReasoningBlock,

@@ -6,19 +6,16 @@ DeepSeek. Modules along the format's seams:
 - ``_serialize``: :func:`serialize_request` / :func:`encode_request` (``GenerateOptions`` → the
   exact body, byte-stable), :func:`serialize_message`;
 - ``_parse``: :func:`parse_request` (a wire body → :class:`ChatRequest`, structure only, raising
-  :class:`WireFormatError` with the JSON path and a code);
+  :class:`~dsh_core.providers.WireFormatError` with the JSON path and a code);
 - ``_stream``: :class:`ChunkTranslator`, :func:`translate_events`, :func:`translate_stream` (SSE
   payloads → the core's stream chunks), :func:`map_usage`, :func:`classify_http_error`;
 - ``_provider``: :class:`DeepSeekProvider`.
 
-The model table (:data:`MODELS`) lives in :mod:`dsh_core.providers` and is re-exported here.
-Wire facts and their public sources: docs/wire.md §1.
+The model table (``MODELS``) and :class:`~dsh_core.providers.WireFormatError` live in
+:mod:`dsh_core.providers`. Wire facts and their public sources: docs/wire.md §1.
 """
 
-from .._models import MODELS, REASONING_EFFORT_ALIASES, ModelInfo
-from .._options import NO_OUTPUT, REASONING_EFFORTS
-from .._wire import WireFormatError
-from ._parse import ROLES, ChatMessage, ChatRequest, ChatTool, ChatToolCall, parse_request
+from ._parse import ChatMessage, ChatRequest, ChatTool, ChatToolCall, parse_request
 from ._provider import API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL, DeepSeekProvider
 from ._serialize import encode_request, serialize_message, serialize_request
 from ._stream import (
@@ -33,19 +30,12 @@ __all__ = [
     "API_KEY_ENV",
     "BASE_URL_ENV",
     "DEFAULT_BASE_URL",
-    "MODELS",
-    "NO_OUTPUT",
-    "REASONING_EFFORTS",
-    "REASONING_EFFORT_ALIASES",
-    "ROLES",
     "ChatMessage",
     "ChatRequest",
     "ChatTool",
     "ChatToolCall",
     "ChunkTranslator",
     "DeepSeekProvider",
-    "ModelInfo",
-    "WireFormatError",
     "classify_http_error",
     "encode_request",
     "map_usage",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..._json import dumps_canonical
+from ..._json_text import dumps_canonical
 from ..._messages import (
     ContentBlock,
     Message,

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._json import loads_json
+from ..._json_text import loads_json
 from ..._messages import (
     ContentBlock,
     ReasoningBlock,

@@ -116,7 +116,7 @@ function overviewPane() {
       { class: "card" },
       h("div", null, h("b", null, "Source: "), d.source, d.path ? ` · ${d.path}` : ""),
       h("div", { "data-role": "figures" }, h("b", null, "Figures: "), figuresNote(d), "."),
-      h("div", { "data-role": "unit" }, h("b", null, "Unit: "), `${unitNote(d.unit)}.`),
+      h("div", { "data-role": "granularity" }, h("b", null, "Granularity: "), `${granularityNote(d.granularity)}.`),
       d.timeResolution ? h("div", null, h("b", null, "Times: "), `known to ${d.timeResolution} s`) : null,
       (d.notes || []).map((n) => h("div", { class: "muted" }, `note: ${n}`)),
     ),

@@ -2,19 +2,23 @@
 // beside the one it was compared with, the overview, the glossary).
 
 function figuresNote(data) {
-  return data.figures === "simulated"
-    ? "simulated — the trace reports no cache usage, so the mock's prefix-cache simulator ran over it"
-    : "reported — hits and prompt tokens are the provider's own usage figures";
+  if (data.figures === "simulated") {
+    return "simulated — the trace reports no cache usage, so the mock's prefix-cache simulator ran over it (prompt counts the trace reports are kept)";
+  }
+  if (data.figures === "mixed") {
+    return "mixed — the provider's own usage figures where the trace has them; the hits of requests without a cache figure are simulated by the mock's prefix cache (each request says which)";
+  }
+  return "reported — hits and prompt tokens are the provider's own usage figures";
 }
 
-function unitNote(unit) {
-  if (!unit) return "";
+function granularityNote(granularity) {
+  if (!granularity) return "";
   const origin = {
     usage: "from the trace's own hits",
     "model-table": "from the model table",
-    given: "given with --unit-tokens",
-  }[unit.origin] || unit.origin;
-  return `cache unit ${fmtN(unit.tokens)} tokens, ${origin} (${unit.detail})`;
+    given: "given with --granularity",
+  }[granularity.origin] || granularity.origin;
+  return `cache granularity ${fmtN(granularity.tokens)} tokens, ${origin} (${granularity.detail})`;
 }
 
 function renderTop() {
@@ -29,7 +33,7 @@ function renderTop() {
     kpi(fmtUsd(t.cost), "est. cost", "at list prices (see the overview)"),
     kpi(fmtUsd(t.lostCost), "cost of lost hits", "what the lost tokens cost beyond a hit"),
     h("span", { class: "badge", "data-figures": d.figures, title: figuresNote(d) }, `figures: ${d.figures}`),
-    h("span", { class: "badge", title: unitNote(d.unit) }, `unit ${fmtN(d.unit && d.unit.tokens)} · ${d.unit && d.unit.origin}`),
+    h("span", { class: "badge", title: granularityNote(d.granularity) }, `granularity ${fmtN(d.granularity && d.granularity.tokens)} · ${d.granularity && d.granularity.origin}`),
     h("span", { class: "spacer" }),
     UI.liveBadge,
   );

@@ -8,9 +8,14 @@ reads a file with it. The kind comes from the content, never the file name:
 - ``dsh-trace``: the trace file ``dsh-testkit proxy --out`` and ``RequestCapture.save`` write;
 - ``session-log``: a ``dsh_core`` session log (requests rebuilt, the log's own facts kept);
 - ``cassette``: a dsh cassette (YAML);
-- ``otel``: OpenTelemetry GenAI spans as OTLP JSON (the collector's file exporter);
+- ``otel``: OpenTelemetry spans and log records of any common GenAI instrumentation, as the
+  collector's file exporter writes them (OTLP JSON lines, length-prefixed protobuf, zstd);
 - ``mock-requests``: the mock's request log (``GET /_dsh/requests`` saved as JSON);
 - ``har``: a HAR 1.2 file.
+
+A recording compressed with zstd or gzip (the reference harness's ``session.jsonl.zstd``, a
+gzipped HAR, the collector's zstd stream) is read as the file it holds: the magic bytes say so,
+not the name (``dsh_testkit.traces._compression``; a torn last frame is noted, what came before read).
 
 :func:`trace_of` also takes objects: a :class:`Trace`, a path, anything with a ``to_trace()``
 method (a ``RequestCapture``, a ``MockDeepSeek``, a ``ProxyServer``), a list of the mock's
@@ -21,12 +26,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from .._compression import CompressedDataError, compression_of, decompressed
 from .._errors import TraceError
 from .._model import Trace, paused_gc
-from . import _cassette, _har, _mock_log, _otel, _session_log, _trace_file
+from . import _cassette, _har, _mock_log, _otlp, _session_log, _trace_file
 from ._build import TraceBuilder, json_or_none
 
 __all__ = ["READERS", "TraceReader", "identify", "load_trace", "loads_trace", "trace_of"]
@@ -48,6 +54,8 @@ class TraceReader:
     read: Callable[[bytes, str | None], Trace]
     """The file's bytes (and its path, for messages) as a trace; :class:`TraceError` when it
     is not readable as this format."""
+    sniff_binary: Callable[[bytes], bool] | None = None
+    """For a binary format: whether a file starting with these bytes is of it."""
 
 
 READERS: Final[tuple[TraceReader, ...]] = (
@@ -71,9 +79,11 @@ READERS: Final[tuple[TraceReader, ...]] = (
     ),
     TraceReader(
         name="otel",
-        description="OpenTelemetry GenAI spans as OTLP JSON (the collector's file exporter)",
-        sniff=_otel.sniff,
-        read=_otel.read,
+        description="OpenTelemetry GenAI spans and log records (the collector's file exporter: "
+        "OTLP JSON or protobuf)",
+        sniff=_otlp.sniff,
+        read=_otlp.read,
+        sniff_binary=_otlp.sniff_binary,
     ),
     TraceReader(
         name="har",
@@ -106,22 +116,45 @@ def _sniffed(head: str) -> str:
 
 
 def identify(head: str | bytes) -> TraceReader | None:
-    """The reader for a file starting with ``head`` (text or bytes), ``None`` if none knows it."""
+    """The reader for a file starting with ``head`` (text or bytes), ``None`` if none knows it.
+
+    Compressed bytes are decompressed as far as they go first (give the whole file, or at
+    least its first frame, for a compressed recording)."""
+    if isinstance(head, bytes) and compression_of(head[:8]) is not None:
+        try:
+            head = decompressed(head).data
+        except CompressedDataError:
+            return None
     text = _sniffed(_head(head) if isinstance(head, bytes) else head)
     for reader in READERS:
         if reader.sniff(text):
             return reader
+    if isinstance(head, bytes):
+        for reader in READERS:
+            if reader.sniff_binary is not None and reader.sniff_binary(head[:_HEAD_BYTES]):
+                return reader
     return None
 
 
 def loads_trace(data: str | bytes, *, path: str | None = None) -> Trace:
-    """A trace from a recording's content; the kind is detected from it."""
+    """A trace from a recording's content; the kind is detected from it (and compression, see
+    the module docstring)."""
     raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+    torn = None
+    if compression_of(raw[:8]) is not None:
+        try:
+            found = decompressed(raw, path=path)
+        except CompressedDataError as exc:
+            raise TraceError(str(exc).removeprefix(f"{path}: "), path=path) from None
+        raw, torn = found.data, found.note
     reader = identify(raw)
     if reader is None:
         raise _unknown(path)
     with paused_gc():
-        return reader.read(raw, path)
+        trace = reader.read(raw, path)
+    if torn is not None:
+        trace = replace(trace, notes=(torn, *trace.notes))
+    return trace
 
 
 def load_trace(path: str | os.PathLike[str]) -> Trace:

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
-from dsh_core import loads_json
+from dsh_core._json_text import loads_json
 
-from ...scrub._rules import _URL_REDACTED, REDACTED
+from ...scrub._rules import REDACTED, URL_REDACTED
 from ...scrub._scrubber import (
     Scrubber,
     credentials_of,
@@ -156,9 +156,9 @@ def exchange_secrets(
         found.extend(
             value
             for name, value in parse_qsl(parts.query, keep_blank_values=True)
-            if _SCRUBBER.is_secret_query_name(name) and value != _URL_REDACTED
+            if _SCRUBBER.is_secret_query_name(name) and value != URL_REDACTED
         )
-        if parts.password and parts.password != _URL_REDACTED:
+        if parts.password and parts.password != URL_REDACTED:
             found.append(parts.password)
     return tuple(found)
 
@@ -216,7 +216,7 @@ def scrub_exchange(
     the body is skipped."""
     url = exchange.url
     if url:
-        url = secrets.text(scrub_url(url) if shapes else url, _URL_REDACTED)
+        url = secrets.text(scrub_url(url) if shapes else url, URL_REDACTED)
     headers = tuple(scrub_headers(exchange.headers)) if shapes else exchange.headers
     if secrets:
         headers = tuple((name, secrets.text(value)) for name, value in headers)

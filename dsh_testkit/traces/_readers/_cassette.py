@@ -13,7 +13,7 @@ from ...cassettes._format import CassetteSerializer
 from ...scrub._scrubber import scrub_text
 from .._errors import TraceError
 from .._model import Trace, TraceUsage
-from .._wire import answer_of_events, answer_of_text, endpoint_of, error_of_text
+from .._wire import answer_of_text, endpoint_of, error_of_text
 from ._build import TraceBuilder, decode_text, json_or_none
 
 __all__ = ["read", "sniff"]
@@ -52,10 +52,10 @@ def read(data: bytes, path: str | None) -> Trace:
             resp_body = response["body"]
             chunks = resp_body.get("chunks")
             if chunks is not None:
-                events = [
+                streamed = "".join(
                     c.decode("utf-8", "replace") if isinstance(c, bytes) else c for c in chunks
-                ]
-                answer, usage = answer_of_events(events, endpoint)
+                )
+                answer, usage = answer_of_text(streamed, endpoint, event_stream=True)
             else:
                 answer_text = resp_body.get("string")
                 if isinstance(answer_text, bytes):

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
-from dsh_core import json_kind
+from dsh_core._json import json_kind
 
 __all__ = [
     "MAX_COUNT",

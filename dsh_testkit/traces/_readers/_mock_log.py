@@ -1,9 +1,15 @@
-"""Reader: the mock DeepSeek's request log (``GET /_dsh/requests`` saved as JSON), and the
-mock's in-memory records.
+"""Reader: the mock DeepSeek's request log (``GET /_dsh/requests`` saved as JSON, or the file
+``dsh-testkit serve --request-log`` appends to), and the mock's in-memory records.
 
 Each record holds the request as received (credentials redacted), the status answered, the
 error that refused it, the answer the mock sent (``response``, when the record has it; else the
-script entry that answered, rebuilt), and the simulated cache figures.
+script entry that answered, rebuilt), the simulated cache figures, and when the request
+started and its answer ended (``started`` / ``finished``, UNIX seconds; records from before
+the mock kept times have none).
+
+The request log file is JSON Lines: a ``{"format": "dsh-mock-requests", "version": 1}`` header,
+then one record per line in the order the answers ended. It is read while the mock appends to
+it: an unfinished last line is dropped with a note (``_file.read_trace_lines``).
 
 A field of the wrong type (a status ``"200"``, a path that is not a string, a response that is
 not an object, a token count ``"12"``) is a :class:`TraceError` naming the record and the field; a figure that cannot
@@ -12,26 +18,42 @@ be true is left out with a note (``_fields.py``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import TraceError
+from .._file import read_trace_lines
 from .._model import Trace, TraceSource, TraceUsage
 from .._wire import error_of_json
-from ._build import TraceBuilder, decode_text, json_document
-from ._fields import Malformed, optional_int, optional_object, optional_string
+from ._build import TraceBuilder, decode_text, json_document, json_or_none, without_bom
+from ._fields import Malformed, optional_int, optional_object, optional_string, optional_time
 
 __all__ = ["read", "records_trace", "sniff"]
 
 
+REQUEST_LOG_FORMAT = "dsh-mock-requests"
+"""The request log file's header ``format`` (``MockDeepSeek.log_requests_to`` writes it)."""
+
+
 def sniff(head: str) -> bool:
     stripped = head.removeprefix("\ufeff").lstrip()
+    first = json_or_none(stripped.split("\n", 1)[0])
+    if isinstance(first, Mapping) and first.get("format") == REQUEST_LOG_FORMAT:
+        return True
     if stripped.startswith("{") and '"requests"' in head[:4096]:
         return True
     return stripped.startswith("[") and '"seq"' in head[:4096] and '"endpoint"' in head[:4096]
 
 
 def read(data: bytes, path: str | None) -> Trace:
+    first = json_or_none(without_bom(data).lstrip().split(b"\n", 1)[0])
+    if isinstance(first, Mapping) and first.get("format") == REQUEST_LOG_FORMAT:
+        _, lines, notes = read_trace_lines(
+            without_bom(data), path=path, file_format=REQUEST_LOG_FORMAT, versions=(1,)
+        )
+        trace = records_trace([record for _, record in lines], path=path, source="mock-requests")
+        return dataclasses.replace(trace, notes=(*notes, *trace.notes))
     text, _ = decode_text(data, path=path, line_based=False)
     document = json_document(text, path=path, what="the mock's request log")
     if isinstance(document, Mapping) and isinstance(document.get("requests"), list):
@@ -109,6 +131,8 @@ def records_trace(
                 error=error_of_json(error) or (str(error) if error is not None else None),
                 response=response if response is not None else _entry_reply(record),
                 usage=_usage(record),
+                started=optional_time(record.get("started"), "started"),
+                finished=optional_time(record.get("finished"), "finished"),
                 where=f"request record {number}",
             )
         except Malformed as exc:

@@ -36,7 +36,8 @@ from dsh_core import (
     tool_result_message,
     user_message,
 )
-from dsh_core.providers import AnthropicProvider, SseEvent, SseParser, WireFormatError
+from dsh_core.providers import AnthropicProvider, WireFormatError
+from dsh_core.providers._sse import SseEvent, SseParser
 from dsh_core.providers.anthropic import (
     DEFAULT_MAX_TOKENS,
     EventTranslator,

@@ -12,16 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from dsh_core import (
-    BlockAssembler,
-    CancelToken,
-    Finish,
-    LlmFailure,
-    Provider,
-    ProviderError,
-    TextBlock,
-    TokenUsage,
-)
+from dsh_core import CancelToken, Finish, LlmFailure, Provider, ProviderError, TextBlock, TokenUsage
+from dsh_core._assembly import BlockAssembler
 from dsh_core.providers import DeepSeekProvider
 from dsh_core.providers._http import Secret
 from dsh_core.providers.deepseek import encode_request

@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_core import (
-    BlockAssembler,
     BlockEnd,
     BlockStart,
     Finish,
@@ -25,7 +24,9 @@ from dsh_core import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh_core.providers import SseEvent, SseParser, WireFormatError
+from dsh_core._assembly import BlockAssembler
+from dsh_core.providers import WireFormatError
+from dsh_core.providers._sse import SseEvent, SseParser
 from dsh_core.providers.deepseek import (
     ChunkTranslator,
     map_usage,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dsh_core.providers import RETRYABLE_CODES
-from dsh_core.providers._failures import parse_retry_after
+from dsh_core.providers._failures import RETRYABLE_CODES, parse_retry_after
 from dsh_core.providers.deepseek import classify_http_error
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 import dsh_core.providers
-from dsh_core.providers import MODELS, Endpoint, ModelInfo, resolve_model, thinking_enabled
+from dsh_core.providers import MODELS, ModelInfo, resolve_model, thinking_enabled
 from dsh_core.providers import anthropic as anthropic_module
 from dsh_core.providers import deepseek as deepseek_module
+from dsh_core.providers._models import Endpoint
 
 
 def test_models_table() -> None:

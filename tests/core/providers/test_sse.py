@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_core.providers import SSE_DONE, SseEvent, SseParser, SseTruncatedError
+from dsh_core.providers import SseTruncatedError
+from dsh_core.providers._sse import SSE_DONE, SseEvent, SseParser, parse_events, split_events
 
 from ._helpers import split_at
 
@@ -235,3 +239,62 @@ def test_comment_is_skipped_by_the_parser_and_reported() -> None:
     assert seen == ["keep-alive", ""]
     with pytest.raises(ValueError, match="one line"):
         SseEvent.comment("a\nb")
+
+
+# ---------------------------------------------------------------- a whole body held as text
+
+_SSE_TEXT = st.lists(
+    st.sampled_from(["a", "\n", "\r", ":", " ", "data", "event"]), max_size=30
+).map("".join)
+
+
+def _parse_pieces(pieces: list[str]) -> list[SseEvent]:
+    parser = SseParser()
+    events: list[SseEvent] = []
+    for piece in pieces:
+        events.extend(parser.feed(piece.encode()))
+    with contextlib.suppress(SseTruncatedError):
+        events.extend(parser.close())
+    return events
+
+
+@given(_SSE_TEXT)
+def test_split_events_loses_nothing_and_cuts_only_where_an_event_ends(text: str) -> None:
+    pieces = split_events(text)
+    assert "".join(pieces) == text
+    assert all(pieces)
+    # every cut is right after a blank line: the parser dispatches there, never mid-event
+    for piece in pieces[:-1]:
+        assert piece.endswith(("\n", "\r"))
+        parser = SseParser()
+        parser.feed(piece.encode())
+        assert not parser._pending()  # the piece ended between events
+    # a CRLF is never cut in two
+    for before, after in itertools.pairwise(pieces):
+        assert not (before.endswith("\r") and after.startswith("\n"))
+    assert _parse_pieces(pieces) == _parse_pieces([text])
+
+
+def test_split_events_keeps_each_event_as_sent() -> None:
+    text = 'data: {"a":1}\r\n\r\n: keep-alive\n\nevent: ping\rdata: x\r\rdata: [DONE]\n\n'
+    assert split_events(text) == [
+        'data: {"a":1}\r\n\r\n',
+        ": keep-alive\n\n",
+        "event: ping\rdata: x\r\r",
+        "data: [DONE]\n\n",
+    ]
+    # line ends mixed within one body (a proxy that rewrites some): LF then a CRLF blank line
+    assert split_events("data: a\n\r\ndata: b\r\n\n") == ["data: a\n\r\n", "data: b\r\n\n"]
+    assert split_events("data: cut") == ["data: cut"]
+    assert split_events("") == []
+
+
+def test_parse_events_reads_a_whole_body_and_says_when_it_was_cut() -> None:
+    text = 'data: {"a":1}\r\n\r\n: keep-alive\n\nevent: ping\ndata: x\n\n'
+    assert parse_events(text) == [SseEvent(data='{"a":1}'), SseEvent(event="ping", data="x")]
+    with pytest.raises(SseTruncatedError):
+        parse_events(text + "data: [DONE]")
+    # a recording trimmed of its last blank line: the last event kept when asked
+    for tail in ("data: [DONE]", "data: [DONE]\n", "data: [DONE]\r"):
+        assert parse_events(text + tail, strict=False)[-1] == SseEvent(data="[DONE]")
+    assert parse_events(text, strict=False) == parse_events(text)

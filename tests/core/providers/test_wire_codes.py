@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from dsh_core.providers import TOOL_NAME_PATTERN, SseEvent, WireFormatError
+from dsh_core.providers import WireFormatError
 from dsh_core.providers import anthropic as anthropic_codec
 from dsh_core.providers import deepseek as deepseek_codec
+from dsh_core.providers._sse import SseEvent
+from dsh_core.providers._wire import TOOL_NAME_PATTERN
 
 
 def _chat(**fields: Any) -> dict[str, Any]:

@@ -17,24 +17,23 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dsh_core.providers._sse import split_events
 from dsh_testkit._errors import TestkitError
 from dsh_testkit.cassettes import (
-    CASSETTE_FORMAT_VERSION,
-    REDACTED,
     CassetteFormatError,
     CassetteMismatch,
     CassetteNotFound,
     CassetteNotFullyPlayed,
-    ScrubRules,
-    find_secrets,
-    json_body_matcher,
-    scrub_json,
-    scrub_text,
-    scrub_url,
     use_cassette,
 )
 from dsh_testkit.cassettes import _scrub as _vcr_scrub
-from dsh_testkit.cassettes._format import CassetteSerializer, response_chunks, split_sse
+from dsh_testkit.cassettes._format import (
+    CASSETTE_FORMAT_VERSION,
+    CassetteSerializer,
+    response_chunks,
+)
+from dsh_testkit.cassettes._matching import json_body_matcher
+from dsh_testkit.scrub import REDACTED, ScrubRules, find_secrets, scrub_json, scrub_text, scrub_url
 from dsh_testkit.scrub._scrubber import Scrubber
 
 URL = "https://api.deepseek.com/chat/completions"
@@ -305,11 +304,6 @@ def test_sse_framing_survives_byte_for_byte(tmp_path: Path, events: list[bytes])
     assert chunks == events
 
 
-@given(st.text(alphabet=st.sampled_from(["a", "\n", "\r", ":", " ", "d"]), max_size=40))
-def test_split_sse_loses_nothing(text: str) -> None:
-    assert "".join(split_sse(text)) == text
-
-
 _json_payloads = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
     lambda inner: (
@@ -356,7 +350,7 @@ def test_an_sse_body_survives_the_cassette_byte_for_byte(text: str) -> None:
         return
     assert body["string"] == text
     response = back["interactions"][0]["response"]
-    assert response_chunks(response) == [e.encode("utf-8") for e in split_sse(text)]
+    assert response_chunks(response) == [e.encode("utf-8") for e in split_events(text)]
 
 
 def test_openai_sdk_streaming_replays_through_httpx2(tmp_path: Path) -> None:

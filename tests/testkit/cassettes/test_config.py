@@ -17,9 +17,9 @@ from dsh_testkit.cassettes import (
     CassetteConfig,
     CassetteConfigError,
     CassetteMismatch,
-    ScrubRules,
     use_cassette,
 )
+from dsh_testkit.scrub import ScrubRules
 
 URL = "https://api.deepseek.com/chat/completions"
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from dsh_core.providers import DeepSeekProvider
-from dsh_testkit.cassettes import RecordingRefused, find_secrets, use_cassette
+from dsh_testkit.cassettes import RecordingRefused, use_cassette
 from dsh_testkit.mock import MockDeepSeek, MockServer
+from dsh_testkit.scrub import find_secrets
 from tools.record_cassettes import LIVE_ORIGIN, SCENARIOS, record_scenarios
 
 ROOT = Path(__file__).resolve().parents[3]

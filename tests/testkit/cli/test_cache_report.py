@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dsh_testkit.traces import TraceWriter
+from dsh_testkit.traces._file import TraceWriter
 from tests._support import run_cli
 from tests.testkit.doctor._bodies import SYSTEM, Traffic, assistant, body, system, user
 
@@ -46,15 +46,15 @@ def test_cache_report_of_a_trace_names_the_cause_once_with_the_requests(tmp_path
     out = result.stdout
     assert "volatile-system-text · requests #2–#3" in out
     assert out.count("volatile-system-text ·") == 1
-    assert "cache unit 128 tokens (model table" in out
+    assert "cache granularity 128 tokens (model table" in out
     assert "efficiency 0.0 %" in out and "hit rate" in out
 
 
-def test_the_json_document_is_version_2_with_one_vocabulary(tmp_path) -> None:
+def test_the_json_document_is_version_3_with_one_vocabulary(tmp_path) -> None:
     result = run_cli("cache-report", "--json", str(_volatile(tmp_path)))
     document = json.loads(result.stdout)
-    assert document["formatVersion"] == 2 and document["kind"] == "dsh-testkit/cache-report"
-    assert document["unit"]["tokens"] == 128
+    assert document["formatVersion"] == 3 and document["kind"] == "dsh-testkit/cache-report"
+    assert document["granularity"]["tokens"] == 128 and "unit" not in document
     request = document["conversations"][0]["requests"][1]
     assert {"promptTokens", "hitTokens", "reusableTokens", "lostTokens", "findings"} <= set(request)
     assert request["findings"][0]["severity"] == "loss"
@@ -76,12 +76,15 @@ def test_audit_fails_on_a_loss_and_allow_accepts_it(tmp_path) -> None:
     assert "[allowed]" in report.stdout
 
 
-def test_an_empty_trace_says_it_is_empty(tmp_path) -> None:
+def test_an_empty_trace_is_an_error_saying_why(tmp_path) -> None:
+    """Nothing to report is not a success: exit status 2 and one line saying why."""
     path = _write(Traffic(), tmp_path / "empty.jsonl")
     result = run_cli("cache-report", str(path))
-    assert result.returncode == 0
-    assert "the trace is empty" in result.stdout
-    assert "0 conversation" not in result.stdout
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"dsh-testkit cache-report: {path}: nothing to report: it holds no model requests\n"
+    )
 
 
 def test_a_file_of_no_known_kind_is_refused_naming_the_kinds(tmp_path) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dsh_testkit.traces import TraceWriter
+from dsh_testkit.traces._file import TraceWriter
 
 SYSTEM = "\n".join(f"Rule {i}: answer precisely and cite the file you read." for i in range(60))
 

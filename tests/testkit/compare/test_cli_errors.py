@@ -27,7 +27,12 @@ def runs(tmp_path: Path) -> tuple[Path, Path]:
             "--max-efficiency-drop must be a number ≥ 0, got -1.0",
         ),
         (["--max-cost-increase", "inf"], "--max-cost-increase must be a number ≥ 0, got inf"),
-        (["--unit-tokens", "0"], "--unit-tokens must be at least 1, got 0"),
+        (["--granularity", "0"], "--granularity must be at least 1, got 0"),
+        (
+            ["--unit-tokens", "0"],  # the old spelling: the same refusal, after a note
+            "--unit-tokens is now spelled --granularity\n"
+            "dsh-testkit compare: --granularity must be at least 1, got 0",
+        ),
         (["--price", "hit=1"], "--price 'hit=1': miss missing"),
     ],
 )

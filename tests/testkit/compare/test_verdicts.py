@@ -207,7 +207,7 @@ def test_both_runs_are_priced_at_the_new_runs_date(tmp_path: Path) -> None:
     requests = conversation("hi", "more")
     base = write(tmp_path / "a.jsonl", requests, started=may_2026, usage=[(1000, 0), (1200, 896)])
     new = write(tmp_path / "b.jsonl", requests, started=june_2025, usage=[(1000, 0), (1200, 896)])
-    result = compare_runs(base, new, unit_tokens=128)  # the model table's unit is dated too
+    result = compare_runs(base, new, granularity=128)  # the model table's is dated too
     assert result.prices == ("deepseek-chat (V3) since 2025-01-01",)
     assert result.price_date == "2025-06-01"
     (scenario,) = result.scenarios

@@ -16,13 +16,8 @@ from hypothesis import strategies as st
 from dsh_core import EpochHeader, LlmCallConfig, ToolSchema, plan_header_event
 from dsh_core.persistence import dumps_session
 from dsh_testkit.cli._doctor import add_cache_report_arguments, run_cache_report
-from dsh_testkit.doctor import (
-    DOCTOR_FORMAT_VERSION,
-    DoctorReport,
-    RequestDiagnosis,
-    diagnose,
-    report_text,
-)
+from dsh_testkit.doctor import DoctorReport, RequestDiagnosis, diagnose, report_text
+from dsh_testkit.doctor._report import DOCTOR_FORMAT_VERSION
 from dsh_testkit.explorer import render_html
 from dsh_testkit.traces import TraceError, loads_trace
 from tests._support import REFERENCE_LOGS
@@ -92,7 +87,7 @@ def test_a_pure_extension_with_a_full_hit_loses_nothing():
     report = doctor(initial_two_turns(hits=(0, 896)))
 
     assert (report.source, report.figures) == ("session-log", "reported")
-    assert (report.unit.tokens, report.unit.origin) == (128, "usage")
+    assert (report.granularity.tokens, report.granularity.origin) == (128, "usage")
     [conversation] = report.conversations
     assert conversation.key == "synthetic"  # the log's session id
     first, second = report.requests
@@ -129,11 +124,11 @@ def test_a_pure_extension_that_missed_is_a_provider_miss():
 
 
 def test_a_unit_of_one_token_measures_exact_tokens():
-    report = doctor(initial_two_turns(hits=(0, 1000)), unit_tokens=1)
-    assert (report.unit_tokens, report.unit.origin, report.unit.detail) == (
+    report = doctor(initial_two_turns(hits=(0, 1000)), granularity=1)
+    assert (report.granularity.tokens, report.granularity.origin, report.granularity.detail) == (
         1,
         "given",
-        "--unit-tokens",
+        "--granularity",
     )
     second = report.requests[1]
     # the first request's 1,000 prompt tokens and its 5-token answer, not rounded
@@ -144,7 +139,7 @@ def test_a_unit_of_one_token_measures_exact_tokens():
 def test_hits_beyond_what_was_reusable_count_only_up_to_it():
     # 640 and 1,088 are multiples of 64, not of 128: the log's own hits give the unit
     report = doctor(initial_two_turns(hits=(640, 1088)))
-    assert (report.unit.tokens, report.unit.origin) == (64, "usage")
+    assert (report.granularity.tokens, report.granularity.origin) == (64, "usage")
     first, second = report.requests
     assert (first.hit_tokens, first.counted_hit_tokens) == (640, 0)  # nothing to reuse yet
     assert (second.reusable_tokens, second.counted_hit_tokens, second.lost_tokens) == (
@@ -161,15 +156,18 @@ def test_hits_beyond_what_was_reusable_count_only_up_to_it():
     assert totals.efficiency == 1.0
 
 
-def test_requests_without_usage_or_cache_figure_are_not_measured():
+def _partly_reported() -> LogBuilder:
     log = LogBuilder()
     log.start_turn("q")
     log.step(header_event=snapshot("initial"))
     log.step(usage_data=usage(300))
     log.step(message=False, usage_chunk=usage(10, 320))
     log.end_turn()
+    return log
 
-    report = doctor(log)
+
+def test_requests_without_usage_or_cache_figure_are_not_measured_when_reported_only():
+    report = doctor(_partly_reported(), simulate=False)
     none, no_figure, from_chunk = report.requests
 
     assert (none.prompt_tokens, none.hit_tokens, none.hit_rate, none.measured) == (
@@ -188,6 +186,40 @@ def test_requests_without_usage_or_cache_figure_are_not_measured():
     )
     assert report.totals.measured == 1
     assert report.totals.to_json()["measured"] == 1
+    # counted as unknown, never silently out of the rates
+    assert (report.totals.unknown, report.totals.unknown_prompt_tokens) == (2, 300)
+    assert report.totals.to_json()["unknownHits"] == 2
+    assert "2 request(s) without a cache figure (300 prompt tokens): not in these rates" in (
+        report_text(report)
+    )
+
+
+def test_requests_without_a_cache_figure_get_a_simulated_hit_and_say_so():
+    report = doctor(_partly_reported())
+    none, no_figure, from_chunk = report.requests
+
+    assert report.figures == "mixed"
+    assert (none.prompt_source, none.hit_source) == ("simulated", "simulated")
+    # a reported prompt count is never replaced by the simulator's
+    assert (no_figure.prompt_tokens, no_figure.prompt_source, no_figure.hit_source) == (
+        300,
+        "reported",
+        "simulated",
+    )
+    assert (from_chunk.prompt_tokens, from_chunk.hit_tokens, from_chunk.hit_source) == (
+        330,
+        320,
+        "reported",
+    )
+    assert report.totals.measured == 3 and report.totals.simulated == 2
+    assert report.totals.unknown == 0
+    assert no_figure.to_json()["figures"] == {
+        "prompt": "reported",
+        "hit": "simulated",
+        "origin": None,
+    }
+    text = report_text(report)
+    assert "hits marked * simulated" in text and "2 of 3 hits simulated" in text
 
 
 def test_a_log_without_any_usage_is_simulated():
@@ -200,8 +232,8 @@ def test_a_log_without_any_usage_is_simulated():
     report = doctor(log)
 
     assert report.figures == "simulated"
-    assert report.notes == ("the trace carries no cache usage: figures are simulated",)
-    assert (report.unit.tokens, report.unit.origin) == (128, "model-table")
+    assert report.notes == ("the trace carries no cache usage: hits are simulated, prompts too",)
+    assert (report.granularity.tokens, report.granularity.origin) == (128, "model-table")
     first, second = report.requests
     assert first.hit_tokens == 0 and first.prompt_tokens is not None
     # the simulator persisted the first request: the second, a pure extension, reuses it all
@@ -221,8 +253,8 @@ def test_one_request_gives_no_efficiency():
 
 
 def test_the_unit_must_be_sane():
-    with pytest.raises(ValueError, match="the cache unit must be at least 1 token, got 0"):
-        doctor(initial_two_turns(), unit_tokens=0)
+    with pytest.raises(ValueError, match="the cache granularity must be at least 1 token, got 0"):
+        doctor(initial_two_turns(), granularity=0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -563,7 +595,7 @@ def test_unreadable_usage_counts_as_none_and_chunk_usage_backs_a_bare_message():
     log.step(header_event=snapshot("initial"), usage_data={"inputTokens": -1, "outputTokens": 0})
     log.step(usage_chunk=usage(10, 0))
     log.end_turn()
-    bad, chunk_backed = doctor(log).requests
+    bad, chunk_backed = doctor(log, simulate=False).requests
     assert (bad.prompt_tokens, bad.hit_tokens, bad.measured) == (None, None, False)
     assert (chunk_backed.prompt_tokens, chunk_backed.hit_tokens) == (10, 0)
 
@@ -573,7 +605,7 @@ def test_unreadable_usage_counts_as_none_and_chunk_usage_backs_a_bare_message():
 
 
 def _loss_laws(report: DoctorReport) -> None:
-    unit = report.unit_tokens
+    unit = report.granularity.tokens
     for r in report.requests:
         assert 0 <= r.shared_tokens <= r.reusable_tokens
         assert r.reusable_tokens % unit == 0 and r.shared_tokens % unit == 0
@@ -681,13 +713,13 @@ def test_run_json_is_versioned_and_sorted(tmp_path, capsys):
 
     text = capsys.readouterr().out
     document = json.loads(text)
-    assert document["formatVersion"] == DOCTOR_FORMAT_VERSION == 2
+    assert document["formatVersion"] == DOCTOR_FORMAT_VERSION == 3
     assert (document["kind"], document["source"], document["figures"]) == (
         "dsh-testkit/cache-report",
         "session-log",
         "reported",
     )
-    assert document["unit"]["tokens"] == 128 and document["unit"]["origin"] == "usage"
+    assert document["granularity"]["tokens"] == 128 and document["granularity"]["origin"] == "usage"
     second = document["conversations"][0]["requests"][1]
     assert (second["promptTokens"], second["hitTokens"], second["reusableTokens"]) == (
         1100,
@@ -752,8 +784,8 @@ def test_run_errors_have_exit_codes_and_messages(tmp_path, capsys):
     assert err.endswith(f"run `dsh-testkit audit {corrupt}` for details\n")
 
     good = initial_two_turns().write(tmp_path / "good.jsonl")
-    assert run([str(good), "--unit-tokens", "0"]) == 2
-    assert "--unit-tokens must be at least 1, got 0" in capsys.readouterr().err
+    assert run([str(good), "--granularity", "0"]) == 2
+    assert "--granularity must be at least 1, got 0" in capsys.readouterr().err
     assert run([str(good), "--price", "hit=x"]) == 2
     assert "--price 'hit=x': 'x' is not a number" in capsys.readouterr().err
     assert run([str(good), "--conversation", "nope"]) == 2

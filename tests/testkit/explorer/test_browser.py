@@ -158,7 +158,7 @@ def test_codes_link_to_the_in_page_glossary_and_the_overview_prices_the_causes(
     assert rows.first.locator("td").last.inner_text().startswith("$")
     figures = page.locator("[data-role=figures]").inner_text()
     assert "Figures: reported — hits and prompt tokens are the provider's own" in figures
-    assert "from the trace's own hits" in page.locator("[data-role=unit]").inner_text()
+    assert "from the trace's own hits" in page.locator("[data-role=granularity]").inner_text()
     assert "deepseek-v4-flash since 2026-04-24" in page.locator("[data-role=prices]").inner_text()
     rows.first.click()  # filters the rail to that cause
     assert rail(page) == ["#2", "#3"]

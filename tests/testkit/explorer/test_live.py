@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from dsh_testkit.doctor import diagnose, report_text
-from dsh_testkit.explorer import LiveReport, live_pages, live_report_of
+from dsh_testkit.explorer import live_pages
+from dsh_testkit.explorer._live import LiveReport, live_report_of
 from dsh_testkit.mock import MockDeepSeek, MockServer
 from dsh_testkit.proxy import ProxyServer
 from dsh_testkit.traces import Trace

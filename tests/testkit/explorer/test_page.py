@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from dsh_testkit.cli import main
-from dsh_testkit.doctor import CODES, TERMS, DoctorReport, diagnose
-from dsh_testkit.explorer import embed_json, page_config, render_html
-from dsh_testkit.explorer._page import _SCRIPTS, _asset
+from dsh_testkit.doctor import TERMS, DoctorReport, diagnose
+from dsh_testkit.doctor._codes import CODES
+from dsh_testkit.doctor._report import DOCTOR_FORMAT_VERSION
+from dsh_testkit.explorer import render_html
+from dsh_testkit.explorer._page import _SCRIPTS, _asset, embed_json, page_config
 from tests.testkit.explorer._scenes import three_killers
 
 HOSTILE = (
@@ -95,7 +97,7 @@ def test_the_config_carries_every_code_and_term_and_no_live_url(report: DoctorRe
 
 def test_the_report_json_has_what_the_page_reads(report: DoctorReport) -> None:
     document = report.to_json()
-    assert document["formatVersion"] == 2
+    assert document["formatVersion"] == DOCTOR_FORMAT_VERSION == 3
     assert document["priceList"] == [
         {"hit": 0.0028, "miss": 0.14, "output": 0.28, "label": "deepseek-v4-flash since 2026-04-24"}
     ]

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_testkit.golden import CWD_TOKEN, Normalizer, cwd_spellings
+from dsh_testkit.golden._normalize import CWD_TOKEN, Normalizer, cwd_spellings
 
 CWD = "/tmp/work-7"
 

@@ -43,8 +43,6 @@ from dsh_core.scripted import (
 )
 from dsh_testkit._errors import TestkitError
 from dsh_testkit.golden import (
-    TRANSCRIPT_FORMAT_VERSION,
-    WIRE_FORMAT_VERSION,
     SnapshotInputError,
     TranscriptExtension,
     WireRequestsExtension,
@@ -53,6 +51,8 @@ from dsh_testkit.golden import (
 )
 from dsh_testkit.golden._inputs import logs_of
 from dsh_testkit.golden._text import _value_lines
+from dsh_testkit.golden._transcript import TRANSCRIPT_FORMAT_VERSION
+from dsh_testkit.golden._wire import WIRE_FORMAT_VERSION
 from tests._support import REFERENCE_LOGS
 
 # ---------------------------------------------------------------------------------------------

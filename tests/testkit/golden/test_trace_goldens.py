@@ -10,13 +10,8 @@ import openai
 import pytest
 
 from dsh_testkit.capture import RequestCapture
-from dsh_testkit.golden import (
-    WIRE_FORMAT,
-    WIRE_FORMAT_VERSION,
-    SnapshotInputError,
-    WireRequestsExtension,
-    render_trace_requests,
-)
+from dsh_testkit.golden import SnapshotInputError, WireRequestsExtension, render_trace_requests
+from dsh_testkit.golden._wire import WIRE_FORMAT, WIRE_FORMAT_VERSION
 from dsh_testkit.mock import MockDeepSeek, MockServer, Reply, ToolCall
 from dsh_testkit.traces import load_trace
 from tests.testkit.traces._agent import KEY, run_agent

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dsh_core.providers import SseEvent, SseParser
-from dsh_testkit.mock import HttpRequest, MockDeepSeek, ResponsePlan
+from dsh_core.providers._sse import SseEvent, SseParser
+from dsh_testkit.mock import MockDeepSeek
+from dsh_testkit.mock._plan import HttpRequest, ResponsePlan
 
 API_KEY = "sk-mock-secret-5f3a9c"
 """A key the tests check never leaks into bodies, logs or errors."""

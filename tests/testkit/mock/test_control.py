@@ -19,7 +19,6 @@ import openai
 import pytest
 
 from dsh_testkit.mock import (
-    BEHAVIOURS,
     MockDeepSeek,
     MockServer,
     Reply,
@@ -27,8 +26,9 @@ from dsh_testkit.mock import (
     ScriptError,
     ToolCall,
     call_each_tool_once,
-    script_schema,
 )
+from dsh_testkit.mock._schema import script_schema
+from dsh_testkit.mock._script import BEHAVIOURS
 
 from ._helpers import ANTHROPIC, API_KEY, CHAT, anthropic_body, call, chat_body, payload, request
 

@@ -460,7 +460,7 @@ def test_fuzzed_bytes_on_the_wire_always_get_an_answer(server: MockServer) -> No
 def test_handle_never_raises_nor_answers_5xx_for_any_request(
     method: str, path: str, headers: list[tuple[str, str]], body: bytes
 ) -> None:
-    from dsh_testkit.mock import HttpRequest
+    from dsh_testkit.mock._plan import HttpRequest
 
     mock = MockDeepSeek()
     plan = mock.handle(HttpRequest(method=method, path=path, headers=tuple(headers), body=body))

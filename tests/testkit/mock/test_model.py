@@ -10,21 +10,17 @@ from typing import Any
 import pytest
 
 from dsh_testkit.mock import (
-    BEHAVIOURS,
-    Emit,
     ErrorReply,
-    Hangup,
     MockDeepSeek,
     MockRequest,
-    Pause,
     Reply,
     Script,
     ScriptError,
-    Stall,
     ToolCall,
-    default_reply,
-    example_arguments,
 )
+from dsh_testkit.mock._plan import Emit, Hangup, Pause, Stall
+from dsh_testkit.mock._responder import default_reply, example_arguments
+from dsh_testkit.mock._script import BEHAVIOURS
 from dsh_testkit.prompt import PrefixCacheSimulator
 
 from ._helpers import (
@@ -770,7 +766,7 @@ def test_example_arguments_stop_at_a_depth_limit() -> None:
 
 
 def test_api_errors_leave_out_an_absent_code() -> None:
-    from dsh_testkit.mock import ApiError
+    from dsh_testkit.mock._api_errors import ApiError
 
     assert ApiError(status=400, message="m", code=None).to_json() == {
         "status": 400,

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from dsh_core import (
     Agent,
     AgentOptions,
-    BlockAssembler,
     GenerateOptions,
     Message,
     ReasoningBlock,
@@ -32,18 +31,13 @@ from dsh_core import (
     tool,
     user_message,
 )
-from dsh_core.providers import AnthropicProvider, DeepSeekProvider, SseParser, anthropic, deepseek
+from dsh_core._assembly import BlockAssembler
+from dsh_core.providers import AnthropicProvider, DeepSeekProvider, anthropic, deepseek
+from dsh_core.providers._sse import SseParser
 from dsh_testkit.capture import RequestCapture
-from dsh_testkit.mock import (
-    BEHAVIOURS,
-    ErrorReply,
-    HttpRequest,
-    MockDeepSeek,
-    MockHandler,
-    MockServer,
-    Reply,
-    ToolCall,
-)
+from dsh_testkit.mock import ErrorReply, MockDeepSeek, MockHandler, MockServer, Reply, ToolCall
+from dsh_testkit.mock._plan import HttpRequest
+from dsh_testkit.mock._script import BEHAVIOURS
 
 from ._helpers import API_KEY
 

@@ -145,7 +145,8 @@ def _mock_model(plan: Any) -> str | None:
 
 
 def test_the_scripted_context_overflow_uses_deepseeks_wording() -> None:
-    from dsh_testkit.mock import BEHAVIOURS, ErrorReply
+    from dsh_testkit.mock import ErrorReply
+    from dsh_testkit.mock._script import BEHAVIOURS
 
     entry = BEHAVIOURS["context_overflow"]
     assert isinstance(entry, ErrorReply) and entry.message is not None

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_core.providers.anthropic import tool_input
-from dsh_testkit.mock import (
+from dsh_testkit.mock._render import (
     Completion,
     CompletionToolCall,
     WireUsage,
@@ -16,9 +16,10 @@ from dsh_testkit.mock import (
     anthropic_message,
     chat_chunks,
     chat_completion,
+    split_evenly,
+    split_text,
 )
-from dsh_testkit.mock._render import split_evenly, split_text
-from dsh_testkit.prompt._cache import anthropic_usage, deepseek_usage
+from dsh_testkit.prompt._cache_values import anthropic_usage, deepseek_usage
 
 USAGE = WireUsage(
     prompt_tokens=306, completion_tokens=85, cache_hit_tokens=256, reasoning_tokens=31

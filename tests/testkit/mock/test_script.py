@@ -10,15 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_testkit.mock import (
+from dsh_testkit.mock import ErrorReply, Reply, Script, ScriptError, ToolCall, behaviour
+from dsh_testkit.mock._script import (
     BEHAVIOURS,
     SCRIPT_FORMAT_VERSION,
-    ErrorReply,
-    Reply,
-    Script,
-    ScriptError,
-    ToolCall,
-    behaviour,
     entry_from_json,
     random_script,
 )

@@ -18,17 +18,8 @@ from hypothesis import strategies as st
 
 from dsh_testkit._loopback import http as loopback_http
 from dsh_testkit._loopback.http import BadRequest, parse_head
-from dsh_testkit.mock import (
-    Emit,
-    ErrorReply,
-    HttpRequest,
-    MockDeepSeek,
-    MockServer,
-    MockServerError,
-    Reply,
-    ResponsePlan,
-    serve,
-)
+from dsh_testkit.mock import ErrorReply, MockDeepSeek, MockServer, MockServerError, Reply, serve
+from dsh_testkit.mock._plan import Emit, HttpRequest, ResponsePlan
 
 from ._helpers import API_KEY, chat_body
 

@@ -511,7 +511,7 @@ def test_the_mock_refuses_exactly_what_the_shared_pass_back_rule_refuses(
 ) -> None:
     """One rule for the mock and the cache doctor: a thinking-mode tool turn without a
     ``thinking`` block is refused (an unsupported ``redacted_thinking`` does not stand in)."""
-    from dsh_core.providers import missing_reasoning
+    from dsh_core.providers._passback import missing_reasoning
 
     messages = _turns(turns)
     expected = missing_reasoning(messages, thinking=True, has_tools=True, anthropic=True)

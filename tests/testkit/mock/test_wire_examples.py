@@ -23,7 +23,7 @@ from dsh_testkit.mock import (
     Reply,
 )
 from dsh_testkit.prompt import PrefixCacheSimulator, PromptRenderer
-from dsh_testkit.prompt._cache import DEFAULT_GRANULARITY
+from dsh_testkit.prompt._granularity import DEFAULT_GRANULARITY
 
 from ._helpers import API_KEY
 

@@ -9,14 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_testkit.prompt._cache import (
+from dsh_testkit.prompt._cache import PrefixCacheSimulator
+from dsh_testkit.prompt._cache_values import (
     CacheKey,
     CacheUsage,
-    PrefixCacheSimulator,
     anthropic_usage,
     deepseek_usage,
 )
-from dsh_testkit.prompt._template import PromptRenderer, RenderedPrompt
+from dsh_testkit.prompt._template import PromptRenderer
+from dsh_testkit.prompt._template_tokens import RenderedPrompt
 
 KEY = CacheKey.for_request("sk-test-0001")
 RENDERER = PromptRenderer()

@@ -10,10 +10,12 @@ import httpx2
 import openai
 import pytest
 
-from dsh_core.providers import CHAT_TEMPLATES, MODELS, CacheFacts
+from dsh_core.providers import MODELS, CacheFacts, UnitVisibility
+from dsh_core.providers._models import CHAT_TEMPLATES, cache_model
 from dsh_testkit.mock import MockDeepSeek, MockHandler
 from dsh_testkit.prompt import PrefixCacheSimulator, PromptRenderer
-from dsh_testkit.prompt._cache import DEFAULT_GRANULARITY, CacheKey, UnitVisibility, cache_model
+from dsh_testkit.prompt._cache_values import CacheKey
+from dsh_testkit.prompt._granularity import DEFAULT_GRANULARITY
 
 KEY = "k"
 

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from dsh_core import freeze_json
 from dsh_testkit.prompt import _template_tokens as _tokens
 from dsh_testkit.prompt import _tokenizers as tokenizers
-from dsh_testkit.prompt._template import IMAGE_TOKENS, PromptRenderer, default_thinking
+from dsh_testkit.prompt._template import PromptRenderer
+from dsh_testkit.prompt._template_tokens import IMAGE_TOKENS, default_thinking
 from dsh_testkit.prompt._tokenizers import (
     DeepSeekTokenizer,
     HeuristicTokenizer,

@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsh_testkit.proxy import ProxyLimits, Recorder, serve_proxy
+from dsh_testkit.proxy import ProxyLimits, Recorder
+from dsh_testkit.proxy._server import serve_proxy
 from dsh_testkit.traces._file import read_trace_lines
 
 KEY = "sk-" + "Rig0Key1Rig2Key3Rig4Key5"

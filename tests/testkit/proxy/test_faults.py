@@ -17,8 +17,11 @@ from typing import Any
 
 import pytest
 
+from dsh_testkit.doctor import diagnose, report_text
 from dsh_testkit.explorer import live_pages
-from dsh_testkit.proxy import ProxyError, ProxyLimits, Recorder, serve_proxy
+from dsh_testkit.proxy import ProxyError, ProxyLimits, Recorder
+from dsh_testkit.proxy._server import serve_proxy
+from dsh_testkit.traces import Trace
 from tests.testkit.proxy._proxy_rig import (
     SSE_HEAD,
     chat_body,
@@ -313,6 +316,13 @@ def test_the_recorder_keeps_no_request_or_answer_in_memory() -> None:
     assert after - before < (2 << 20), f"the heap grew by {(after - before) >> 10} KiB"
     trace = recorder.trace()  # read back from the (temporary) file
     assert len(trace) == 14 and trace.exchanges[13].messages[0]["content"] == big
+
+
+def test_the_report_of_an_empty_trace_says_it_is_empty() -> None:
+    text = report_text(diagnose(Trace(exchanges=(), source="proxy", notes=("a note",))))
+    assert "Cache doctor (proxy trace)\nthe trace is empty: it holds no model requests" in text
+    assert "conversation(s)" not in text and "simulated" not in text
+    assert "note: a note" in text
 
 
 def test_the_live_report_of_an_empty_trace_says_it_is_empty() -> None:

@@ -19,10 +19,12 @@ from typing import Any
 
 import pytest
 
-from dsh_testkit.proxy import Recorder, serve_proxy
+from dsh_core.providers._sse import SseEvent
+from dsh_testkit.proxy import Recorder
+from dsh_testkit.proxy._server import serve_proxy
 from dsh_testkit.traces import load_trace
 from dsh_testkit.traces._file import read_trace_lines
-from dsh_testkit.traces._wire import answer_of_events, answer_of_text, split_events
+from dsh_testkit.traces._wire import answer_of_events, answer_of_text
 
 Write = tuple[float, bytes]
 """A pause (seconds), then bytes the upstream writes in one go."""
@@ -310,14 +312,17 @@ def test_recorded_exchanges_are_scrubbed_and_clean_ones_kept_as_sent(tmp_path: P
     assert trace.exchanges[3].body["API_KEY"] != "plain-value"
 
 
-def test_split_events_matches_every_line_ending() -> None:
-    for text in (
-        "data: a\n\ndata: b\n\n",
-        "data: a\r\n\r\ndata: b\r\n\r\n",
-        "data: a\r\rdata: b\r\r",
-    ):
-        events = [e for e in split_events(text) if e]
-        assert events == ["data: a", "data: b"]
+def test_a_streamed_answer_reads_the_same_with_every_line_ending() -> None:
+    chunks = [
+        {"choices": [{"delta": {"content": "Hel"}}]},
+        {"choices": [{"delta": {"content": "lo"}, "finish_reason": "stop"}]},
+    ]
+    answers = []
+    for end in ("\n", "\r\n", "\r"):
+        text = "".join(f"data: {json.dumps(c)}{end}{end}" for c in chunks)
+        answers.append(answer_of_text(f"{text}data: [DONE]{end}{end}", "chat")[0])
+    assert answers[0] is not None and answers[0]["content"] == "Hello"
+    assert answers[1:] == answers[:-1]
 
 
 def test_streamed_texts_are_assembled_from_many_pieces() -> None:
@@ -354,7 +359,9 @@ def test_an_anthropic_block_restarted_mid_stream_starts_over() -> None:
         *({"type": "content_block_delta", "index": 0, "delta": {"text": "b"}} for _ in range(3)),
         {"type": "content_block_delta", "index": 1, "delta": {"thinking": "t"}},
     ]
-    answer, _ = answer_of_events([f"event: x\ndata: {json.dumps(e)}" for e in events], "anthropic")
+    answer, _ = answer_of_events(
+        [SseEvent(event="x", data=json.dumps(e)) for e in events], "anthropic"
+    )
     assert answer is not None
     assert answer["content"] == [
         {"type": "text", "text": "Abbb"},

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_testkit.traces import TRACE_FORMAT_VERSION
+from dsh_testkit.traces._file import TRACE_FORMAT_VERSION
 
 pytest_plugins = ["pytester"]
 
@@ -280,7 +280,7 @@ def test_a_baseline_file_that_does_not_read_fails_its_test_saying_so(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*the cache baseline of test_one.py::test_one does not read: *trace format version 9*"
+            "*the cache baseline of test_one.py::test_one does not read: *dsh-trace format version 9*"
             "; rewrite it with --dsh-cache-baseline-update"
         ]
     )

@@ -3,6 +3,7 @@ the failure output of a mismatch, and replay under pytest-xdist."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from dsh_testkit.mock import MockDeepSeek, MockServer
-from tests._support import USER_INI, user_project
+from tests._support import USER_INI, patch_depth, user_project
 
 pytest_plugins = ["pytester"]
 
@@ -128,7 +129,7 @@ def test_a_changed_request_fails_with_the_closest_recording_and_what_differs(
         ]
     )
     result.stdout.fnmatch_lines(
-        ["FAILED test_chat.py::test_chat - dsh_testkit._errors.CassetteMismatch: cassette *"]
+        ["FAILED test_chat.py::test_chat - dsh_testkit.cassettes.CassetteMismatch: cassette *"]
     )
 
 
@@ -647,12 +648,76 @@ def test_recording_live_reads_the_key_from_the_environment_and_never_stores_it(
 # ---------------------------------------------------------------------------- the live guard
 
 
+LAYERS = """
+import importlib
+import socket
+from pathlib import Path
+
+import httpx
+import httpx2
+import pytest
+from dsh_testkit.pytest_plugin import NetworkBlocked
+
+METHODS = [
+    (cls, name)
+    for mod in (httpx, httpx2)
+    for cls, name in (
+        (mod.HTTPTransport, "handle_request"),
+        (mod.AsyncHTTPTransport, "handle_async_request"),
+        (mod.MockTransport, "handle_request"),
+        (mod.MockTransport, "handle_async_request"),
+        (mod.WSGITransport, "handle_request"),
+        (mod.ASGITransport, "handle_async_request"),
+    )
+]
+
+
+def depths():
+    return {f"{cls.__module__}.{cls.__qualname__}.{name}": patch_depth(cls, name) for cls, name in METHODS}
+
+
+def test_under_a_cassette(dsh_cassette, dsh_mock):
+    assert depths() == dict.fromkeys(depths(), 1)
+    # Both layers act behind the one patch: the routing answers from the in-process mock, the
+    # cassette records that (and replays it on the next run, the mock not asked).
+    response = httpx.get("https://api.deepseek.com/models", headers={"authorization": "Bearer k"})
+    assert response.status_code == 200 and response.json()["object"] == "list"
+    assert len(dsh_mock.requests) == (0 if dsh_mock.replaying else 1)
+    # What neither patch sees (vcrpy's own stubs of http.client aside) meets the socket guard.
+    with pytest.raises(NetworkBlocked, match="example.org:443"):
+        socket.create_connection(("example.org", 443), timeout=5)
+
+
+def test_without_a_cassette():
+    assert depths() == dict.fromkeys(depths(), 0)
+    with pytest.raises(NetworkBlocked, match="example.org"):
+        httpx.get("https://example.org/")
+
+
+""" + inspect.getsource(patch_depth)
+
+
+def test_a_cassette_test_patches_each_transport_method_once(project: pytest.Pytester) -> None:
+    """The cassette's record/replay and the plugin's routing of live calls to the mock are
+    layers of one interception: under a cassette each transport method is patched once (the
+    count follows what each patch calls), both layers still act, and the socket guard still
+    refuses what no transport patch sees; outside a cassette nothing is patched."""
+    project.makepyfile(test_layers=LAYERS)
+    args = ("--dsh-block-network",)
+    project.runpytest("--dsh-record-mode=missing", *args).assert_outcomes(passed=2)
+    recorded = project.path / "cassettes" / "test_layers" / "test_under_a_cassette.yaml"
+    assert [i["request"]["uri"] for i in load(recorded)["interactions"]] == [
+        "https://api.deepseek.com/models"
+    ]
+    project.runpytest(*args).assert_outcomes(passed=2)  # replayed
+
+
 async def test_the_live_guard_answers_remote_hosts_in_process_and_lets_loopback_through() -> None:
     import httpx
     import httpx2
 
     from dsh_testkit.mock import MockHandler
-    from dsh_testkit.pytest_plugin._support import route_network_to_mock
+    from dsh_testkit.pytest_plugin._cassette import route_network_to_mock
 
     originals = (httpx.HTTPTransport.handle_request, httpx2.AsyncHTTPTransport.handle_async_request)
     auth = {"authorization": "Bearer any"}

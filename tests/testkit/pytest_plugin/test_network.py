@@ -222,7 +222,7 @@ import urllib.request
 import httpx
 import httpx2
 import pytest
-from dsh_testkit.cassettes import NetworkBlocked
+from dsh_testkit.pytest_plugin import NetworkBlocked
 
 
 def test_httpx():
@@ -270,7 +270,7 @@ def test_block_network_refuses_every_client_naming_the_host(project: pytest.Pyte
         [
             "dsh-testkit: *; network: blocked but loopback",
             "FAILED test_clients.py::test_a_refusal_fails_a_test_that_does_not_expect_it - "
-            "dsh_testkit._errors.NetworkBlocked: dsh-testkit refused a connection to "
+            "dsh_testkit.pytest_plugin.NetworkBlocked: dsh-testkit refused a connection to "
             "example.org:443: the network is blocked (--dsh-block-network); allow this host "
             "with --dsh-allowed-hosts=example.org*",
         ]
@@ -283,7 +283,7 @@ def test_allowed_hosts_let_named_hosts_through(project: pytest.Pytester) -> None
         import socket
 
         import pytest
-        from dsh_testkit.cassettes import NetworkBlocked
+        from dsh_testkit.pytest_plugin import NetworkBlocked
 
 
         def test_allowed_name_is_resolved():
@@ -371,7 +371,7 @@ def test_the_live_deepseek_guard_is_on_without_dsh_live(project: pytest.Pytester
     result = project.runpytest("-rf")
     result.assert_outcomes(passed=1, failed=4)
     message = (
-        "dsh_testkit._errors.NetworkBlocked: dsh-testkit refused a connection to "
+        "dsh_testkit.pytest_plugin.NetworkBlocked: dsh-testkit refused a connection to "
         "{host}:443: it is the live DeepSeek API, and tests do not call it unless pytest runs "
         "with --dsh-live (and DEEPSEEK_API_KEY)*"
     )
@@ -485,7 +485,7 @@ def test_scrub_rules_can_be_added_in_a_conftest(project: pytest.Pytester) -> Non
     project.makeconftest(
         """
         import pytest
-        from dsh_testkit.cassettes import ScrubRules
+        from dsh_testkit.scrub import ScrubRules
 
 
         @pytest.fixture
@@ -582,7 +582,7 @@ def test_the_ini_file_can_block_the_network_and_allow_hosts(project: pytest.Pyte
         import socket
 
         import pytest
-        from dsh_testkit.cassettes import NetworkBlocked
+        from dsh_testkit.pytest_plugin import NetworkBlocked
 
 
         def test_refused():

@@ -23,12 +23,9 @@ from dsh_core import (
 )
 from dsh_core.persistence import dumps_session
 from dsh_testkit.cli._audit import add_audit_arguments, run_audit
-from dsh_testkit.reports import (
-    AUDIT_FORMAT_VERSION,
-    audit_file,
-    audit_log,
-    render_audit,
-)
+from dsh_testkit.reports import audit_file, audit_log
+from dsh_testkit.reports._audit import AUDIT_FORMAT_VERSION
+from dsh_testkit.reports._audit_render import render_audit
 from dsh_testkit.traces._log_compare import header_changes, header_summary
 from tests._support import REFERENCE_LOGS
 from tests.testkit._report_builders import (

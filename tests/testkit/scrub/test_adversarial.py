@@ -28,13 +28,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_testkit.cassettes import (
-    REDACTED,
-    ScrubRuleError,
-    ScrubRules,
-    UnscrubbableBody,
-    use_cassette,
-)
+from dsh_testkit.cassettes import use_cassette
+from dsh_testkit.scrub import REDACTED, ScrubRuleError, ScrubRules, UnscrubbableBody
 
 KEY = "sk-" + "Qw7Er8Ty9Ui0Op1As2Df3Gh4"
 """A key-shaped secret (found by its shape)."""

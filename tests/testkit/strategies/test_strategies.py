@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 import dsh_testkit.strategies
 from dsh_core import GenerateOptions
-from dsh_core.providers import TOOL_NAME_PATTERN, resolve_model, thinking_enabled
 from dsh_core.providers import anthropic as anthropic_codec
 from dsh_core.providers import deepseek as deepseek_codec
+from dsh_core.providers import resolve_model, thinking_enabled
+from dsh_core.providers._wire import TOOL_NAME_PATTERN
 from dsh_testkit.mock import MockDeepSeek, MockServer, mock_transport
 from dsh_testkit.strategies import (
     anthropic_requests,

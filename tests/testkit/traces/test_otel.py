@@ -18,7 +18,7 @@ import pytest
 from dsh_testkit.doctor import conversations, diagnose
 from dsh_testkit.mock import MockServer, Reply
 from dsh_testkit.traces import Exchange, Trace, TraceError, load_trace, loads_trace
-from dsh_testkit.traces._readers._otel import read_otlp_json, sniff_otlp_json
+from dsh_testkit.traces._readers._otlp import read_otlp_json, sniff_otlp_json
 from tests._support import run_cli
 from tools import otel_samples
 from tools.otel_samples import RULES, SpanRecorder, fake_clock, record_pydantic_ai
@@ -297,7 +297,7 @@ def test_cache_report_command_on_a_sample() -> None:
     done = run_cli("cache-report", path)
     assert done.returncode == 0, done.stderr
     assert "otel · 1 conversation(s) · 5 request(s)" in done.stdout
-    assert "note: requests rebuilt from OpenTelemetry spans" in done.stdout
+    assert "note: requests rebuilt from OpenTelemetry records" in done.stdout
     as_json = run_cli("cache-report", "--json", path)
     assert as_json.returncode == 0, as_json.stderr
     report = json.loads(as_json.stdout)
@@ -332,7 +332,6 @@ def test_sniff() -> None:
         '{"format": "dsh-trace", "version": 1}',
         '{"type": "session", "id": "x"}',
         '{"log": {"entries": []}}',
-        '{"resourceLogs": []}',
         '{"requests": [], "resourceSpans": []}',
         "format: dsh-cassette\n",
         "",
@@ -354,8 +353,7 @@ def test_other_signals_and_duplicate_spans_are_noted() -> None:
     text = "\n".join([line, '{"resourceLogs": []}', '{"resourceMetrics": []}', line]) + "\n"
     trace = read_otlp_json(text)
     assert len(trace) == 1
-    assert "1 line(s) of resourceLogs (not spans) were skipped" in trace.notes
-    assert "1 line(s) of resourceMetrics (not spans) were skipped" in trace.notes
+    assert "1 export request(s) of resourceMetrics (not spans or logs) were skipped" in trace.notes
     assert any("1 duplicate span(s)" in n for n in trace.notes)
 
 
@@ -574,6 +572,8 @@ def test_an_operation_name_that_is_not_text_is_not_a_model_call() -> None:
     trace = read_otlp_json(otlp_line(chat_span(gen_ai__operation__name=kv)) + "\n")
     assert len(trace) == 0
     assert trace.notes == (
+        "no model call can be rebuilt from 1 span(s) and 0 log record(s): 1 span(s) without "
+        "gen_ai.operation.name are not model calls and were skipped",
         "1 span(s) without gen_ai.operation.name are not model calls and were skipped",
     )
 

@@ -19,8 +19,8 @@ import pytest
 from dsh_testkit.capture import RequestCapture
 from dsh_testkit.mock import MockDeepSeek, MockServer
 from dsh_testkit.proxy import ProxyServer, Recorder
-from dsh_testkit.traces import TraceError, TraceWriter, load_trace, loads_trace
-from dsh_testkit.traces._file import TRACE_FORMAT_VERSION, read_trace_lines
+from dsh_testkit.traces import TraceError, load_trace, loads_trace
+from dsh_testkit.traces._file import TRACE_FORMAT_VERSION, TraceWriter, read_trace_lines
 
 HEADER = {"format": "dsh-trace", "version": TRACE_FORMAT_VERSION, "source": "proxy"}
 
@@ -223,7 +223,7 @@ def test_version_1_files_are_still_read() -> None:
     old = {k: v for k, v in exchange(0).items() if k != "outcome"}
     trace = loads_trace(trace_bytes(old, header={**HEADER, "version": 1}).decode())
     assert len(trace) == 1
-    with pytest.raises(TraceError, match="reads versions 1 and 2"):
+    with pytest.raises(TraceError, match="reads version\\(s\\) 1 and 2"):
         loads_trace(trace_bytes(old, header={**HEADER, "version": 3}).decode())
 
 

@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
 
+from dsh_core.providers._passback import PassbackRule
 from dsh_testkit.capture import RequestCapture, capture_requests
 from dsh_testkit.doctor import CauseCode, DoctorReport, Severity, diagnose
-from dsh_testkit.mock import MockDeepSeek, MockServer, PassbackRule, Reply, ToolCall
+from dsh_testkit.mock import MockDeepSeek, MockServer, Reply, ToolCall
 
 from ._scoring import Case, verdict_of
 

@@ -41,7 +41,7 @@ from .._errors import (
     JsonValueError,
 )
 from .._events import Event
-from .._json import dumps_canonical
+from .._json_text import dumps_canonical
 from .._session import Session, SessionInfo
 from ._chunk_rows import ChunkRow, RunPacker, pack_chunk_rows
 from ._header_line import header_line

@@ -42,13 +42,13 @@ from dsh_core import (
     TokenUsage,
     ToolsPlaceholder,
     UsageChunk,
-    chunk_from_json,
     diff_requests,
     reconstruct_requests,
-    turn_step,
 )
+from dsh_core._events import turn_step
+from dsh_core._stream import chunk_from_json
 
-from ._errors import (
+from .._errors import (
     ReplayError,
     ReplayExhausted,
     ReplayMismatch,
@@ -57,18 +57,7 @@ from ._errors import (
     UnrecordedSession,
 )
 
-__all__ = [
-    "RecordedSession",
-    "ReplayEntry",
-    "ReplayError",
-    "ReplayExhausted",
-    "ReplayMismatch",
-    "ReplayNotConsumed",
-    "ReplayProvider",
-    "ReplayScriptError",
-    "UnrecordedSession",
-    "derive_replay_script",
-]
+__all__ = ["LogSource", "RecordedSession", "ReplayEntry", "ReplayProvider", "derive_replay_script"]
 
 _PLACEHOLDER: Final = re.compile(r"\{\{[A-Za-z0-9_.:-]+\}\}")
 """A normalized-fixture placeholder such as ``{{system}}``: compared as opaque."""

@@ -1,14 +1,19 @@
-"""Time as precise as the trace, and the cache unit said once (from the hits, the model table
+"""Time as precise as the trace, and the cache granularity said once (from the hits, the model table
 or the user, with where it came from)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
-from dsh_testkit.doctor import cache_unit, diagnose
+from dsh_core.providers._models import cache_model
+from dsh_testkit.doctor import cache_granularity, diagnose
+from dsh_testkit.prompt import CacheKey, PrefixCacheSimulator
+from dsh_testkit.prompt._granularity import table_granularity
 from dsh_testkit.traces import Trace, TraceUsage
 
 from ._bodies import (
@@ -89,37 +94,76 @@ def _with_hits(
     )
 
 
-def test_the_unit_comes_from_the_hits_when_they_tell_it() -> None:
-    unit = cache_unit(_with_hits([0, 192, 448]))
-    assert (unit.tokens, unit.origin) == (64, "usage")
-    assert "multiple of 64" in unit.detail
+def test_the_granularity_comes_from_the_hits_when_they_tell_it() -> None:
+    granularity = cache_granularity(_with_hits([0, 192, 448]))
+    assert (granularity.tokens, granularity.origin) == (64, "usage")
+    assert "multiple of 64" in granularity.detail
 
 
-def test_hits_consistent_with_the_model_tables_unit_keep_it() -> None:
+def test_hits_consistent_with_the_model_tables_granularity_keep_it() -> None:
     may_2026 = datetime(2026, 5, 10, tzinfo=UTC).timestamp()
-    unit = cache_unit(_with_hits([256, 1280], model="deepseek-v4-flash", when=may_2026))
-    assert (unit.tokens, unit.origin) == (128, "usage")
+    granularity = cache_granularity(
+        _with_hits([256, 1280], model="deepseek-v4-flash", when=may_2026)
+    )
+    assert (granularity.tokens, granularity.origin) == (128, "usage")
 
 
 def test_without_hits_the_model_table_decides_by_date() -> None:
     march_2025 = datetime(2025, 3, 1, tzinfo=UTC).timestamp()
-    old = cache_unit(_with_hits([0, 0], when=march_2025))
+    old = cache_granularity(_with_hits([0, 0], when=march_2025))
     assert (old.tokens, old.origin) == (64, "model-table")
     assert "2025-03-01" in old.detail
-    assert cache_unit(_with_hits([0])).tokens == 128
+    assert cache_granularity(_with_hits([0])).tokens == 128
 
 
-def test_the_user_overrides_the_unit_and_the_report_says_so() -> None:
-    report = diagnose(_with_hits([0, 128]), unit_tokens=256)
-    assert report.unit.tokens == 256 and report.unit.origin == "given"
-    assert report.to_json()["unit"] == {"tokens": 256, "origin": "given", "detail": "--unit-tokens"}
+def test_the_user_overrides_the_granularity_and_the_report_says_so() -> None:
+    report = diagnose(_with_hits([0, 128]), granularity=256)
+    assert report.granularity.tokens == 256 and report.granularity.origin == "given"
+    assert report.to_json()["granularity"] == {
+        "tokens": 256,
+        "origin": "given",
+        "detail": "--granularity",
+    }
     with pytest.raises(ValueError, match="at least 1"):
-        cache_unit(_with_hits([0]), 0)
+        cache_granularity(_with_hits([0]), 0)
+
+
+def test_the_doctor_and_the_simulator_read_one_granularity_from_the_model_table() -> None:
+    """One concept, one rule: the granularity the doctor's simulated figures round to is the
+    simulator's for the same model, from the same model-table lookup."""
+    march_2025 = datetime(2025, 3, 1, tzinfo=UTC).timestamp()
+    old = table_granularity("deepseek-chat", march_2025)
+    assert (old.tokens, old.origin) == (64, "model-table")
+    today = table_granularity("deepseek-chat")
+    simulator = PrefixCacheSimulator()
+    key = CacheKey(account="a", model=cache_model("deepseek-chat"))
+    assert simulator.granularity_for(key) == today.tokens == 128
+    assert PrefixCacheSimulator(granularity=64).granularity_for(key) == 64
+    report = diagnose(_with_hits([0, 0], when=march_2025), simulate=True)
+    assert report.granularity == old
+    assert all(r.hit_tokens is None or r.hit_tokens % 64 == 0 for r in report.requests)
+
+
+def test_the_old_unit_tokens_flag_still_works_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dsh_testkit.cli import main
+    from tests.testkit._report_builders import initial_two_turns
+
+    path = initial_two_turns().write(tmp_path / "log.jsonl")
+    assert main(["cache-report", str(path), "--json", "--unit-tokens", "256"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["granularity"]["tokens"] == 256
+    assert "--unit-tokens is now spelled --granularity" in captured.err
+    assert main(["cache-report", str(path), "--json", "--granularity", "256"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["granularity"]["tokens"] == 256
+    assert captured.err == ""
 
 
 def test_money_and_days_are_said_for_any_figure_a_record_holds() -> None:
     from dsh_testkit.doctor._report import money
-    from dsh_testkit.doctor._unit import day_of, on_day
+    from dsh_testkit.prompt._granularity import day_of, on_day
 
     assert [money(v) for v in (0.0000176, 0.00098, 0, 1234.5, -0.0000176)] == [
         "$0.0000176",
@@ -132,6 +176,6 @@ def test_money_and_days_are_said_for_any_figure_a_record_holds() -> None:
     assert day_of(1796320703.9) == "2026-12-03"
     assert day_of(None) == "today"
     assert day_of(10.0**15) == "an impossible time (1e+15 s)"
-    # the unit's origin in a report: a recording without times says so ("on today" read oddly)
+    # the granularity's origin in a report: a recording without times says so ("on today" read oddly)
     assert on_day(1796320703.9) == "on 2026-12-03"
     assert on_day(None) == "as of today (the recording has no times)"
