@@ -64,23 +64,12 @@ def export_protobuf(base_url: str, name: str, **headers: str) -> list[httpx.Resp
     return answers
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    trace = str(tmp_path_factory.mktemp("otlp") / "proxy.trace")
+@pytest.fixture
+def fresh(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A mock and a proxy in front of it, nothing received yet."""
+    trace = str(tmp_path / "proxy.trace")
     with MockServer() as mock, ProxyServer(mock.base_url, out=trace) as proxy:
         yield {"mock": mock, "proxy": proxy}
-
-
-@pytest.fixture
-def fresh(servers: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Both servers with nothing received yet (each test starts its own ingest)."""
-    from dsh_testkit.traces._readers._otlp._ingest import OtlpIngest
-
-    for which in ("mock", "proxy"):
-        servers[which].otlp.__init__(path=f"otlp:{which}")
-    servers["mock"].mock.reset()
-    assert isinstance(servers["mock"].otlp, OtlpIngest)
-    yield servers
 
 
 @pytest.mark.parametrize("which", ["mock", "proxy"])
