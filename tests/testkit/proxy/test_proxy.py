@@ -211,7 +211,8 @@ def test_side_call_marks_and_a_mock_reset_reach_the_trace_and_no_other_header(
         http.post("/chat/completions", json=request, headers=secret).raise_for_status()
         marked = {**secret, "x-dsh-side-call": "1", "x-other": "kept-out"}
         http.post("/chat/completions", json=request, headers=marked).raise_for_status()
-        http.post("/_dsh/reset", json={}).raise_for_status()  # forwarded to the mock: its cache emptied
+        # forwarded to the mock: its cache emptied
+        http.post("/_dsh/reset", json={}).raise_for_status()
         http.post("/chat/completions", json=request, headers=secret).raise_for_status()
     text = out.read_text(encoding="utf-8")
     assert "sk-proxy-mark" not in text and "x-other" not in text
