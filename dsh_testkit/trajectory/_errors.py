@@ -3,20 +3,18 @@
 ::
 
     TestkitError
-    ├── TrajectoryError      a value cannot be read as a trajectory (``.reason``)
+    ├── TrajectoryError      a value cannot be read as a trajectory, an option is invalid
+    │                        (``.reason``)
     └── TrajectoryMismatch   a trajectory is not the expected one (``.result``)  [AssertionError]
+
+:class:`TrajectoryMismatch` lives beside the match it carries (``_match.py``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .._errors import TestkitError
 
-if TYPE_CHECKING:
-    from ._match import TrajectoryMatch
-
-__all__ = ["TrajectoryError", "TrajectoryMismatch"]
+__all__ = ["TrajectoryError"]
 
 
 class TrajectoryError(TestkitError, ValueError):
@@ -28,17 +26,5 @@ class TrajectoryError(TestkitError, ValueError):
         super().__init__(reason)
 
 
-class TrajectoryMismatch(TestkitError, AssertionError):
-    """:func:`~dsh_testkit.trajectory.assert_trajectory` found the trajectory is not the
-    expected one. ``.result`` is the :class:`~dsh_testkit.trajectory.TrajectoryMatch` (both
-    trajectories, the pairs matched, what was left on each side); the message shows both side
-    by side."""
-
-    def __init__(self, message: str, *, result: TrajectoryMatch) -> None:
-        self.result = result
-        super().__init__(message)
-
-
-# A traceback names them where users import them from, not this private module.
+# A traceback names it where users import it from, not this private module.
 TrajectoryError.__module__ = "dsh_testkit.trajectory"
-TrajectoryMismatch.__module__ = "dsh_testkit.trajectory"
