@@ -8,6 +8,7 @@
 from ._extensions import (
     TranscriptExtension,
     WireRequestsExtension,
+    load_wire_requests,
     render_trace_requests,
     render_transcript,
     render_wire_requests,
@@ -18,6 +19,7 @@ __all__ = [
     "SnapshotInputError",
     "TranscriptExtension",
     "WireRequestsExtension",
+    "load_wire_requests",
     "render_trace_requests",
     "render_transcript",
     "render_wire_requests",

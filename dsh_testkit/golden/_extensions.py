@@ -57,7 +57,13 @@ from ..prompt._wire_view import tool_ids_renamed
 from ._inputs import LogInput, SnapshotInputError
 from ._normalize import CWD_TOKEN, TIME_KEYS, Normalizer, cwd_spellings
 from ._transcript import TRANSCRIPT_FORMAT, TRANSCRIPT_FORMAT_VERSION, render_transcript
-from ._wire import WIRE_FORMAT, WIRE_FORMAT_VERSION, render_wire_requests
+from ._wire import (
+    WIRE_FORMAT,
+    WIRE_FORMAT_VERSION,
+    load_wire_requests,
+    render_wire_requests,
+    wire_document,
+)
 
 __all__ = [
     "CWD_TOKEN",
@@ -72,6 +78,7 @@ __all__ = [
     "TranscriptExtension",
     "WireRequestsExtension",
     "cwd_spellings",
+    "load_wire_requests",
     "render_trace_requests",
     "render_transcript",
     "render_wire_requests",
@@ -128,8 +135,7 @@ def render_trace_requests(data: Any) -> str:
                     "body": normalizer.json(body, zero_times=False),
                 }
             )
-    document = {"format": WIRE_FORMAT, "version": WIRE_FORMAT_VERSION, "requests": entries}
-    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    return json.dumps(wire_document(entries), ensure_ascii=False, indent=2) + "\n"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
