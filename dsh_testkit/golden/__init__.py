@@ -10,6 +10,7 @@ from ._extensions import (
     WireRequestsExtension,
     load_wire_requests,
     render_trace_requests,
+    render_traffic,
     render_transcript,
     render_wire_requests,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "WireRequestsExtension",
     "load_wire_requests",
     "render_trace_requests",
+    "render_traffic",
     "render_transcript",
     "render_wire_requests",
 ]
