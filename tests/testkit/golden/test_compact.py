@@ -48,11 +48,12 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
     )
     bodies: list[dict[str, Any]] = []
     for _ in range(draw(st.integers(1, 5))):
-        if bodies and draw(st.booleans()):
-            base = list(draw(st.sampled_from(bodies))["messages"])
+        base: list[Any] = []
+        extend = draw(st.booleans())
+        if bodies and extend:
+            earlier: dict[str, Any] = draw(st.sampled_from(bodies))
+            base = list(earlier["messages"])
             base = base[: draw(st.integers(0, len(base)))]
-        else:
-            base = []
         new = draw(st.lists(st.sampled_from(pool), max_size=3))
         body: dict[str, Any] = {"model": "m", "messages": base + new}
         if draw(st.booleans()):

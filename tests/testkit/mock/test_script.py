@@ -93,8 +93,8 @@ def test_tool_call_arguments_may_be_written_as_an_object() -> None:
 
 
 def test_retry_after_seconds_become_the_header_text() -> None:
-    assert ErrorReply(status=429, retry_after=2).retry_after == "2"  # type: ignore[arg-type]
-    assert ErrorReply(status=429, retry_after=1.5).retry_after == "1.5"  # type: ignore[arg-type]
+    assert ErrorReply(status=429, retry_after=2).retry_after == "2"
+    assert ErrorReply(status=429, retry_after=1.5).retry_after == "1.5"
 
 
 def test_finish_reason_defaults_to_tool_calls_or_stop() -> None:
@@ -178,10 +178,10 @@ def test_entries_refuse_bad_values_when_built_in_python() -> None:
     with pytest.raises(ScriptError, match="UTF-8 cannot encode"):
         ToolCall(name="f", arguments='{"a": "\udfff"}')
     # headers as a mapping are its items, not its keys taken as pairs
-    assert ErrorReply(status=500, headers={"ab": "x"}).headers == (("ab", "x"),)  # type: ignore[arg-type]
+    assert ErrorReply(status=500, headers={"ab": "x"}).headers == (("ab", "x"),)
     for seconds in (float("nan"), float("inf"), -1):
         with pytest.raises(ScriptError, match="must be a finite number of seconds") as caught:
-            ErrorReply(status=429, retry_after=seconds)  # type: ignore[arg-type]
+            ErrorReply(status=429, retry_after=seconds)
         assert caught.value.path == "retryAfter"
 
 
@@ -220,10 +220,10 @@ def test_random_script_refuses_bad_weights(kwargs: dict[str, Any], words: str) -
 
 
 def test_sequences_given_in_python_become_tuples() -> None:
-    reply = Reply(tool_calls=[ToolCall(name="f")])  # type: ignore[arg-type]
+    reply = Reply(tool_calls=[ToolCall(name="f")])
     assert reply.tool_calls == (ToolCall(name="f"),)
     assert Script(entries=[reply]).entries == (reply,)  # type: ignore[arg-type]
-    error = ErrorReply(status=500, headers=[["x-a", "1"]])  # type: ignore[arg-type]
+    error = ErrorReply(status=500, headers=[["x-a", "1"]])  # type: ignore[list-item]
     assert error.headers == (("x-a", "1"),)
 
 
