@@ -572,9 +572,10 @@ def entry_from_json(obj: object, *, path: str = "entry") -> ScriptEntry:
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class Script:
-    """A script file: entries answered in order, and what an empty queue answers.
+    """A script file: entries answered in order, and what an empty queue answers (``None``
+    for a field, or ``null`` in the file, is leaving it out).
 
     The file (UTF-8 JSON, also accepted by ``POST /_dsh/script``)::
 
@@ -590,6 +591,21 @@ class Script:
     entries: tuple[ScriptEntry, ...] = ()
     on_exhausted: OnExhausted = "default"
     version: int = field(default=SCRIPT_FORMAT_VERSION, repr=False)
+
+    def __init__(
+        self,
+        *,
+        entries: Sequence[ScriptEntry] | None = (),
+        on_exhausted: OnExhausted | None = "default",
+        version: int | None = SCRIPT_FORMAT_VERSION,
+    ) -> None:
+        _set(
+            self,
+            entries=() if entries is None else entries,
+            on_exhausted="default" if on_exhausted is None else on_exhausted,
+            version=SCRIPT_FORMAT_VERSION if version is None else version,
+        )
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if not isinstance(self.entries, tuple):
@@ -628,7 +644,8 @@ class Script:
             raise ScriptError(
                 f'missing; write "version": {SCRIPT_FORMAT_VERSION}', path=f"{path}.version"
             )
-        entries = o.get("entries", [])
+        entries = o.get("entries")
+        entries = [] if entries is None else entries
         if not isinstance(entries, list):
             raise ScriptError("must be an array of entries", path=f"{path}.entries")
         parsed = tuple(

@@ -222,7 +222,7 @@ def test_random_script_refuses_bad_weights(kwargs: dict[str, Any], words: str) -
 def test_sequences_given_in_python_become_tuples() -> None:
     reply = Reply(tool_calls=[ToolCall(name="f")])
     assert reply.tool_calls == (ToolCall(name="f"),)
-    assert Script(entries=[reply]).entries == (reply,)  # type: ignore[arg-type]
+    assert Script(entries=[reply]).entries == (reply,)
     error = ErrorReply(status=500, headers=[["x-a", "1"]])  # type: ignore[list-item]
     assert error.headers == (("x-a", "1"),)
 

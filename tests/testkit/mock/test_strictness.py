@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_testkit.mock import ErrorReply, MockDeepSeek, Reply, ScriptError, ToolCall
+from dsh_testkit.mock import ErrorReply, MockDeepSeek, Reply, Script, ScriptError, ToolCall
 from dsh_testkit.mock._script import entry_from_json
 
 from ._helpers import CHAT, call, chat_body, payload, user
@@ -22,6 +22,8 @@ def test_none_is_leaving_a_field_out() -> None:
     assert Reply(pace_ms=None, fault_after=None, optional=None, finish_reason=None) == Reply()
     assert ToolCall(name="f", arguments=None, fragments=None) == ToolCall(name="f")
     assert ErrorReply(status=429, headers=None) == ErrorReply(status=429)
+    assert Script(entries=None, on_exhausted=None) == Script()
+    assert Script.from_json({"version": 1, "entries": None, "onExhausted": None}) == Script()
     assert ErrorReply(status=429, headers={"x-a": "1"}).headers == (("x-a", "1"),)
     # (mypy types replace() by the field, a str once built; the constructor takes None)
     assert dataclasses.replace(Reply(text="a"), text=None) == Reply()  # type: ignore[arg-type]
