@@ -160,8 +160,8 @@ AUTH = {"authorization": "Bearer test-key"}
 
 
 def post(client_of):
-    client = httpx.Client(transport=client_of.transport())
-    return client.post("https://api.deepseek.com/chat/completions", json=BODY, headers=AUTH)
+    with httpx.Client(transport=client_of.transport()) as client:
+        return client.post("https://api.deepseek.com/chat/completions", json=BODY, headers=AUTH)
 
 
 def test_an_optional_route_may_go_uncalled(dsh_mock):
@@ -217,8 +217,8 @@ def test_the_server_takes_the_marker_too(dsh_mock_server):
 
 @pytest.mark.dsh_mock(assert_all_mocked=False)
 def test_the_server_answers_unscripted_requests_under_the_marker(dsh_mock_server):
-    client = httpx.Client(base_url=dsh_mock_server.base_url)
-    assert client.post("/chat/completions", json=BODY, headers=AUTH).status_code == 200
+    with httpx.Client(base_url=dsh_mock_server.base_url) as client:
+        assert client.post("/chat/completions", json=BODY, headers=AUTH).status_code == 200
 
 
 def test_the_fixture_switches_one_check_at_a_time(dsh_mock):
