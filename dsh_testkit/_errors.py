@@ -42,6 +42,10 @@ exports :class:`TestkitError`, the base of them all. The package is in brackets:
         │                              (``.index``, ``.diff``)   [AssertionError, doctor]
         ├── SnapshotInputError         a golden was asked of something that is not a log  [golden]
         ├── TraceError                 a file or object is not a readable trace (``.path``)  [traces]
+        ├── TrajectoryError            a value is not a trajectory, a match option is invalid
+        │                              (``.reason``)   [trajectory]
+        ├── TrajectoryMismatch         a trajectory is not the expected one (``.result``)
+        │                              [AssertionError, trajectory]
         ├── NotASessionLogError        a report was asked of a file that is not a log (``.path``,
         │                              ``.reason``)                                [reports]
         ├── CalibrationError           a calibration input cannot be used (``.path``)  [calibration]

@@ -60,6 +60,7 @@ PUBLIC = (
     "dsh_testkit.scrub",
     "dsh_testkit.strategies",
     "dsh_testkit.traces",
+    "dsh_testkit.trajectory",
 )
 """Every public module: the packages and modules a user imports from."""
 

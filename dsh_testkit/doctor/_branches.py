@@ -178,6 +178,9 @@ class Brancher:
         self._latest: dict[str, int] = {}
         """Conversation → its latest main-line request."""
         self._under_key: dict[str, int] = {}
+        self._refused_start: dict[str, str] = {}
+        """Key → the conversation its requests so far all started and were refused in: the retry
+        that follows a refusal is the same conversation, not a new run under the key."""
         """Explicit key → how many conversations started under it."""
         self._answers: dict[str, list[str]] = {}
         """Scope → the latest side calls' answers (a checkpoint a later request may carry)."""
@@ -188,6 +191,8 @@ class Brancher:
     def _new_conversation(self, exchange: Exchange) -> str:
         key = exchange.conversation
         if key is not None:
+            if key in self._refused_start:
+                return self._refused_start[key]
             count = self._under_key.get(key, 0) + 1
             self._under_key[key] = count
             return key if count == 1 else f"{key} · {count}"
@@ -329,6 +334,11 @@ class Brancher:
                 self._promote(parent, known)  # a "side call" the conversation went on from
         else:
             key = self._new_conversation(exchange)
+        if exchange.conversation is not None:
+            if exchange.refused and parent is None:
+                self._refused_start[exchange.conversation] = key
+            else:
+                self._refused_start.pop(exchange.conversation, None)
         link = Link(
             index=exchange.index,
             parent=parent,

@@ -5,16 +5,24 @@
 - ``_normalize``: the normalization that makes goldens byte-stable across machines.
 """
 
-from ._extensions import TranscriptExtension, WireRequestsExtension, render_trace_requests
+from ._extensions import (
+    TranscriptExtension,
+    WireRequestsExtension,
+    load_wire_requests,
+    render_trace_requests,
+    render_traffic,
+    render_transcript,
+    render_wire_requests,
+)
 from ._inputs import SnapshotInputError
-from ._transcript import render_transcript
-from ._wire import render_wire_requests
 
 __all__ = [
     "SnapshotInputError",
     "TranscriptExtension",
     "WireRequestsExtension",
+    "load_wire_requests",
     "render_trace_requests",
+    "render_traffic",
     "render_transcript",
     "render_wire_requests",
 ]

@@ -55,11 +55,38 @@ from syrupy.types import (
 from .._test_ids import name_of_test
 from ..prompt._wire_view import tool_ids_renamed
 from ._inputs import LogInput, SnapshotInputError
-from ._normalize import Normalizer
+from ._normalize import CWD_TOKEN, TIME_KEYS, Normalizer, cwd_spellings
+from ._traffic import TRAFFIC_FORMAT, TRAFFIC_FORMAT_VERSION, render_traffic_transcript
 from ._transcript import TRANSCRIPT_FORMAT, TRANSCRIPT_FORMAT_VERSION, render_transcript
-from ._wire import WIRE_FORMAT, WIRE_FORMAT_VERSION, render_wire_requests
+from ._wire import (
+    WIRE_FORMAT,
+    WIRE_FORMAT_VERSION,
+    load_wire_requests,
+    render_wire_requests,
+    wire_document,
+)
 
-__all__ = ["TranscriptExtension", "WireRequestsExtension", "render_trace_requests"]
+__all__ = [
+    "CWD_TOKEN",
+    "TIME_KEYS",
+    "TRAFFIC_FORMAT",
+    "TRAFFIC_FORMAT_VERSION",
+    "TRANSCRIPT_FORMAT",
+    "TRANSCRIPT_FORMAT_VERSION",
+    "WIRE_FORMAT",
+    "WIRE_FORMAT_VERSION",
+    "LogInput",
+    "Normalizer",
+    "SnapshotInputError",
+    "TranscriptExtension",
+    "WireRequestsExtension",
+    "cwd_spellings",
+    "load_wire_requests",
+    "render_trace_requests",
+    "render_traffic",
+    "render_transcript",
+    "render_wire_requests",
+]
 
 _WIRE_VERSION: Final = re.compile(r'^\{\s*"format": "([^"]*)",\s*"version": (\d+),')
 _TRANSCRIPT_VERSION: Final = re.compile(r"^# (.*) · format (\d+)$", re.MULTILINE)
@@ -112,8 +139,7 @@ def render_trace_requests(data: Any) -> str:
                     "body": normalizer.json(body, zero_times=False),
                 }
             )
-    document = {"format": WIRE_FORMAT, "version": WIRE_FORMAT_VERSION, "requests": entries}
-    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    return json.dumps(wire_document(entries), ensure_ascii=False, indent=2) + "\n"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,6 +174,8 @@ class _TextGolden(SingleFileSnapshotExtension):
     _write_mode = WriteMode.TEXT
     format_name: ClassVar[str] = ""
     format_version: ClassVar[int] = 0
+    other_formats: ClassVar[tuple[tuple[str, int], ...]] = ()
+    """Other renderings the extension writes (the traffic transcript beside the session's)."""
 
     @classmethod
     def get_snapshot_name(cls, *, test_location: PyTestLocation, index: SnapshotIndex = 0) -> str:
@@ -201,7 +229,8 @@ class _TextGolden(SingleFileSnapshotExtension):
                 value_type=type(data).__name__,
             )
         if isinstance(data, str):
-            if self.version_of(data) is None:
+            known = {(self.format_name, self.format_version), *self.other_formats}
+            if self.version_of(data) not in known and self.version_of(data) is None:
                 raise SnapshotInputError(
                     f"{type(self).__name__} got a string that is not a {self.format_name} "
                     "rendering; pass the session itself, or the output of the matching "
@@ -242,23 +271,49 @@ class _TextGolden(SingleFileSnapshotExtension):
         self, serialized_data: SerializedData, snapshot_data: SerializedData
     ) -> Iterator[str]:
         stored = self.version_of(str(snapshot_data)) if snapshot_data else None
-        if stored is not None and stored != (self.format_name, self.format_version):
+        written = self.version_of(str(serialized_data)) if serialized_data else None
+        current = written or (self.format_name, self.format_version)
+        if stored is not None and stored != current:
             yield (
                 f"the golden was written by {stored[0]} format {stored[1]}; this build writes "
-                f"{self.format_name} format {self.format_version}: review, then regenerate it "
-                "with pytest --snapshot-update"
+                f"{current[0]} format {current[1]}: review, then regenerate it with pytest "
+                "--snapshot-update"
             )
         yield from super().diff_lines(serialized_data, snapshot_data)
 
 
+def render_traffic(data: Any) -> str:
+    """The traffic transcript of any agent's traffic (what :func:`~dsh_testkit.traces.trace_of`
+    takes: a ``RequestCapture``, the mock, a cassette or trace path, a ``Trace``): per
+    conversation, each request with what it adds — system prompt, tools and options when they
+    first appear or change, the messages after the history it shares with an earlier request —
+    and the answer it got, its status and usage.
+
+    Raises :class:`SnapshotInputError` when ``data`` cannot be read as a trace.
+    """
+    from ..traces import TraceError, trace_of
+
+    try:
+        trace = trace_of(data)
+    except (TraceError, OSError) as exc:
+        raise SnapshotInputError(
+            f"cannot read the traffic to render: {exc}", value_type=type(data).__name__
+        ) from exc
+    return render_traffic_transcript(trace)
+
+
 class TranscriptExtension(_TextGolden):
-    """syrupy extension: a session rendered by :func:`render_transcript` (``.transcript.txt``)."""
+    """syrupy extension: a session rendered by :func:`render_transcript`, or any agent's
+    traffic by :func:`render_traffic` (``.transcript.txt``)."""
 
     file_extension = "transcript.txt"
     format_name = TRANSCRIPT_FORMAT
     format_version = TRANSCRIPT_FORMAT_VERSION
+    other_formats = ((TRAFFIC_FORMAT, TRAFFIC_FORMAT_VERSION),)
 
     def render(self, data: LogInput) -> str:
+        if _is_traffic(data):
+            return render_traffic(data)
         return render_transcript(data)
 
     def version_of(self, text: str) -> tuple[str, int] | None:

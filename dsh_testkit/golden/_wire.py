@@ -2,7 +2,10 @@
 
 One JSON document, two-space indented, UTF-8, listing for every request the body
 (:func:`dsh_core.providers.deepseek.serialize_request`) exactly as serialized — keys in wire
-order, only ids and paths normalized; a retried request appears once with ``attempts``."""
+order, only ids and paths normalized; a retried request appears once with ``attempts``. Each
+request is numbered (``request``), and the parts it repeats — the history an earlier request
+showed, a long message, the tool list — are references to where they were shown in full
+(:mod:`._compact`; :func:`load_wire_requests` reads the bodies back whole)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from dsh_core import (
     reconstruct_requests,
 )
 
+from ._compact import compact_requests, expand_requests
 from ._inputs import LogInput, SnapshotInputError, _primed, logs_of
 from ._normalize import Normalizer
 from ._text import _pretty
@@ -22,12 +26,47 @@ from ._text import _pretty
 __all__ = [
     "WIRE_FORMAT",
     "WIRE_FORMAT_VERSION",
+    "load_wire_requests",
     "render_wire_requests",
+    "wire_document",
 ]
 
 WIRE_FORMAT: Final = "dsh-testkit wire requests"
-WIRE_FORMAT_VERSION: Final = 1
-"""Bumped whenever the wire-requests rendering changes."""
+WIRE_FORMAT_VERSION: Final = 2
+"""Bumped whenever the wire-requests rendering changes (2: repeated parts written once)."""
+
+
+def wire_document(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The golden's document: its format, version and the requests with repeats referred to."""
+    return {
+        "format": WIRE_FORMAT,
+        "version": WIRE_FORMAT_VERSION,
+        "requests": compact_requests(entries),
+    }
+
+
+def load_wire_requests(text: str) -> list[dict[str, Any]]:
+    """The requests of a wire golden (format 1 or 2), each body whole again: the references
+    of format 2 replaced by what they refer to. Raises :class:`SnapshotInputError` for text
+    that is not a wire golden."""
+    import json
+
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise SnapshotInputError(f"not a wire golden: {exc}", value_type="str") from None
+    if not isinstance(document, dict) or document.get("format") != WIRE_FORMAT:
+        raise SnapshotInputError(f"not a {WIRE_FORMAT!r} document", value_type="str")
+    if document.get("version") not in (1, WIRE_FORMAT_VERSION):
+        raise SnapshotInputError(
+            f"wire golden format {document.get('version')!r}; this build reads 1 and "
+            f"{WIRE_FORMAT_VERSION}",
+            value_type="str",
+        )
+    requests = document.get("requests")
+    if not isinstance(requests, list) or not all(isinstance(r, dict) for r in requests):
+        raise SnapshotInputError("requests: expected a list of objects", value_type="str")
+    return expand_requests(requests)
 
 
 def _wire_ids(normalizer: Normalizer, body: dict[str, Any]) -> dict[str, Any]:
@@ -85,7 +124,12 @@ def render_wire_requests(
                 last["body"] = last.pop("body")  # keep "body" last, after "attempts"
                 continue
             entries.append(
-                {"session": session, "turn": rebuilt.turn, "step": rebuilt.step, "body": body}
+                {
+                    "request": len(entries) + 1,
+                    "session": session,
+                    "turn": rebuilt.turn,
+                    "step": rebuilt.step,
+                    "body": body,
+                }
             )
-    document = {"format": WIRE_FORMAT, "version": WIRE_FORMAT_VERSION, "requests": entries}
-    return _pretty(document) + "\n"
+    return _pretty(wire_document(entries)) + "\n"

@@ -330,6 +330,7 @@ class MockDeepSeek:
         after_tool_result: bool | None = None,
         when: Callable[[MockRequest], bool] | None = None,
         respond: RouteAnswer | None = None,
+        optional: bool = False,
     ) -> Route:
         """Add a route: requests matching every given matcher get its answer (respx's routes).
 
@@ -342,6 +343,8 @@ class MockDeepSeek:
         of the :class:`MockRequest`. Set the answer with ``respond=`` or
         :meth:`Route.respond` / :meth:`Route.reply`; without one the route answers with the
         default reply. Routes answer before the queued script, in the order they were added.
+        ``optional=True``: the strict check (:meth:`assert_all_called`, the ``dsh_mock``
+        fixtures) does not ask for this route to be called or used up.
         """
         if isinstance(header, tuple):
             headers: tuple[tuple[str, TextMatcher | None], ...] = (header,)
@@ -376,7 +379,7 @@ class MockDeepSeek:
             when=when,
         )
         with self._lock:
-            route = self._sources.add_route(match)
+            route = self._sources.add_route(match, optional=optional)
         if respond is not None:
             route.respond(respond)
         return route
@@ -504,13 +507,28 @@ class MockDeepSeek:
         return self._answers.cache
 
     def assert_consumed(self) -> None:
-        """Raise ``AssertionError`` if scripted entries were never used."""
-        pending = self.pending
+        """Raise ``AssertionError`` if queued entries were never used (optional ones aside)."""
+        pending = tuple(e for e in self.pending if not e.optional)
         if pending:
             raise AssertionError(
                 f"{len(pending)} scripted entr{'y was' if len(pending) == 1 else 'ies were'} never "
                 f"used; the next: {json.dumps(pending[0].to_json())}"
             )
+
+    def assert_all_called(self) -> None:
+        """Raise ``AssertionError`` if a route was never matched, a route's answers or queued
+        entries were left unused — respx's ``assert_all_called``; routes and entries made
+        ``optional`` are not asked for."""
+        routes = self.unused_routes()
+        pending = tuple(e for e in self.pending if not e.optional)
+        if not routes and not pending:
+            return
+        lines = [f"{line}" for line in routes]
+        lines += [f"queued entry never used: {json.dumps(e.to_json())}" for e in pending]
+        raise AssertionError(
+            "the mock DeepSeek was not used as scripted (some routes or entries were not "
+            "called):\n  " + "\n  ".join(lines)
+        )
 
     def assert_all_scripted(self) -> None:
         """Raise ``AssertionError`` if a model request was answered without a queued entry."""

@@ -324,9 +324,16 @@ class Route:
     return the route, so ``mock.route(model="x").reply(text="hi")`` reads as one line.
     """
 
-    def __init__(self, match: RouteMatch, *, index: int, lock: threading.RLock) -> None:
+    def __init__(
+        self, match: RouteMatch, *, index: int, lock: threading.RLock, optional: bool = False
+    ) -> None:
+        if not isinstance(optional, bool):
+            raise ScriptError(f"must be True or False, got {optional!r}", path="route.optional")
         self.match = match
         """The matchers."""
+        self.optional = optional
+        """The strict check does not ask for this route: never matched, or answers left over,
+        the test still passes (respx's ``assert_all_called``, per route)."""
         self.index = index
         """1-based position among the mock's routes (errors and the request log name it)."""
         self._lock = lock
@@ -336,7 +343,8 @@ class Route:
         self._calls: list[MockRequest] = []
 
     def __repr__(self) -> str:
-        return f"<Route {self.index}: {self.match.describe()}; {self.call_count} call(s)>"
+        optional = " (optional)" if self.optional else ""
+        return f"<Route {self.index}{optional}: {self.match.describe()}; {self.call_count} call(s)>"
 
     def describe(self) -> str:
         """``route 1 (last user message contains 'weather')``."""
@@ -373,14 +381,16 @@ class Route:
 
     def reply(
         self,
-        text: str = "",
+        text: str | None = "",
         *,
         reasoning: str | None = None,
-        tool_calls: Iterable[ToolCall | Mapping[str, Any]] = (),
+        tool_calls: Iterable[ToolCall | Mapping[str, Any]] | None = (),
         **fields: Any,
     ) -> Route:
         """Answer every match with ``Reply(text=…, reasoning=…, tool_calls=…, **fields)``;
-        a tool call may be a ``ToolCall`` or a mapping of its fields."""
+        a tool call may be a ``ToolCall`` or a mapping of its fields (``None``: none)."""
+        if tool_calls is None:
+            tool_calls = ()
         if isinstance(tool_calls, (ToolCall, Mapping)) or not isinstance(tool_calls, Iterable):
             raise ScriptError(
                 f"must be a list of ToolCall or mappings (even for one call), got {tool_calls!r}",
@@ -472,6 +482,8 @@ class Route:
                 return f"<responder {getattr(answer, '__name__', 'callable')}>"
 
             out: dict[str, Any] = {"index": self.index, "match": self.match.to_json()}
+            if self.optional:
+                out["optional"] = True
             if self._repeat is not None:
                 out["reply"] = shown(self._repeat)
             elif self._given:

@@ -118,6 +118,21 @@ def _need_obj(value: object, path: str) -> Mapping[str, Any]:
     return value
 
 
+def _opt_bool(value: object, path: str) -> bool:
+    """A flag: ``True`` or ``False``; ``None`` is leaving it out (``False``)."""
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ScriptError(f"must be true or false, got {value!r}", path=path)
+    return value
+
+
+def _set(target: object, **values: Any) -> None:
+    """Fill a frozen dataclass's fields from its own ``__init__``."""
+    for name, value in values.items():
+        object.__setattr__(target, name, value)
+
+
 def _check_keys(obj: Mapping[str, Any], allowed: Sequence[str], path: str) -> None:
     extra = sorted(set(obj) - set(allowed))
     if extra:
@@ -126,9 +141,9 @@ def _check_keys(obj: Mapping[str, Any], allowed: Sequence[str], path: str) -> No
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class ToolCall:
-    """One tool call of a :class:`Reply`."""
+    """One tool call of a :class:`Reply`. ``None`` for a field means what leaving it out means."""
 
     name: str
     arguments: str | Mapping[str, Any] = "{}"
@@ -141,6 +156,23 @@ class ToolCall:
     fragments: int = 2
     """How many ``arguments`` deltas a stream splits the string into (by code points; the API's
     first delta for a call always carries ``arguments: ""`` before these)."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        arguments: str | Mapping[str, Any] | None = "{}",
+        id: str | None = None,
+        fragments: int | None = 2,
+    ) -> None:
+        _set(
+            self,
+            name=name,
+            arguments="{}" if arguments is None else arguments,
+            id=id,
+            fragments=2 if fragments is None else fragments,
+        )
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -187,9 +219,14 @@ class ToolCall:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class Reply:
-    """A 200 answer. Empty (no text, reasoning or calls) is the API's degenerate empty completion."""
+    """A 200 answer. Empty (no text, reasoning or calls) is the API's degenerate empty completion.
+
+    ``None`` for any field means what leaving it out means: ``Reply(text=None,
+    tool_calls=[...])`` is a tool-call turn with no text, as the openai SDK shows one
+    (``content=None``; the live API sends ``""`` beside tool calls, docs/wire.md §1.5).
+    """
 
     text: str = ""
     reasoning: str | None = None
@@ -207,7 +244,43 @@ class Reply:
     fault: Fault | None = None
     fault_after: int = 1
     """How many stream chunks are sent before the ``fault`` strikes."""
+    optional: bool = False
+    """The strict check does not ask for this entry: left unused (queued, or among a route's
+    answers), the test still passes (respx's ``assert_all_called``, per entry)."""
     kind: Literal["reply"] = "reply"
+
+    def __init__(
+        self,
+        *,
+        text: str | None = "",
+        reasoning: str | None = None,
+        tool_calls: Sequence[ToolCall] | None = (),
+        finish_reason: FinishReasonName | None = None,
+        chunk_size: int | None = 8,
+        keep_alives: int | None = 0,
+        pace_ms: int | None = 0,
+        fault: Fault | None = None,
+        fault_after: int | None = 1,
+        optional: bool | None = False,
+        kind: Literal["reply"] | None = "reply",
+    ) -> None:
+        if kind not in (None, "reply"):
+            raise ScriptError(f"must be 'reply', got {kind!r}", path="kind")
+        _set(
+            self,
+            text="" if text is None else text,
+            reasoning=reasoning,
+            tool_calls=() if tool_calls is None else tool_calls,
+            finish_reason=finish_reason,
+            chunk_size=8 if chunk_size is None else chunk_size,
+            keep_alives=0 if keep_alives is None else keep_alives,
+            pace_ms=0 if pace_ms is None else pace_ms,
+            fault=fault,
+            fault_after=1 if fault_after is None else fault_after,
+            optional=_opt_bool(optional, "optional"),
+            kind="reply",
+        )
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         _need_str(self.text, "text")
@@ -263,6 +336,8 @@ class Reply:
             out["fault"] = self.fault
         if self.fault_after != 1:
             out["faultAfter"] = self.fault_after
+        if self.optional:
+            out["optional"] = True
         return out
 
     @classmethod
@@ -281,10 +356,12 @@ class Reply:
                 "paceMs",
                 "fault",
                 "faultAfter",
+                "optional",
             ),
             path,
         )
-        calls = o.get("toolCalls", [])
+        calls = o.get("toolCalls")
+        calls = [] if calls is None else calls
         if not isinstance(calls, list):
             raise ScriptError("must be an array of tool calls", path=f"{path}.toolCalls")
         return _build(
@@ -301,6 +378,7 @@ class Reply:
             pace_ms=o.get("paceMs", 0),
             fault=o.get("fault"),
             fault_after=o.get("faultAfter", 1),
+            optional=_opt_bool(o.get("optional"), f"{path}.optional"),
         )
 
 
@@ -326,8 +404,45 @@ class ErrorReply:
     the chat endpoint (DeepSeek sends no ``x-request-id``), the ``request-id`` header and the
     body's ``request_id`` on the Anthropic one. ``None``: a generated one."""
     headers: tuple[tuple[str, str], ...] = ()
-    """Extra response headers."""
+    """Extra response headers (given as pairs or a mapping)."""
+    optional: bool = False
+    """The strict check does not ask for this entry (see :attr:`Reply.optional`)."""
     kind: Literal["http-error"] = "http-error"
+
+    def __init__(
+        self,
+        *,
+        status: int,
+        message: str | None = None,
+        type: str | None = None,
+        code: str | None = None,
+        param: str | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        retry_after: str | float | None = None,
+        request_id: str | None = None,
+        headers: Sequence[tuple[str, str]] | Mapping[str, str] | None = (),
+        optional: bool | None = False,
+        kind: Literal["http-error"] | None = "http-error",
+    ) -> None:
+        if kind not in (None, "http-error"):
+            raise ScriptError(f"must be 'http-error', got {kind!r}", path="kind")
+        _set(
+            self,
+            status=status,
+            message=message,
+            type=type,
+            code=code,
+            param=param,
+            body=body,
+            content_type=content_type,
+            retry_after=retry_after,
+            request_id=request_id,
+            headers=() if headers is None else headers,
+            optional=_opt_bool(optional, "optional"),
+            kind="http-error",
+        )
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         status = _need_int(self.status, "status")
@@ -375,6 +490,8 @@ class ErrorReply:
                 out[key] = value
         if self.headers:
             out["headers"] = [list(h) for h in self.headers]
+        if self.optional:
+            out["optional"] = True
         return out
 
     @classmethod
@@ -394,10 +511,12 @@ class ErrorReply:
                 "retryAfter",
                 "requestId",
                 "headers",
+                "optional",
             ),
             path,
         )
-        headers = o.get("headers", [])
+        headers = o.get("headers")
+        headers = [] if headers is None else headers
         if isinstance(headers, Mapping):
             headers = list(headers.items())
         if not isinstance(headers, list):
@@ -415,6 +534,7 @@ class ErrorReply:
             retry_after=o.get("retryAfter"),
             request_id=o.get("requestId"),
             headers=tuple(tuple(h) if isinstance(h, list) else h for h in headers),
+            optional=_opt_bool(o.get("optional"), f"{path}.optional"),
         )
 
 
@@ -452,9 +572,10 @@ def entry_from_json(obj: object, *, path: str = "entry") -> ScriptEntry:
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class Script:
-    """A script file: entries answered in order, and what an empty queue answers.
+    """A script file: entries answered in order, and what an empty queue answers (``None``
+    for a field, or ``null`` in the file, is leaving it out).
 
     The file (UTF-8 JSON, also accepted by ``POST /_dsh/script``)::
 
@@ -470,6 +591,21 @@ class Script:
     entries: tuple[ScriptEntry, ...] = ()
     on_exhausted: OnExhausted = "default"
     version: int = field(default=SCRIPT_FORMAT_VERSION, repr=False)
+
+    def __init__(
+        self,
+        *,
+        entries: Sequence[ScriptEntry] | None = (),
+        on_exhausted: OnExhausted | None = "default",
+        version: int | None = SCRIPT_FORMAT_VERSION,
+    ) -> None:
+        _set(
+            self,
+            entries=() if entries is None else entries,
+            on_exhausted="default" if on_exhausted is None else on_exhausted,
+            version=SCRIPT_FORMAT_VERSION if version is None else version,
+        )
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if not isinstance(self.entries, tuple):
@@ -508,7 +644,8 @@ class Script:
             raise ScriptError(
                 f'missing; write "version": {SCRIPT_FORMAT_VERSION}', path=f"{path}.version"
             )
-        entries = o.get("entries", [])
+        entries = o.get("entries")
+        entries = [] if entries is None else entries
         if not isinstance(entries, list):
             raise ScriptError("must be an array of entries", path=f"{path}.entries")
         parsed = tuple(

@@ -64,6 +64,10 @@ def _cut(text: str, limit: int = _SNIPPET) -> str:
     return text if len(text) <= limit else f"{text[: limit - 1]}…"
 
 
+def _optional(answer: RouteAnswer) -> bool:
+    return isinstance(answer, (Reply, ErrorReply)) and answer.optional
+
+
 def describe_request(request: MockRequest) -> str:
     """``request 3 (POST /chat/completions; model deepseek-v4-flash; last user message 'Hi';
     tools: search)``: enough to tell one request of a test from another."""
@@ -169,8 +173,8 @@ class AnswerSources:
         self.call_tools_used = 0
         self.last_entry = None
 
-    def add_route(self, match: RouteMatch) -> Route:
-        route = Route(match, index=len(self.routes) + 1, lock=self._lock)
+    def add_route(self, match: RouteMatch, *, optional: bool = False) -> Route:
+        route = Route(match, index=len(self.routes) + 1, lock=self._lock, optional=optional)
         self.routes.append(route)
         return route
 
@@ -178,14 +182,18 @@ class AnswerSources:
         """A route from its JSON document: ``{"match": {...}, "reply": … | "replies": [...]}``."""
         if not isinstance(obj, Mapping):
             raise ScriptError(f"must be a JSON object, got {type(obj).__name__}", path=path)
-        extra = sorted(set(obj) - {"match", "reply", "replies"})
+        extra = sorted(set(obj) - {"match", "reply", "replies", "optional"})
         if extra:
             raise ScriptError(
-                f"unknown keys {extra}; allowed: ['match', 'reply', 'replies']", path=path
+                f"unknown keys {extra}; allowed: ['match', 'optional', 'reply', 'replies']",
+                path=path,
             )
+        optional = obj.get("optional")
+        if optional is not None and not isinstance(optional, bool):
+            raise ScriptError(f"must be true or false, got {optional!r}", path=f"{path}.optional")
         match = RouteMatch.from_json(obj.get("match", {}), path=f"{path}.match")
         answers = Route.answers_from_json(obj, path=path)
-        route = self.add_route(match)
+        route = self.add_route(match, optional=bool(optional))
         if answers is not None:
             route.respond(*answers)
         return route
@@ -242,13 +250,17 @@ class AnswerSources:
     # -- what is left ---------------------------------------------------------------------------
 
     def unused_routes(self) -> list[str]:
-        """Routes never called, and sequences with answers left, in words (the strict check)."""
+        """Routes never called, and sequences with answers left, in words (the strict check);
+        optional routes and optional answers are not asked for."""
         out: list[str] = []
         for route in self.routes:
-            if not route.called:
+            if route.optional:
+                continue
+            required = [a for a in route.pending if not _optional(a)]
+            if not route.called and (not route.pending or required):
                 out.append(f"{route.describe()} was never matched")
-            elif route.pending:
-                left = len(route.pending)
+            elif required:
+                left = len(required)
                 out.append(
                     f"{route.describe()} has {left} answer{'' if left == 1 else 's'} never used"
                 )

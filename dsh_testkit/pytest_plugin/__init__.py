@@ -181,8 +181,36 @@ def _uses_server(item: pytest.Item) -> bool:
     return "dsh_mock_server" in getattr(item, "fixturenames", ())
 
 
+def _strictness(item: pytest.Item) -> tuple[bool, bool]:
+    """``(assert_all_called, assert_all_mocked)`` for a test's mock fixtures: both by default,
+    neither under ``dsh_lenient``, as ``@pytest.mark.dsh_mock(...)`` says otherwise."""
+    if item.get_closest_marker("dsh_lenient") is not None:
+        return False, False
+    marker = item.get_closest_marker("dsh_mock")
+    if marker is None:
+        return True, True
+    allowed = ("assert_all_called", "assert_all_mocked")
+    unknown = sorted(set(marker.kwargs) - set(allowed))
+    if marker.args or unknown:
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.dsh_mock takes only keyword arguments "
+            f"{', '.join(allowed)}; got {', '.join(unknown) or repr(marker.args)}"
+        )
+    values = []
+    for name in allowed:
+        value = marker.kwargs.get(name, True)
+        if not isinstance(value, bool):
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.dsh_mock({name}=...) must be True or False, "
+                f"got {value!r}"
+            )
+        values.append(value)
+    return values[0], values[1]
+
+
 def _lenient(item: pytest.Item) -> bool:
-    return item.get_closest_marker("dsh_lenient") is not None
+    """Neither strict check applies (nothing to make strict or to check)."""
+    return _strictness(item) == (False, False)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -191,14 +219,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     # unless the test is lenient.
     server = item.config.stash.get(_SERVER, None)
     if server is not None and _uses_server(item):
-        _reset_server(server, lenient=_lenient(item))
+        _reset_server(server, all_mocked=_strictness(item)[1])
 
 
-def _reset_server(server: MockServer, *, lenient: bool) -> None:
+def _reset_server(server: MockServer, *, all_mocked: bool) -> None:
     from ._support import make_strict
 
     server.mock.reset()
-    if not lenient:
+    if all_mocked:
         make_strict(server.mock)
 
 
@@ -229,7 +257,7 @@ def _after_mocks(item: pytest.Item, error: BaseException | None) -> None:
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     __tracebackhide__ = True
     server = item.config.stash.get(_SERVER, None)
-    if server is not None and _uses_server(item) and not _lenient(item):
+    if server is not None and _uses_server(item) and _strictness(item)[1]:
         # (the first test to use the server created it after pytest_runtest_setup ran)
         from ._support import make_strict
 
@@ -295,7 +323,8 @@ def _check_mocks(item: pytest.Item) -> None:
             return
         from ._strict import unmet_expectations
 
-        unmet = unmet_expectations(server.mock)
+        all_called, all_mocked = _strictness(item)
+        unmet = unmet_expectations(server.mock, all_called=all_called, all_mocked=all_mocked)
         if unmet is not None:
             raise unmet
 
@@ -364,8 +393,10 @@ def dsh_mock(request: pytest.FixtureRequest) -> MockFixture:
     answer first, then the ordered script. Strict like respx: a request nothing scripted is
     refused at the call (a 410 ``MOCK_SCRIPT_EXHAUSTED`` naming it, which the client sees), and
     a passing test fails with ``MockNotSatisfied`` naming it and any scripted entry or route
-    left unused; opt out with ``dsh_mock.lenient()`` or ``@pytest.mark.dsh_lenient`` (then the
-    deterministic default reply answers). In thinking mode a reply scripted without reasoning
+    left unused; routes and entries made ``optional`` are not asked for;
+    ``@pytest.mark.dsh_mock(assert_all_called=False)`` lets routes and entries go unused,
+    ``(assert_all_mocked=False)`` lets the deterministic default reply answer what nothing
+    scripted; ``dsh_mock.lenient()`` or ``@pytest.mark.dsh_lenient`` turns off both. In thinking mode a reply scripted without reasoning
     gets a short generated one, as the live API always reasons. ``dsh_mock.replaying`` tells
     whether the test's cassette replays (then the mock is never asked).
     ``dsh_mock.provider`` is a ``DeepSeekProvider`` answered by it;
@@ -376,9 +407,9 @@ def dsh_mock(request: pytest.FixtureRequest) -> MockFixture:
     """
     from ._support import MockFixture
 
+    all_called, all_mocked = _strictness(request.node)
     fixture = MockFixture(
-        _dated_mock(request.config),
-        strict=request.node.get_closest_marker("dsh_lenient") is None,
+        _dated_mock(request.config), assert_all_called=all_called, assert_all_mocked=all_mocked
     )
     _stash(request)[_MOCK] = fixture
     return fixture

@@ -293,6 +293,10 @@ MARKERS: Final = (
     "allow_playback_repeats, scrub, filter_headers, filter_query_parameters)",
     "dsh_lenient: the dsh_mock fixtures answer requests nothing scripted with the default reply "
     "and do not fail the test for them or for scripted replies and routes left unused",
+    "dsh_mock(assert_all_called=True, assert_all_mocked=True): the dsh_mock fixtures' strict "
+    "checks, as respx's router takes them: assert_all_called=False lets routes and scripted "
+    "replies go unused; assert_all_mocked=False answers requests nothing scripted with the "
+    "default reply instead of refusing them",
     f"dsh_live: the test calls the live DeepSeek API; skipped unless --dsh-live is given "
     f"and ${API_KEY_ENV} is set",
 )

@@ -54,16 +54,20 @@ def _error(request: ReceivedRequest) -> dict[str, Any]:
     return request.error if isinstance(request.error, dict) else {}
 
 
-def unmet_expectations(mock: MockDeepSeek) -> MockNotSatisfied | None:
-    """The strict check of a mock after a passing test: queued entries and routes left unused,
-    and model requests nothing scripted (refused, or answered with the default reply because
-    the test set ``on_exhausted`` back to ``default``)."""
-    unused = mock.pending
-    routes = mock.unused_routes()
+def unmet_expectations(
+    mock: MockDeepSeek, *, all_called: bool = True, all_mocked: bool = True
+) -> MockNotSatisfied | None:
+    """The strict check of a mock after a passing test: with ``all_called`` (respx's
+    ``assert_all_called``), queued entries and routes left unused, optional ones aside; with
+    ``all_mocked`` (``assert_all_mocked``), model requests nothing scripted (refused, or
+    answered with the default reply because the test set ``on_exhausted`` back to
+    ``default``)."""
+    unused = tuple(e for e in mock.pending if not e.optional) if all_called else ()
+    routes = mock.unused_routes() if all_called else ()
     unanswered = [
         r
         for r in mock.requests
-        if r.answered_by == "default" or _error(r).get("code") == _EXHAUSTED
+        if all_mocked and (r.answered_by == "default" or _error(r).get("code") == _EXHAUSTED)
     ]
     if not unused and not routes and not unanswered:
         return None
@@ -91,8 +95,10 @@ def unmet_expectations(mock: MockDeepSeek) -> MockNotSatisfied | None:
     lines.append(
         "Script each request: dsh_mock.route(...).reply(...) answers requests by what they hold, "
         "dsh_mock.push(...) in order (on the server: dsh_mock_server.mock.route(...), "
-        ".push(...)); or opt this test out with @pytest.mark.dsh_lenient (or dsh_mock.lenient() "
-        "for the in-process mock)."
+        ".push(...)); mark what may go unused optional (route(..., optional=True), "
+        "Reply(..., optional=True)); or relax this test with "
+        "@pytest.mark.dsh_mock(assert_all_called=False) / (assert_all_mocked=False), or "
+        "@pytest.mark.dsh_lenient for both (dsh_mock.lenient() for the in-process mock)."
     )
     return MockNotSatisfied(
         "\n".join(lines),

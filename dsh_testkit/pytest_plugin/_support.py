@@ -70,7 +70,14 @@ class MockFixture:
     api_key: str = MOCK_API_KEY
     """A key the mock accepts (it accepts any non-empty key)."""
 
-    def __init__(self, mock: MockDeepSeek | None = None, *, strict: bool = True) -> None:
+    def __init__(
+        self,
+        mock: MockDeepSeek | None = None,
+        *,
+        strict: bool = True,
+        assert_all_called: bool | None = None,
+        assert_all_mocked: bool | None = None,
+    ) -> None:
         self.mock = mock if mock is not None else MockDeepSeek(seed=0)
         """The model of the API: script, requests received, the prefix-cache simulator."""
         self.handler = MockHandler(self.mock)
@@ -80,15 +87,34 @@ class MockFixture:
         pushed now is used (script the mock only ``if not dsh_mock.replaying``)."""
         self.pushed = 0
         """Entries pushed so far (the plugin reports the ones pushed while replaying)."""
-        self.strict = strict
-        """Refuse requests nobody scripted at the call, and fail the test for them and for
-        entries or routes left unused (the default; :meth:`lenient` or
-        ``@pytest.mark.dsh_lenient`` turns it off)."""
+        self.assert_all_called = strict if assert_all_called is None else assert_all_called
+        """Fail the test for routes never matched and entries or route answers left unused,
+        ``optional`` ones aside (respx's ``assert_all_called``; the default)."""
+        self._all_mocked = False
+        self.assert_all_mocked = strict if assert_all_mocked is None else assert_all_mocked
         self.bypassed = False
         """``True`` while a live recording goes to the real API instead of this mock."""
         self._provider: DeepSeekProvider | None = None
-        if strict:
+
+    @property
+    def assert_all_mocked(self) -> bool:
+        """Refuse a request nothing scripted at the call (a 410 naming it) and fail the test
+        for it (respx's ``assert_all_mocked``; the default). Off, such a request gets the
+        mock's deterministic default reply."""
+        return self._all_mocked
+
+    @assert_all_mocked.setter
+    def assert_all_mocked(self, value: bool) -> None:
+        self._all_mocked = bool(value)
+        if self._all_mocked:
             make_strict(self.mock)
+        else:
+            make_lenient(self.mock)
+
+    @property
+    def strict(self) -> bool:
+        """Both checks on: :attr:`assert_all_called` and :attr:`assert_all_mocked`."""
+        return self.assert_all_called and self.assert_all_mocked
 
     def __repr__(self) -> str:
         return f"MockFixture(requests={len(self.mock.requests)}, pending={len(self.mock.pending)})"
@@ -120,8 +146,8 @@ class MockFixture:
     def lenient(self) -> MockFixture:
         """Do not fail this test for scripted entries left unused or requests nobody scripted
         (unscripted requests get the deterministic default reply). Returns the fixture."""
-        self.strict = False
-        make_lenient(self.mock)
+        self.assert_all_called = False
+        self.assert_all_mocked = False
         return self
 
     def route(
@@ -136,11 +162,13 @@ class MockFixture:
         after_tool_result: bool | None = None,
         when: Callable[[MockRequest], bool] | None = None,
         respond: RouteAnswer | None = None,
+        optional: bool = False,
     ) -> Route:
         """Add a route (respx's routes, for the mock DeepSeek): requests matching every given
         matcher get its answer, before the ordered script. See
         :meth:`MockDeepSeek.route <dsh_testkit.mock.MockDeepSeek.route>`; answer with
-        ``.respond(...)`` or ``.reply(text=..., tool_calls=...)``."""
+        ``.respond(...)`` or ``.reply(text=..., tool_calls=...)``; ``optional=True``: the
+        strict check does not ask for it."""
         self.pushed += 1
         return self.mock.route(
             last_user=last_user,
@@ -152,6 +180,7 @@ class MockFixture:
             after_tool_result=after_tool_result,
             when=when,
             respond=respond,
+            optional=optional,
         )
 
     def respond_with(self, responder: Any) -> None:
@@ -163,9 +192,11 @@ class MockFixture:
     def unmet(self) -> MockNotSatisfied | None:
         """What the strict check finds (``None`` when the script was followed or the mock was
         not asked: a replaying cassette, a live recording)."""
-        if not self.strict or self.replaying or self.bypassed:
+        if self.replaying or self.bypassed:
             return None
-        return unmet_expectations(self.mock)
+        return unmet_expectations(
+            self.mock, all_called=self.assert_all_called, all_mocked=self.assert_all_mocked
+        )
 
     def push(self, *entries: ScriptEntry) -> None:
         """Queue scripted answers; each answers one valid model request no route answers, in

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from dsh_testkit.golden._transcript import TRANSCRIPT_FORMAT, TRANSCRIPT_FORMAT_VERSION
+from dsh_testkit.golden._wire import WIRE_FORMAT_VERSION
 
 SUITE = Path(__file__).resolve().parent
 WIRE_CASSETTES = SUITE.parents[1] / "cassettes" / "scenarios"
@@ -90,7 +91,7 @@ def test_committed_goldens_exist_and_carry_their_format_version() -> None:
         assert goldens[name].startswith(header.encode()), name
     for name in requests:
         assert goldens[name].startswith(
-            b'{\n  "format": "dsh-testkit wire requests",\n  "version": 1,\n'
+            f'{{\n  "format": "dsh-testkit wire requests",\n  "version": {WIRE_FORMAT_VERSION},\n'.encode()
         ), name
 
 

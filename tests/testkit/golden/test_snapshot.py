@@ -46,6 +46,7 @@ from dsh_testkit.golden import (
     SnapshotInputError,
     TranscriptExtension,
     WireRequestsExtension,
+    load_wire_requests,
     render_transcript,
     render_wire_requests,
 )
@@ -215,7 +216,8 @@ async def test_a_retry_renders_the_failure_and_the_resend(tmp_path: Path) -> Non
     ) in text
     wire = json.loads(render_wire_requests(session))
     (entry,) = wire["requests"]
-    assert entry["attempts"] == 2 and list(entry) == ["session", "turn", "step", "attempts", "body"]
+    assert entry["attempts"] == 2
+    assert list(entry) == ["request", "session", "turn", "step", "attempts", "body"]
 
 
 async def _no_sleep(seconds: float) -> None:
@@ -407,9 +409,11 @@ async def test_wire_requests_are_the_serialized_bodies_with_ids_normalized(tmp_p
     bodies = [serialize_request(r.request) for r in reconstruct_requests(session.events)]
     bodies[1]["messages"][2]["tool_calls"][0]["id"] = "{{call-1}}"
     bodies[1]["messages"][3]["tool_call_id"] = "{{call-1}}"
-    assert [r["body"] for r in document["requests"]] == bodies
+    expanded = load_wire_requests(render_wire_requests(session))
+    assert [r["body"] for r in expanded] == bodies
     # key order is the wire's, not sorted
-    assert list(document["requests"][0]["body"]) == list(bodies[0])
+    assert list(expanded[0]["body"]) == list(bodies[0])
+    assert list(document["requests"][1]["body"]) == list(bodies[1])
 
 
 def test_a_request_the_wire_cannot_carry_is_named() -> None:
@@ -711,6 +715,7 @@ def wire_log() -> Session:
 FORMAT_FINGERPRINTS = {
     (1, 1): "95438955845d388623717d30eac6233eb86cc7555a1c0fb6f0b2e59e3dc367db",
     (2, 1): "5be3ea13ae0cb63d42cf763aae085e04e21363a19ac79fb4e1e89ef27250fbb8",
+    (2, 2): "f159aaeb113189608b52adf7c6db2dac9bfd47b78ad7147d97b31bc305a15c59",
 }
 """(transcript version, wire version) → sha256 of the renderings of two fixed hand-built logs."""
 

@@ -10,7 +10,12 @@ import openai
 import pytest
 
 from dsh_testkit.capture import RequestCapture
-from dsh_testkit.golden import SnapshotInputError, WireRequestsExtension, render_trace_requests
+from dsh_testkit.golden import (
+    SnapshotInputError,
+    WireRequestsExtension,
+    load_wire_requests,
+    render_trace_requests,
+)
 from dsh_testkit.golden._wire import WIRE_FORMAT, WIRE_FORMAT_VERSION
 from dsh_testkit.mock import MockDeepSeek, MockServer, Reply, ToolCall
 from dsh_testkit.traces import load_trace
@@ -47,9 +52,10 @@ def test_every_route_renders_the_same_golden(tmp_path: Path) -> None:
     document = json.loads(str(from_capture))
     assert (document["format"], document["version"]) == (WIRE_FORMAT, WIRE_FORMAT_VERSION)
     assert [r["request"] for r in document["requests"]] == [1, 2]
-    calls = document["requests"][1]["body"]["messages"][2]["tool_calls"]
+    bodies = [r["body"] for r in load_wire_requests(str(from_capture))]
+    calls = bodies[1]["messages"][2]["tool_calls"]
     assert calls[0]["id"] == "{{call-1}}"
-    assert document["requests"][1]["body"]["messages"][3]["tool_call_id"] == "{{call-1}}"
+    assert bodies[1]["messages"][3]["tool_call_id"] == "{{call-1}}"
     assert KEY not in str(from_capture)
 
 

@@ -250,7 +250,6 @@ def test_a_bad_answer_is_a_script_error() -> None:
     ("tool_calls", "path", "words"),
     [
         (ToolCall(name="x"), "reply.tool_calls", "a list of ToolCall or mappings"),
-        (None, "reply.tool_calls", "a list of ToolCall or mappings"),
         (["x"], "reply.tool_calls[0]", "a ToolCall or a mapping of its fields"),
         ([{"nme": "x"}], "reply.tool_calls[0]", "unexpected keyword argument 'nme'"),
     ],

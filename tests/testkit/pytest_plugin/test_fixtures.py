@@ -29,7 +29,7 @@ import pytest
 from dsh_core import RequestInvariant, Session
 from dsh_core.persistence import write_session
 from dsh_testkit.doctor import assert_cache_friendly, assert_prefix_stable, diagnose
-from dsh_testkit.golden import WireRequestsExtension
+from dsh_testkit.golden import WireRequestsExtension, load_wire_requests
 from dsh_testkit.mock import ErrorReply, Reply
 
 OFF = {"thinking": {"type": "disabled"}}
@@ -205,7 +205,9 @@ def test_the_fixtures_themselves_go_to_the_doctor_and_the_golden(dsh_mock, dsh_m
         assert_prefix_stable(fixture)
         assert len(diagnose(fixture).requests) == 2
         golden = WireRequestsExtension().serialize(fixture)
-        assert golden.count('"Be terse."') == 2
+        # the second request shows only what it adds; the system prompt is written once
+        assert golden.count('"Be terse."') == 1
+        assert len(load_wire_requests(golden)) == 2
 
 
 def test_capture_sees_a_third_party_agents_requests(dsh_mock_server, dsh_capture):

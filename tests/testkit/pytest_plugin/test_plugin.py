@@ -234,6 +234,8 @@ def test_markers_are_registered_with_help(project: pytest.Pytester) -> None:
             "@pytest.mark.dsh_lenient: the dsh_mock fixtures answer requests nothing scripted with "
             "the default reply and do not fail the test for them or for scripted replies and "
             "routes left unused",
+            "@pytest.mark.dsh_mock(assert_all_called=True, assert_all_mocked=True): the dsh_mock "
+            "fixtures' strict checks, as respx's router takes them: *",
             "@pytest.mark.dsh_live: the test calls the live DeepSeek API; skipped unless "
             "--dsh-live is given and $DEEPSEEK_API_KEY is set",
         ]

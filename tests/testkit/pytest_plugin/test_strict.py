@@ -96,8 +96,10 @@ def test_the_mock_fixtures_fail_unused_and_unscripted_traffic(project: pytest.Py
             '*    1. {"kind": "http-error", "status": 429}',
             "*Script each request: dsh_mock.route(...).reply(...) answers requests by what they "
             "hold, dsh_mock.push(...) in order (on the server: dsh_mock_server.mock.route(...), "
-            ".push(...)); or opt this test out with @pytest.mark.dsh_lenient (or "
-            "dsh_mock.lenient() for the in-process mock).",
+            ".push(...)); mark what may go unused optional (route(..., optional=True), "
+            "Reply(..., optional=True)); or relax this test with "
+            "@pytest.mark.dsh_mock(assert_all_called=False) / (assert_all_mocked=False), or "
+            "@pytest.mark.dsh_lenient for both (dsh_mock.lenient() for the in-process mock).",
         ]
     )
     result.stdout.fnmatch_lines(
@@ -144,6 +146,111 @@ def test_the_error_carries_what_was_left_and_what_arrived() -> None:
     assert unmet.unscripted == (2, 3)
     assert [e["text"] for e in unmet.unused] == ["left"]
     assert mock.lenient().unmet() is None
+
+
+# ------------------------------------------------------------- strictness where wanted
+
+STRICTNESS = """
+import httpx
+import pytest
+from dsh_testkit.mock import ErrorReply, Reply
+
+BODY = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "Say hi"}]}
+AUTH = {"authorization": "Bearer test-key"}
+
+
+def post(client_of):
+    with httpx.Client(transport=client_of.transport()) as client:
+        return client.post("https://api.deepseek.com/chat/completions", json=BODY, headers=AUTH)
+
+
+def test_an_optional_route_may_go_uncalled(dsh_mock):
+    dsh_mock.route(last_user="title", optional=True).reply(text="A title")
+    dsh_mock.route(last_user="hi").reply(text="hello")
+    assert post(dsh_mock).json()["choices"][0]["message"]["content"] == "hello"
+
+
+def test_a_required_route_beside_it_still_fails(dsh_mock):
+    dsh_mock.route(last_user="title", optional=True).reply(text="A title")
+    dsh_mock.route(last_user="weather").reply(text="sunny")
+    dsh_mock.route(last_user="hi").reply(text="hello")
+    post(dsh_mock)
+
+
+def test_an_optional_reply_may_go_unused(dsh_mock):
+    dsh_mock.push(Reply(text="hi"), ErrorReply(status=429, optional=True))
+    post(dsh_mock)
+
+
+def test_optional_answers_of_a_route_may_go_unused(dsh_mock):
+    dsh_mock.route(last_user="hi").respond(Reply(text="one"), Reply(text="two", optional=True))
+    post(dsh_mock)
+
+
+@pytest.mark.dsh_mock(assert_all_called=False)
+def test_the_marker_lets_routes_go_unused(dsh_mock):
+    dsh_mock.route(last_user="weather").reply(text="sunny")
+    dsh_mock.push(Reply(text="hi"), Reply(text="never asked"))
+    post(dsh_mock)
+
+
+@pytest.mark.dsh_mock(assert_all_called=False)
+def test_but_still_refuses_what_nothing_scripted(dsh_mock):
+    assert post(dsh_mock).status_code == 410  # refused at the call, and the test fails
+
+
+@pytest.mark.dsh_mock(assert_all_mocked=False)
+def test_the_marker_lets_the_default_reply_answer(dsh_mock):
+    assert post(dsh_mock).status_code == 200
+
+
+@pytest.mark.dsh_mock(assert_all_mocked=False)
+def test_but_still_asks_for_every_route(dsh_mock):
+    dsh_mock.route(last_user="weather").reply(text="sunny")
+    post(dsh_mock)
+
+
+@pytest.mark.dsh_mock(assert_all_called=False)
+def test_the_server_takes_the_marker_too(dsh_mock_server):
+    dsh_mock_server.mock.route(last_user="weather").reply(text="sunny")
+
+
+@pytest.mark.dsh_mock(assert_all_mocked=False)
+def test_the_server_answers_unscripted_requests_under_the_marker(dsh_mock_server):
+    with httpx.Client(base_url=dsh_mock_server.base_url) as client:
+        assert client.post("/chat/completions", json=BODY, headers=AUTH).status_code == 200
+
+
+def test_the_fixture_switches_one_check_at_a_time(dsh_mock):
+    dsh_mock.assert_all_called = False
+    dsh_mock.route(last_user="weather").reply(text="sunny")
+    dsh_mock.push(Reply(text="hi"))
+    post(dsh_mock)
+
+
+@pytest.mark.dsh_mock(assert_all_calld=False)
+def test_a_misspelt_option(dsh_mock):
+    pass
+"""
+
+
+def test_strictness_per_route_per_reply_and_per_check(project: pytest.Pytester) -> None:
+    project.makepyfile(test_strictness=STRICTNESS)
+    result = project.runpytest("-rfE")
+    result.assert_outcomes(passed=8, failed=3, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "FAILED test_strictness.py::test_a_required_route_beside_it_still_fails - *",
+            "FAILED test_strictness.py::test_but_still_refuses_what_nothing_scripted - *",
+            "FAILED test_strictness.py::test_but_still_asks_for_every_route - *",
+        ],
+        consecutive=False,
+    )
+    out = result.stdout.str()
+    assert "route 2 (last user message contains 'weather') was never matched" in out
+    assert "route 1 (last user message contains 'title')" not in out
+    assert "takes only keyword arguments assert_all_called, assert_all_mocked" in out
+    assert "got assert_all_calld" in out
 
 
 # -------------------------------------------------------------------------------- async
