@@ -247,7 +247,9 @@ def first_json_difference(where: str, expected: Any, actual: Any, names: Sides) 
     """The first path (depth first, in document order) at which two JSON values differ.
 
     Key order counts (it is part of what a model sees): two objects with the same keys in
-    another order differ. Numbers compare by type too (``1`` and ``1.0`` encode differently).
+    another order differ — but a value that differs is named first (in the left side's key
+    order), and "same keys in another order" only when every value is equal. Numbers compare by
+    type too (``1`` and ``1.0`` encode differently).
     """
     left, right = names
     stack: list[tuple[str, Any, Any]] = [(where, expected, actual)]
@@ -260,9 +262,11 @@ def first_json_difference(where: str, expected: Any, actual: Any, names: Sides) 
             for key in y:
                 if key not in x:
                     return f"{at}.{key}: only in {right} ({preview_value(y[key])})"
-            if list(x) != list(y):
+            differing = next((k for k in x if dumps_canonical(x[k]) != dumps_canonical(y[k])), None)
+            if differing is not None:
+                stack.append((f"{at}.{differing}", x[differing], y[differing]))
+            elif list(x) != list(y):
                 return f"{at}: same keys in another order ({left}: {list(x)}, {right}: {list(y)})"
-            stack.extend((f"{at}.{key}", x[key], y[key]) for key in reversed(list(x)))
         elif isinstance(x, list) and isinstance(y, list):
             for i, (p, q) in enumerate(zip(x, y, strict=False)):
                 if dumps_canonical(p) != dumps_canonical(q):

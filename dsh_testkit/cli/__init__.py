@@ -190,7 +190,8 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         f"{INPUTS} For a recording other than a session log, the cache doctor's wire-level "
         "checks run (prefix stability, reasoning pass-back, argument echo): exit status 1 when "
-        "a finding cost hits or got a request refused, outside --allow."
+        "a finding the harness can fix cost hits or got a request refused, outside --allow "
+        "(--strict: any finding that cost hits)."
     )
 
 

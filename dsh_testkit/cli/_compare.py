@@ -1,11 +1,11 @@
 """``dsh-testkit compare BASE NEW``: two runs side by side, with a verdict a build gates on.
 
-Exit status: 0 no regression; 1 a regression (a scenario or the totals beyond the thresholds);
+Exit status: 0 no regression; 1 a regression (the run's verdict: see ``compare/_runs.py``);
 2 an input that cannot be read (a missing path, a file of no known kind given alone, a corrupt
 recording inside a folder, a folder with no recording in it), runs that share no scenario, or a
-bad option — a build must
-tell a broken input from a regression (an empty run compared with a baseline would otherwise
-pass).
+bad option — a build must tell a broken input from a regression (an empty run compared with a
+baseline would otherwise pass). On exit 2 nothing but the reason is printed: no verdict, no
+report.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dsh_core.providers import Prices
 from .._console import dumps_report_json, write_output
 from ..compare._inputs import MAX_FILE_BYTES, TraceLoader
 from ..compare._render import comparison_markdown, comparison_text
+from ..compare._result import NothingCompared
 from ..compare._runs import compare_runs
 from ..compare._values import COMPARE_FORMAT_VERSION, Thresholds
 from ..traces import Trace, TraceError
@@ -50,9 +51,12 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
         "What a change did to prompt caching and cost: per scenario and in total the requests, "
         "prompt and hit tokens, efficiency, estimated cost, the cause codes that appeared or "
         "went away with their evidence, and the first request whose shape changed; a verdict "
-        "(identical, benign, regression, improvement) per scenario. Exit status: 0 no "
-        "regression, 1 a regression, 2 an input that cannot be read, runs that share no "
-        "scenario, or a bad option."
+        "(identical, benign, regression, improvement) per scenario and for the run. A "
+        "regression is a cause the harness can fix or a refusal that appeared or grew, volatile "
+        "text that appeared in the system prompt, a failed test's traffic, a scenario missing "
+        "from NEW, or efficiency or cost worse beyond the thresholds and what the cache unit's "
+        "rounding can explain. Exit status: 0 no regression, 1 a regression, 2 an input that "
+        "cannot be read, runs that share no scenario, or a bad option."
     )
     parser.add_argument("base", metavar="BASE", help="the run before the change")
     parser.add_argument("new", metavar="NEW", help="the run after the change")
@@ -62,16 +66,31 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=defaults.max_efficiency_drop,
         metavar="PP",
-        help="percentage points the cache efficiency may fall before a scenario is a "
-        f"regression (default {defaults.max_efficiency_drop:g})",
+        help="percentage points the cache efficiency may fall, beyond what the cache unit's "
+        f"rounding can explain, before it is a regression (default "
+        f"{defaults.max_efficiency_drop:g})",
     )
     parser.add_argument(
         "--max-cost-increase",
         type=float,
         default=defaults.max_cost_increase,
         metavar="PCT",
-        help="percent the estimated cost may rise before a scenario is a regression "
-        f"(default {defaults.max_cost_increase:g})",
+        help="percent the estimated cost may rise, beyond what the cache unit's rounding can "
+        f"explain, before it is a regression (default {defaults.max_cost_increase:g})",
+    )
+    parser.add_argument(
+        "--max-net-cost-increase",
+        type=float,
+        default=None,
+        metavar="PCT",
+        help="also a regression: the estimated cost net of the rounding actually present rose "
+        "more than PCT percent (default: not gated; gates the bill itself, e.g. a longer "
+        "prompt that caches as well as before)",
+    )
+    parser.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="let a scenario of BASE that NEW lacks pass (default: missing traffic fails)",
     )
     parser.add_argument(
         "--price",
@@ -153,6 +172,8 @@ def run_compare(args: argparse.Namespace) -> int:
         thresholds = Thresholds(
             max_efficiency_drop=args.max_efficiency_drop,
             max_cost_increase=args.max_cost_increase,
+            max_net_cost_increase=args.max_net_cost_increase,
+            allow_missing=bool(args.allow_missing),
         )
     except ValueError as exc:
         print(
@@ -189,6 +210,9 @@ def run_compare(args: argparse.Namespace) -> int:
         )
     except _Stop as stop:
         return stop.status
+    except NothingCompared as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"{command}: cannot read {where}{exc.strerror or exc}", file=sys.stderr)
@@ -196,14 +220,6 @@ def run_compare(args: argparse.Namespace) -> int:
     except (TraceError, DshError) as exc:
         print(f"{command}: {exc}", file=sys.stderr)
         return 2
-    for side, summary in (("BASE", result.base), ("NEW", result.new)):
-        if not summary.scenarios:
-            print(
-                f"{command}: {side} {summary.path}: no recording found (a folder of recordings, "
-                "or one recording, is expected)",
-                file=sys.stderr,
-            )
-            return 2
     if args.markdown_file:
         refused = write_output(
             command,
@@ -219,15 +235,6 @@ def run_compare(args: argparse.Namespace) -> int:
         sys.stdout.write(comparison_markdown(result))
     else:
         sys.stdout.write(comparison_text(result))
-    if not result.scenarios:
-        # A renamed suite or a wrong artifact path must not pass a gate by comparing nothing.
-        print(
-            f"{command}: no scenario of BASE matches one of NEW ({len(result.removed)} only in "
-            f"BASE, {len(result.added)} only in NEW): nothing was compared; scenarios pair by "
-            "their declared id, then conversation key, then file path (see --help)",
-            file=sys.stderr,
-        )
-        return 2
     return result.exit_status
 
 

@@ -9,8 +9,11 @@ Exit status of ``cache-report``: 0 report written; 1 the input does not read (a 
 malformed trace); 2 a file that cannot be read, is of no known kind, or holds nothing the doctor
 can use (no model request: the line says why), or a bad option. Compressed inputs (zstd, gzip)
 are read as the files they hold.
-Exit status of ``audit`` over a trace: 0 no finding that cost hits or got a request refused
-(outside ``--allow``), 1 otherwise.
+Exit status of ``audit`` over a trace: 0 no finding the harness can fix (a cause of kind
+``change`` or ``refusal``, outside ``--allow``) that cost hits or got a request refused, 1
+otherwise. Losses the harness cannot cause — the provider's best-effort cache, its timing, a
+prompt below one unit — are listed as not fixable and pass, as ``assert_cache_friendly``'s
+defaults do; ``--strict`` fails them too.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dsh_core.providers import Prices
 
 from .._console import dumps_report_json, output_report
 from ..doctor._assertions import failing_findings
-from ..doctor._codes import CAUSE_CODES
+from ..doctor._codes import CAUSE_CODES, CODES
 from ..doctor._diagnose import diagnose
 from ..doctor._render import render_report
 from ..doctor._report import DOCTOR_FORMAT_VERSION, DoctorReport
@@ -173,6 +176,16 @@ def add_cache_report_arguments(parser: argparse.ArgumentParser) -> None:
 def add_trace_audit_arguments(parser: argparse.ArgumentParser) -> None:
     """The options ``dsh-testkit audit`` adds for traces (its session-log audit has its own)."""
     _judging_arguments(parser, prefix="for a trace: ")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="for a trace: also fail on losses the harness cannot fix (provider-miss, "
+        "not-yet-persisted, below-cache-unit), which otherwise are listed and pass",
+    )
+
+
+_FIXABLE: Final = ("change", "refusal")
+"""Cause kinds a harness can fix (``_codes.CodeInfo.kind``): only these fail ``audit``."""
 
 
 def read_input(command: str, args: argparse.Namespace) -> Trace | int:
@@ -314,10 +327,14 @@ def run_trace_audit(args: argparse.Namespace) -> int:
     if isinstance(report, int):
         return report
     allow = list(getattr(args, "allow", None) or ())
-    failing = failing_findings(report, allow)
+    strict = bool(getattr(args, "strict", False))
+    costly = failing_findings(report, allow)
+    failing = [x for x in costly if strict or CODES[x[2].code].kind in _FIXABLE]
+    unfixable = [x for x in costly if x not in failing]
     lines: list[str] = []
     for check, codes in _CHECKS.items():
         found = [(key, r, f) for key, r, f in failing if f.code in codes]
+        passed = [(key, r, f) for key, r, f in unfixable if f.code in codes]
         notes = sum(
             1
             for c in report.conversations
@@ -327,12 +344,18 @@ def run_trace_audit(args: argparse.Namespace) -> int:
         status = "FAIL" if found else "ok"
         lines.append(
             f"{check}: {status} ({len(found)} finding(s) that cost hits or a refusal"
+            + (f", {len(passed)} the harness cannot fix" if passed else "")
             + (f", {notes} note(s) that cost nothing" if notes else "")
             + ")"
         )
         for key, r, f in found:
             lines.append(f"  conversation {key} request #{r.index + 1}: {f.code}: {f.detail}")
             lines += [f"      {one_line(ev)}" for ev in f.evidence]
+        for key, r, f in passed:
+            lines.append(
+                f"  conversation {key} request #{r.index + 1}: {f.code} (not fixable: "
+                f"{CODES[f.code].advice.rstrip('.').lower()}): {f.detail}"
+            )
     if report.empty:
         lines.append("the trace is empty: it holds no model requests")
     if getattr(args, "json", False):
@@ -342,9 +365,14 @@ def run_trace_audit(args: argparse.Namespace) -> int:
                     **report.to_json(),
                     "ok": not failing,
                     "allowed": sorted(allow),
+                    "strict": strict,
                     "failing": [
                         {"conversation": key, "index": r.index, "code": f.code}
                         for key, r, f in failing
+                    ],
+                    "notFixable": [
+                        {"conversation": key, "index": r.index, "code": f.code}
+                        for key, r, f in unfixable
                     ],
                 }
             )

@@ -14,12 +14,13 @@ keeps each test's traffic and compares the next run's with it. Built on the cach
 """
 
 from ._render import comparison_markdown, comparison_text
-from ._result import CacheRegression, RunComparison
+from ._result import CacheRegression, NothingCompared, RunComparison
 from ._runs import compare_runs
 from ._values import (
     CauseChange,
     RequestChange,
     RequestPair,
+    Rounding,
     RunSummary,
     ScenarioComparison,
     Thresholds,
@@ -30,8 +31,10 @@ from ._values import (
 __all__ = [
     "CacheRegression",
     "CauseChange",
+    "NothingCompared",
     "RequestChange",
     "RequestPair",
+    "Rounding",
     "RunComparison",
     "RunSummary",
     "ScenarioComparison",

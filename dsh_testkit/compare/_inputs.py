@@ -54,7 +54,9 @@ class Scenario:
     """What matching by path compares: the path relative to the folder (``#key`` when split);
     for a single-file run only the ``#key`` part."""
     label: str
-    """What the report calls it."""
+    """What the report calls it: what it is, never a run's file name — its declared id, else
+    its conversation key, else its path inside the folder (the file's name for a single
+    file)."""
     path: str | None
     """The file it was read from."""
     declared: str | None
@@ -63,6 +65,13 @@ class Scenario:
     """The explicit conversation key every one of its requests carries."""
     trace: Trace
     """Its requests (renumbered from 0 for a part of a split file)."""
+    failed: bool = False
+    """The recording is marked failed (a dsh-trace header's ``failed``: its test failed, and
+    its traffic was kept)."""
+    context: Trace | None = None
+    """For a part of a split file: the whole file (what was sent before this part)."""
+    origin: tuple[int, ...] = ()
+    """For a part of a split file: each request's index in :attr:`context`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,16 +98,24 @@ def default_loader(path: str, reader: str, data: bytes) -> Trace:
     return found.read(data, path)
 
 
-def _declared_id(reader: str, head: bytes) -> str | None:
-    """A dsh-trace header's ``scenario``, or a cassette's ``metadata.scenario``."""
+def _declared(reader: str, head: bytes) -> tuple[str | None, bool]:
+    """The declared id — a dsh-trace header's ``scenario``, a cassette's ``metadata.scenario``
+    — and whether a dsh-trace header marks the recording ``failed``."""
     text = head.decode("utf-8", "replace")
     if reader == "dsh-trace":
         try:
             first = json.loads(text.lstrip().split("\n", 1)[0])
         except ValueError:
-            return None
-        value = first.get("scenario") if isinstance(first, dict) else None
-        return value if isinstance(value, str) and value else None
+            return None, False
+        if not isinstance(first, dict):
+            return None, False
+        value = first.get("scenario")
+        return (value if isinstance(value, str) and value else None), first.get("failed") is True
+    return _declared_id(reader, text), False
+
+
+def _declared_id(reader: str, text: str) -> str | None:
+    """A cassette's ``metadata.scenario``."""
     if reader == "cassette":
         block = re.search(r"^metadata:[ \t]*\n((?:[ \t]+.*\n)+)", text, re.M)
         if block is None:
@@ -114,15 +131,27 @@ def _declared_id(reader: str, head: bytes) -> str | None:
     return None
 
 
-def _split(trace: Trace, *, name: str, label: str, declared: str | None) -> list[Scenario]:
-    """One scenario, or one per explicit conversation key when the trace carries several."""
+def _split(
+    trace: Trace, *, name: str, where: str | None, declared: str | None, failed: bool
+) -> list[Scenario]:
+    """One scenario, or one per explicit conversation key when the trace carries several.
+
+    ``where``: the file's path inside its folder (``None`` for a single file): what a scenario
+    is called when it declares no id and carries no key."""
     keys = dict.fromkeys(e.conversation for e in trace.exchanges)
     explicit = [k for k in keys if k is not None]
     if len(explicit) < 2:
         key = explicit[0] if explicit and None not in keys else None
+        fallback = where or os.path.basename(trace.path or "") or "the recording"
         return [
             Scenario(
-                name=name, label=label, path=trace.path, declared=declared, key=key, trace=trace
+                name=name,
+                label=declared or key or fallback,
+                path=trace.path,
+                declared=declared,
+                key=key,
+                trace=trace,
+                failed=failed,
             )
         ]
     groups: dict[str | None, list[Exchange]] = {k: [] for k in keys}
@@ -130,18 +159,21 @@ def _split(trace: Trace, *, name: str, label: str, declared: str | None) -> list
         groups[exchange.conversation].append(exchange)
     out = []
     for key, exchanges in groups.items():
-        part = f"#{key}" if key is not None else "#(no key)"
+        part = key if key is not None else "(no key)"
         out.append(
             Scenario(
-                name=name + part,
-                label=(declared or label) + part,
+                name=f"{name}#{part}",
+                label=f"{declared or where}#{part}" if declared or where else part,
                 path=trace.path,
-                declared=None if declared is None else declared + part,
+                declared=None if declared is None else f"{declared}#{part}",
                 key=key,
                 trace=replace(
                     trace,
                     exchanges=tuple(replace(e, index=i) for i, e in enumerate(exchanges)),
                 ),
+                failed=failed,
+                context=trace,
+                origin=tuple(e.index for e in exchanges),
             )
         )
     return out
@@ -217,16 +249,15 @@ def read_run(target: Any, loader: TraceLoader, *, max_file_bytes: int = MAX_FILE
         found = _read_file(path, loader, max_file_bytes)
         if found is None:
             raise TraceError("not a session log or any recognized trace", path=path)
-        label = os.path.basename(path) or path
-        scenarios = _split(found[0], name="", label=label, declared=found[1])
+        trace, declared, failed = found
+        scenarios = _split(trace, name="", where=None, declared=declared, failed=failed)
         return Run(
             summary=RunSummary(path=path, traces=1, scenarios=len(scenarios)),
             scenarios=tuple(scenarios),
             single=True,
         )
     trace = trace_of(target)
-    label = trace.path or "trace"
-    scenarios = _split(trace, name="", label=label, declared=None)
+    scenarios = _split(trace, name="", where=None, declared=None, failed=False)
     return Run(
         summary=RunSummary(path=trace.path, traces=1, scenarios=len(scenarios)),
         scenarios=tuple(scenarios),
@@ -236,9 +267,9 @@ def read_run(target: Any, loader: TraceLoader, *, max_file_bytes: int = MAX_FILE
 
 def _read_file(
     path: str, loader: TraceLoader, max_bytes: int, *, in_folder: bool = False
-) -> tuple[Trace, str | None] | None:
-    """The file's trace and declared id; ``None`` when it is of no known kind. In a folder, an
-    entry that is a link or not a regular file raises :class:`_NotRegular`."""
+) -> tuple[Trace, str | None, bool] | None:
+    """The file's trace, declared id and failed mark; ``None`` when it is of no known kind. In a
+    folder, an entry that is a link or not a regular file raises :class:`_NotRegular`."""
     if in_folder:
         data = _read_regular(path, max_bytes, follow=False)
     else:
@@ -247,7 +278,8 @@ def _read_file(
     reader = identify(data[:_HEAD_BYTES])
     if reader is None:
         return None
-    return loader(path, reader.name, data), _declared_id(reader.name, data[:_HEAD_BYTES])
+    declared, failed = _declared(reader.name, data[:_HEAD_BYTES])
+    return loader(path, reader.name, data), declared, failed
 
 
 def _read_folder(root: str, loader: TraceLoader, max_bytes: int) -> Run:
@@ -276,8 +308,10 @@ def _read_folder(root: str, loader: TraceLoader, max_bytes: int) -> Run:
                 skipped.append(relative)
                 continue
             traces += 1
-            trace, declared = found
-            scenarios.extend(_split(trace, name=relative, label=relative, declared=declared))
+            trace, declared, failed = found
+            scenarios.extend(
+                _split(trace, name=relative, where=relative, declared=declared, failed=failed)
+            )
     return Run(
         summary=RunSummary(
             path=root, traces=traces, scenarios=len(scenarios), skipped=tuple(skipped)

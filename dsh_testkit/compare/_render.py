@@ -18,6 +18,7 @@ from ..doctor._text import one_line
 from ._values import (
     CauseChange,
     ComparisonFigures,
+    Rounding,
     ScenarioComparison,
     UnmatchedScenario,
 )
@@ -48,8 +49,11 @@ def _efficiency(base: Totals, new: Totals, change: float | None) -> str:
     return f"{_pct(base.efficiency)} → {_pct(new.efficiency)}{_signed(change, 'pp')}"
 
 
-def _cost(base: Totals, new: Totals, change: float | None) -> str:
-    return f"{money(base.cost)} → {money(new.cost)}{_signed(change, '%')}"
+def _cost(base: Totals, new: Totals, change: float | None, rounding: Rounding) -> str:
+    text = f"{money(base.cost)} → {money(new.cost)}{_signed(change, '%')}"
+    if rounding.cost_bound and base.cost:
+        text += f" ±{rounding.cost_bound / base.cost * 100:.0f} % rounding"
+    return text
 
 
 def _requests(base: Totals, new: Totals) -> str:
@@ -65,9 +69,8 @@ def _header(result: ComparisonFigures) -> list[str]:
         f"({result.new.traces} trace(s), {result.new.scenarios} scenario(s))",
         f"verdict: {result.verdict} ({tally}; {counts['added']} added, {counts['removed']} "
         "removed)",
-        f"thresholds: a regression is an efficiency drop of more than "
-        f"{result.thresholds.max_efficiency_drop:g} pp or a cost increase of more than "
-        f"{result.thresholds.max_cost_increase:g} %",
+        *(f"  {reason}" for reason in result.total_reasons),
+        _rule(result),
     ]
     if result.prices:
         if result.prices == ("--price",):
@@ -78,6 +81,22 @@ def _header(result: ComparisonFigures) -> list[str]:
             when = "in force today"
         lines.append(f"prices: {', '.join(result.prices)} ({when}; both runs priced alike)")
     return lines
+
+
+def _rule(result: ComparisonFigures) -> str:
+    t = result.thresholds
+    net = (
+        f", or a cost net of rounding up more than {t.max_net_cost_increase:g} %"
+        if t.max_net_cost_increase is not None
+        else ""
+    )
+    missing = "" if t.allow_missing else "; a scenario missing from the new run"
+    return (
+        "rule: a regression is a fixable cause or a refusal that appeared or grew; volatile text "
+        f"that appeared; a failed test's traffic{missing}; or an efficiency drop of more than "
+        f"{t.max_efficiency_drop:g} pp or a cost increase of more than "
+        f"{t.max_cost_increase:g} % beyond what the cache unit's rounding can explain{net}"
+    )
 
 
 def _tally(counts: dict[str, int]) -> list[str]:
@@ -105,7 +124,7 @@ def _table(result: ComparisonFigures) -> list[list[str]]:
                 s.verdict,
                 _requests(s.base, s.new),
                 _efficiency(s.base, s.new, s.efficiency_change),
-                _cost(s.base, s.new, s.cost_change),
+                _cost(s.base, s.new, s.cost_change, s.rounding),
             ]
         )
     base, new = result.base_totals, result.new_totals
@@ -115,7 +134,7 @@ def _table(result: ComparisonFigures) -> list[list[str]]:
             result.verdict,
             _requests(base, new),
             _efficiency(base, new, result.efficiency_change),
-            _cost(base, new, result.cost_change),
+            _cost(base, new, result.cost_change, result.rounding),
         ]
     )
     return rows
@@ -123,9 +142,9 @@ def _table(result: ComparisonFigures) -> list[list[str]]:
 
 def _cause_line(c: CauseChange) -> str:
     if c.change == "appeared":
-        where = f"on {request_ranges(c.new_requests)}"
+        where = f"on {request_ranges(c.new_requests)}" if c.new_requests else ""
     elif c.change == "went-away":
-        where = f"was on {request_ranges(c.base_requests)}"
+        where = f"was on {request_ranges(c.base_requests)}" if c.base_requests else ""
     else:
         where = (
             f"on {request_ranges(c.base_requests) or 'none'} → "
@@ -134,7 +153,15 @@ def _cause_line(c: CauseChange) -> str:
     lost = ""
     if c.base_lost_tokens or c.new_lost_tokens:
         lost = f" · tokens lost {c.base_lost_tokens:,} → {c.new_lost_tokens:,}"
-    return f"{c.code} {c.change} ({c.severity}) {where}{lost}"
+    if c.risk and not (c.base_lost_tokens or c.new_lost_tokens):
+        kind = "risk"
+    elif c.severity == "note":
+        kind = "note, cost nothing"
+    elif not c.fixable:
+        kind = f"{c.severity}, not the harness's doing"
+    else:
+        kind = c.severity
+    return f"{c.code} {c.change} ({kind})" + (f" {where}" if where else "") + lost
 
 
 def _cause_evidence(c: CauseChange) -> list[str]:
@@ -146,8 +173,15 @@ def _cause_evidence(c: CauseChange) -> list[str]:
     return lines
 
 
-def scenario_text(s: ScenarioComparison, *, indent: str = "  ") -> list[str]:
-    """What changed in one scenario, as lines (the reasons, the first changed request, causes)."""
+def scenario_text(
+    s: ScenarioComparison,
+    *,
+    indent: str = "  ",
+    runs: tuple[str | None, str | None] = (None, None),
+) -> list[str]:
+    """What changed in one scenario, as lines (the reasons, the first changed request, causes);
+    ``runs``: the paths the report's header names (a scenario read from them is not named
+    again)."""
     lines = [f"{s.verdict}: {s.name}"]
     lines += [indent + reason for reason in s.reasons]
     change = s.first_change
@@ -162,7 +196,11 @@ def scenario_text(s: ScenarioComparison, *, indent: str = "  ") -> list[str]:
         lines.append(indent + _cause_line(cause))
         lines += [indent * 2 + e for e in _cause_evidence(cause)]
     lines += [f"{indent}note: {n}" for n in s.notes]
-    if s.matched_by in ("id", "conversation") and s.base_path != s.new_path:
+    if (
+        s.matched_by in ("id", "conversation")
+        and s.base_path != s.new_path
+        and (s.base_path, s.new_path) != runs
+    ):
         lines.append(f"{indent}matched by {s.matched_by}: base {s.base_path} · new {s.new_path}")
     return lines
 
@@ -175,7 +213,7 @@ def _unmatched_lines(title: str, items: Sequence[UnmatchedScenario]) -> list[str
         t = item.totals
         lines.append(
             f"  {item.name}: {t.requests} request(s), efficiency {_pct(t.efficiency)}, cost "
-            f"{money(t.cost)}"
+            f"{money(t.cost)}" + (" (marked failed)" if item.failed else "")
         )
     return lines
 
@@ -202,11 +240,16 @@ def comparison_text(result: ComparisonFigures, *, only_changes: bool = False) ->
         if s.verdict == "identical" or (only_changes and s.verdict != "regression"):
             continue
         lines.append("")
-        lines += scenario_text(s)
+        lines += scenario_text(s, runs=(result.base.path, result.new.path))
     if not only_changes:
         for title, items in (
             ("added (only in the new run):", result.added),
-            ("removed (only in the base run):", result.removed),
+            (
+                "removed (only in the base run: missing traffic"
+                + (", allowed" if result.thresholds.allow_missing else ", fails the run")
+                + "):",
+                result.removed,
+            ),
         ):
             block = _unmatched_lines(title, items)
             if block:
@@ -256,7 +299,9 @@ def comparison_markdown(result: ComparisonFigures) -> str:
     out.append(f"{tally} · {counts['added']} added · {counts['removed']} removed")
     out.append("")
     header = _header(result)
-    out += [f"- {_cell(line)}" for line in header[2:]]
+    reasons = result.total_reasons
+    out += [f"- why: {_cell(line)}" for line in reasons]
+    out += [f"- {_cell(line)}" for line in header[2 + len(reasons) :]]
     out.append(
         f"- base: {_code(result.base.path or 'trace')} · new: {_code(result.new.path or 'trace')}"
     )
@@ -298,7 +343,11 @@ def comparison_markdown(result: ComparisonFigures) -> str:
         out += ["", "</details>"]
     for title, items in (
         ("Added (only in the new run)", result.added),
-        ("Removed (only in the base run)", result.removed),
+        (
+            "Removed (only in the base run: missing traffic"
+            + (", allowed)" if result.thresholds.allow_missing else ", fails the run)"),
+            result.removed,
+        ),
     ):
         if items:
             out += ["", f"**{title}**", ""]

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from .._errors import TestkitError
 from ._render import comparison_text
-from ._values import ComparisonFigures
+from ._values import ComparisonFigures, RunSummary
 
-__all__ = ["CacheRegression", "RunComparison"]
+__all__ = ["CacheRegression", "NothingCompared", "RunComparison"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,5 +34,18 @@ class CacheRegression(TestkitError, AssertionError):
         super().__init__(message)
 
 
-# A failing test names it where users import it from, not this private module.
+class NothingCompared(TestkitError, ValueError):
+    """Two runs gave nothing to compare: one holds no recording, or no scenario of one pairs
+    with a scenario of the other (a renamed suite, a wrong artifact path). Never a verdict: an
+    empty run must not pass a gate. ``.base`` and ``.new`` are what each side read
+    (:class:`~dsh_testkit.compare.RunSummary`)."""
+
+    def __init__(self, message: str, *, base: RunSummary, new: RunSummary) -> None:
+        self.base = base
+        self.new = new
+        super().__init__(message)
+
+
+# A failing test names them where users import them from, not this private module.
 CacheRegression.__module__ = "dsh_testkit.compare"
+NothingCompared.__module__ = "dsh_testkit.compare"

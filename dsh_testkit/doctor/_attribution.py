@@ -300,24 +300,23 @@ def _timing_or_provider(
 
 
 def refused_changes(parent: Exchange, exchange: Exchange, view: WireView) -> list[Finding]:
-    """What changed in a refused request: the change the API refuses it for is part of the
-    refusal; the rest cost nothing (a refused request caches and reads nothing)."""
+    """The change the API refused a request for (part of the refusal). Nothing else is named:
+    a refused request cached nothing and lost nothing, so its other changes cost nothing."""
     p_view = wire_view(parent.body, endpoint=parent.endpoint) or WireView()
     error = (exchange.error or "").lower()
     explained = not error or "reasoning" in error or "thinking" in error
     out = []
     for change in compare(parent, p_view, exchange, view, template=template_of(exchange)):
-        refusing = change.rejected and explained
+        if not (change.rejected and explained):
+            continue
         out.append(
             Finding(
                 code=change.code,
-                severity="refusal" if refusing else "note",
-                detail=change.detail
-                if refusing
-                else f"{change.detail} (the request was refused, so it cost no hit)",
+                severity="refusal",
+                detail=change.detail,
                 evidence=change.evidence,
                 where=change.where,
-                rejected=refusing,
+                rejected=True,
                 rendered=change.rendered,
                 diff=change.diff,
                 signature=change.signature,

@@ -12,17 +12,28 @@ before it in the trace but with its **parent**:
 3. for a request with history whose system prompt or tools changed, the latest earlier request
    that began with the same first message.
 
-Refused requests (status 400 or more) cached nothing and are never a parent. Side calls
-(compaction, titles, subagents, retries) so become branches of the request they start from,
-and the main line after them still extends its own previous request. A request marked as a
-side call (:data:`SIDE_CALL_HEADERS`) is never the parent of a request that departs from the
-main line (the request after a compaction is compared with the main line, not the summary
-call).
+Refused requests (status 400 or more) cached nothing and are never a parent.
+
+**The main line and its branches.** Each conversation has a main line: its latest request that
+is not a side call. A request that returns to an earlier request's shape after the main line
+moved on (a tool order flipped and flipped back) departs from the main line's latest request,
+and is compared with it (:attr:`Link.returns_to` names the earlier one its hit came from). A
+**side call** — marked (:data:`SIDE_CALL_HEADERS`), or shaped like one: the main line's latest
+prompt cut after a message it keeps, then one new user message (a compaction replaying the
+history's head, a title call) — is a ``branch``: compared with the request it branches off on
+what they share only, it never makes anything look rewritten, is never the parent of a request
+that departs from the main line (the request after a compaction is compared with the main
+line, and carries the compaction's one ``history-rewritten``), and is reported apart from the
+main line. A branch that a later request extends was the main line after all (a conversation
+rewound): it becomes it.
 
 A request without a parent starts a new conversation, and so does one that repeats the start
 of a conversation already under way (a run started again from its first message) or repeats a
-one-shot request (the same single question asked again), except under an explicit key (a
-header, a session id), which always decides the conversation.
+one-shot request (the same single question asked again). An explicit key (a header, a session
+id) keeps its requests together, except that a keyed request with no history that carries no
+checkpoint of an earlier one (a new run reusing a session id, a sub-agent, a title call) starts
+a conversation of its own under that key (``key · 2``). A reset of the provider's cache (a
+``reset`` event: the mock was reset) forgets every earlier request: the cache is cold.
 
 Lookups go through hashes of each prompt's component prefixes, so linking is linear in the
 number of components; :class:`Brancher` links one request at a time (the proxy's live report)
@@ -38,6 +49,7 @@ from typing import Literal, TypeAlias
 
 from ..prompt._wire_view import WireView, wire_view
 from ..traces import Exchange, Trace
+from ..traces._model import SIDE_CALL_HEADERS
 
 __all__ = [
     "SIDE_CALL_HEADERS",
@@ -49,10 +61,10 @@ __all__ = [
     "link_trace",
 ]
 
-Relation: TypeAlias = Literal["first", "extends", "repeats", "diverges"]
+Relation: TypeAlias = Literal["first", "extends", "repeats", "diverges", "branch"]
 """How a request relates to its parent: ``first`` (no parent: a new conversation), ``extends``
 (starts with the parent's whole prompt), ``repeats`` (the same prompt), ``diverges`` (shares a
-prefix, then differs)."""
+prefix, then differs), ``branch`` (a side call off the parent: compared on what they share)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,7 +79,12 @@ class Link:
     shared_parts: int
     """How many whole components (system, tools, messages) it shares with the parent."""
     conversation: str
-    """Its conversation's key: the explicit key, or ``#1``, ``#2``, … in order of appearance."""
+    """Its conversation's key: the explicit key (``key · 2``, … for the later conversations
+    under one key), or ``#1``, ``#2``, … in order of appearance."""
+    returns_to: int | None = None
+    """For a request compared with the main line's latest request while it starts with an
+    older request's whole prompt (a change undone): that older request, where its hit came
+    from."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,16 +113,36 @@ def _has_history(view: WireView) -> bool:
     return any(isinstance(m, Mapping) and m.get("role") == "assistant" for m in view.messages)
 
 
-SIDE_CALL_HEADERS = ("x-dsh-side-call", "x-deepseek-harness-compact")
-"""Request headers that mark a side call (a compaction, a title): it branches off the request
-it extends, and a later request that departs from the main line is never compared with it."""
-
-
 def _side_call(exchange: Exchange) -> bool:
     return any(
         name.lower() in SIDE_CALL_HEADERS and value not in ("", "0", "false")
         for name, value in exchange.headers
     )
+
+
+_CHECKPOINT_KINDS = ("compaction", "prune", "rewrite", "resume")
+"""Session-log events that say a request's history was rewritten on purpose (a checkpoint)."""
+
+_ANSWERS = 8
+"""Recent side-call answers kept per key: a later request that carries one is a continuation."""
+
+_QUOTED = 40
+"""Characters of a side call's answer a later message must carry to be its checkpoint."""
+
+
+def _text_of(message: object) -> str:
+    if not isinstance(message, Mapping):
+        return ""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "".join(str(b.get("text") or "") for b in content if isinstance(b, Mapping))
+    return ""
+
+
+def _is_user(message: object) -> bool:
+    return isinstance(message, Mapping) and message.get("role") == "user"
 
 
 @dataclass(slots=True)
@@ -115,6 +152,9 @@ class _Known:
     """The ``(scope, prefix hash)`` entries this request set (forgotten with it)."""
     first: tuple[str, str] | None
     children: int = 0
+    branch: bool = False
+    """A side call: out of the main line (its ``_through`` entries are not set)."""
+    scope: str = ""
 
 
 class Brancher:
@@ -135,23 +175,64 @@ class Brancher:
         self._ends: dict[tuple[str, int], int] = {}
         self._first_message: dict[tuple[str, str], int] = {}
         self._auto = 0
+        self._latest: dict[str, int] = {}
+        """Conversation → its latest main-line request."""
+        self._under_key: dict[str, int] = {}
+        """Explicit key → how many conversations started under it."""
+        self._answers: dict[str, list[str]] = {}
+        """Scope → the latest side calls' answers (a checkpoint a later request may carry)."""
 
     def _scope(self, exchange: Exchange) -> str:
         return exchange.conversation or ""
 
     def _new_conversation(self, exchange: Exchange) -> str:
-        if exchange.conversation is not None:
-            return exchange.conversation
+        key = exchange.conversation
+        if key is not None:
+            count = self._under_key.get(key, 0) + 1
+            self._under_key[key] = count
+            return key if count == 1 else f"{key} · {count}"
         self._auto += 1
         return f"#{self._auto}"
+
+    def _cold(self) -> None:
+        """The provider's cache was reset: no earlier request can be a parent any more."""
+        self._through.clear()
+        self._ends.clear()
+        self._first_message.clear()
+        self._latest.clear()
+        self._answers.clear()
+
+    def _carries_checkpoint(self, exchange: Exchange, scope: str, view: WireView) -> bool:
+        """Whether a keyed request without history continues its conversation all the same:
+        the session log says its history was rewritten on purpose, or one of its messages
+        carries a recent side call's answer (a compaction's summary)."""
+        if any(e.kind in _CHECKPOINT_KINDS for e in exchange.log_events):
+            return True
+        answers = self._answers.get(scope, ())
+        if not answers:
+            return False
+        texts = [_text_of(m) for m in view.messages]
+        return any(a and a[:_QUOTED] in t for a in answers for t in texts)
+
+    def _shared_with(self, hashes: Sequence[int], known: _Known) -> int:
+        """How many leading components a prompt (its prefix hashes) shares with ``known``."""
+        k = 0
+        for (_, h), mine in zip(known.keys, hashes[1:], strict=False):
+            if h != mine:
+                break
+            k += 1
+        return k
 
     def link(self, exchange: Exchange, view: WireView | None = None) -> Link:
         """The link of the next request (requests must come in trace order)."""
         if view is None:
             view = wire_view(exchange.body, endpoint=exchange.endpoint)
+        if any(e.kind == "reset" for e in exchange.log_events):
+            self._cold()
         parts = view.parts() if view is not None else ()
         hashes = _prefix_hashes(parts)
         scope = self._scope(exchange)
+        side_call = _side_call(exchange)
         parent: int | None = None
         relation: Relation = "first"
         shared = 0
@@ -184,6 +265,23 @@ class Brancher:
                     if recent > parent:
                         parent, shared, relation = recent, k, "diverges"
                     break
+        returns_to: int | None = None
+        if parent is not None and relation == "extends" and not side_call:
+            # It starts with an older request's whole prompt, but the main line moved on since
+            # (a tool order flipped and flipped back): what it could reuse, had it only appended,
+            # is the main line's latest request — compare with that one.
+            origin = self._known[parent]
+            latest = self._latest.get(origin.conversation)
+            if latest is not None and latest > parent and latest in self._known:
+                newest = self._known[latest]
+                common = self._shared_with(hashes, newest)
+                # Only when the main line itself departed from that older request (a change
+                # made, then undone): one that extends it too is a sibling, a side call off it.
+                kept = len(origin.keys)
+                departed = len(newest.keys) < kept or newest.keys[kept - 1] != origin.keys[-1]
+                if departed and common < len(newest.keys):
+                    returns_to = parent
+                    parent, shared, relation = latest, common, "diverges"
         if parent is None:
             # 2. the longest shared prefix of whole components
             best = 0
@@ -191,11 +289,15 @@ class Brancher:
                 if (scope, hashes[k]) in self._through:
                     best = k
                     break
-            # Under an explicit key, sharing the system prompt is enough: the key says it is the
-            # same conversation (a compaction that rewrote everything after the header).
+            # Under an explicit key, sharing the system prompt is enough for a request that
+            # carries a checkpoint (a compaction that rewrote everything after the header); one
+            # with no history and no checkpoint starts a conversation of its own under the key
+            # (a new run reusing a session id, a sub-agent, a title call).
             keyed = exchange.conversation is not None
             continues = view is not None and (
-                _has_history(view) or best >= 3 or (keyed and best >= 1)
+                _has_history(view)
+                or best >= 3
+                or (keyed and best >= 1 and self._carries_checkpoint(exchange, scope, view))
             )
             if best >= 1 and continues:
                 parent, shared, relation = self._through[(scope, hashes[best])], best, "diverges"
@@ -204,6 +306,10 @@ class Brancher:
                 found = self._first_message.get((scope, parts[2]))
                 if found is not None:
                     parent, shared, relation = found, 0, "diverges"
+        branch = False
+        if parent is not None and (side_call or self._branches_off(parent, hashes, view)):
+            branch = True
+            relation = "branch"
         if parent is not None:
             known = self._known[parent]  # a forgotten request is never found
             # A repeat starts a conversation of its own when the request it repeats was already
@@ -219,6 +325,8 @@ class Brancher:
             else:
                 key = known.conversation
                 known.children += 1
+            if known.branch and not branch and relation in ("extends", "repeats"):
+                self._promote(parent, known)  # a "side call" the conversation went on from
         else:
             key = self._new_conversation(exchange)
         link = Link(
@@ -227,12 +335,42 @@ class Brancher:
             relation=relation,
             shared_parts=shared,
             conversation=key,
+            returns_to=returns_to,
         )
         if not exchange.refused:
-            self._remember(
-                exchange.index, scope, parts, hashes, key, side_call=_side_call(exchange)
-            )
+            self._remember(exchange.index, scope, parts, hashes, key, side_call=branch)
+            if branch:
+                answer = _text_of(exchange.response)
+                if answer:
+                    answers = self._answers.setdefault(scope, [])
+                    answers.append(answer)
+                    del answers[:-_ANSWERS]
+            else:
+                self._latest[key] = exchange.index
         return link
+
+    def _branches_off(self, parent: int, hashes: Sequence[int], view: WireView | None) -> bool:
+        """Shaped like a side call: the main line's latest prompt cut after a message it keeps
+        (or an earlier main-line prompt whole), then one new user message — a compaction
+        replaying the history's head with its instruction, a title call under the key."""
+        known = self._known[parent]
+        if known.branch or view is None or not view.messages or not _is_user(view.messages[-1]):
+            return False
+        latest = self._latest.get(known.conversation)
+        if latest is None or latest not in self._known:
+            return False
+        main = self._known[latest]
+        kept = len(hashes) - 2  # components before the new user message
+        return 3 <= kept < len(main.keys) and self._shared_with(hashes, main) == kept
+
+    def _promote(self, index: int, known: _Known) -> None:
+        """A branch a later request extends: it was the main line after all."""
+        known.branch = False
+        for entry in known.keys:
+            self._through[entry] = max(self._through.get(entry, -1), index)
+        latest = self._latest.get(known.conversation)
+        if latest is None or latest < index:
+            self._latest[known.conversation] = index
 
     def _remember(
         self,
@@ -251,12 +389,14 @@ class Brancher:
         if keys:
             self._ends[keys[-1]] = index
         first = (scope, parts[2]) if len(parts) > 2 else None
-        if first is not None:
+        if first is not None and not side_call:
             self._first_message[first] = index
-        # Only a window forgets entries: without one a key list per request is O(n²) memory
-        # over a long conversation, for nothing.
-        kept = keys if self._window is not None else []
-        self._known[index] = _Known(conversation=key, keys=kept, first=first)
+        # Every request keeps its key list: a window forgets by it, and a request that returns
+        # to an older one's prompt is told from a side call by both lists (O(n²) pointers over
+        # a long conversation; the hashes themselves are shared ints).
+        self._known[index] = _Known(
+            conversation=key, keys=keys, first=first, branch=side_call, scope=scope
+        )
         if self._window is not None:
             while len(self._known) > self._window:
                 self._forget(*self._known.popitem(last=False))

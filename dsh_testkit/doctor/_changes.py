@@ -20,9 +20,24 @@ from ..prompt._wire_view import WireView, canonical_json, content_text, rendered
 from ..traces import Exchange
 from ._change import Change
 from ._history import history_changes, rejected_at
-from ._text import locate, text_diff, token_around, volatile_span
+from ._text import (
+    clock_values,
+    locate,
+    text_diff,
+    token_around,
+    volatile_span,
+    volatile_value,
+)
 
-__all__ = ["compare", "component_label", "component_text", "describe_components", "refusal_reason"]
+__all__ = [
+    "RISK_SIGNATURE",
+    "clock_risk",
+    "compare",
+    "component_label",
+    "component_text",
+    "describe_components",
+    "refusal_reason",
+]
 
 # ---------------------------------------------------------------------------------------------
 # Parameters, system prompt, tools
@@ -104,6 +119,19 @@ def _system_changes(previous: WireView, current: WireView, names: tuple[str, str
     where = f"system {location}"
     evidence = (f"{names[0]}: {x}", f"{names[1]}: {y}")
     volatile = volatile_span(diff)
+    if volatile is None:
+        # A line added or removed whole is one long "token": search the changed span for what
+        # a volatile value looks like (a date-time, a time with seconds, an id).
+        old_value = volatile_value(diff.before, diff.start, diff.before_end)
+        new_value = volatile_value(diff.after, diff.start, diff.after_end)
+        if old_value is not None or new_value is not None:
+            volatile = (
+                f"{old_value!r} → {new_value!r}"
+                if old_value is not None and new_value is not None
+                else f"{new_value!r} added"
+                if new_value is not None
+                else f"{old_value!r} removed"
+            )
     if volatile is not None:
         return [
             Change(
@@ -137,6 +165,37 @@ def _system_changes(previous: WireView, current: WireView, names: tuple[str, str
             signature=f"system-changed {location} {spans[0]}>{spans[1]}",
         )
     ]
+
+
+RISK_SIGNATURE = "volatile-system-text risk"
+"""The signature of a volatile value named as a risk: found by what it is, before it changed."""
+
+
+def clock_risk(view: WireView, started: float | None) -> Change | None:
+    """The system prompt holds the request's own date or time (:func:`clock_values`): it will
+    change on a later request or run, and nothing after it can be reused then. A risk named
+    even while it has not changed yet (a fast run that never crossed a second)."""
+    text = view.system_text
+    found = clock_values(text, started) if text else []
+    if not found:
+        return None
+    value, offset = found[0]
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    where = f"system line {line} column {column}"
+    return Change(
+        code="volatile-system-text",
+        detail=(
+            f"the system prompt holds the request's own {'time' if ':' in value else 'date'} "
+            f"({value!r} at line {line} column {column}): it changes from one request or run to "
+            "the next, and nothing after it can be reused then (a risk, not a loss yet); move it "
+            "out of the system prompt (e.g. into the latest user message)"
+        ),
+        evidence=(f"system line {line}: {text.splitlines()[line - 1][:160]!r}",),
+        where=where,
+        component=0,
+        signature=f"{RISK_SIGNATURE} line {line}",
+    )
 
 
 def _tools_change(previous: WireView, current: WireView) -> Change | None:

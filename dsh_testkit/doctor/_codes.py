@@ -165,14 +165,17 @@ TERMS: Final[tuple[tuple[str, str], ...]] = (
         "conversation",
         "Requests that continue one another. A request belongs to the conversation of the "
         "earlier request it is compared with; an explicit key (the x-dsh-conversation header, "
-        "a session id, a session log's id, an OpenTelemetry conversation id) wins.",
+        "a session id, a session log's id, an OpenTelemetry conversation id) keeps them "
+        "together, except a keyed request with no history and no checkpoint, which starts one "
+        "of its own under the key (key · 2: a new run reusing the id, a sub-agent).",
     ),
     (
         "compared with",
         "The earlier request this one extends: the latest request whose whole prompt it "
-        "starts with, else the one it shares the longest prefix with. Side calls (compaction, "
-        "titles, subagents, retries) branch off their own parent and never make the main line "
-        "look rewritten.",
+        "starts with, else the one it shares the longest prefix with; the main line's latest "
+        "request when it returns to an older request's shape. Side calls (compactions, titles, "
+        "marked side calls) are branches: compared on what they share with the request they "
+        "branch off, reported apart from the main line, they never make it look rewritten.",
     ),
     ("prompt", "Prompt tokens of the request (hit + miss)."),
     ("hit", "Prompt tokens the provider served from its prefix cache."),

@@ -47,7 +47,7 @@ from ..traces import Exchange, LogEvent
 from ._attribution import attribute, component_at, floor_unit, refusal, refused_changes
 from ._branches import Brancher, Link
 from ._change import Change
-from ._changes import compare, component_label
+from ._changes import clock_risk, compare, component_label
 from ._codes import CauseCode
 from ._model_facts import rules_of, template_of
 from ._report import FigureSource, Finding, RequestDiagnosis, Segment
@@ -217,14 +217,39 @@ class Doctor:
         position = self._positions.get(link.conversation, 0) + 1
         self._positions[link.conversation] = position
         parent = self._parent(link)
-        reusable = shared = 0
+        reusable = shared = rounded_off = 0
         divergence: str | None = None
         findings: list[Finding] = []
         notes: tuple[str, ...] = ()
         if parent is not None and not exchange.refused:
-            reusable, shared, divergence, findings, notes = self._against(
+            reusable, rounded_off, shared, divergence, findings, notes = self._against(
                 exchange, view, rendered, prompt, hit, parent, link
             )
+        if link.returns_to is not None and findings:
+            # The change of the main line's latest request, undone: what it lost is counted
+            # against that request, with that change's cause; its hit came from the older one.
+            back = (
+                f"it returns to the shape of request #{link.returns_to + 1} (the change of "
+                f"request #{(link.parent or 0) + 1} undone): its hit came from #"
+                f"{link.returns_to + 1}"
+            )
+            findings = [
+                replace(f, evidence=(*f.evidence, back)) if f.severity == "loss" else f
+                for f in findings
+            ]
+        if link.relation == "first" and not exchange.refused:
+            risk = clock_risk(view, exchange.started)
+            if risk is not None:
+                findings.append(
+                    Finding(
+                        code=risk.code,
+                        severity="note",
+                        detail=risk.detail,
+                        evidence=risk.evidence,
+                        where=risk.where,
+                        signature=risk.signature,
+                    )
+                )
         if exchange.refused:
             if parent is not None:
                 findings = refused_changes(parent.exchange, exchange, view)
@@ -248,6 +273,7 @@ class Doctor:
             completion_tokens=exchange.usage.completion_tokens if exchange.usage else None,
             reusable_tokens=reusable,
             shared_tokens=shared,
+            rounded_off_tokens=rounded_off,
             divergence=divergence,
             findings=tuple(findings),
             log_events=unmatched,
@@ -388,7 +414,8 @@ class Doctor:
         hit: int | None,
         parent: _Known,
         link: Link,
-    ) -> tuple[int, int, str | None, list[Finding], tuple[str, ...]]:
+    ) -> tuple[int, int, int, str | None, list[Finding], tuple[str, ...]]:
+        """``(reusable, rounded off, shared, divergence, findings, notes)``."""
         unit = self.granularity.tokens
         p_exchange = parent.exchange
         p_view = parent.view or wire_view(p_exchange.body, endpoint=p_exchange.endpoint)
@@ -423,6 +450,13 @@ class Doctor:
         cached = resends and _answer_cached(p_exchange.response, view) and slot < len(marks) - 1
         reusable_r = marks[slot] if cached else p_input
         common_r = len(ideal.tokens) if fast else _common(rendered.tokens, ideal.tokens)
+        branch = link.relation == "branch"
+        if branch and common_r < reusable_r:
+            # A side call is compared on what it shares with the request it branches off: the
+            # rest is its own, and no rewrite of anything.
+            reusable_r = (
+                common_r if rules_of(exchange) == "2024" else _expected_unit(ideal, common_r)
+            )
         shared_r = min(common_r, reusable_r)
         # rendered positions → provider tokens, anchored at the reported figures: the parent's
         # prompt, its answer (prompt + completion tokens, when the answer is reused as
@@ -466,10 +500,10 @@ class Doctor:
                 "recorded: the recording does not show everything that was sent, so its "
                 "reusable part is not counted"
             )
-            return 0, 0, None, [], (note,)
+            return 0, 0, 0, None, [], (note,)
         reusable = floor_unit(reusable_raw, unit)
         shared = floor_unit(min(provider(shared_r), reusable), unit)
-        changes = compare(p_exchange, p_view, exchange, view, template=template)
+        changes = [] if branch else compare(p_exchange, p_view, exchange, view, template=template)
         if not (exchange.body_exact and p_exchange.body_exact):
             changes = [_unjudged(c) for c in changes]
         if any(c.code == "params-changed" and c.where in ("model", "user_id") for c in changes):
@@ -525,7 +559,7 @@ class Doctor:
                     signature="below-cache-unit",
                 )
             )
-        return reusable, shared, divergence, findings, ()
+        return reusable, max(0, int(reusable_raw) - reusable), shared, divergence, findings, ()
 
     # -- presentation ----------------------------------------------------------------------
 

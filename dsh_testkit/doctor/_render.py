@@ -54,9 +54,12 @@ def _pct(value: float | None) -> str:
 def _compared(r: RequestDiagnosis) -> str:
     if r.parent is None:
         return "first"
-    verb = {"extends": "extends", "repeats": "repeats", "diverges": "departs from"}.get(
-        r.relation, r.relation
-    )
+    verb = {
+        "extends": "extends",
+        "repeats": "repeats",
+        "diverges": "departs from",
+        "branch": "side call off",
+    }.get(r.relation, r.relation)
     return f"{verb} #{r.parent + 1}"
 
 
@@ -211,8 +214,14 @@ def render_report(report: DoctorReport) -> list[Text | Table]:
         for group in c.groups:
             out += _group(group)
         out.append(_summary("conversation", c.totals))
+        side = c.side_totals
+        if side.requests:
+            out.append(_summary(f"side calls ({side.requests}, apart from the main line)", side))
     out.append(Text(""))
     out.append(_summary("all", report.totals))
+    side = report.side_totals
+    if side.requests:
+        out.append(_summary(f"side calls ({side.requests})", side))
     savings = report.savings()
     if savings:
         out.append(Text("\nwhat fixing each cause would save", style="bold"))

@@ -134,6 +134,10 @@ class RequestDiagnosis:
     shared_tokens: int = 0
     """What it shares with the request it is compared with (≤ reusable): what a perfect cache
     would have given."""
+    rounded_off_tokens: int = 0
+    """What it could reuse beyond its last whole cache unit: the unrounded reusable part less
+    :attr:`reusable_tokens` (0 ≤ it < the unit). A prompt a few tokens longer or shorter moves
+    this across a unit boundary, which moves the hit (and the cost) by a whole unit."""
     divergence: str | None = None
     """Where it first departs from the request it is compared with, as the prompt renders."""
     findings: tuple[Finding, ...] = ()
@@ -171,6 +175,11 @@ class RequestDiagnosis:
     def codes(self) -> tuple[str, ...]:
         return tuple(f.code for f in self.findings)
 
+    @property
+    def side_call(self) -> bool:
+        """A side call (a compaction, a title): reported apart from the main line's figures."""
+        return self.relation == "branch"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "index": self.index,
@@ -193,6 +202,7 @@ class RequestDiagnosis:
             "hitRate": _round(self.hit_rate),
             "reusableTokens": self.reusable_tokens,
             "sharedTokens": self.shared_tokens,
+            "roundedOffTokens": self.rounded_off_tokens,
             "lostTokens": self.lost_tokens,
             "divergence": self.divergence,
             "findings": [f.to_json() for f in self.findings],
@@ -383,7 +393,13 @@ class ConversationDiagnosis:
 
     @property
     def totals(self) -> Totals:
-        return Totals.of(self.requests)
+        """The main line's: side calls (:attr:`side_totals`) are reported apart."""
+        return Totals.of(r for r in self.requests if not r.side_call)
+
+    @property
+    def side_totals(self) -> Totals:
+        """The side calls' own figures (compactions, titles, marked side calls)."""
+        return Totals.of(r for r in self.requests if r.side_call)
 
     @property
     def efficiency(self) -> float | None:
@@ -397,6 +413,7 @@ class ConversationDiagnosis:
         return {
             "key": self.key,
             "totals": totals.to_json(),
+            "sideCalls": self.side_totals.to_json(),
             "efficiency": _round(totals.efficiency),
             "hitRate": _round(totals.hit_rate),
             "findingGroups": [g.to_json() for g in self.groups],
@@ -430,7 +447,13 @@ class DoctorReport:
 
     @property
     def totals(self) -> Totals:
-        return Totals.of(self.requests)
+        """The main lines': side calls (:attr:`side_totals`) are reported apart."""
+        return Totals.of(r for r in self.requests if not r.side_call)
+
+    @property
+    def side_totals(self) -> Totals:
+        """The side calls' own figures."""
+        return Totals.of(r for r in self.requests if r.side_call)
 
     @property
     def empty(self) -> bool:
@@ -490,6 +513,7 @@ class DoctorReport:
             "prices": self.prices.to_json() if self.prices is not None else None,
             "priceList": [p.to_json() for p in self.price_list()],
             "totals": totals.to_json(),
+            "sideCalls": self.side_totals.to_json(),
             "efficiency": _round(totals.efficiency),
             "hitRate": _round(totals.hit_rate),
             "causeCounts": self.counts(),

@@ -9,7 +9,10 @@ path                   methods      what it does
 ``/_dsh/routes``       GET, POST    the routes and the requests each answered; add one
                                     (``{"match": {...}, "reply": ... | "replies": [...]}``)
 ``/_dsh/requests``     GET          the request log: ``{"requests": [...], "dropped": n,
-                                    "limit": n}`` (fields: :class:`ReceivedRequest`)
+                                    "limit": n, "resets": n, "resetAt": t}`` (fields:
+                                    :class:`ReceivedRequest`; ``resets``: how many times
+                                    the mock was reset, the log and cache starting cold at
+                                    the last one, ``resetAt``)
 ``/_dsh/reset``        POST         back to the initial state: the initial script (``serve
                                     --script FILE`` re-reads FILE), its ``onExhausted``, no
                                     routes, an empty request log and cache, the PRNG re-seeded
@@ -74,7 +77,10 @@ def _parse_pushed(raw: bytes) -> tuple[tuple[ScriptEntry, ...], Script | None]:
 
 
 def _requests_json(mock: MockDeepSeek) -> dict[str, Any]:
+    resets, reset_at = mock.resets
     return {
+        "resets": resets,
+        "resetAt": reset_at,
         "requests": [r.to_json() for r in mock.requests],
         "dropped": mock.dropped_requests,
         "limit": mock.request_log_limit,

@@ -185,7 +185,10 @@ class MockDeepSeek:
         self._unscripted: deque[int] = deque(maxlen=request_log_limit)
         """``seq`` of the logged requests the test's script (queue or routes) did not answer
         (bounded like the log)."""
+        self._resets = 0
+        self._reset_at: float | None = None
         self.reset()
+        self._resets, self._reset_at = 0, None  # building it is no reset
 
     def __repr__(self) -> str:
         return f"MockDeepSeek(pending={len(self._sources.queue)}, requests={self._seq})"
@@ -331,6 +334,17 @@ class MockDeepSeek:
             self._seq = 0
             self._unscripted = deque(maxlen=self._log_limit)
             self._answers.reset()
+            self._resets += 1
+            self._reset_at = time.time()
+
+    @property
+    def resets(self) -> tuple[int, float | None]:
+        """``(count, when)``: how many times the mock was reset (its cache emptied with its
+        request log) since it was made, and when the last time was (UNIX time; ``None``:
+        never). ``GET /_dsh/requests`` says it beside the log: the log, and the cache, start
+        there cold."""
+        with self._lock:
+            return self._resets, self._reset_at
 
     def use_script_file(self, path: str | Path) -> None:
         """Make the script file at ``path`` the initial script, read now and again on every

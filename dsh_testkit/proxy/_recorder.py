@@ -119,6 +119,10 @@ class Recorder:
         ``upstream-unreachable`` (the request never left), ``accept-failed`` (out of file
         descriptors), ``send-failed``, ``not-recorded`` (not a model request),
         ``write-failed``, ``listener-failed``."""
+        self.reset_seen: str | None = None
+        """A reset of the upstream's cache relayed since the last record (``POST /_dsh/reset``
+        to the mock): the next record carries it as a ``reset`` event, so the cache doctor
+        starts a cold cache there."""
         self._warn = warn if warn is not None else _stderr
         self._warned: set[str] = set()
         self._listeners: list[Listener] = []

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 from ..mock._server import _Head, _reason
 from ..scrub._scrubber import credentials_of
+from ..traces._model import SIDE_CALL_HEADERS
 from ..traces._readers._build import CONVERSATION_HEADERS
 from ..traces._wire import answer_of_json, answer_of_text, endpoint_of, error_of_text
 from ._recorder import TRIM_ABOVE, Recorder, trim_heap
@@ -261,6 +262,14 @@ class Relay:
         endpoint = endpoint_of(head.target, parsed)
         if endpoint is None:
             self.recorder.events["not-recorded"] += 1
+            status = exchange.response.status if exchange.response is not None else 0
+            path = head.target.split("?", 1)[0].rstrip("/")
+            if head.method == "POST" and path.endswith("/_dsh/reset") and 200 <= status < 300:
+                when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finished))
+                self.recorder.reset_seen = (
+                    f"the upstream's cache was reset (POST {path} relayed at {when}): the cache "
+                    "is cold from this request on"
+                )
             return
         response = exchange.response
         answer = usage = error = None
@@ -291,8 +300,16 @@ class Relay:
             "usage": usage.to_json() if usage is not None else None,
             "outcome": outcome,
         }
+        marks = [[name, v] for name in SIDE_CALL_HEADERS for v in head.values(name)]
+        if marks:
+            # The side-call marks only (never a credential): the cache doctor makes the request
+            # a branch, as it does from the mock's request log of the same traffic.
+            record["headers"] = marks
         if error is not None:
             record["error"] = error
         if detail is not None:
             record["detail"] = detail
+        if self.recorder.reset_seen is not None:
+            record["logEvents"] = [{"seq": 0, "kind": "reset", "detail": self.recorder.reset_seen}]
+            self.recorder.reset_seen = None
         self.recorder.record(record, secrets=credentials_of(head.headers))

@@ -8,11 +8,18 @@ of its own):
 - ``--dsh-cache-baseline-update`` writes (or rewrites) the file of every passing test that sent
   model requests;
 - without it, each such test is compared with its file as ``dsh-testkit compare`` does, and a
-  test whose cache efficiency fell or whose estimated cost rose beyond the thresholds fails with
-  :class:`~dsh_testkit.compare.CacheRegression`, in the compare wording
-  (``--dsh-cache-max-efficiency-drop PP``, ``--dsh-cache-max-cost-increase PCT``, or the ini
-  options of the same names with ``_``; defaults 2 pp and 5 %). A test without a file is
-  counted, not failed.
+  test that regressed fails with :class:`~dsh_testkit.compare.CacheRegression`, in the compare
+  wording: a cause the harness can fix or a refusal appeared or grew, volatile text appeared in
+  the system prompt, or efficiency or cost got worse beyond the thresholds and what the cache
+  unit's rounding can explain (``--dsh-cache-max-efficiency-drop PP``,
+  ``--dsh-cache-max-cost-increase PCT``, or the ini options of the same names with ``_``;
+  defaults 2 pp and 5 %). A test without a file is counted, not failed.
+
+A failing test never hides its cache regression: its traffic is kept, marked failed. When
+comparing, it is compared with its file and the comparison is added to the test's report (the
+test fails anyway). When writing, its file is written marked ``"failed": true`` — so a CI run
+folder holds it and ``dsh-testkit compare`` fails it — unless the folder already holds a file
+for it (a committed baseline is never replaced by a failed run's traffic).
 
 The terminal summary ends with one line for the run::
 
@@ -22,10 +29,12 @@ The traffic is taken, in this order, from ``dsh_capture`` (every httpx/httpx2 cl
 session's ``dsh_mock_server``, ``dsh_mock``, or the test's cassette when it replayed. A file is
 byte-stable — the same run writes the same bytes: request times are dropped, URLs are filed
 under ``https://api.deepseek.com`` whatever port the loopback mock had, and explicit
-conversation keys become ``conversation-1``, ``conversation-2``, … in order of appearance.
-Files are replaced atomically; a failing test writes nothing. Writes stay inside DIR: a
-symbolic link (or anything but a folder or a regular file) on the way to a baseline below DIR
-is refused, the test failing with what to remove (DIR itself may be a link: it is resolved once).
+conversation keys that look random (a UUID, a hex or mixed-case id, a long number) become
+``conversation-1``, ``conversation-2``, … in order of appearance; a stable key (``bugfix``) is
+kept, so a baseline pairs with a proxy recording of the same scenarios. Files are replaced
+atomically. Writes stay inside DIR: a symbolic link (or anything but a folder or a regular file)
+on the way to a baseline below DIR is refused, the test failing with what to remove (DIR itself
+may be a link: it is resolved once).
 A baseline whose header names another test fails its test rather than compare against that
 test's traffic. Per-test figures travel in the test report's ``user_properties``
 (``dsh_cache``), so the line is right under pytest-xdist.
@@ -70,6 +79,7 @@ __all__ = [
     "configure",
     "decode_name",
     "encode_name",
+    "stable_key",
     "write_baseline",
 ]
 
@@ -89,6 +99,14 @@ _WINDOWS_DEVICES: Final = frozenset(
 )
 """Names Windows keeps for devices whatever their extension (``nul.trace.jsonl`` too)."""
 _HASHED: Final = re.compile(r"~[0-9a-f]{32}$")
+_RANDOM_KEY: Final = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|(?<![0-9a-zA-Z])(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}(?![0-9a-zA-Z])"
+    r"|(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{12,}"
+    r"|[0-9]{6,}"
+)
+"""What a conversation key drawn anew on every run looks like (a UUID, a hex or mixed-case id,
+a timestamp): renamed in a baseline so the file is byte-stable. Other keys are kept."""
 _PLUGIN_NAME: Final = "dsh-cache-baseline"
 
 
@@ -262,6 +280,14 @@ def _old_baseline_path(directory: Path, rootdir: Path, item: Any) -> Path:
 # ------------------------------------------------------------------------------ traces
 
 
+def stable_key(key: str, renamed: dict[str, str]) -> str:
+    """``key`` as a baseline keeps it: itself, unless it looks drawn anew on every run
+    (:data:`_RANDOM_KEY`); then ``conversation-N``, N in order of appearance (``renamed``)."""
+    if _RANDOM_KEY.search(key) is None:
+        return key
+    return renamed.setdefault(key, f"conversation-{len(renamed) + 1}")
+
+
 def _stable_records(trace: Trace) -> Iterator[dict[str, Any]]:
     """The trace's exchange records with what varies from run to run normalized away."""
     keys: dict[str, str] = {}
@@ -272,9 +298,7 @@ def _stable_records(trace: Trace) -> Iterator[dict[str, Any]]:
             parts = urlsplit(exchange.url)
             record["url"] = _ORIGIN + (parts.path or "/")
         if exchange.conversation is not None:
-            record["conversation"] = keys.setdefault(
-                exchange.conversation, f"conversation-{len(keys) + 1}"
-            )
+            record["conversation"] = stable_key(exchange.conversation, keys)
         yield record
 
 
@@ -296,8 +320,11 @@ def _leaves(directory: Path, path: Path) -> str | None:
     return None
 
 
-def write_baseline(trace: Trace, path: Path, *, scenario: str, root: Path | None = None) -> None:
-    """Write ``trace`` to ``path`` as a byte-stable dsh-trace file (atomically replaced).
+def write_baseline(
+    trace: Trace, path: Path, *, scenario: str, root: Path | None = None, failed: bool = False
+) -> None:
+    """Write ``trace`` to ``path`` as a byte-stable dsh-trace file (atomically replaced);
+    ``failed``: the traffic of a test that failed (``"failed": true`` in the header).
 
     With ``root`` (the baseline folder, ``path`` inside it), nothing is written through a link:
     an ``OSError`` (``ELOOP``) says what is in the way, and nothing is written."""
@@ -317,7 +344,7 @@ def write_baseline(trace: Trace, path: Path, *, scenario: str, root: Path | None
     source = "capture" if trace.source == "capture" else "memory"
     with (
         replacing(path) as temporary,
-        TraceWriter(temporary, source=source, scenario=scenario) as writer,
+        TraceWriter(temporary, source=source, scenario=scenario, failed=failed) as writer,
     ):
         for record in _stable_records(trace):
             writer.append(record)
@@ -407,6 +434,13 @@ def _test_trace(item: pytest.Item) -> Trace | None:
 # ------------------------------------------------------------------------------ the run
 
 
+def _counts_as_failed(item: pytest.Item, failure: BaseException) -> bool:
+    """Whether the test failed (not skipped, not an expected failure, not interrupted)."""
+    if isinstance(failure, (KeyboardInterrupt, SystemExit, pytest.skip.Exception)):
+        return False
+    return item.get_closest_marker("xfail") is None
+
+
 @dataclass(slots=True)
 class _Tally:
     tests: int = 0
@@ -414,6 +448,7 @@ class _Tally:
     regressions: int = 0
     without_baseline: int = 0
     unreadable: int = 0
+    failed: int = 0
     written: int = 0
     reusable: int = 0
     counted: int = 0
@@ -434,6 +469,8 @@ class _Tally:
             self.without_baseline += 1
         elif state == "unreadable":
             self.unreadable += 1
+        elif state == "failed":
+            self.failed += 1
         else:
             self.compared += 1
             base = figures["base"]
@@ -467,6 +504,11 @@ class _Tally:
             parts.append(
                 f"{self.without_baseline} without baseline (--dsh-cache-baseline-update writes it)"
             )
+        if self.failed:
+            parts.append(
+                f"{self.failed} failed test{'s' if self.failed != 1 else ''} (traffic kept, "
+                "marked failed)"
+            )
         if self.unreadable:
             parts.append(
                 f"{self.unreadable} baseline{'s' if self.unreadable != 1 else ''} that do"
@@ -498,17 +540,97 @@ class _BaselinePlugin:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
-        # Outermost: runs after the plugin's own after-call checks, and only when all passed.
+        # Outermost: runs after the plugin's own after-call checks.
         __tracebackhide__ = True
-        result = yield
+        try:
+            result = yield
+        except BaseException as failure:
+            # A failing test never hides its cache regression: its traffic is kept (marked
+            # failed) and compared, and the test fails with its own error.
+            if _counts_as_failed(item, failure):
+                trace = _test_trace(item)
+                if trace is not None:
+                    self._failed(item, trace)
+            raise
         trace = _test_trace(item)
         if trace is not None:
             self._check(item, trace)
         return result
 
+    def _failed(self, item: pytest.Item, trace: Trace) -> None:
+        from ..compare import compare_runs
+        from ..compare._render import scenario_text
+        from ..doctor import diagnose
+        from ..traces import TraceError
+
+        directory = self.settings.directory
+        path = baseline_path(directory, self.settings.rootdir, item)
+        old = _old_baseline_path(directory, self.settings.rootdir, item)
+        if not os.path.lexists(path) and _is_earlier_baseline(old, path, item.nodeid):
+            path = old  # its baseline, under the earlier name
+        if self.settings.update:
+            if os.path.lexists(path):
+                item.add_report_section(
+                    "call",
+                    "dsh cache",
+                    f"the test failed: its cache baseline {path} is kept as it was (a failed "
+                    "run's traffic never replaces a baseline)",
+                )
+                with tempfile.TemporaryDirectory(prefix="dsh-cache-") as scratch:
+                    current = Path(scratch) / path.name
+                    write_baseline(trace, current, scenario=item.nodeid, failed=True)
+                    self._record(item, "failed", diagnose(current).totals, None)
+                return
+            try:
+                write_baseline(trace, path, scenario=item.nodeid, root=directory, failed=True)
+            except OSError as exc:
+                item.add_report_section(
+                    "call",
+                    "dsh cache",
+                    f"the test failed, and its traffic cannot be written: {exc.strerror or exc}",
+                )
+                return
+            item.add_report_section(
+                "call",
+                "dsh cache",
+                f"the test failed: its traffic is written to {path} marked failed "
+                "(dsh-testkit compare fails it)",
+            )
+            self._record(item, "failed", diagnose(path).totals, None)
+            return
+        with tempfile.TemporaryDirectory(prefix="dsh-cache-") as scratch:
+            current = Path(scratch) / path.name
+            write_baseline(trace, current, scenario=item.nodeid, failed=True)
+            totals = diagnose(current).totals
+            if not path.is_file() or _damage(path, item.nodeid) is not None:
+                self._record(item, "failed", totals, None)
+                return
+            try:
+                result = compare_runs(path, current, thresholds=self._thresholds())
+            except TraceError:
+                self._record(item, "failed", totals, None)
+                return
+        scenario = result.scenarios[0]
+        self._record(item, "failed", scenario.new, scenario.base)
+        shown = os.path.relpath(path, item.config.invocation_params.dir)
+        lines = scenario_text(scenario)
+        lines[0] = (
+            f"the test failed; its traffic, compared with the cache baseline {shown}, is a "
+            f"{scenario.verdict}:"
+        )
+        item.add_report_section("call", "dsh cache", "\n".join(lines))
+
+    def _thresholds(self) -> Any:
+        from ..compare import Thresholds
+
+        return Thresholds(
+            max_efficiency_drop=self.settings.max_efficiency_drop,
+            max_cost_increase=self.settings.max_cost_increase,
+        )
+
     def _check(self, item: pytest.Item, trace: Trace) -> None:
         __tracebackhide__ = True
-        from ..compare import CacheRegression, Thresholds, compare_runs
+        from ..compare import CacheRegression, compare_runs
         from ..compare._render import scenario_text
         from ..doctor import diagnose
         from ..traces import TraceError
@@ -554,10 +676,7 @@ class _BaselinePlugin:
                 write_baseline(trace, current, scenario=item.nodeid)
                 self._record(item, "no-baseline", diagnose(current).totals, None)
             return
-        thresholds = Thresholds(
-            max_efficiency_drop=self.settings.max_efficiency_drop,
-            max_cost_increase=self.settings.max_cost_increase,
-        )
+        thresholds = self._thresholds()
         with tempfile.TemporaryDirectory(prefix="dsh-cache-") as scratch:
             current = Path(scratch) / path.name
             write_baseline(trace, current, scenario=item.nodeid)
@@ -580,7 +699,7 @@ class _BaselinePlugin:
             lines.append(
                 "if the change is intended, accept it with --dsh-cache-baseline-update "
                 f"(thresholds: {thresholds.max_efficiency_drop:g} pp efficiency, "
-                f"{thresholds.max_cost_increase:g} % cost)"
+                f"{thresholds.max_cost_increase:g} % cost, beyond the cache unit's rounding)"
             )
             raise CacheRegression("\n".join(lines), comparison=result)
 

@@ -3,7 +3,8 @@
 JSON Lines, UTF-8, ``\\n`` endings. The first line is the header ``{"format": "dsh-trace",
 "version": 2, "source": "proxy" | "capture" | …}`` (and ``"scenario"``, what the file records,
 when the writer was given one: the pytest cache baseline writes the test's node id, which
-``dsh-testkit compare`` matches runs by); every further line is one exchange:
+``dsh-testkit compare`` matches runs by; and ``"failed": true`` when the traffic is that of a
+test that failed, kept so that ``compare`` fails it); every further line is one exchange:
 ``index``, ``endpoint``, ``url``, ``conversation``, ``started``, ``firstByte``, ``finished``,
 ``status``, ``request``, ``response``, ``usage`` (:meth:`Exchange.to_json`) and, from version 2
 on, the proxy's ``outcome`` (:data:`OUTCOMES`: ``delivered``, or how the exchange ended
@@ -138,6 +139,7 @@ class TraceWriter:
         fsync: bool = False,
         append: bool = False,
         scenario: str | None = None,
+        failed: bool = False,
         file_format: str = TRACE_FORMAT,
         version: int = TRACE_FORMAT_VERSION,
     ) -> None:
@@ -149,6 +151,8 @@ class TraceWriter:
         self.version = version
         self.scenario = scenario
         """What the file records (a test's node id), written in its header when given."""
+        self.failed = failed
+        """Whether the traffic is a failed test's (``"failed": true`` in the header)."""
         self._fsync = fsync
         self.records = 0
         """Exchange records in the file: those found when it was continued, plus those written."""
@@ -188,6 +192,7 @@ class TraceWriter:
         the writer is garbage collected."""
         self = cls.__new__(cls)
         self.scenario = None
+        self.failed = False
         self.path = None
         self.source = source
         self.file_format = TRACE_FORMAT
@@ -212,6 +217,8 @@ class TraceWriter:
         }
         if self.scenario is not None:
             header["scenario"] = self.scenario
+        if self.failed:
+            header["failed"] = True
         return _line(header).encode("utf-8")
 
     def _continue(self, fd: int, size: int) -> None:

@@ -20,11 +20,20 @@ import contextlib
 import gc
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from dsh_core.providers._models import Endpoint
 
-__all__ = ["Exchange", "LogEvent", "Outcome", "Trace", "TraceSource", "TraceUsage", "paused_gc"]
+__all__ = [
+    "SIDE_CALL_HEADERS",
+    "Exchange",
+    "LogEvent",
+    "Outcome",
+    "Trace",
+    "TraceSource",
+    "TraceUsage",
+    "paused_gc",
+]
 
 
 TraceSource: TypeAlias = Literal[
@@ -35,6 +44,10 @@ TraceSource: TypeAlias = Literal[
 Outcome: TypeAlias = Literal["delivered", "abandoned", "interrupted", "upstream-timeout"]
 """How a recorded exchange ended (the proxy records it): the answer reached the client whole;
 the client went away first; the recording stopped first; the upstream stopped answering."""
+
+SIDE_CALL_HEADERS: Final = ("x-dsh-side-call", "x-deepseek-harness-compact")
+"""Request headers that mark a side call (a compaction, a title): the cache doctor makes it a
+branch of the request it extends. Recorders keep these (and only these) request headers."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,10 +100,12 @@ class LogEvent:
 
     seq: int
     """The event's sequence number in the log."""
-    kind: Literal["header", "compaction", "prune", "rewrite", "resume"]
+    kind: Literal["header", "compaction", "prune", "rewrite", "resume", "reset"]
     """``header``: a header snapshot or delta (system prompt, tools, config); ``compaction``
     and ``prune``: a surface replace the log prices; ``rewrite``: a replace nothing in the log
-    explains; ``resume``: the session was resumed (a resume snapshot)."""
+    explains; ``resume``: the session was resumed (a resume snapshot); ``reset``: the
+    provider's cache was reset before this request (the recording proxy saw ``POST
+    /_dsh/reset`` reach the mock): the cache is cold from here."""
     detail: str
     """What it changed, in the project's wording (``request/header-delta at seq 12: system
     line 3 changed``)."""
@@ -141,8 +156,9 @@ class Exchange:
     telemetry (spans), where byte-level details such as JSON spacing, key order and argument
     formatting are unknown."""
     log_events: tuple[LogEvent, ...] = ()
-    """Session logs only: what the log says happened between the previous request and this
-    one (header changes, compactions, prunes, rewrites, resumes)."""
+    """What the recording says happened between the previous request and this one: a session
+    log's header changes, compactions, prunes, rewrites and resumes; a proxy's ``reset`` of
+    the upstream's cache."""
 
     @property
     def json(self) -> Mapping[str, Any]:
@@ -185,6 +201,9 @@ class Exchange:
             out["outcome"] = self.outcome
         if not self.body_exact:
             out["bodyExact"] = False
+        marks = [[k, v] for k, v in self.headers if k.lower() in SIDE_CALL_HEADERS]
+        if marks:
+            out["headers"] = marks  # the side-call marks only: never a credential
         if self.log_events:
             out["logEvents"] = [e.to_json() for e in self.log_events]
         return out

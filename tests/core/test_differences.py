@@ -139,6 +139,17 @@ def test_json_differences_name_the_first_path() -> None:
     assert first_json_difference("x", {"a": 1, "b": 2}, {"b": 2, "a": 1}, SIDES) == (
         "x: same keys in another order (expected: ['a', 'b'], actual: ['b', 'a'])"
     )
+    # A value that differs is named before the key order: two messages whose roles and texts
+    # differ are not "the same keys in another order" (issue 33).
+    assert first_json_difference(
+        "messages[3]",
+        {"role": "user", "content": "Run the retry tests."},
+        {"content": "Confirmed.", "role": "assistant"},
+        SIDES,
+    ) == ("messages[3].role differs: expected: 'user', actual: 'assistant'")
+    assert first_json_difference(
+        "m", {"a": {"p": 1, "q": 2}, "b": 1}, {"b": 1, "a": {"q": 2, "p": 1}}, SIDES
+    ) == ("m.a: same keys in another order (expected: ['p', 'q'], actual: ['q', 'p'])")
     assert first_json_difference("x", [1], [1, 2], SIDES) == "x: expected has 1 item, actual has 2"
     assert first_json_difference("x", 1, 1.0, SIDES) == "x differs: expected: 1, actual: 1.0"
     assert first_json_difference("x", {"a": [1]}, {"a": [1]}, SIDES) is None

@@ -191,8 +191,14 @@ function fromHash() {
   return false;
 }
 
-/** Where to start: the first request that lost something, else the first request. */
+/** The request the page opens on: the one that lost the most (the earliest of equals), else
+ * the first refused or flagged one, else the first. */
 function firstPick() {
+  let best = null;
+  for (const r of S.reqs) {
+    if ((r.lostTokens || 0) > 0 && (best === null || r.lostTokens > best.lostTokens)) best = r;
+  }
+  if (best) return best.index;
   const lossy = S.reqs.find((r) => r._lossy);
   return lossy ? lossy.index : S.reqs.length ? S.reqs[0].index : null;
 }

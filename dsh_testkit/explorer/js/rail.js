@@ -37,7 +37,7 @@ function railRow(row, top) {
   } else if (r.parent === null) {
     summary = r.status >= 400 ? "refused" : "first";
   } else {
-    summary = `${r.relation} ${num(r.parent)}`;
+    summary = `${r.relation === "branch" ? "side call off" : r.relation} ${num(r.parent)}`;
   }
   const mini = h("span", { class: "mini", "aria-hidden": "true" });
   if (prompt) {
@@ -50,7 +50,7 @@ function railRow(row, top) {
   }
   const title = [
     `${num(r.index)} · conversation ${r._conv.key}`,
-    r.parent === null ? "first of its conversation" : `${r.relation} ${num(r.parent)}`,
+    r.parent === null ? "first of its conversation" : `${relationWords(r)} ${num(r.parent)}`,
     `prompt ${fmtN(r.promptTokens)} · hit ${fmtN(r.hitTokens)} · lost ${fmtN(r.lostTokens)}`,
     ...codes.map(([code, sev]) => `${code} (${sev})`),
   ].join("\n");

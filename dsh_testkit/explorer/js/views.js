@@ -303,8 +303,37 @@ function segmentInfo() {
   return `${num(r.index)} ${segs[p.k].label}: ${fmtN(segs[p.k].tokens)} tokens (positions ${fmtN(a)}–${fmtN(b)})${parts.length ? ` · ${parts.join(", ")}` : ""}`;
 }
 
+/** How a request relates to the one it is compared with, in words. */
+function relationWords(r) {
+  return { diverges: "diverges from", branch: "is a side call off", extends: "extends", repeats: "repeats" }[r.relation] || r.relation;
+}
+
+function unitTokens() {
+  return (S.data && S.data.granularity && S.data.granularity.tokens) || null;
+}
+
+/** Why a request shares more with the one it is compared with than it hit, said as what it is:
+ * hits come in whole cache units (the rest is rounding), or the provider missed (never a
+ * contradiction between the figures). */
+function beyondTheHit(r, parent) {
+  const unit = unitTokens();
+  const out = [];
+  if ((r.roundedOffTokens || 0) > 0 && unit) {
+    out.push(
+      ` The last ${fmtN(r.roundedOffTokens)} tokens it shares with ${num(r.parent)} fall short of a whole ${fmtN(unit)}-token cache unit: hits come in whole units, so they are read again at the miss price (rounding to the unit, not a loss).`,
+    );
+  } else if (parent && unit && (parent.promptTokens || 0) > (r.hitTokens || 0) && (r.reusableTokens || 0) === (r.hitTokens || 0) && r.relation !== "branch") {
+    const rest = parent.promptTokens - r.hitTokens;
+    if (rest < unit + 8) {
+      out.push(` ${num(r.parent)}'s last ${fmtN(rest)} prompt tokens are less than a whole ${fmtN(unit)}-token unit past the hit: hits come in whole units (rounding to the unit, not a loss).`);
+    }
+  }
+  return out.join("");
+}
+
 function verdict(r) {
   const losses = (r.findings || []).filter((f) => f.severity === "loss");
+  const parent = r.parent === null ? null : S.byIndex.get(r.parent) || null;
   if (r.status >= 400) {
     return ["refusal", `Refused by the API (status ${r.status})${r.error ? `: ${r.error}` : ""}. A refused request caches nothing.`];
   }
@@ -312,16 +341,22 @@ function verdict(r) {
     return ["ok", `First request of conversation ${r._conv.key}: nothing earlier to reuse.`];
   }
   if (r.hitTokens === null || r.hitTokens === undefined) {
-    return ["ok", `${r.relation === "extends" ? "Extends" : r.relation === "repeats" ? "Repeats" : "Diverges from"} ${num(r.parent)}; no cache figures for this request (the trace reports none).`];
+    const how = relationWords(r);
+    return ["ok", `${how.charAt(0).toUpperCase()}${how.slice(1)} ${num(r.parent)}; no cache figures for this request (the trace reports none).`];
   }
+  const side = r.relation === "branch" ? ` A side call: compared with ${num(r.parent)} on what they share, reported apart from the main line.` : "";
   if ((r.lostTokens || 0) > 0) {
     const where = r.divergence ? ` — first difference in ${r.divergence} at token ${fmtN(r.sharedTokens)}` : "";
     const why = losses.length ? ` — cause: ${losses.map((f) => f.code).join(", ")}` : "";
     const share = r.reusableTokens ? ` (${fmtPct(r.lostTokens / r.reusableTokens)})` : "";
-    return ["loss", `Lost ${fmtN(r.lostTokens)} of ${fmtN(r.reusableTokens)} reusable tokens${share}${where}${why}.`];
+    const missed =
+      (r.hitTokens || 0) < (r.sharedTokens || 0)
+        ? ` ${fmtN(r.sharedTokens - r.hitTokens)} of the ${fmtN(r.sharedTokens)} tokens it shares with ${num(r.parent)} were not hits: the provider's cache missed them (nothing in the request changed there).`
+        : "";
+    return ["loss", `Lost ${fmtN(r.lostTokens)} of ${fmtN(r.reusableTokens)} reusable tokens${share}${where}${why}.${missed}${side}`];
   }
-  const how = r.relation === "diverges" ? `diverges from ${num(r.parent)}` : `${r.relation} ${num(r.parent)}`;
-  return ["ok", `Lost nothing: ${how}${r.reusableTokens ? ` — all ${fmtN(r.reusableTokens)} reusable tokens were hits` : ""}.`];
+  const how = `${relationWords(r)} ${num(r.parent)}`;
+  return ["ok", `Lost nothing: ${how}${r.reusableTokens ? ` — all ${fmtN(r.reusableTokens)} reusable tokens were hits` : ""}.${beyondTheHit(r, parent)}${side}`];
 }
 
 function figures(r, parentOf) {
@@ -335,10 +370,11 @@ function figures(r, parentOf) {
   if (parentOf) {
     out.push(
       cell(fmtN(r.reusableTokens), `reusable from ${num(r.parent)}`),
-      cell(fmtN(r.sharedTokens), "shared prefix"),
+      cell(fmtN(r.sharedTokens), "shared prefix (whole units)"),
       cell(fmtN(r.lostTokens), "lost"),
       cell(fmtUsd(r.lostCost), "cost of the loss"),
     );
+    if ((r.roundedOffTokens || 0) > 0) out.push(cell(fmtN(r.roundedOffTokens), "below one unit (rounded off)"));
   }
   return h("div", { class: "figs" }, out);
 }
@@ -367,7 +403,7 @@ function requestView(r) {
       "div",
       { class: "ab" },
       parent
-        ? card(parent, ["A · ", requestLink(parent.index), ` · the request ${num(r.index)} ${r.relation === "diverges" ? "diverges from" : r.relation}`], "a")
+        ? card(parent, ["A · ", requestLink(parent.index), ` · the request ${num(r.index)} ${relationWords(r)}`], "a")
         : h("div", { class: "card a muted" }, r.parent === null ? "No earlier request: this one starts its conversation." : `Request ${num(r.parent)} is not in this report.`),
       card(r, `B · ${num(r.index)} · this request`, "b"),
     ),
@@ -393,7 +429,7 @@ function requestView(r) {
     findings.map((f) => findingCard(r, f)),
     r.notes && r.notes.length ? [h("h3", null, "Notes"), h("ul", null, r.notes.map((n) => h("li", null, n)))] : null,
     r.logEvents && r.logEvents.length
-      ? [h("h3", null, "What the session log says"), h("ul", null, r.logEvents.map((n) => h("li", null, n)))]
+      ? [h("h3", null, "What the recording says"), h("ul", null, r.logEvents.map((n) => h("li", null, n)))]
       : null,
   );
 }

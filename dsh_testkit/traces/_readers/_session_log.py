@@ -157,6 +157,38 @@ def _time(events: Sequence[Event], seq: int | None) -> float | None:
     return events[seq].time / 1000
 
 
+_REFUSED: dict[str, int] = {
+    "CONTEXT_WINDOW_EXCEEDED": 400,
+    "INVALID_REQUEST": 400,
+    "AUTH": 401,
+    "QUOTA": 402,
+    "RATE_LIMIT": 429,
+}
+"""The status the API answered an attempt the log records failing with this code before its
+first byte (a refused request: it cached nothing and is never a parent)."""
+
+
+def _refused(events: Sequence[Event], item: ReconstructedRequest) -> tuple[int, str] | None:
+    """``(status, message)`` when the attempt's first logged chunk is its failure: the API
+    refused it before answering anything (a context window exceeded, an invalid request)."""
+    seq = item.first_response_seq
+    if item.reply is not None or seq is None or not 0 <= seq < len(events):
+        return None
+    event = events[seq]
+    data = event.data if isinstance(event.data, Mapping) else {}
+    chunk = data.get("chunk") if event.type == "assistant/chunk" else None
+    if not isinstance(chunk, Mapping) or chunk.get("type") != "finish":
+        return None
+    reason = chunk.get("reason")
+    failure = reason.get("failure") if isinstance(reason, Mapping) else None
+    if not isinstance(failure, Mapping):
+        return None
+    status = _REFUSED.get(str(failure.get("code")))
+    if status is None:
+        return None
+    return status, str(failure.get("message") or failure.get("code"))
+
+
 def session_log_trace(loaded: LoadedLog, *, path: str | None = None) -> Trace:
     """A loaded session log as a trace of its rebuilt wire requests (see the module docstring).
 
@@ -219,12 +251,14 @@ def session_log_trace(loaded: LoadedLog, *, path: str | None = None) -> Trace:
         finished = _time(events, found.seq if found is not None else None)
         if started is not None and finished is not None and not 0 <= finished - started <= 3600:
             finished = None  # stored logs mix recording runs: that end belongs to another one
+        refused = _refused(events, item)
         builder.add(
             url=url,
             body=body,
-            status=200 if item.reply is not None else None,
+            status=200 if item.reply is not None else refused[0] if refused else None,
+            error=refused[1] if refused else None,
             response=response,
-            usage=usage,
+            usage=None if refused else usage,
             started=started,
             finished=finished,
             conversation=loaded.info.id,

@@ -45,7 +45,7 @@ def _log_events(value: Any) -> tuple[LogEvent, ...]:
         LogEvent(seq=int(e["seq"]), kind=e["kind"], detail=str(e["detail"]))
         for e in value
         if isinstance(e, Mapping)
-        and e.get("kind") in ("header", "compaction", "prune", "rewrite", "resume")
+        and e.get("kind") in ("header", "compaction", "prune", "rewrite", "resume", "reset")
     )
 
 

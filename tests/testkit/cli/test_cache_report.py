@@ -76,6 +76,31 @@ def test_audit_fails_on_a_loss_and_allow_accepts_it(tmp_path) -> None:
     assert "[allowed]" in report.stdout
 
 
+def test_audit_fails_only_for_what_the_harness_can_fix(tmp_path) -> None:
+    # The second request extends the first unchanged, yet missed: the provider's doing (an
+    # evicted cache, a mock restarted). Nothing in the harness to fix: listed, and it passes.
+    traffic = Traffic()
+    first = body([system(SYSTEM), user("Start.")], tools=None)
+    traffic.add(first, answer=assistant("Done."), hit=0)
+    second = body([system(SYSTEM), user("Start."), assistant("Done."), user("More.")], tools=None)
+    traffic.add(second, answer=assistant("Done again."), hit=0)
+    path = _write(traffic, tmp_path / "missed.jsonl")
+    passing = run_cli("audit", str(path))
+    assert passing.returncode == 0, passing.stdout
+    assert "provider: ok (0 finding(s) that cost hits or a refusal, 1 the harness cannot fix)" in (
+        passing.stdout
+    )
+    assert "request #2: provider-miss (not fixable: nothing to fix in the requests)" in (
+        passing.stdout
+    )
+    strict = run_cli("audit", "--strict", str(path))
+    assert strict.returncode == 1
+    assert "provider: FAIL (1 finding(s)" in strict.stdout
+    document = json.loads(run_cli("audit", "--json", str(path)).stdout)
+    assert document["ok"] is True
+    assert document["notFixable"] == [{"conversation": "#1", "index": 1, "code": "provider-miss"}]
+
+
 def test_an_empty_trace_is_an_error_saying_why(tmp_path) -> None:
     """Nothing to report is not a success: exit status 2 and one line saying why."""
     path = _write(Traffic(), tmp_path / "empty.jsonl")

@@ -70,7 +70,7 @@ def test_a_unique_conversation_key_pairs_renamed_session_logs(tmp_path: Path) ->
         (tmp_path / side).mkdir()
         session_log(tmp_path / side / name, "session-42")
     result = compare_runs(tmp_path / "base", tmp_path / "new")
-    assert names(result) == [("renamed.jsonl", "conversation")]
+    assert names(result) == [("session-42", "conversation")]
     assert result.scenarios[0].verdict == "identical"
 
 
@@ -110,12 +110,13 @@ def test_a_recording_of_many_conversations_is_one_scenario_per_key(tmp_path: Pat
         key=["test-b", "test-a", "test-b", "test-a", None],
     )
     result = compare_runs(base, new)
+    # Each is called by what it is (its key), never by a run's file name.
     by_name = {s.name: s for s in result.scenarios}
-    assert sorted(by_name) == ["new.jsonl#(no key)", "new.jsonl#test-a", "new.jsonl#test-b"]
-    assert by_name["new.jsonl#test-a"].matched_by == "conversation"
-    assert by_name["new.jsonl#test-a"].verdict == "identical"
-    assert by_name["new.jsonl#(no key)"].matched_by == "path"
-    changed_b = by_name["new.jsonl#test-b"]
+    assert sorted(by_name) == ["(no key)", "test-a", "test-b"]
+    assert by_name["test-a"].matched_by == "conversation"
+    assert by_name["test-a"].verdict == "identical"
+    assert by_name["(no key)"].matched_by == "path"
+    changed_b = by_name["test-b"]
     assert changed_b.first_change is not None
     assert changed_b.first_change.request == 2
     assert changed_b.first_change.differences == (
@@ -127,7 +128,7 @@ def test_two_single_files_pair_whatever_their_names(tmp_path: Path) -> None:
     base = write(tmp_path / "yesterday.jsonl", conversation("hi"), scenario="x")
     new = write(tmp_path / "today.jsonl", conversation("hi"), scenario="y")
     result = compare_runs(base, new)
-    assert names(result) == [("y", "file")]
+    assert names(result) == [("x", "file")]  # the base's (committed) name, not the artifact's
     assert result.verdict == "identical"
 
 

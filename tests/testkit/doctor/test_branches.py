@@ -57,9 +57,12 @@ def test_compaction_side_calls_branch_off_and_the_main_line_still_extends() -> N
     side = [r for r in conversation.requests if r.index % 2 == 1]
     assert [r.parent for r in main] == [None, 0, 2, 4]  # never a side call
     assert all(r.relation == "extends" for r in main[1:])
-    assert all(r.relation == "extends" and r.parent == r.index - 1 for r in side)
+    assert all(r.relation == "branch" and r.parent == r.index - 1 for r in side)
     assert all(r.findings == () for r in conversation.requests)
     assert conversation.totals.efficiency == 1.0
+    # The side calls are reported apart, with their own figures.
+    assert conversation.totals.requests == 4 and conversation.side_totals.requests == 4
+    assert conversation.side_totals.efficiency == 1.0
 
 
 def test_the_same_run_reports_the_same_efficiency_with_or_without_its_side_calls() -> None:

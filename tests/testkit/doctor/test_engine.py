@@ -294,9 +294,12 @@ def test_a_running_clock_is_one_finding_wherever_its_first_changed_digit_falls()
         previous_answer = assistant(f"Done {step}.")
         traffic.add(request, answer=previous_answer, hit=0)
     conversation = diagnose(traffic.trace()).conversations[0]
-    [group] = conversation.groups
+    risk, group = conversation.groups
     assert group.code == "volatile-system-text"
     assert group.label == "#2–#4" and group.noun == "requests"
+    # The first request is named a risk: its system prompt already holds the clock.
+    assert (risk.code, risk.severity, risk.label) == ("volatile-system-text", "note", "#1")
+    assert "holds the request's own time ('2026-12-03T10:09:58.306277'" in risk.first.detail
 
 
 def test_a_costly_and_a_free_reserialization_in_one_request_are_said_apart() -> None:

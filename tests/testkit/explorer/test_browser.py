@@ -58,8 +58,12 @@ def test_three_cache_killers_are_visible_without_reading_text(
     codes = page.locator(".rail-row.req .codes").all_inner_texts()
     assert codes[1] == "volatile-system-text" and codes[4] == "tools-changed"
     assert codes[6] == "history-rewritten" and codes[3] == "extends #3"
-    # it opens on the first request that lost something, with the characters that changed
-    assert selected(page) == "#2"
+    # it opens on the largest loss (#5: 1,152 tokens, the tool list changed)
+    assert selected(page) == "#5"
+    assert verdict(page).startswith("Lost 1,152 of 1,920 reusable tokens")
+    assert "cause: tools-changed" in verdict(page)
+    # the first loss, with the characters that changed
+    row(page, 2).click()
     assert verdict(page).startswith("Lost 896 of 1,408 reusable tokens")
     assert "cause: volatile-system-text" in verdict(page)
     finding = page.locator(".finding.loss[data-code=volatile-system-text]")
@@ -95,7 +99,13 @@ def test_clicking_a_request_shows_its_diff_and_what_it_was_compared_with(
         .startswith("What to do: Offer one fixed tool list")
     )
     row(page, 4).click()
-    assert verdict(page) == "Lost nothing: extends #3 — all 1,920 reusable tokens were hits."
+    # what it shares beyond the hit is rounding to the unit, said so (never a contradiction)
+    assert verdict(page) == (
+        "Lost nothing: extends #3 — all 1,920 reusable tokens were hits. The last 45 tokens it "
+        "shares with #3 fall short of a whole 128-token cache unit: hits come in whole units, so "
+        "they are read again at the miss price (rounding to the unit, not a loss)."
+    )
+    assert "below one unit (rounded off)" in page.locator(".card.b .figs").inner_text()
     assert page.locator(".finding").count() == 0
     # a repeated finding says once which requests it covers
     row(page, 3).click()
@@ -141,6 +151,7 @@ def test_codes_link_to_the_in_page_glossary_and_the_overview_prices_the_causes(
     tab: Page, killers_page: Path
 ) -> None:
     page = tab.open_file(killers_page)
+    row(page, 2).click()
     page.locator(".finding a.code[data-code=volatile-system-text]").first.click()
     assert page.evaluate("location.hash") == "#code-volatile-system-text"
     entry = page.locator("#code-volatile-system-text")
@@ -160,8 +171,8 @@ def test_codes_link_to_the_in_page_glossary_and_the_overview_prices_the_causes(
     assert "Figures: reported — hits and prompt tokens are the provider's own" in figures
     assert "from the trace's own hits" in page.locator("[data-role=granularity]").inner_text()
     assert "deepseek-v4-flash since 2026-04-24" in page.locator("[data-role=prices]").inner_text()
-    rows.first.click()  # filters the rail to that cause
-    assert rail(page) == ["#2", "#3"]
+    rows.first.click()  # filters the rail to that cause (the risk named on #1 included)
+    assert rail(page) == ["#1", "#2", "#3"]
     assert tab.problems == []
 
 

@@ -102,7 +102,8 @@ def test_the_report_json_has_what_the_page_reads(report: DoctorReport) -> None:
         {"hit": 0.0028, "miss": 0.14, "output": 0.28, "label": "deepseek-v4-flash since 2026-04-24"}
     ]
     conversation = document["conversations"][0]
-    group = next(g for g in conversation["findingGroups"] if g["code"] == "volatile-system-text")
+    risk, group = (g for g in conversation["findingGroups"] if g["code"] == "volatile-system-text")
+    assert (risk["requests"], risk["severity"]) == ([0], "note")  # the clock, named before it ticks
     assert group["requests"] == [1, 2]
     # each finding's signature ties it to its group: the same change said once
     signatures = {
@@ -111,7 +112,7 @@ def test_the_report_json_has_what_the_page_reads(report: DoctorReport) -> None:
         for f in r["findings"]
         if f["code"] == "volatile-system-text"
     }
-    assert signatures == {group["finding"]["signature"]}
+    assert signatures == {group["finding"]["signature"], risk["finding"]["signature"]}
 
 
 def test_hostile_text_in_a_trace_stays_text() -> None:
@@ -206,6 +207,6 @@ def test_cache_report_writes_the_explorer(
     assert data["causeCounts"] == {
         "history-rewritten": 2,
         "tools-changed": 1,
-        "volatile-system-text": 2,
+        "volatile-system-text": 3,  # the first request's clock is a risk note
     }
     assert "<title>Cache Explorer: " in page

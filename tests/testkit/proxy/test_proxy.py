@@ -192,3 +192,31 @@ def test_a_refused_request_keeps_the_apis_own_words(tmp_path: Path) -> None:
     assert f"error: {said}" in report
     assert "(no error body)" not in report
     assert KEY not in out.read_text(encoding="utf-8")
+
+
+def test_side_call_marks_and_a_mock_reset_reach_the_trace_and_no_other_header(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run.trace"
+    request = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "Hi."}]}
+    with (
+        MockServer(MockDeepSeek([Reply(text="Hello.")] * 3)) as upstream,
+        ProxyServer(upstream.base_url, out=str(out)) as proxy,
+        httpx.Client(base_url=proxy.base_url) as http,
+    ):
+        secret = {"authorization": "Bearer sk-proxy-mark-0123456789abcdef"}
+        http.post("/chat/completions", json=request, headers=secret).raise_for_status()
+        marked = {**secret, "x-dsh-side-call": "1", "x-other": "kept-out"}
+        http.post("/chat/completions", json=request, headers=marked).raise_for_status()
+        http.post("/_dsh/reset").raise_for_status()  # forwarded to the mock: its cache emptied
+        http.post("/chat/completions", json=request, headers=secret).raise_for_status()
+    text = out.read_text(encoding="utf-8")
+    assert "sk-proxy-mark" not in text and "x-other" not in text
+    first, side, after = load_trace(out).exchanges
+    assert (first.headers, first.log_events) == ((), ())
+    assert side.headers == (("x-dsh-side-call", "1"),) and side.log_events == ()
+    [reset] = after.log_events
+    assert reset.kind == "reset" and "POST /_dsh/reset" in reset.detail
+    report = diagnose(out)
+    # the marked call is a side call; after the reset the cache is cold: a new start
+    assert [r.relation for r in report.requests] == ["first", "branch", "first"]

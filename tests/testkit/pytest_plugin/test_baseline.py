@@ -68,6 +68,9 @@ class Agent:
 # The harness change under review: the date moves from the user message to the top of the system
 # prompt.
 BROKEN = 'system = f"Now: {now(step)}\\n" + RULES  # DATED-LINE'
+# A change that costs more with no cause behind it: each question is sent with a long preamble
+# (new text at the miss price on every request; the cache works as well as before).
+BULKY = 'prompt = "Please be thorough and cite every file you read. " * 30 + prompt  # DATED-LINE'
 
 SUITE = """
 import pytest
@@ -117,12 +120,12 @@ def summary(result: pytest.RunResult) -> str:
     return lines[0]
 
 
-def break_the_harness(pytester: pytest.Pytester) -> None:
+def break_the_harness(pytester: pytest.Pytester, change: str = BROKEN) -> None:
     harness = pytester.path / "harness.py"
     text = harness.read_text(encoding="utf-8")
     line = next(line for line in text.splitlines() if "DATED-LINE" in line)
     indent = line[: len(line) - len(line.lstrip())]
-    harness.write_text(text.replace(line, indent + BROKEN), encoding="utf-8")
+    harness.write_text(text.replace(line, indent + change), encoding="utf-8")
 
 
 def baseline_files(folder: Path) -> dict[str, bytes]:
@@ -191,7 +194,11 @@ def test_the_baseline_fails_exactly_the_test_whose_harness_change_broke_the_cach
     )
     assert "volatile-system-text appeared (loss) on #2–#3" in out
     assert "'2026-05-04T09:00:00Z' → '2026-05-04T09:00:01Z'" in out
-    assert re.search(r"efficiency fell [\d.]+ pp \(100\.0 % → [\d.]+ %; more than 2 pp\)", out)
+    assert re.search(
+        r"efficiency fell [\d.]+ pp \(100\.0 % → [\d.]+ %; more than 2 pp beyond the rounding "
+        r"bound of ±[\d.]+ pp\)",
+        out,
+    )
     assert "accept it with --dsh-cache-baseline-update" in out
     line = summary(broken)
     assert re.fullmatch(
@@ -218,7 +225,10 @@ def test_thresholds_and_tests_without_a_baseline(suite: pytest.Pytester) -> None
     suite.runpytest(
         "--dsh-cache-baseline=baseline", "--dsh-cache-baseline-update", "-k", "plain or dated"
     ).assert_outcomes(passed=2, deselected=3)
-    break_the_harness(suite)
+    # Thresholds judge the figures: a cost increase no cause explains (here +60 %, beyond the
+    # rounding bound of this three-request test).
+    break_the_harness(suite, BULKY)
+    assert suite.runpytest("--dsh-cache-baseline=baseline").parseoutcomes()["failed"] == 1
     (suite.path / "pytest.ini").write_text(
         INI + "dsh_cache_max_efficiency_drop = 100\ndsh_cache_max_cost_increase = 1000\n",
         encoding="utf-8",
@@ -231,11 +241,17 @@ def test_thresholds_and_tests_without_a_baseline(suite: pytest.Pytester) -> None
         " · no regression · 2 without baseline (--dsh-cache-baseline-update writes it)"
     )
     # The command line wins over the ini file.
-    strict = suite.runpytest("--dsh-cache-baseline=baseline", "--dsh-cache-max-efficiency-drop=0")
+    strict = suite.runpytest("--dsh-cache-baseline=baseline", "--dsh-cache-max-cost-increase=5")
     strict.assert_outcomes(passed=4, failed=1)
+    strict.stdout.fnmatch_lines(["*estimated cost rose * more than 5 % beyond what rounding*"])
+    # A cause that appeared is a regression whatever the thresholds: they judge figures only.
+    break_the_harness(suite, BROKEN)
+    caused = suite.runpytest("--dsh-cache-baseline=baseline")
+    caused.assert_outcomes(passed=4, failed=1)
+    caused.stdout.fnmatch_lines(["*volatile-system-text appeared on #2–#3*"])
 
 
-def test_a_failing_test_writes_no_baseline(pytester: pytest.Pytester) -> None:
+def test_a_failing_test_without_traffic_writes_no_baseline(pytester: pytest.Pytester) -> None:
     pytester.makefile(".ini", pytest=INI)
     pytester.makepyfile(
         """
@@ -418,3 +434,104 @@ def test_a_cassette_test_keeps_the_same_baseline_recording_and_replaying(
     assert summary(compared) == (
         "cache: 1 test · efficiency 100.0 % (baseline 100.0 %) · cost +0.0 % · no regression"
     )
+
+
+FAILING_SUITE = """
+import os
+
+import httpx2
+from openai import OpenAI
+
+SYSTEM = "\\\\n".join(f"Rule {i}: answer precisely, cite the file you read." for i in range(60))
+
+
+def test_agent(dsh_mock):
+    dsh_mock.lenient()
+    http = httpx2.Client(transport=dsh_mock.transport("httpx2"))
+    client = OpenAI(api_key="sk-test-0000", base_url=dsh_mock.base_url, http_client=http)
+    history = []
+    for step, question in enumerate(["read a.txt", "and b.txt", "compare them"]):
+        system = SYSTEM
+        if os.environ.get("AGENT_STAMPS"):
+            system = f"Now: 2026-05-04T09:00:{step:02d}Z\\\\n" + SYSTEM
+        history.append({"role": "user", "content": question})
+        answer = client.chat.completions.create(
+            model="deepseek-v4-flash", messages=[{"role": "system", "content": system}, *history]
+        )
+        history.append({"role": "assistant", "content": answer.choices[0].message.content})
+    assert not os.environ.get("AGENT_FAILS"), "the agent's last answer is wrong"
+"""
+
+
+@pytest.mark.slow
+def test_a_failing_test_never_hides_its_cache_regression(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dsh_testkit.cli import main
+
+    pytester.makefile(".ini", pytest=INI)
+    pytester.makepyfile(test_agent=FAILING_SUITE)
+    pytester.runpytest("--dsh-cache-baseline=b", "--dsh-cache-baseline-update").assert_outcomes(
+        passed=1
+    )
+    committed = baseline_files(pytester.path / "b")
+    monkeypatch.setenv("AGENT_FAILS", "1")
+    monkeypatch.setenv("AGENT_STAMPS", "1")
+    # The gate: the test fails with its own error, and its traffic is still compared.
+    gated = pytester.runpytest("--dsh-cache-baseline=b")
+    gated.assert_outcomes(failed=1)
+    gated.stdout.fnmatch_lines(
+        [
+            "*- Captured dsh cache call -*",
+            "the test failed; its traffic, compared with the cache baseline "
+            "b/test_agent/test_agent.trace.jsonl, is a regression:",
+            "*the new run's traffic is marked failed (its test failed)*",
+            "*volatile-system-text appeared on #2–#3*",
+        ]
+    )
+    assert "1 failed test (traffic kept, marked failed)" in summary(gated)
+    # The CI flow: the run folder keeps the failed test's traffic, marked, and compare fails it.
+    written = pytester.runpytest("--dsh-cache-baseline=run", "--dsh-cache-baseline-update")
+    written.assert_outcomes(failed=1)
+    run_file = pytester.path / "run" / "test_agent" / "test_agent.trace.jsonl"
+    header = json.loads(run_file.read_text(encoding="utf-8").split("\n")[0])
+    assert header["failed"] is True and header["scenario"] == "test_agent.py::test_agent"
+    assert main(["compare", str(pytester.path / "b"), str(pytester.path / "run")]) == 1
+    # Even when the failing test sent exactly what the baseline holds.
+    monkeypatch.delenv("AGENT_STAMPS")
+    same = pytester.runpytest("--dsh-cache-baseline=again", "--dsh-cache-baseline-update")
+    same.assert_outcomes(failed=1)
+    assert main(["compare", str(pytester.path / "b"), str(pytester.path / "again")]) == 1
+    # A committed baseline is never replaced by a failed run's traffic.
+    kept = pytester.runpytest("--dsh-cache-baseline=b", "--dsh-cache-baseline-update")
+    kept.assert_outcomes(failed=1)
+    kept.stdout.fnmatch_lines(["*the test failed: its cache baseline * is kept as it was*"])
+    assert baseline_files(pytester.path / "b") == committed
+
+
+def test_a_baseline_keeps_stable_conversation_keys_and_renames_random_ones(tmp_path: Path) -> None:
+    from dsh_testkit.pytest_plugin._baseline import stable_key, write_baseline
+    from dsh_testkit.traces import Exchange, Trace, load_trace
+
+    body = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hi"}]}
+    keys = ["bugfix", "7f3e9a1c-0d2b-4e5f-8a9b-0c1d2e3f4a5b", "bugfix"]
+    trace = Trace(
+        exchanges=tuple(
+            Exchange(index=i, endpoint="chat", body=body, conversation=key)
+            for i, key in enumerate(keys)
+        ),
+        source="memory",
+    )
+    write_baseline(trace, tmp_path / "b.trace.jsonl", scenario="t.py::test_x")
+    written = load_trace(tmp_path / "b.trace.jsonl")
+    # A scenario's own key stays, so the baseline pairs with a proxy recording of the same
+    # scenarios; a key drawn anew on every run is renamed, so the file is byte-stable.
+    assert [e.conversation for e in written] == ["bugfix", "conversation-1", "bugfix"]
+
+    renamed: dict[str, str] = {}
+    assert stable_key("bugfix", renamed) == "bugfix"
+    assert stable_key("test_checkout[en-2]", renamed) == "test_checkout[en-2]"
+    assert stable_key("0b7c2f3e-1a2b-4c3d-8e9f-001122334455", renamed) == "conversation-1"
+    assert stable_key("sess_9fK2aQ7xLm3Pz8Rt", renamed) == "conversation-2"
+    assert stable_key("run-1733567890", renamed) == "conversation-3"
+    assert stable_key("0b7c2f3e-1a2b-4c3d-8e9f-001122334455", renamed) == "conversation-1"
