@@ -2,7 +2,7 @@
 
 ``dsh-testkit proxy`` and ``dsh-testkit serve`` answer two paths with a :class:`LiveReport`:
 
-- ``GET /_dsh/report?format=json``: the report document (``DoctorReport.to_json``) with an
+- ``GET /_dsh/report?format=json``: the compact report document (``compact_report``, formatVersion 4) with an
   ``ETag``; a request whose ``If-None-Match`` names the current ETag gets ``304 Not Modified``
   and no body, so a page polling every few hundred milliseconds costs nothing while no
   exchange arrives;
@@ -25,7 +25,7 @@ from typing import Any, Final
 from urllib.parse import parse_qs
 from weakref import WeakKeyDictionary, ref
 
-from .._console import dumps_report_json
+from ..doctor._compact import compact_report, dumps_compact
 from ..doctor._diagnose import diagnose
 from ..doctor._report import DoctorReport
 from ._page import render_html
@@ -130,14 +130,14 @@ class LiveReport:
             ):
                 return cached
             report = self._build()
-            document = report.to_json()
+            document = compact_report(report)
             self._count += 1
             cached = _Cached(
                 marker=marker,
                 etag=f'"{self._token}-{self._count}"',
                 report=report,
                 document=document,
-                json=dumps_report_json(document).encode("utf-8"),
+                json=dumps_compact(document).encode("utf-8"),
             )
             self._cached = cached
             return cached
