@@ -391,9 +391,8 @@ class Brancher:
         first = (scope, parts[2]) if len(parts) > 2 else None
         if first is not None and not side_call:
             self._first_message[first] = index
-        # Every request keeps its key list: a window forgets by it, and a request that returns
-        # to an older one's prompt is told from a side call by both lists (O(n²) pointers over
-        # a long conversation; the hashes themselves are shared ints).
+        # Every request keeps its key list: a window forgets entries by it, and a request that
+        # returns to an earlier shape is told from a sibling by comparing two lists.
         self._known[index] = _Known(
             conversation=key, keys=keys, first=first, branch=side_call, scope=scope
         )

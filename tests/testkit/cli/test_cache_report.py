@@ -152,6 +152,9 @@ def test_a_session_log_goes_through_the_same_engine() -> None:
     document = expand_report(json.loads(result.stdout))
     assert document["source"] == "session-log"
     codes = document["causeCounts"]
-    assert codes == {"history-rewritten": 1}
+    # The log holds an attempt the API refused (400: context window) before the compaction.
+    assert codes == {"history-rewritten": 1, "request-refused": 1}
+    refused = document["conversations"][0]["requests"][1]["findings"][0]
+    assert refused["code"] == "request-refused"
     finding = document["conversations"][0]["requests"][2]["findings"][0]
     assert any(line.startswith("log: compaction") for line in finding["evidence"])
