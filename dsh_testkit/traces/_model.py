@@ -26,6 +26,7 @@ from dsh_core.providers._models import Endpoint
 
 __all__ = [
     "SIDE_CALL_HEADERS",
+    "Endpoint",
     "Exchange",
     "LogEvent",
     "Outcome",
