@@ -239,14 +239,15 @@ def _stderr(message: str) -> None:
 
 
 def live_report(recorder: Recorder, *, as_json: bool = False) -> str:
-    """The cache doctor's report of every exchange recorded so far, as plain text (or JSON),
-    from the recorder's incremental :class:`LiveDoctor` (nothing diagnosed twice)."""
-    from .._console import dumps_report_json
-    from ..doctor import report_text
+    """The cache doctor's report of every exchange recorded so far, as plain text (or the
+    compact JSON document, formatVersion 4), from the recorder's incremental
+    :class:`LiveDoctor` (nothing diagnosed twice)."""
+    from ..doctor import compact_report, report_text
+    from ..doctor._compact import dumps_compact
 
     report = recorder.live.report()
     if as_json:
-        return dumps_report_json(report.to_json())
+        return dumps_compact(compact_report(report))
     if report.empty:
         return "Cache doctor (proxy trace) · the trace is empty: no model request was recorded\n"
     return report_text(report)

@@ -346,6 +346,7 @@ def test_the_live_report_diagnoses_each_exchange_once_without_reading_the_trace_
             }
         )
         document = json.loads(live_report(recorder, as_json=True))
+        assert document["formatVersion"] == 4
         assert document["totals"]["requests"] == index + 1
     assert recorder.live.version() == 3
     assert "1 conversation(s) · 3 request(s)" in live_report(recorder)
