@@ -2,10 +2,10 @@
 
 ``dsh-testkit proxy`` and ``dsh-testkit serve`` answer two paths with a :class:`LiveReport`:
 
-- ``GET /_dsh/report?format=json``: the compact report document (``compact_report``, formatVersion 4) with an
-  ``ETag``; a request whose ``If-None-Match`` names the current ETag gets ``304 Not Modified``
-  and no body, so a page polling every few hundred milliseconds costs nothing while no
-  exchange arrives;
+- ``GET /_dsh/report?format=json``: the compact report document (``compact_report``,
+  formatVersion 4) with an ``ETag``; a request whose ``If-None-Match`` names the current ETag
+  gets ``304 Not Modified`` and no body, so a page polling every few hundred milliseconds costs
+  nothing while no exchange arrives;
 - ``GET /_dsh/explorer``: the page, with the report so far embedded and that endpoint to poll.
 
 The report is diagnosed again only when the trace changed: each answer first reads a cheap
