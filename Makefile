@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test check docs docs-gen lint typecheck pytest demo bench stress record-live clean
+.PHONY: test check docs docs-gen lint typecheck pytest demo bench stress record-live dist clean
 
 # LangSmith's pytest plugin comes with langchain-core (the verdict suite's LangChain client) and
 # costs ~0.5 s at every pytest start; the suite starts pytest dozens of times (the docs' test
@@ -17,7 +17,7 @@ endif
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e . --group dev
 	touch $(STAMP)
 
 lint: $(STAMP)
@@ -69,11 +69,21 @@ docs: $(STAMP)
 docs-gen: $(STAMP)
 	$(BIN)/python -m tools.gen_docs
 
+# The release files: the sdist and the wheel in $(DIST), checked as a package index checks them
+# (twine check --strict). The backend is the pinned hatchling of the dev group, used without
+# build isolation, so this works offline; the version is pyproject.toml's. tests/test_install.py
+# runs it and installs the wheel in a fresh environment.
+DIST ?= dist
+dist: $(STAMP)
+	rm -rf $(DIST)
+	$(BIN)/python -m build --no-isolation --outdir $(DIST) .
+	$(BIN)/twine check --strict $(DIST)/*
+
 demo: $(STAMP)
 	$(BIN)/dsh-testkit demo
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m pip install --quiet -e . --group dev --group bench
 	$(BIN)/python benchmarks/run.py
 
 # The adversarial suite for longer (tests/adversarial/stress.py): DSH_STRESS_SECONDS bounds the

@@ -400,8 +400,8 @@ def run(quick: bool) -> Section:
                 Figure(label=f"{name}: session efficiency", value=None, unit="%", note=str(exc))
             )
             section.notes.append(
-                f"{name} not measured: {exc} (install the bench extra: "
-                "`.venv/bin/pip install -e '.[dev,bench]'`)."
+                f"{name} not measured: {exc} (install the bench dependency group: "
+                "`.venv/bin/pip install -e . --group dev --group bench`)."
             )
             continue
         efficiency = (

@@ -12,8 +12,8 @@ visible. Two texts that differ only at the end of a long line (a timestamp appen
 prompt, the classic prefix cache killer) never print as the same truncated prefix twice.
 
 Every function takes ``names``: how the two sides are called in the sentence (``expected`` and
-``actual`` for the invariant, ``recorded`` and ``request`` for a cassette, ``request 0`` and
-``request 1`` for a prefix check). The phrases are:
+``actual`` for the invariant, ``recorded`` and ``request`` for a cassette, ``request #1`` and
+``request #2`` for a prefix check). The phrases are:
 
 - ``<where> differs: <left>: <value>, <right>: <value>`` for short values;
 - ``<where> differs at line L, column C: <left>: …'context', <right>: …'context'`` for texts
@@ -118,8 +118,9 @@ class TextDifference:
     """1-based column of that character in its line."""
     expected: str
     """The left text's excerpt: the differing line, quoted (whole when short, else ``context``
-    characters each side of ``column`` with ``…`` where the line goes on), and ``(end of
-    text)`` when the text ends at the difference."""
+    characters each side of ``column`` with ``…`` where the line goes on; when the texts part
+    at this side's line break, the line after it too), and ``(the text ends here)`` when the
+    text ends at the difference."""
     actual: str
     """The right text's excerpt, cut the same way."""
 
@@ -128,6 +129,12 @@ def _excerpt(text: str, offset: int, line_start: int, context: int) -> str:
     line_end = text.find("\n", offset)
     if line_end < 0:
         line_end = len(text)
+    if line_end == offset < len(text):
+        # This side parts from the other at a line break: what matters is the line after it
+        # (the other text ended there, or went on differently), so it is shown too.
+        line_end = text.find("\n", offset + 1)
+        if line_end < 0:
+            line_end = len(text)
     if line_end - line_start <= _PREVIEW:
         start, end = line_start, line_end  # a short line is shown whole
     else:
@@ -140,7 +147,7 @@ def _excerpt(text: str, offset: int, line_start: int, context: int) -> str:
     if end < line_end:
         shown += "…"
     if offset >= len(text):
-        shown += " (end of text)"
+        shown += " (the text ends here)"
     return shown
 
 

@@ -130,10 +130,12 @@ class CassetteNotFound(CassetteError, FileNotFoundError):
 class CassetteMismatch(CassetteError, AssertionError):
     """A live request has no recording to play.
 
-    ``index`` is the live request's position in this cassette use (0-based); ``request`` a
-    one-line description of it (method and URL); ``closest_index`` the interaction closest to
-    it (``None`` when the cassette has none); ``closest`` that interaction's method and URL;
-    ``diff`` the differences from the closest recording to the live request, first first.
+    ``index`` is the live request's position in this cassette use (0-based, as Python indexes;
+    the message numbers requests and interactions from 1, as the cache doctor does:
+    ``request #1``); ``request`` a one-line description of it (method and URL);
+    ``closest_index`` the interaction closest to it (0-based; ``None`` when the cassette has
+    none); ``closest`` that interaction's method and URL; ``diff`` the differences from the
+    closest recording to the live request, first first.
     """
 
     def __init__(
@@ -156,7 +158,8 @@ class CassetteMismatch(CassetteError, AssertionError):
 
 
 class CassetteNotFullyPlayed(CassetteError, AssertionError):
-    """A cassette was left with recordings that were never played (``unplayed`` indexes)."""
+    """A cassette was left with recordings that were never played (``unplayed``: their 0-based
+    indexes; the message numbers them from 1)."""
 
     def __init__(self, message: str, *, path: str, unplayed: tuple[int, ...]) -> None:
         super().__init__(message, path=path)

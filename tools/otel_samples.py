@@ -22,7 +22,7 @@ Samples (``--only`` takes these names):
   indexed ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*`` attributes. The dev environment
   pins a newer one, so this sample is made in a separate virtual environment::
 
-      python3 -m venv /tmp/legacy && /tmp/legacy/bin/pip install -e '.[dev]' \\
+      python3 -m venv /tmp/legacy && /tmp/legacy/bin/pip install -e . --group dev \\
           opentelemetry-instrumentation-openai==0.53.4
       /tmp/legacy/bin/python -m tools.otel_samples --only openllmetry-legacy
 

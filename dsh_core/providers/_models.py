@@ -25,11 +25,15 @@ __all__ = [
     "ChatTemplate",
     "Endpoint",
     "ModelInfo",
+    "ModelStatus",
     "UnitVisibility",
     "cache_model",
     "resolve_model",
     "thinking_enabled",
 ]
+
+ModelStatus: TypeAlias = Literal["not-yet", "served", "retired"]
+"""Where a date falls in a model id's life (:meth:`ModelInfo.served_at`)."""
 
 Endpoint: TypeAlias = Literal["chat", "anthropic"]
 """Which of DeepSeek's two wire formats a request was sent to."""
@@ -209,6 +213,9 @@ class ModelInfo:
     """In-flight requests per account before HTTP 429 (None: not documented)."""
     alias_of: str | None = None
     """The id this one is an alias of, if any."""
+    served_from: str | None = None
+    """When the API began to serve the id (ISO 8601, UTC), if known: before it, the id was
+    unknown to the API ("Model Not Exist")."""
     retired_at: str | None = None
     """When the id stops working (ISO 8601, UTC), if announced."""
     cache: CacheFacts = CacheFacts()
@@ -222,12 +229,28 @@ class ModelInfo:
         """The ``model`` a response to a request naming this id carries."""
         return self.reported_as or self.id
 
+    def served_at(self, when: float) -> ModelStatus:
+        """Whether a request made at ``when`` (Unix seconds) met this id before it was served
+        (``"not-yet"``), while it was (``"served"``), or after its announced retirement
+        (``"retired"``)."""
+        if self.served_from is not None and when < _unix_seconds(self.served_from):
+            return "not-yet"
+        if self.retired_at is not None and when >= _unix_seconds(self.retired_at):
+            return "retired"
+        return "served"
+
 
 _V4_EFFORTS = ("none", "low", "high", "max")
 REASONING_EFFORT_ALIASES: Mapping[str, str] = MappingProxyType(
     {"minimal": "low", "medium": "high", "xhigh": "high", "ultra": "max"}
 )
 """Wire aliases the V4.1 API accepts for ``reasoning_effort`` (docs/wire.md §1.3)."""
+
+
+_V4 = "2026-04-24T00:00:00Z"
+"""The V4 models' launch day (docs/wire.md §1.2); the hour is not published."""
+_V4_1 = "2026-09-10T00:00:00Z"
+"""V4.1's launch day (docs/wire.md §1.2), when ``deepseek-flash`` appeared."""
 
 
 def _model(model_id: str, served_by: str, **facts: Any) -> ModelInfo:
@@ -251,15 +274,28 @@ MODELS: Mapping[str, ModelInfo] = MappingProxyType(
     {
         m.id: m
         for m in (
-            _model("deepseek-flash", "DeepSeek-V4.1-Flash", input_modalities=("text", "image")),
-            _model("deepseek-v4-flash", "DeepSeek-V4.1-Flash", alias_of="deepseek-flash"),
+            _model(
+                "deepseek-flash",
+                "DeepSeek-V4.1-Flash",
+                input_modalities=("text", "image"),
+                served_from=_V4_1,
+            ),
+            _model(
+                "deepseek-v4-flash",
+                "DeepSeek-V4.1-Flash",
+                alias_of="deepseek-flash",
+                served_from=_V4,
+            ),
             _model(
                 "deepseek-v4-flash-vision-exp",
                 "DeepSeek-V4.1-Flash",
                 alias_of="deepseek-flash",
                 input_modalities=("text", "image"),
+                served_from=_V4_1,
             ),
-            _model("deepseek-v4-pro", "DeepSeek-V4-Pro-0813", concurrency_limit=500),
+            _model(
+                "deepseek-v4-pro", "DeepSeek-V4-Pro-0813", concurrency_limit=500, served_from=_V4
+            ),
             _model(
                 "deepseek-chat",
                 "DeepSeek-V4-Flash (non-thinking)",

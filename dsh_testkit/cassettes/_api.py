@@ -200,7 +200,7 @@ class Cassette:
         if not unplayed:
             return
         data = self.vcr_cassette.data
-        listed = "".join(f"\n  interaction {i}: {describe(data[i][0])}" for i in unplayed[:5])
+        listed = "".join(f"\n  interaction #{i + 1}: {describe(data[i][0])}" for i in unplayed[:5])
         more = f"\n  … and {len(unplayed) - 5} more" if len(unplayed) > 5 else ""
         raise CassetteNotFullyPlayed(
             f"cassette {self.path} was only partly played: {len(unplayed)} of {self._loaded} "

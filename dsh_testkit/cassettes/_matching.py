@@ -242,7 +242,7 @@ def build_mismatch(
 
     live = cassette.filter_request(vcr_request)
     described = describe(live)
-    head = f"cassette {path} has no recording for request {index} (0-based): {described}"
+    head = f"cassette {path} has no recording for request #{index + 1}: {described}"
     fix = (
         "What to do: if the change is intended, re-record the cassette from scratch "
         "(pytest --dsh-record-mode=rewrite) or add the new request to it (pytest "
@@ -261,7 +261,7 @@ def build_mismatch(
         )
     matching = [i for i, (r, _) in enumerate(data) if requests_match(live, r, match_on)]
     if matching:
-        listed = ", ".join(str(i) for i in matching)
+        listed = ", ".join(f"#{i + 1}" for i in matching)
         return CassetteMismatch(
             f"{head}\nIt matches recorded interaction(s) {listed}, but each was already "
             f"played: the code sends this request more often than it was recorded.\n{fix}",
@@ -292,7 +292,7 @@ def build_mismatch(
             "messages[*].ts)."
         )
     return CassetteMismatch(
-        f"{head}\nClosest recording: interaction {best}{played}, {describe(recorded)}; "
+        f"{head}\nClosest recording: interaction #{best + 1}{played}, {describe(recorded)}; "
         f"what differs (recorded → request), in order:{lines}\n{fix}",
         path=str(path),
         index=index,

@@ -41,6 +41,8 @@ def _serve(args: argparse.Namespace) -> int:
             seed=args.seed,
             api_keys=[*(args.api_key or ()), *_env_keys()] or None,
             passback=args.passback,
+            as_of=args.as_of,
+            retired_models=args.retired_models,
             on_exhausted=args.on_exhausted,
             call_tools_limit=args.call_tools_limit,
             cache=cache,
@@ -293,6 +295,23 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="the reasoning pass-back rule in thinking mode: strict (reasoning of every "
         "assistant turn when tools are present), tool-calls (only turns that called tools; "
         "the lenient variant), off (default strict)",
+    )
+    parser.add_argument(
+        "--as-of",
+        metavar="DATE",
+        default=None,
+        help="the date every request is taken to be made on (ISO 8601: 2026-05-01 or "
+        "2026-05-01T09:30:00Z; default: the machine's clock): model ids not yet served then "
+        "are refused as unknown, retired ones handled as --retired-models says, and answers' "
+        "created times start there",
+    )
+    parser.add_argument(
+        "--retired-models",
+        choices=("warn", "refuse"),
+        default="warn",
+        help="a model id requested after its announced retirement: warn (served, with a "
+        "warning in the request log) or refuse (400 Model Not Exist, as for an unknown model) "
+        "(default warn)",
     )
     parser.add_argument(
         "--request-log-limit",
@@ -639,12 +658,25 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             "Test and audit LLM agent harnesses against a wire-faithful mock DeepSeek, offline."
         ),
     )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {_version()}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_line, add_arguments) in _SUBCOMMANDS.items():
         command = sub.add_parser(name, help=help_line)
         if only is None or name == only:
             add_arguments(command)
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml's, the one source of it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dsh-testkit")
+    except PackageNotFoundError:  # pragma: no cover - run from a checkout never installed
+        return "unknown (not installed)"
 
 
 def _first_command(argv: Sequence[str]) -> str | None:

@@ -144,7 +144,7 @@ def assert_prefix_stable(value: Any) -> Trace:
         current = trace.exchanges[request.index]
         before = wire_view(parent.body, endpoint=parent.endpoint)
         after = wire_view(current.body, endpoint=current.endpoint)
-        names = (f"request {request.parent}", f"request {request.index}")
+        names = (f"request #{request.parent + 1}", f"request #{request.index + 1}")
         diff: tuple[str, ...] = ()
         if before is not None and after is not None:
             diff = diff_chat(before, after, names=names, prefix=True)
@@ -155,7 +155,7 @@ def assert_prefix_stable(value: Any) -> Trace:
         else:
             detail = f"the prompt departs at {request.divergence}"
         raise PrefixInstability(
-            f"request {request.index} does not extend request {request.parent}, so the "
+            f"request #{request.index + 1} does not extend request #{request.parent + 1}, so the "
             f"provider's prefix cache cannot reuse it ({detail}); the first divergence:",
             index=request.index,
             diff=diff or (detail,),

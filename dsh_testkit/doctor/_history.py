@@ -252,6 +252,31 @@ def _message_diff(old: Any, new: Any) -> tuple[str, tuple[str, ...], TextDiff | 
     return "", (f"before: {a_text[:100]}", f"after:  {b_text[:100]}"), text_diff(a_text, b_text)
 
 
+_REMOVED_SHOWN = 4
+"""Removed messages a truncation's evidence lists one by one; the rest are counted."""
+
+
+def _removed(old: list[Any], start: int, count: int, previous: WireView) -> tuple[str, ...]:
+    """One evidence line per removed message of the previous request (its index there, role,
+    and the start of its text or its tool calls), the first :data:`_REMOVED_SHOWN` of them."""
+    lines = []
+    for position in range(start, start + min(count, _REMOVED_SHOWN)):
+        message = old[position]
+        where = f"messages[{previous.wire_index(position)}]"
+        if not isinstance(message, Mapping):
+            lines.append(f"removed {where}: {canonical_json(message)[:60]}")
+            continue
+        text = content_text(message.get("content"))
+        shown = repr(text[:60]) + ("…" if len(text) > 60 else "")
+        calls = [name for name, _ in _calls(message)]
+        if calls:
+            shown += f", calls {', '.join(repr(name) for name in calls)}"
+        lines.append(f"removed {where} ({message.get('role', 'no role')}): {shown}")
+    if count > _REMOVED_SHOWN:
+        lines.append(f"… and {count - _REMOVED_SHOWN} more")
+    return tuple(lines)
+
+
 def _same_turn(produced: Mapping[str, Any], sent: Any) -> bool:
     """Whether ``sent`` is the model's answer resent (content and tool-call names agree)."""
     if not isinstance(sent, Mapping) or sent.get("role") != "assistant":
@@ -348,15 +373,15 @@ def history_changes(
             later = next((j for j in range(same + 1, len(old)) if old[j] == b), None)
             if later is not None or (answer is not None and _same_turn(answer, b)):
                 removed = (later if later is not None else len(old)) - same
+                were = "message was" if removed == 1 else "messages were"
                 return [
                     Change(
                         code="history-rewritten",
                         detail=(
-                            f"{removed} message(s) from {where} on were removed (truncation): "
-                            f"the previous request had {len(old) + previous.message_offset} "
-                            "messages"
+                            f"{removed} {were} removed from {where} on (truncation): the "
+                            f"previous request had {len(old) + previous.message_offset} messages"
                         ),
-                        evidence=(f"removed: {canonical_json(old[same])[:80]}",),
+                        evidence=_removed(old, same, removed, previous),
                         where=where,
                         component=component,
                         signature=f"history-rewritten removed {where}",

@@ -38,6 +38,7 @@ from ._validate import ToolFacts, validate_anthropic, validate_chat
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "MODEL_NOT_EXIST",
     "DecodedBody",
     "Rejection",
     "admit",
@@ -56,7 +57,7 @@ _AUTH_FORMAT: Final = (
     "Authentication Fails (auth header format should be Bearer sk-...)"  # [observed]
 )
 _AUTH_INVALID: Final = "Authentication Fails, Your api key is invalid"  # [observed], key not echoed
-_MODEL_NOT_EXIST: Final = "Model Not Exist"  # [observed] docs/wire.md §1.9
+MODEL_NOT_EXIST: Final = "Model Not Exist"  # [observed] docs/wire.md §1.9
 
 _CREDENTIAL_HEADERS: Final = frozenset(
     {
@@ -380,7 +381,7 @@ def admit(
         raise Rejection(_wire_error(exc)) from None
     info = resolve_model(parsed.model, endpoint=endpoint)
     if info is None:
-        raise Rejection(ApiError(status=400, message=_MODEL_NOT_EXIST))
+        raise Rejection(ApiError(status=400, message=MODEL_NOT_EXIST))
     facts: ToolFacts
     user_id: str | None
     if isinstance(parsed, ChatRequest):

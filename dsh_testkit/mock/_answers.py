@@ -46,13 +46,14 @@ from ._request import MockRequest
 from ._script import ErrorReply, Reply
 
 __all__ = [
+    "CREATED_EPOCH",
     "AnswerPlanner",
     "context_length_message",
     "context_window_error",
     "reported_model",
 ]
 
-_CREATED_EPOCH: Final = 1_767_225_600
+CREATED_EPOCH: Final = 1_767_225_600
 """``created`` of the first answer (2026-01-01T00:00:00Z); each answer adds one second."""
 
 _ALNUM: Final = string.ascii_letters + string.digits
@@ -103,12 +104,15 @@ class AnswerPlanner:
         seed: int,
         cache: PrefixCacheSimulator,
         renderer: PromptRenderer,
+        created_from: int = CREATED_EPOCH,
     ) -> None:
         self._seed = seed
         self.cache = cache
         self.renderer = renderer
         self._rng = random.Random(seed)
         self._answers = 0
+        self.created_from = created_from
+        """The ``created`` of the first answer (Unix seconds); each later one a second on."""
 
     def reset(self) -> None:
         """Re-seed the PRNG, restart the clock, empty the cache."""
@@ -259,7 +263,7 @@ class AnswerPlanner:
         )
         completion = Completion(
             id=self._uuid(),
-            created=_CREATED_EPOCH + self._answers - 1,
+            created=self.created_from + self._answers - 1,
             model=reported_model(view.model),
             thinking=view.thinking,
             usage=usage,

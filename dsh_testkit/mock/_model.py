@@ -27,10 +27,11 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
-from dsh_core.providers import MODELS
+from dsh_core.providers import MODELS, ModelInfo
 from dsh_core.providers._passback import PassbackRule
 
 from ..prompt._cache import PrefixCacheSimulator
@@ -39,6 +40,7 @@ from ..scrub._scrubber import credentials_of, scrub_json, scrub_text, scrub_url
 from ..scrub._spellings import KnownSecrets
 from ..traces._file import TraceWriter
 from ._admission import (
+    MODEL_NOT_EXIST,
     DecodedBody,
     Rejection,
     admit,
@@ -47,7 +49,7 @@ from ._admission import (
     decode_body,
     redacted_headers,
 )
-from ._answers import AnswerPlanner, context_window_error
+from ._answers import CREATED_EPOCH, AnswerPlanner, context_window_error
 from ._api_errors import ApiError
 from ._control import control_plan
 from ._errors import ScriptError
@@ -72,11 +74,19 @@ __all__ = [
     "REQUEST_LOG_VERSION",
     "MockDeepSeek",
     "Responder",
+    "RetiredModels",
 ]
 
 REQUEST_LOG_FORMAT: Final = "dsh-mock-requests"
 """The header's ``format`` of the request log file (:meth:`MockDeepSeek.log_requests_to`)."""
 REQUEST_LOG_VERSION: Final = 1
+
+RetiredModels: TypeAlias = Literal["warn", "refuse"]
+"""What the mock does with a model id requested after its announced retirement (the model
+table's ``retired_at``, docs/wire.md §1.2): ``warn`` serves it as before and says so in the
+request log's ``warnings`` (the pytest plugin shows them); ``refuse`` answers as the API answers
+an unknown model (400 "Model Not Exist") and leaves it out of ``GET /models``. Public evidence
+disagrees on which the live API did after the date, so ``warn`` is the default."""
 
 Responder: TypeAlias = Callable[[MockRequest], ScriptEntry | None]
 """A callable script (pydantic-ai's ``FunctionModel``, for the DeepSeek wire): it gets every
@@ -108,7 +118,12 @@ class MockDeepSeek:
     thinking mode a :class:`Reply` scripted without reasoning is sent with a short generated
     one (the live API always reasons there). ``seed`` makes ids and timestamps reproducible.
     ``api_keys`` restricts the accepted keys (default: any non-empty key). ``passback`` selects
-    the reasoning pass-back rule. ``cache`` is the prefix-cache simulator (a fresh default one
+    the reasoning pass-back rule. ``as_of`` is the date every request is taken to be made on (an
+    ISO 8601 date or instant, UTC unless it says otherwise; default ``None``: the machine's
+    clock at each request): a model id the model table says was not yet served then is refused
+    as the API refuses an unknown model, one retired by then is handled as ``retired_models``
+    says (:data:`RetiredModels`), and responses' ``created`` times start there (without it,
+    at 2026-01-01, a fixed start that keeps recordings byte-stable). ``cache`` is the prefix-cache simulator (a fresh default one
     when omitted); ``renderer`` the prompt renderer / tokenizer. ``request_log_limit`` caps the
     request log (oldest dropped; :attr:`dropped_requests` counts them) and ``request_log_bytes``
     the request-body bytes it holds (oldest dropped the same way). ``strict_tools`` (the
@@ -134,6 +149,8 @@ class MockDeepSeek:
         request_log_bytes: int = DEFAULT_REQUEST_LOG_BYTES,
         strict_tools: bool = True,
         call_tools_limit: int = DEFAULT_CALL_TOOLS_LIMIT,
+        as_of: str | datetime | None = None,
+        retired_models: RetiredModels = "warn",
     ) -> None:
         if isinstance(request_log_limit, bool) or not (
             isinstance(request_log_limit, int) and request_log_limit >= 1
@@ -155,6 +172,10 @@ class MockDeepSeek:
             cache=cache if cache is not None else PrefixCacheSimulator(),
             renderer=renderer if renderer is not None else PromptRenderer(),
         )
+        self._as_of: float | None = None
+        self.as_of = as_of
+        self.retired_models = retired_models
+        self._initial_dates = (self.as_of, self.retired_models)
         self._initial: tuple[ScriptEntry, ...] = ()
         script_exhausted: OnExhausted = "default"
         responder: Responder | None = None
@@ -208,6 +229,64 @@ class MockDeepSeek:
             )
         with self._lock:
             self._sources.on_exhausted = value
+
+    @property
+    def as_of(self) -> str | None:
+        """The date every request is taken to be made on (ISO 8601, UTC), or ``None`` for the
+        machine's clock at each request; settable (a date, an instant or a ``datetime``)."""
+        if self._as_of is None:
+            return None
+        return datetime.fromtimestamp(self._as_of, UTC).isoformat().replace("+00:00", "Z")
+
+    @as_of.setter
+    def as_of(self, value: str | datetime | None) -> None:
+        when = _instant(value)
+        with self._lock:
+            self._as_of = when
+            self._answers.created_from = CREATED_EPOCH if when is None else int(when)
+
+    @property
+    def retired_models(self) -> RetiredModels:
+        """What a request naming a retired model id gets (:data:`RetiredModels`); settable."""
+        return self._retired_models
+
+    @retired_models.setter
+    def retired_models(self, value: RetiredModels) -> None:
+        if value not in ("warn", "refuse"):
+            raise ScriptError(f"must be 'warn' or 'refuse', got {value!r}", path="retiredModels")
+        self._retired_models: RetiredModels = value
+
+    def _dated(self, model: str) -> tuple[ApiError | None, str | None]:
+        """The refusal or the warning a model id gets on the request's date (the model table's
+        ``served_from`` and ``retired_at``); an id the table does not know is not dated."""
+        info = MODELS.get(model)
+        if info is None:
+            return None, None
+        when = self._as_of if self._as_of is not None else time.time()
+        status = info.served_at(when)
+        if status == "served":
+            return None, None
+        day = datetime.fromtimestamp(when, UTC).date().isoformat()
+        date = (
+            f"the request's date is {day} (as_of)"
+            if self._as_of is not None
+            else f"the request's date is {day} (the machine's clock; set as_of to choose another)"
+        )
+        if status == "not-yet":
+            served = (info.served_from or "")[:10]
+            detail = f"model {model!r} is served from {served}; {date}"
+            return ApiError(status=400, message=MODEL_NOT_EXIST, detail=detail), None
+        said = (
+            f"model {model!r} was retired on {(info.retired_at or '')[:10]} (docs/wire.md §1.2); "
+            f"{date}; use {_replacement(info)}"
+        )
+        if self._retired_models == "refuse":
+            detail = f"{said} (retired_models='refuse': refused as an unknown model)"
+            return ApiError(status=400, message=MODEL_NOT_EXIST, detail=detail), None
+        return None, (
+            f"{said}. Served as before (retired_models='warn'); the live API may refuse it as an "
+            "unknown model (400 Model Not Exist): retired_models='refuse' does"
+        )
 
     # -- scripting ----------------------------------------------------------------------------
 
@@ -317,8 +396,9 @@ class MockDeepSeek:
             return tuple(self._sources.unused_routes())
 
     def reset(self) -> None:
-        """Back to the initial state: the initial script queued, no routes, ``on_exhausted`` as
-        built, the call-tools bound's count at 0, the request log emptied (and its memory freed), an empty cache, the PRNG re-seeded.
+        """Back to the initial state: the initial script queued, no routes, ``on_exhausted``,
+        ``as_of`` and ``retired_models`` as built, the call-tools bound's count at 0, the request
+        log emptied (and its memory freed), an empty cache, the PRNG re-seeded.
 
         With a script file (:meth:`use_script_file`) the file is read again first; if it no
         longer parses, :class:`ScriptError` is raised and nothing changes."""
@@ -334,6 +414,7 @@ class MockDeepSeek:
             self._seq = 0
             self._unscripted = deque(maxlen=self._log_limit)
             self._answers.reset()
+            self.as_of, self.retired_models = self._initial_dates
             self._resets += 1
             self._reset_at = time.time()
 
@@ -595,7 +676,11 @@ class MockDeepSeek:
         except Rejection as reject:
             return self._reject(request, "models", reject.error)
         self._record(request, "models", status=200)
-        data = [{"id": m.id, "object": "model", "owned_by": "deepseek"} for m in MODELS.values()]
+        data = [
+            {"id": m.id, "object": "model", "owned_by": "deepseek"}
+            for m in MODELS.values()
+            if self._dated(m.id)[0] is None
+        ]
         return json_plan(200, {"object": "list", "data": data})
 
     # -- model requests -----------------------------------------------------------------------
@@ -613,6 +698,9 @@ class MockDeepSeek:
             view = admit(request, endpoint, body=body, seq=self._seq + 1, passback=self._passback)
         except Rejection as reject:
             return self._reject(request, endpoint, reject.error, body=body)
+        refused, retired = self._dated(view.model)
+        if refused is not None:
+            return self._reject(request, endpoint, refused, body=body)
         prompt = self._answers.render_prompt(view)
         overflow = context_window_error(view, prompt.prompt_tokens)
         if overflow is not None:
@@ -651,8 +739,9 @@ class MockDeepSeek:
         plan, extras = self._answers.reply_plan(sent, view, key, prompt)  # type: ignore[arg-type]
         if sent is not entry:
             extras["generatedReasoning"] = sent.reasoning  # type: ignore[union-attr]
-        if warning is not None:
-            extras["warnings"] = [warning]
+        warnings = [w for w in (retired, warning) if w is not None]
+        if warnings:
+            extras["warnings"] = warnings
         self._record(request, endpoint, status=200, entry=entry, extras=extras, body=body, **by)
         return plan
 
@@ -708,6 +797,40 @@ class MockDeepSeek:
         while self._log_bytes > self._log_bytes_limit and len(self._requests) > 1:
             self._requests.popleft()
             self._log_bytes -= self._log_sizes.popleft()
+
+
+def _instant(value: str | datetime | None) -> float | None:
+    """Unix seconds of an ISO 8601 date or instant (UTC unless it says otherwise)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ScriptError(
+                f"must be an ISO 8601 date or instant (2026-05-01, 2026-05-01T09:30:00Z), "
+                f"got {value!r}",
+                path="asOf",
+            ) from None
+    elif isinstance(value, datetime):
+        parsed = value
+    else:
+        raise ScriptError(f"must be a date string or a datetime, got {value!r}", path="asOf")
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+def _replacement(info: ModelInfo) -> str:
+    """What to request instead of a retired id: the id it was an alias of, with the thinking
+    mode it had when that one's default differs."""
+    target = MODELS.get(info.alias_of or "")
+    if target is None:
+        return "a current model (GET /models lists them)"
+    if info.thinking_default == target.thinking_default:
+        return repr(target.id)
+    switch = "enabled" if info.thinking_default else "disabled"
+    return f'{target.id!r} with "thinking": {{"type": "{switch}"}}'
 
 
 def _unoffered_tool_error(entry: Reply, view: MockRequest) -> ApiError | None:

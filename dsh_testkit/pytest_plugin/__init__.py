@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from .._errors import MockNotSatisfied, NetworkBlocked
     from ..capture import RequestCapture
     from ..cassettes import Cassette
-    from ..mock import MockServer
+    from ..mock import MockDeepSeek, MockServer
     from ..scrub._rules import ScrubRules
     from ._cassette import CassetteFixture
     from ._support import AgentFactory, MockFixture, ReplayFactory
@@ -341,6 +341,15 @@ def _module_dir(request: pytest.FixtureRequest) -> Path:
 # ---------------------------------------------------------------------------------- fixtures
 
 
+def _dated_mock(config: pytest.Config) -> MockDeepSeek:
+    """A fixture's mock (seed 0), dated as the ini's ``dsh_as_of`` and ``dsh_retired_models``
+    say (a test may change either on its mock; a reset restores them)."""
+    from ..mock import MockDeepSeek
+
+    settings = _settings(config)
+    return MockDeepSeek(seed=0, as_of=settings.as_of, retired_models=settings.retired_models)
+
+
 @pytest.fixture
 def dsh_mock(request: pytest.FixtureRequest) -> MockFixture:
     """A fresh in-process mock DeepSeek per test: script it with route() and push(), give clients .provider.
@@ -362,11 +371,15 @@ def dsh_mock(request: pytest.FixtureRequest) -> MockFixture:
     ``dsh_mock.provider`` is a ``DeepSeekProvider`` answered by it;
     ``dsh_mock.transport("httpx2")`` is a ``MockTransport`` for any other client (the openai
     and anthropic SDKs use httpx2); ``dsh_mock.requests`` is what it received; ``dsh_mock.mock``
-    the ``MockDeepSeek`` itself. A fresh one per test (seed 0).
+    the ``MockDeepSeek`` itself. A fresh one per test (seed 0), dated as the ini's ``dsh_as_of``
+    and ``dsh_retired_models`` say (default: the machine's clock, retired model ids warned about).
     """
     from ._support import MockFixture
 
-    fixture = MockFixture(strict=request.node.get_closest_marker("dsh_lenient") is None)
+    fixture = MockFixture(
+        _dated_mock(request.config),
+        strict=request.node.get_closest_marker("dsh_lenient") is None,
+    )
     _stash(request)[_MOCK] = fixture
     return fixture
 
@@ -387,9 +400,9 @@ def dsh_mock_server(request: pytest.FixtureRequest) -> Iterator[MockServer]:
     opts out). Record through it with ``dsh_cassette``: loopback origins are filed as one, so
     the cassette replays whatever port the server gets next time.
     """
-    from ..mock import MockDeepSeek, MockServer
+    from ..mock import MockServer
 
-    server = MockServer(MockDeepSeek(seed=0)).start()
+    server = MockServer(_dated_mock(request.config)).start()
     request.config.stash[_SERVER] = server
     try:
         yield server

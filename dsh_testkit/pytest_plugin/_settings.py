@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import pytest
 
@@ -128,6 +128,11 @@ class Settings:
     """``--dsh-record-in-ci``: recording in CI on purpose."""
     rewrite_origin: tuple[tuple[str, str], ...] = ()
     """The ini's ``dsh_rewrite_origin`` lines, as ``(live, recorded)`` origins."""
+    as_of: str | None = None
+    """The ini's ``dsh_as_of``: the date the mocks of ``dsh_mock`` and ``dsh_mock_server`` take
+    every request to be made on; ``None``: the machine's clock."""
+    retired_models: Literal["warn", "refuse"] = "warn"
+    """The ini's ``dsh_retired_models``: what those mocks do with a retired model id."""
 
     @property
     def live(self) -> bool:
@@ -170,6 +175,7 @@ def read_settings(config: pytest.Config) -> Settings:
         raise pytest.UsageError(ci_refusal(mode, asked_by))
     block = config.getoption("dsh_block_network")
     scrub_table, scrub_source = _scrub_table(config)
+    as_of, retired = _model_dates(config)
     settings = Settings(
         record_mode=mode,
         mode_source=source,
@@ -185,8 +191,30 @@ def read_settings(config: pytest.Config) -> Settings:
         ci=ci,
         record_in_ci=record_in_ci,
         rewrite_origin=_origin_lines(config.getini("dsh_rewrite_origin")),
+        as_of=as_of,
+        retired_models=retired,
     )
     return settings
+
+
+def _model_dates(config: pytest.Config) -> tuple[str | None, Literal["warn", "refuse"]]:
+    """The ini's ``dsh_as_of`` and ``dsh_retired_models``, checked as the mock checks them."""
+    as_of = str(config.getini("dsh_as_of") or "").strip() or None
+    retired = str(config.getini("dsh_retired_models") or "").strip() or "warn"
+    if retired not in ("warn", "refuse"):
+        raise pytest.UsageError(
+            f"{_ini_setting(config, 'dsh_retired_models', repr(retired))} is not warn or refuse"
+        )
+    if as_of is not None:
+        from ..mock import MockDeepSeek, ScriptError
+
+        try:
+            MockDeepSeek(as_of=as_of)
+        except ScriptError as error:
+            raise pytest.UsageError(
+                f"{_ini_setting(config, 'dsh_as_of', repr(as_of))} is not a date: {error}"
+            ) from None
+    return as_of, "refuse" if retired == "refuse" else "warn"
 
 
 def _origin_lines(lines: list[str]) -> tuple[tuple[str, str], ...]:
@@ -342,6 +370,20 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini(
         "dsh_cassette_dir",
         "directory of cassettes, relative to the ini file (--dsh-cassette-dir overrides it)",
+        default="",
+    )
+    parser.addini(
+        "dsh_as_of",
+        "the date dsh_mock and dsh_mock_server take every request to be made on (ISO 8601: "
+        "2026-05-01 or 2026-05-01T09:30:00Z; default: the machine's clock): model ids the model "
+        "table says were not served yet are refused as unknown",
+        default="",
+    )
+    parser.addini(
+        "dsh_retired_models",
+        "what dsh_mock and dsh_mock_server do with a model id requested after its retirement: "
+        "warn (served, the warning shown in the run's summary; the default) or refuse (400 "
+        "Model Not Exist, as the API answers an unknown model)",
         default="",
     )
     parser.addini(

@@ -370,7 +370,7 @@ class ReplayProvider:
     def _check(
         self, recording: RecordedSession, entry: ReplayEntry, index: int, actual: GenerateOptions
     ) -> None:
-        where = f"session {recording.session_id!r} call {index} (0-based)"
+        where = f"session {recording.session_id!r} model call #{index + 1}"
         if entry.kind == "compaction" or actual.purpose == "compaction":
             if (entry.kind == "compaction") != (actual.purpose == "compaction"):
                 recorded = (

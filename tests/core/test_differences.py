@@ -34,7 +34,7 @@ def test_a_timestamp_appended_to_a_long_line_is_located_and_visible() -> None:
         offset=200,
         line=1,
         column=201,
-        expected="…" + repr(LINE[-32:]) + " (end of text)",
+        expected="…" + repr(LINE[-32:]) + " (the text ends here)",
         actual="…" + repr(LINE[-32:] + STAMP),
     )
 
@@ -61,7 +61,19 @@ def test_a_long_line_is_cut_on_both_sides_of_the_difference_only_within_the_line
 def test_a_line_break_on_one_side_is_shown_as_the_differing_character() -> None:
     found = locate_text_difference("ab\ncd", "a\ncd")
     assert found is not None
-    assert (found.line, found.column, found.expected, found.actual) == (1, 2, "'ab'", "'a\\n'")
+    assert (found.line, found.column, found.expected, found.actual) == (1, 2, "'ab'", "'a\\ncd'")
+
+
+def test_a_line_added_after_the_end_shows_the_added_line_not_only_the_break() -> None:
+    found = locate_text_difference("line one\nline two", "line one\nline two\nline three")
+    assert found is not None
+    assert (found.line, found.column) == (2, 9)
+    assert found.expected == "'line two' (the text ends here)"
+    assert found.actual == "'line two\\nline three'"
+    longer = "a" * 100 + "\nthe next line"
+    found = locate_text_difference("a" * 100, longer)
+    assert found is not None
+    assert found.actual == "…'" + "a" * 32 + "\\nthe next line'"
 
 
 def test_equal_texts_have_no_difference() -> None:
@@ -98,7 +110,7 @@ def test_both_sides_show_the_first_differing_character(
         if offset < len(text):
             assert repr(text[offset])[1:-1] in shown
         else:
-            assert shown.endswith("(end of text)")
+            assert shown.endswith("(the text ends here)")
 
 
 def test_short_one_line_texts_are_shown_whole() -> None:
@@ -108,7 +120,7 @@ def test_short_one_line_texts_are_shown_whole() -> None:
 def test_long_or_multi_line_texts_name_line_and_column() -> None:
     assert text_difference("m", LINE, LINE + STAMP, ("request 0", "request 1")) == (
         "m differs at line 1, column 201: "
-        f"request 0: …{LINE[-32:]!r} (end of text), request 1: …{LINE[-32:] + STAMP!r}"
+        f"request 0: …{LINE[-32:]!r} (the text ends here), request 1: …{LINE[-32:] + STAMP!r}"
     )
     assert text_difference("m", "a\nb", "a\nc", SIDES) == (
         "m differs at line 2, column 1: expected: 'b', actual: 'c'"
@@ -121,7 +133,7 @@ def test_a_system_prompt_is_compared_by_line_then_by_column() -> None:
     )
     assert system_difference("intro\n" + LINE, "intro\n" + LINE + STAMP, SIDES) == (
         "system line 2 differs at column 201: "
-        f"expected: …{LINE[-32:]!r} (end of text), actual: …{LINE[-32:] + STAMP!r}"
+        f"expected: …{LINE[-32:]!r} (the text ends here), actual: …{LINE[-32:] + STAMP!r}"
     )
     assert system_difference("a", "a\nb", SIDES) == (
         "system line 2 only in actual: 'b' (expected has 1 line, actual has 2)"

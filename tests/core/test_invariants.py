@@ -122,7 +122,7 @@ async def test_a_timestamp_appended_to_a_long_system_line_is_visible() -> None:
     assert "2026-12-02T17:00:01Z" in difference
     expected, actual = difference.split(": expected: ")[1].split(", actual: ")
     assert expected != actual
-    assert expected.endswith("(end of text)")
+    assert expected.endswith("(the text ends here)")
     assert "2026-12-02T17:00:01Z" in str(info.value)
     assert provider.requests == []
 

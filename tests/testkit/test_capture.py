@@ -191,30 +191,30 @@ def test_a_stable_agent_passes() -> None:
             lambda turn, messages, params: messages.__setitem__(
                 0, {"role": "system", "content": f"You are terse.\nTime: 12:0{turn}"}
             ),
-            "system line 2 differs: request 0: 'Time: 12:00', request 1: 'Time: 12:01'",
+            "system line 2 differs: request #1: 'Time: 12:00', request #2: 'Time: 12:01'",
         ),
         (
             lambda turn, messages, params: params.update(
                 tools=[TOOL, {"type": "function", "function": {"name": "grep"}}] if turn else [TOOL]
             ),
-            "tool 'grep' only in request 1",
+            "tool 'grep' only in request #2",
         ),
         (
             lambda turn, messages, params: params.update(tools=[] if turn else [TOOL]),
-            "tool 'read' only in request 0",
+            "tool 'read' only in request #1",
         ),
         (
             lambda turn, messages, params: params.update(
                 model="deepseek-v4-pro" if turn else "deepseek-v4-flash"
             ),
-            "model differs: request 0: 'deepseek-v4-flash', request 1: 'deepseek-v4-pro'",
+            "model differs: request #1: 'deepseek-v4-flash', request #2: 'deepseek-v4-pro'",
         ),
         (
             lambda turn, messages, params: (
                 turn and messages[1].update(content="question 0 (edited)")
             ),
             # the wire's index: the system message is messages[0] of the captured body
-            "messages[1].content differs: request 0: 'question 0', request 1: 'question 0 (edited)'",
+            "messages[1].content differs: request #1: 'question 0', request #2: 'question 0 (edited)'",
         ),
     ],
     ids=["timestamp-in-system", "tool-added", "tool-removed", "model-switch", "history-edited"],
@@ -228,7 +228,7 @@ def test_a_busting_agent_fails_naming_the_first_divergence(bust: Any, expected: 
     assert error.index == 1
     assert error.diff[0].startswith(expected), error.diff
     assert str(error).startswith(
-        "request 1 does not extend request 0, so the provider's prefix cache cannot reuse it"
+        "request #2 does not extend request #1, so the provider's prefix cache cannot reuse it"
     )
     assert isinstance(error, AssertionError) and isinstance(error, TestkitError)
 
@@ -246,9 +246,9 @@ def test_a_truncating_agent_fails_at_the_request_that_cut_its_history() -> None:
     with pytest.raises(PrefixInstability) as caught:
         assert_prefix_stable(capture)
     assert caught.value.index == 2
-    assert str(caught.value).startswith("request 2 does not extend request 1")
+    assert str(caught.value).startswith("request #3 does not extend request #2")
     assert caught.value.diff[0].startswith(
-        "messages[1].content differs: request 1: 'question 0', request 2: 'question 1'"
+        "messages[1].content differs: request #2: 'question 0', request #3: 'question 1'"
     )
 
 
@@ -261,7 +261,7 @@ def test_a_truncated_history_names_the_missing_message() -> None:
     with pytest.raises(PrefixInstability) as caught:
         assert_prefix_stable([first, second])
     assert caught.value.diff == (
-        "messages: request 0 has 2, request 1 has 1 "
+        "messages: request #1 has 2, request #2 has 1 "
         '(first missing: messages[1] {"role":"assistant","content":"b"})',
     )
 
@@ -281,7 +281,7 @@ def test_message_indexes_are_those_of_the_captured_wire_body() -> None:
     with pytest.raises(PrefixInstability) as caught:
         assert_prefix_stable(capture.requests)
     assert caught.value.index == 2
-    assert str(caught.value).startswith("request 2 does not extend request 0")
+    assert str(caught.value).startswith("request #3 does not extend request #1")
     (difference,) = caught.value.diff
     assert difference.startswith(
         "history-rewritten at messages[2].content line 1 column 9: messages[2] is the model's "
@@ -297,7 +297,7 @@ def test_message_indexes_without_a_system_message_start_at_zero() -> None:
     second = {"model": "m", "messages": [question, {"role": "assistant", "content": "b"}]}
     with pytest.raises(PrefixInstability) as caught:
         assert_prefix_stable([first, second])
-    assert caught.value.diff == ("messages[1].content differs: request 0: 'a', request 1: 'b'",)
+    assert caught.value.diff == ("messages[1].content differs: request #1: 'a', request #2: 'b'",)
 
 
 def test_unrelated_conversations_are_not_compared() -> None:
@@ -327,9 +327,9 @@ def test_unrelated_conversations_are_not_compared() -> None:
     with pytest.raises(PrefixInstability) as caught:
         assert_prefix_stable([a1, b1, a2, b2, a3])
     assert caught.value.index == 4
-    assert str(caught.value).startswith("request 4 does not extend request 2")
+    assert str(caught.value).startswith("request #5 does not extend request #3")
     assert caught.value.diff[0] == (
-        "messages[1].content differs: request 2: 'a', request 4: 'edited'"
+        "messages[1].content differs: request #3: 'a', request #5: 'edited'"
     )
 
 
@@ -393,7 +393,7 @@ def test_generate_options_are_checked_as_the_wire_bodies_the_provider_sends() ->
     assert chat_view_of_options(a).message_offset == 0
     with pytest.raises(PrefixInstability) as caught:
         assert_prefix_stable([a, b])
-    assert caught.value.diff[0] == "messages[1].content differs: request 0: 'a', request 1: 'b'"
+    assert caught.value.diff[0] == "messages[1].content differs: request #1: 'a', request #2: 'b'"
 
 
 def test_config_changes_other_than_the_model_do_not_bust_the_prefix() -> None:
@@ -415,7 +415,7 @@ def test_anthropic_shaped_bodies_compare_their_top_level_system() -> None:
     more = [{"role": "assistant", "content": "a"}, {"role": "user", "content": "r"}]
     second = {"model": "m", "system": "two", "messages": [*question, *more]}
     with pytest.raises(
-        PrefixInstability, match="system line 1 differs: request 0: 'one', request 1: 'two'"
+        PrefixInstability, match="system line 1 differs: request #1: 'one', request #2: 'two'"
     ):
         assert_prefix_stable([first, second])
 
@@ -426,8 +426,8 @@ def test_non_chat_requests_are_skipped_and_indexes_are_those_of_the_model_reques
         assert_prefix_stable([chat, {"no": "messages"}, {**chat, "model": "n"}])
     # The index counts model requests only (the trace's exchanges): 1, not 2.
     assert caught.value.index == 1
-    assert str(caught.value).startswith("request 1 does not extend request 0")
-    assert caught.value.diff == ("model differs: request 0: 'm', request 1: 'n'",)
+    assert str(caught.value).startswith("request #2 does not extend request #1")
+    assert caught.value.diff == ("model differs: request #1: 'm', request #2: 'n'",)
 
 
 def test_a_capture_with_a_non_chat_request_checks_its_model_requests() -> None:
@@ -473,7 +473,7 @@ def test_generate_options_are_accepted() -> None:
         tools=tools,
     )
     assert_prefix_stable([base, longer])
-    with pytest.raises(PrefixInstability, match="tool 'read' only in request 0"):
+    with pytest.raises(PrefixInstability, match="tool 'read' only in request #1"):
         assert_prefix_stable(
             [
                 longer,
@@ -631,8 +631,8 @@ def test_a_timestamp_appended_to_a_long_system_line_shows_in_prefix_instability(
     (difference,) = caught.value.diff
     assert difference == (
         "system line 1 differs at column 201: "
-        f"request 0: …{LONG_LINE[-32:]!r} (end of text), "
-        f"request 1: …{LONG_LINE[-32:] + STAMP!r}"
+        f"request #1: …{LONG_LINE[-32:]!r} (the text ends here), "
+        f"request #2: …{LONG_LINE[-32:] + STAMP!r}"
     )
     assert STAMP in str(caught.value)
     assert KEY not in str(caught.value)

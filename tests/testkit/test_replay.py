@@ -131,7 +131,7 @@ async def test_strict_mode_catches_a_changed_system_prompt() -> None:
         and error.actual.system == "You are terse.\nBe rude."
     )
     text = str(error)
-    assert "strict replay: the live request for session 's-1' call 0 (0-based) differs" in text
+    assert "strict replay: the live request for session 's-1' model call #1 differs" in text
     assert "(turn 1, step 1, attempt 0, first chunk at seq" in text
     assert text.endswith("\n  system line 2 differs: recorded: 'Be kind.', live: 'Be rude.'")
 

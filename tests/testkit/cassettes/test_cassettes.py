@@ -827,8 +827,8 @@ def test_mismatch_names_index_closest_recording_and_changed_header_parts(tmp_pat
         "tool 'grep' only in request",
     )
     text = str(error)
-    assert "has no recording for request 0 (0-based)" in text
-    assert "Closest recording: interaction 0" in text
+    assert "has no recording for request #1: POST" in text
+    assert "Closest recording: interaction #1," in text
     assert "re-record the cassette from scratch (pytest --dsh-record-mode=rewrite)" in text
     assert error.path == str(tmp_path / "c.yaml")
 
@@ -843,7 +843,7 @@ def test_a_timestamp_appended_to_a_long_system_line_shows_in_the_mismatch(tmp_pa
     error = _mismatch(tmp_path, [recorded], [live])
     assert error.diff == (
         "system line 1 differs at column 201: "
-        f"recorded: …{line[-32:]!r} (end of text), request: …{line[-32:] + stamp!r}",
+        f"recorded: …{line[-32:]!r} (the text ends here), request: …{line[-32:] + stamp!r}",
     )
     assert stamp in str(error)
 
@@ -951,7 +951,8 @@ def test_mismatch_on_another_url_and_a_non_chat_body(tmp_path: Path) -> None:
 def test_mismatch_when_a_request_repeats_more_often_than_recorded(tmp_path: Path) -> None:
     error = _mismatch(tmp_path, [chat_body()], [chat_body(), chat_body()])
     assert error.index == 1 and error.closest_index == 0 and error.diff == ()
-    assert "matches recorded interaction(s) 0, but each was already played" in str(error)
+    assert "has no recording for request #2: POST" in str(error)
+    assert "matches recorded interaction(s) #1, but each was already played" in str(error)
 
 
 def test_mismatch_on_a_cassette_without_recordings(tmp_path: Path) -> None:
@@ -970,7 +971,7 @@ def test_a_mismatch_the_client_swallowed_is_raised_when_the_cassette_closes(tmp_
     path = tmp_path / "c.yaml"
     record(path, sse_handler(), chat_body())
     with (
-        pytest.raises(CassetteMismatch, match="request 1") as caught,
+        pytest.raises(CassetteMismatch, match="request #2") as caught,
         use_cassette(path),
         httpx.Client() as client,
     ):
@@ -1070,7 +1071,7 @@ def test_a_partly_played_cassette_fails(tmp_path: Path) -> None:
     assert caught.value.unplayed == (1,)
     text = str(caught.value)
     assert "only partly played: 1 of 2 recordings never requested" in text
-    assert f"interaction 1: POST {URL}" in text
+    assert f"interaction #2: POST {URL}" in text
     assert "made 1 request(s)" in text
 
 

@@ -113,6 +113,36 @@ def test_a_truncated_history_is_compared_with_the_request_it_cuts() -> None:
     assert finding.severity == "loss" and finding.lost_tokens == diagnosis.lost_tokens > 0
 
 
+def test_a_truncation_shows_every_message_it_says_was_removed() -> None:
+    for removed in (2, 6):
+        traffic = Traffic()
+        messages = [system(SYSTEM)]
+        for turn in range(1, 5):
+            messages.append(user(f"Question {turn}: what does f{turn}.py do?"))
+            request = body(messages)
+            answer = assistant(f"Answer {turn}.")
+            traffic.add(
+                request, answer=answer, hit=floor(tokens_before(request, len(messages) - 1))
+            )
+            messages.append(answer)
+        cut = body([messages[0], *messages[1 + removed :], user("And now?")])
+        traffic.add(cut, hit=floor(tokens_before(cut, 1)))
+        [finding] = diagnose(traffic.trace()).requests[-1].findings
+        assert finding.code == "history-rewritten"
+        assert finding.detail.startswith(
+            f"{removed} messages were removed from messages[1] on (truncation): the previous "
+            "request had 8 messages"
+        )
+        listed = [line for line in finding.evidence if line.startswith("removed messages[")]
+        assert listed[:2] == [
+            "removed messages[1] (user): 'Question 1: what does f1.py do?'",
+            "removed messages[2] (assistant): 'Answer 1.'",
+        ]
+        assert len(listed) == min(removed, 4)
+        more = [line for line in finding.evidence if line.startswith("… and ")]
+        assert more == ([f"… and {removed - 4} more"] if removed > 4 else [])
+
+
 def test_a_refused_request_is_never_a_parent() -> None:
     traffic = Traffic()
     first = body([system(SYSTEM), user("Go.")], tools=None)

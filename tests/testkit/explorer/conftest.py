@@ -31,8 +31,10 @@ def browser() -> Iterator[Any]:
         pytest.skip(INSTALL)
     try:
         from playwright.sync_api import sync_playwright
-    except ImportError:  # pragma: no cover - the dev extra pins playwright
-        pytest.skip("playwright is not installed: `make .venv/.installed` installs the dev extra")
+    except ImportError:  # pragma: no cover - the dev dependency group pins playwright
+        pytest.skip(
+            "playwright is not installed: `make .venv/.installed` installs the dev dependency group"
+        )
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as driver:
         context = driver.chromium.launch_persistent_context(
             profile,

@@ -664,7 +664,7 @@ def test_a_broken_prefix_names_its_first_difference_in_the_shared_wording() -> N
     assert (
         "messages: 1 · the previous request's 1 are not a prefix; first difference: "
         "messages[0].content[0].text differs at line 1, column 201: "
-        f"previous: …{line[-32:]!r} (end of text), this: …{line[-32:] + stamp!r}\n"
+        f"previous: …{line[-32:]!r} (the text ends here), this: …{line[-32:] + stamp!r}\n"
     ) in text
     # Only an id differs: named after what the model sees compared equal.
     text = render_transcript(_broken_prefix_log("a", replacement=_user("u9", "a")))

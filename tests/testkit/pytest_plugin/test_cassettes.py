@@ -119,8 +119,8 @@ def test_a_changed_request_fails_with_the_closest_recording_and_what_differs(
     result.stdout.fnmatch_lines(
         [
             "E   *CassetteMismatch: cassette */cassettes/test_chat/test_chat.yaml has no recording "
-            "for request 0 (0-based): POST https://api.deepseek.com/chat/completions",
-            "E   *Closest recording: interaction 0, POST https://api.deepseek.com/chat/completions; "
+            "for request #1: POST https://api.deepseek.com/chat/completions",
+            "E   *Closest recording: interaction #1, POST https://api.deepseek.com/chat/completions; "
             "what differs (recorded → request), in order:",
             "E   *  system line 1 differs: recorded: 'Be terse.', request: 'Be terse!'",
             "E   *What to do: if the change is intended, re-record the cassette from scratch "
@@ -399,7 +399,7 @@ def test_mismatches_a_client_swallowed_still_fail_the_test(project: pytest.Pytes
         [
             "*_ test_swallowed_and_passed _*",
             "E   *CassetteMismatch: cassette */cassettes/greeting.yaml has no recording for "
-            "request 0 (0-based): POST https://api.deepseek.com/chat/completions",
+            "request #1: POST https://api.deepseek.com/chat/completions",
             "E   *system line 1 differs: recorded: 'Be terse.', request: 'Something else.'",
         ]
     )
@@ -416,7 +416,7 @@ def test_mismatches_a_client_swallowed_still_fail_the_test(project: pytest.Pytes
             "*_ test_one_turn_of_two _*",
             "E   *CassetteNotFullyPlayed: cassette */cassettes/greeting.yaml was only partly "
             "played: 1 of 2 recordings never requested (the code made 1 request(s)):",
-            "E *  interaction 1: POST https://api.deepseek.com/chat/completions",
+            "E *  interaction #2: POST https://api.deepseek.com/chat/completions",
         ]
     )
     result.stdout.fnmatch_lines(

@@ -286,18 +286,18 @@ def test_what_a_user_sees_when_replay_or_capture_fails(project: pytest.Pytester)
     result.stdout.fnmatch_lines(
         [
             "*_ test_replay_of_a_changed_request _*",
-            "E   *ReplayMismatch: strict replay: the live request for session 'recorded' call 0 "
-            "(0-based) differs from the request the recorded log rebuilds for it *",
+            "E   *ReplayMismatch: strict replay: the live request for session 'recorded' model "
+            "call #1 differs from the request the recorded log rebuilds for it *",
             "E   *  system line 2 only in live: * (recorded has 1 line, live has 2)",
         ]
     )
     result.stdout.fnmatch_lines(
         [
             "*_ test_capture_of_an_agent_that_busts_the_cache _*",
-            "E   *PrefixInstability: request 1 does not extend request 0, so the provider's "
+            "E   *PrefixInstability: request #2 does not extend request #1, so the provider's "
             "prefix cache cannot reuse it (volatile-system-text at system line 2 column 13: *); "
             "the first divergence:",
-            "E   *  system line 2 differs: request 0: 'The time is 1.', request 1: 'The time is 2.'",
+            "E   *  system line 2 differs: request #1: 'The time is 1.', request #2: 'The time is 2.'",
         ]
     )
     result.stdout.fnmatch_lines(

@@ -433,7 +433,7 @@ def test_a_timestamp_appended_to_a_long_system_line_shows_in_the_header_change()
     stamp = " 2026-12-02T17:00:01Z"
     assert header_changes(epoch(system=line), epoch(system=line + stamp)) == (
         "system line 1 differs at column 201: "
-        f"previous: …{line[-32:]!r} (end of text), this: …{line[-32:] + stamp!r}",
+        f"previous: …{line[-32:]!r} (the text ends here), this: …{line[-32:] + stamp!r}",
     )
 
 
