@@ -115,6 +115,7 @@ def _live_figure(samples: int) -> Figure:
     import httpx
     from playwright.sync_api import sync_playwright
 
+    from dsh_testkit.explorer import live_pages
     from dsh_testkit.mock import MockDeepSeek, MockServer
     from dsh_testkit.proxy import ProxyServer
 
@@ -122,7 +123,7 @@ def _live_figure(samples: int) -> Figure:
     with (
         tempfile.TemporaryDirectory() as profile,
         MockServer(MockDeepSeek()) as upstream,
-        ProxyServer(upstream.base_url) as proxy,
+        ProxyServer(upstream.base_url, pages=live_pages) as proxy,
         httpx.Client(base_url=proxy.base_url, timeout=30) as client,
         sync_playwright() as driver,
     ):

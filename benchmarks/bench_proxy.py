@@ -276,11 +276,11 @@ def _run_here(quick: bool) -> Section:
             ),
             _process(
                 ["proxy", "--upstream", upstream, "--out", str(plain_out)],
-                r"listening on (http://\S+)",
+                r"(http://\S+)",
             ) as (proxy, proxy_pid),
             _process(
                 ["proxy", "--upstream", paced_upstream, "--out", str(paced_out)],
-                r"listening on (http://\S+)",
+                r"(http://\S+)",
             ) as (paced_proxy, paced_proxy_pid),
         ):
             plain_routes = {"direct": upstream, "proxy": proxy}

@@ -26,6 +26,7 @@ def _serve(args: argparse.Namespace) -> int:
     """Run the mock DeepSeek on loopback until SIGINT/SIGTERM; the base URL is stdout's first line."""
     import json
 
+    from ..explorer import live_pages
     from ..mock import MockDeepSeek, MockServerError, ScriptError, serve
     from ..mock._schema import script_schema
     from ..prompt import PrefixCacheSimulator, PromptRenderer
@@ -35,6 +36,9 @@ def _serve(args: argparse.Namespace) -> int:
     if args.print_schema:
         print(json.dumps(script_schema(), indent=2, ensure_ascii=False))
         return 0
+    allow_hosts = _host_patterns(args, "serve")
+    if allow_hosts is None:
+        return 2
     try:
         cache = PrefixCacheSimulator(**_cache_settings(args))
         mock = MockDeepSeek(
@@ -101,6 +105,9 @@ def _serve(args: argparse.Namespace) -> int:
             head_timeout=args.head_timeout,
             body_timeout=args.body_timeout,
             idle_timeout=args.idle_timeout,
+            pages=live_pages,
+            allow_hosts=allow_hosts,
+            allow_remote=args.allow_remote,
         )
 
     try:
@@ -244,9 +251,22 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Serve the mock DeepSeek until SIGINT/SIGTERM. The first line on stdout is the base "
         "URL; any client takes it as its DeepSeek base URL (add /anthropic for the "
-        "Anthropic format)."
+        "Anthropic format). OpenTelemetry exporters may post OTLP/HTTP to the same URL "
+        "(/v1/traces, /v1/logs; protobuf or JSON); GET /_dsh/otlp gives the exports back as "
+        "OTLP JSON lines for cache-report."
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1); anything but loopback needs --allow-remote",
+    )
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback --host: anyone who reaches it can script the mock and read "
+        "its request log; there is no authentication",
+    )
+    _allow_host_argument(parser)
     parser.add_argument(
         "--port", type=_port, default=0, help="port to bind; 0 picks a free one (default 0)"
     )
@@ -426,6 +446,38 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _allow_host_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        metavar="NAME",
+        help="answer requests addressed to this host name too (repeatable; .example.test: the "
+        "domain and its subdomains). By default only loopback names (localhost, 127.0.0.1, "
+        "[::1]) are answered, so no web page can reach the server through a name it controls "
+        "(DNS rebinding); '*' turns that check off",
+    )
+
+
+def _host_patterns(args: argparse.Namespace, command: str) -> list[str] | None:
+    """``--allow-host`` values checked (``None`` after printing the error); a warning for ``*``."""
+    from .._loopback.guard import allowed_host_pattern
+
+    try:
+        patterns = [allowed_host_pattern(entry) for entry in args.allow_host or ()]
+    except ValueError as exc:
+        print(f"dsh-testkit {command}: --allow-host: {exc}", file=sys.stderr)
+        return None
+    if "*" in patterns:
+        print(
+            f"dsh-testkit {command}: WARNING: --allow-host '*' answers requests addressed to any "
+            "name: a web page can then read and change this server through a name it makes "
+            "resolve to this machine (DNS rebinding)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return patterns
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -441,10 +493,12 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
         "Record any agent's live traffic: forward every request to --upstream, stream answers "
         "back unbuffered, append each exchange (and how it ended: delivered, abandoned by its "
         "client, interrupted, upstream timeout or error) to --out, a dsh-trace file for "
-        "cache-report. The first line on stdout says where it listens; GET /_dsh/report "
+        "cache-report. The first line on stdout is the proxy's base URL (any client takes it as "
+        "its base URL); GET /_dsh/report "
         "answers the cache report so far, /_dsh/explorer shows it live in a browser; Ctrl-C "
         "prints a summary line on stderr and the report, and exits. Credentials are never "
-        "written."
+        "written. OpenTelemetry exports posted to /v1/traces and /v1/logs (OTLP/HTTP) are kept, "
+        "not relayed: GET /_dsh/otlp gives them back as OTLP JSON lines for cache-report."
     )
     parser.add_argument(
         "--upstream",
@@ -463,6 +517,7 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
         help="allow a non-loopback --host: anyone who reaches it can use the proxy and read "
         "/_dsh/report (every recorded prompt); there is no authentication",
     )
+    _allow_host_argument(parser)
     parser.add_argument(
         "--port", type=_port, default=0, help="port to bind; 0 picks a free one (default 0)"
     )
@@ -524,8 +579,9 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _proxy(args: argparse.Namespace) -> int:
     """Run the recording proxy until SIGINT/SIGTERM, then print a summary and the report."""
+    from ..explorer import live_pages
     from ..proxy import ProxyError, ProxyLimits, Recorder
-    from ..proxy._recorder import live_report, session_summary
+    from ..proxy._recorder import session_summary
     from ..proxy._server import serve_proxy
     from ..scrub._scrubber import scrub_url
     from ..traces import TraceError
@@ -541,6 +597,9 @@ def _proxy(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         print(f"dsh-testkit proxy: {exc}", file=sys.stderr)
+        return 2
+    allow_hosts = _host_patterns(args, "proxy")
+    if allow_hosts is None:
         return 2
     try:
         recorder = Recorder(args.out, fsync=args.fsync)
@@ -561,13 +620,19 @@ def _proxy(args: argparse.Namespace) -> int:
         )
 
     def ready(base_url: str) -> None:
+        # As serve: the base URL alone is stdout's first line (scripts read it); the rest is
+        # for people, on stderr.
+        print(base_url, flush=True)
         trace = f"{args.out} (appended)" if args.out else "(a temporary file, removed at exit)"
         print(
             f"dsh-testkit proxy listening on {base_url} → {scrub_url(args.upstream)}; "
             f"trace: {trace}; report: {base_url}/_dsh/report; "
-            f"live Cache Explorer: {base_url}/_dsh/explorer",
+            f"live Cache Explorer: {base_url}/_dsh/explorer. Stop with Ctrl-C or SIGTERM.",
+            file=sys.stderr,
             flush=True,
         )
+
+    pages = live_pages(recorder)
 
     async def run() -> None:
         stop = asyncio.Event()
@@ -584,6 +649,8 @@ def _proxy(args: argparse.Namespace) -> int:
             recorder=recorder,
             limits=limits,
             allow_remote=args.allow_remote,
+            pages=lambda _recorder: pages,
+            allow_hosts=allow_hosts,
         )
 
     try:
@@ -600,7 +667,7 @@ def _proxy(args: argparse.Namespace) -> int:
         f"dsh-testkit proxy: {session_summary(recorder, limits.grace)}", file=sys.stderr, flush=True
     )
     try:
-        report = live_report(recorder)
+        report = pages.text()
     except TraceError as exc:
         print(f"dsh-testkit proxy: the trace does not read back: {exc}", file=sys.stderr)
         return 1

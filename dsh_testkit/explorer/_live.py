@@ -1,7 +1,13 @@
-"""The live routes: the report of a growing trace as JSON and as the Cache Explorer page.
+"""The live routes: the report of a growing trace as text, as JSON and as the Cache Explorer page.
 
-``dsh-testkit proxy`` and ``dsh-testkit serve`` answer two paths with a :class:`LiveReport`:
+A server hands these paths to the :class:`LivePages` it was given (:func:`live_pages` makes
+them; ``dsh-testkit serve`` and ``dsh-testkit proxy`` and the pytest plugin's fixtures attach
+them; the servers themselves import nothing of the doctor or of this page)::
 
+    with MockServer(pages=live_pages) as server: ...
+    with ProxyServer(upstream, pages=live_pages) as proxy: ...
+
+- ``GET /_dsh/report``: the cache doctor's report as text;
 - ``GET /_dsh/report?format=json``: the compact report document (``compact_report``,
   formatVersion 4) with an ``ETag``; a request whose ``If-None-Match`` names the current ETag
   gets ``304 Not Modified`` and no body, so a page polling every few hundred milliseconds costs
@@ -19,22 +25,28 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 from urllib.parse import parse_qs
 from weakref import WeakKeyDictionary, ref
 
+from .._loopback.pages import LiveAnswer
+from ..doctor import DoctorReport, diagnose, report_text
 from ..doctor._compact import compact_report, dumps_compact
-from ..doctor._diagnose import diagnose
-from ..doctor._report import DoctorReport
+from ..doctor._incremental import IncrementalReport
+from ..traces import Exchange
 from ._page import render_html
 
 __all__ = [
     "LIVE_PATHS",
     "REPORT_JSON_URL",
+    "ExchangeFeed",
+    "FollowedRecorder",
     "LiveAnswer",
+    "LivePages",
     "LiveReport",
+    "live_pages",
     "live_report_of",
     "wants_json",
 ]
@@ -44,17 +56,6 @@ REPORT_JSON_URL: Final = "/_dsh/report?format=json"
 
 LIVE_PATHS: Final = ("/_dsh/report", "/_dsh/explorer")
 """The paths :meth:`LiveReport.answer` serves (``/_dsh/report`` only with ``format=json``)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LiveAnswer:
-    """One HTTP answer of a live route."""
-
-    status: int
-    body: bytes
-    content_type: str
-    headers: tuple[tuple[str, str], ...] = ()
-    """Besides ``content-type`` and ``content-length``: ``etag``, ``cache-control``."""
 
 
 def wants_json(query: str) -> bool:
@@ -180,3 +181,107 @@ def live_report_of(mock: Any) -> LiveReport:
             found = LiveReport(weak, lambda: _requests_of(weak()))
             _MOCKS[mock] = found
         return found
+
+
+_FOLLOW_KEEP: Final = 8000
+"""Exchanges a followed recorder keeps readable by index: four times the doctor's window of
+earlier requests (2,000), so a parent it asks for is still there."""
+
+
+class ExchangeFeed(Protocol):
+    """Exchanges of a growing trace, each taken once (the recording proxy's
+    :meth:`Recorder.follow() <dsh_testkit.proxy.Recorder.follow>`)."""
+
+    @property
+    def path(self) -> str | None: ...
+
+    def waiting(self) -> int:
+        """Exchanges recorded but not taken yet."""
+        ...
+
+    def take(self) -> Iterator[Exchange]:
+        """The exchanges recorded since the last call, indexed from 0 on."""
+        ...
+
+    def exchange(self, index: int) -> Exchange:
+        """A taken exchange again (``LookupError`` once it is no longer kept)."""
+        ...
+
+
+@runtime_checkable
+class FollowedRecorder(Protocol):
+    """What records a trace the live pages can follow (the recording proxy's ``Recorder``)."""
+
+    def follow(self, *, keep: int) -> ExchangeFeed: ...
+
+
+class _Incremental:
+    """The report of a followed trace: each exchange diagnosed once, as it is taken."""
+
+    def __init__(self, feed: ExchangeFeed) -> None:
+        self._feed = feed
+        self._report = IncrementalReport(lookup=feed.exchange)
+        self._lock = threading.Lock()
+
+    def version(self) -> int:
+        return self._report.count + self._feed.waiting()
+
+    def build(self) -> DoctorReport:
+        with self._lock:
+            for exchange in self._feed.take():
+                self._report.add(exchange)
+            return self._report.report(path=self._feed.path)
+
+
+class LivePages:
+    """The live pages of one source, as a server calls them:
+    ``pages(path, query, if_none_match)`` answers ``GET /_dsh/report`` (text, or JSON with an
+    ``ETag`` and ``304`` when ``format=json``) and ``GET /_dsh/explorer``."""
+
+    def __init__(self, live: LiveReport, *, empty: str | None = None) -> None:
+        self.live = live
+        """The report, diagnosed again only when the source changed."""
+        self._empty = empty
+        """The text report while the report is empty (``None``: the doctor's own words)."""
+
+    def report(self) -> DoctorReport:
+        """The report as of now."""
+        return self.live.current().report
+
+    def text(self) -> str:
+        """The report as of now, as text (``GET /_dsh/report``)."""
+        report = self.report()
+        if report.empty and self._empty is not None:
+            return self._empty
+        return report_text(report)
+
+    def __call__(self, path: str, query: str = "", if_none_match: str | None = None) -> LiveAnswer:
+        if path == "/_dsh/report" and not wants_json(query):
+            return LiveAnswer(
+                status=200,
+                body=self.text().encode("utf-8"),
+                content_type="text/plain; charset=utf-8",
+                headers=(("cache-control", "no-store"),),
+            )
+        return self.live.answer(path, query, if_none_match)
+
+
+def live_pages(source: Any) -> LivePages:
+    """The live pages of ``source``: hand this function to a server as it is built,
+    ``MockServer(pages=live_pages)``, ``ProxyServer(upstream, pages=live_pages)``, and the
+    server calls it with its mock or its recorder when it starts.
+
+    ``source``: a mock (anything :func:`~dsh_testkit.doctor.diagnose` takes, whose
+    ``requests`` are its records; the report is made again when they change, and every call
+    for one mock shares it), or a recorder that can be followed (:class:`FollowedRecorder`:
+    each exchange is diagnosed once, as it is recorded, so a long proxy session is never
+    diagnosed again from the start; one call per recorder, before its first exchange, as the
+    proxy does when it starts).
+    """
+    if isinstance(source, FollowedRecorder):
+        incremental = _Incremental(source.follow(keep=_FOLLOW_KEEP))
+        return LivePages(
+            LiveReport(lambda: None, tuple, build=incremental.build, version=incremental.version),
+            empty="Cache doctor (proxy trace) · the trace is empty: no model request was recorded\n",
+        )
+    return LivePages(live_report_of(source))

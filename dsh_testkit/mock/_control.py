@@ -9,10 +9,11 @@ path                   methods      what it does
 ``/_dsh/routes``       GET, POST    the routes and the requests each answered; add one
                                     (``{"match": {...}, "reply": ... | "replies": [...]}``)
 ``/_dsh/requests``     GET          the request log: ``{"requests": [...], "dropped": n,
-                                    "limit": n, "resets": n, "resetAt": t}`` (fields:
-                                    :class:`ReceivedRequest`; ``resets``: how many times
-                                    the mock was reset, the log and cache starting cold at
-                                    the last one, ``resetAt``)
+                                    "limit": n, "notLogged": n, "resets": n, "resetAt": t}``
+                                    (fields: :class:`ReceivedRequest`; only POSTs to a model
+                                    path are logged, the rest counted in ``notLogged``;
+                                    ``resets``: how many times the mock was reset, the log and
+                                    cache starting cold at the last one, ``resetAt``)
 ``/_dsh/reset``        POST         back to the initial state: the initial script (``serve
                                     --script FILE`` re-reads FILE), its ``onExhausted``, no
                                     routes, an empty request log and cache, the PRNG re-seeded
@@ -22,23 +23,61 @@ path                   methods      what it does
 ``/_dsh/explorer``     GET          the Cache Explorer page of the request log, live
 =====================  ===========  ==========================================================
 
-Errors answer in the chat-completions error shape.
+Errors answer in the chat-completions error shape. A POST needs ``Content-Type:
+application/json`` (else 415: a web page on another origin cannot send that without a CORS
+preflight, which the server never grants); no GET changes anything. The last two are the server's live pages,
+handed to it where it is built (``MockServer(pages=...)``, see
+:mod:`dsh_testkit._loopback.pages`): a server without them answers those two 404, and so does
+the in-process transport.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
+from .._loopback.guard import is_json_content_type
+from .._loopback.http import OWN_ANSWER_HEADERS
+from .._loopback.pages import no_pages_message
 from ._api_errors import ApiError
 from ._errors import ScriptError
-from ._plan import Emit, HttpRequest, ResponsePlan, json_plan
+from ._plan import HttpRequest, ResponsePlan, json_plan
+from ._request import ReceivedRequest
+from ._routes import Route
 from ._schema import script_schema
-from ._script import Script, ScriptEntry, entry_from_json
+from ._script import OnExhausted, Script, ScriptEntry, entry_from_json
 
-if TYPE_CHECKING:
-    from ._model import MockDeepSeek
+
+class ControlledMock(Protocol):
+    """What the control API reads and changes of the mock (:class:`~dsh_testkit.mock.MockDeepSeek`
+    is one; the model hands itself to :func:`control_plan`, which never imports it)."""
+
+    on_exhausted: OnExhausted
+
+    @property
+    def pending(self) -> tuple[ScriptEntry, ...]: ...
+    @property
+    def routes(self) -> tuple[Route, ...]: ...
+    @property
+    def requests(self) -> tuple[ReceivedRequest, ...]: ...
+    @property
+    def unscripted_requests(self) -> tuple[ReceivedRequest, ...]: ...
+    @property
+    def dropped_requests(self) -> int: ...
+    @property
+    def unlogged_requests(self) -> int: ...
+    @property
+    def request_log_limit(self) -> int: ...
+    @property
+    def request_log_bytes(self) -> tuple[int, int]: ...
+    @property
+    def resets(self) -> tuple[int, float | None]: ...
+    def push(self, *entries: ScriptEntry) -> None: ...
+    def add_route_json(self, document: object, *, where: str = "route") -> Route: ...
+    def reset(self) -> None: ...
+
 
 __all__ = ["CONTROL_ENDPOINTS", "control_plan"]
 
@@ -76,7 +115,7 @@ def _parse_pushed(raw: bytes) -> tuple[tuple[ScriptEntry, ...], Script | None]:
     return (entry_from_json(obj, path="body"),), None
 
 
-def _requests_json(mock: MockDeepSeek) -> dict[str, Any]:
+def _requests_json(mock: ControlledMock) -> dict[str, Any]:
     resets, reset_at = mock.resets
     return {
         "resets": resets,
@@ -88,33 +127,35 @@ def _requests_json(mock: MockDeepSeek) -> dict[str, Any]:
         "bodyBytesLimit": mock.request_log_bytes[1],
         "pending": len(mock.pending),
         "unscripted": [r.seq for r in mock.unscripted_requests],
+        "notLogged": mock.unlogged_requests,
     }
 
 
-def _live_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> ResponsePlan:
-    """The cache doctor's report of the request log (``diagnose(mock)``), or its page."""
-    from ..doctor import report_text
-    from ..explorer._live import live_report_of, wants_json
-
-    live = live_report_of(mock)
-    if path == "/_dsh/report" and not wants_json(request.query):
-        text = report_text(live.current().report).encode("utf-8")
-        return ResponsePlan(
-            status=200,
-            headers=(("content-type", "text/plain; charset=utf-8"),),
-            body=(Emit(data=text),),
-        )
-    answer = live.answer(path, request.query, request.header("if-none-match"))
-    return ResponsePlan(
-        status=answer.status,
-        headers=(("content-type", answer.content_type), *answer.headers),
-        body=(Emit(data=answer.body),) if answer.body else (),
-    )
+_POSTS: Final = frozenset(p for p, (methods, _) in CONTROL_ENDPOINTS.items() if "POST" in methods)
+"""The control paths that change the mock (``POST`` only: no ``GET`` changes anything)."""
 
 
-def control_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> ResponsePlan:
+def control_plan(mock: ControlledMock, request: HttpRequest, path: str) -> ResponsePlan:
     """Answer one control request (``path`` without a trailing slash)."""
+    plan = _control_plan(mock, request, path)
+    return dataclasses.replace(plan, headers=(*plan.headers, *OWN_ANSWER_HEADERS))
+
+
+def _control_plan(mock: ControlledMock, request: HttpRequest, path: str) -> ResponsePlan:
     route = (request.method, path)
+    if request.method == "POST" and path in _POSTS:
+        content_types = [v for k, v in request.headers if k.lower() == "content-type"]
+        if not is_json_content_type(content_types, utf8_only=True):
+            error = ApiError(
+                status=415,
+                message=(
+                    f"POST {path} needs Content-Type: application/json (a web page cannot send "
+                    "that to another origin without a CORS preflight, which this server never "
+                    "grants)"
+                ),
+                code="unsupported_media_type",
+            )
+            return json_plan(415, error.deepseek_body())
     if route == ("GET", "/_dsh"):
         return json_plan(
             200,
@@ -168,7 +209,10 @@ def control_plan(mock: MockDeepSeek, request: HttpRequest, path: str) -> Respons
     if route == ("GET", "/_dsh/schema"):
         return json_plan(200, script_schema())
     if route in (("GET", "/_dsh/report"), ("GET", "/_dsh/explorer")):
-        return _live_plan(mock, request, path)
+        # Answered by the server's live pages when it has them (handed in where it is built).
+        attach = "MockServer(pages=dsh_testkit.explorer.live_pages)"
+        message = f"Not Found: {no_pages_message('mock server', attach)}"
+        return json_plan(404, ApiError(status=404, message=message).deepseek_body())
     if path in CONTROL_ENDPOINTS:
         error = ApiError(status=405, message="Method Not Allowed")
         return json_plan(405, error.deepseek_body(), (("allow", CONTROL_ENDPOINTS[path][0]),))

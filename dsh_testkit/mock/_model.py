@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 from dsh_core.providers import MODELS, ModelInfo
 from dsh_core.providers._passback import PassbackRule
 
+from .._loopback.guard import is_json_content_type
 from ..prompt._cache import PrefixCacheSimulator
 from ..prompt._template import PromptRenderer
 from ..scrub._scrubber import credentials_of, scrub_json, scrub_text, scrub_url
@@ -53,7 +54,7 @@ from ._answers import CREATED_EPOCH, AnswerPlanner, context_window_error
 from ._api_errors import ApiError
 from ._control import control_plan
 from ._errors import ScriptError
-from ._plan import HttpRequest, ResponsePlan, json_plan
+from ._plan import Emit, HttpRequest, ResponsePlan, json_plan
 from ._request import AnsweredBy, Endpoint, MockRequest, ReceivedRequest
 from ._routes import Route, RouteAnswer, RouteMatch, TextMatcher
 from ._script import ErrorReply, OnExhausted, Reply, Script, ScriptEntry
@@ -106,6 +107,8 @@ _CHAT_PATHS: Final = frozenset(
 _MODEL_PATHS: Final = frozenset({"/models", "/v1/models"})
 _ANTHROPIC_PATHS: Final = frozenset({"/anthropic/v1/messages"})
 _CONTROL_PREFIX: Final = "/_dsh"
+NOT_JSON_MESSAGE: Final = "Expected request with `Content-Type: application/json`"
+"""The live API's 415 body for a model request not declared JSON (docs/wire.md §1.1)."""
 
 
 class MockDeepSeek:
@@ -203,6 +206,7 @@ class MockDeepSeek:
         self._request_file_failed = False
         self._requests: deque[ReceivedRequest] = deque(maxlen=request_log_limit)
         self._seq = 0
+        self._unlogged_count = 0
         self._unscripted: deque[int] = deque(maxlen=request_log_limit)
         """``seq`` of the logged requests the test's script (queue or routes) did not answer
         (bounded like the log)."""
@@ -412,6 +416,7 @@ class MockDeepSeek:
             self._log_sizes = deque()
             self._log_bytes = 0
             self._seq = 0
+            self._unlogged_count = 0
             self._unscripted = deque(maxlen=self._log_limit)
             self._answers.reset()
             self.as_of, self.retired_models = self._initial_dates
@@ -459,6 +464,13 @@ class MockDeepSeek:
         from ..traces._readers._mock_log import records_trace
 
         return records_trace([r.to_json() for r in self.requests], source="memory")
+
+    @property
+    def unlogged_requests(self) -> int:
+        """How many requests were answered without a log record since the last reset: every
+        request but a POST to a model path (``/models``, other methods, unknown paths)."""
+        with self._lock:
+            return self._unlogged_count
 
     @property
     def dropped_requests(self) -> int:
@@ -630,30 +642,32 @@ class MockDeepSeek:
         if path in _CHAT_PATHS or path in _ANTHROPIC_PATHS:
             endpoint: Literal["chat", "anthropic"] = "chat" if path in _CHAT_PATHS else "anthropic"
             if request.method != "POST":
-                return self._reject(
-                    request,
-                    endpoint,
-                    ApiError(status=405, message="Method Not Allowed"),
-                    allow="POST",
+                return self._unlogged(
+                    ApiError(status=405, message="Method Not Allowed"), endpoint, allow="POST"
                 )
             return self._model_request(request, endpoint)
         if path in _MODEL_PATHS:
             if request.method != "GET":
-                return self._reject(
-                    request,
-                    "models",
-                    ApiError(status=405, message="Method Not Allowed"),
-                    allow="GET",
+                return self._unlogged(
+                    ApiError(status=405, message="Method Not Allowed"), "models", allow="GET"
                 )
             return self._models(request)
         endpoint_shape: Endpoint = (
             "anthropic" if path == "/anthropic" or path.startswith("/anthropic/") else "unknown"
         )
-        return self._reject(
-            request,
-            endpoint_shape,
-            ApiError(status=404, message=f"Not Found: no endpoint at {path}"),
+        return self._unlogged(
+            ApiError(status=404, message=f"Not Found: no endpoint at {path}"), endpoint_shape
         )
+
+    def _unlogged(
+        self, error: ApiError, endpoint: Endpoint, *, allow: str | None = None
+    ) -> ResponsePlan:
+        """An answer to a request that is not a model request (another method, ``/models``, an
+        unknown path): counted, not logged, so no page making a browser send GETs (an
+        ``<img>``, a favicon) can grow the log or push real records out of it."""
+        self._unlogged_count += 1
+        extra = (("allow", allow),) if allow else ()
+        return self._answers.error_plan(error, endpoint, extra=extra)
 
     def _reject(
         self,
@@ -674,8 +688,8 @@ class MockDeepSeek:
         try:
             caller_key(request, "models", accepted=self._api_keys)
         except Rejection as reject:
-            return self._reject(request, "models", reject.error)
-        self._record(request, "models", status=200)
+            return self._unlogged(reject.error, "models")
+        self._unlogged_count += 1
         data = [
             {"id": m.id, "object": "model", "owned_by": "deepseek"}
             for m in MODELS.values()
@@ -692,6 +706,10 @@ class MockDeepSeek:
             key = caller_key(request, endpoint, accepted=self._api_keys)
         except Rejection as reject:
             return self._reject(request, endpoint, reject.error)
+        if not is_json_content_type(
+            value for name, value in request.headers if name.lower() == "content-type"
+        ):
+            return self._not_json(request, endpoint)
         # The body's one decode: admission reads its value, the request log keeps it.
         body = decode_body(request.body, dict(request.headers))
         try:
@@ -744,6 +762,22 @@ class MockDeepSeek:
             extras["warnings"] = warnings
         self._record(request, endpoint, status=200, entry=entry, extras=extras, body=body, **by)
         return plan
+
+    def _not_json(
+        self, request: HttpRequest, endpoint: Literal["chat", "anthropic"]
+    ) -> ResponsePlan:
+        """The live API's answer to a model request whose body is not declared JSON: a 415 whose
+        plain-text body is its JSON extractor's own words (docs/wire.md §1.1)."""
+        error = ApiError(status=415, message=NOT_JSON_MESSAGE, code="unsupported_media_type")
+        self._record(request, endpoint, status=415, error=error)
+        return ResponsePlan(
+            status=415,
+            headers=(
+                ("content-type", "text/plain; charset=utf-8"),
+                self._answers.trace_header(endpoint),
+            ),
+            body=(Emit(data=NOT_JSON_MESSAGE.encode("utf-8")),),
+        )
 
     # -- the request log ----------------------------------------------------------------------
 

@@ -10,8 +10,9 @@ proxy per file)::
         ...
 
 :class:`ProxyLimits` holds its timeouts and caps; :meth:`Recorder.subscribe` hands each
-exchange record, as written, to a listener. The cache doctor's report of what it recorded is
-``report_text(diagnose(proxy.trace()))`` (:mod:`dsh_testkit.doctor`).
+exchange record, as written, to a listener. The live report pages are handed in
+(``ProxyServer(upstream, pages=dsh_testkit.explorer.live_pages)``); the cache doctor's report of
+what it recorded is ``report_text(diagnose(proxy.trace()))`` (:mod:`dsh_testkit.doctor`).
 """
 
 from ._recorder import Recorder

@@ -31,8 +31,6 @@ from typing import Any, Final
 
 from dsh_core._json_text import loads_json
 
-from ..doctor._incremental import WINDOW, IncrementalReport
-from ..doctor._report import DoctorReport
 from ..scrub._scrubber import Scrubber
 from ..scrub._spellings import KnownSecrets
 from ..traces import Exchange, Trace, TraceError, loads_trace
@@ -42,10 +40,10 @@ from ..traces._readers._trace_file import records_trace
 __all__ = [
     "REPORT_READ_LIMIT",
     "TRIM_ABOVE",
+    "Followed",
     "Listener",
-    "LiveDoctor",
     "Recorder",
-    "live_report",
+    "session_summary",
     "trim_heap",
 ]
 
@@ -130,8 +128,6 @@ class Recorder:
         self._settled = threading.Condition(self._lock)
         self._ending = 0
         """Exchanges whose client has the end of the answer but which are not recorded yet."""
-        self.live = LiveDoctor(self)
-        """The live report: each exchange diagnosed once, as it is written."""
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -228,6 +224,12 @@ class Recorder:
         # No path on the trace: the report heads it "(proxy trace)", as the live report it is.
         return loads_trace(text)
 
+    def follow(self, *, keep: int) -> Followed:
+        """The exchanges of the trace, each read back once, in order, as they are recorded
+        (and those of the earlier sessions the file continues): what a live report diagnoses
+        one at a time. ``keep``: how many of the latest it can read back again by index."""
+        return Followed(self, keep=keep)
+
     def close(self) -> None:
         """Stop recording and release the file (:meth:`trace` still reads it)."""
         with self._lock:
@@ -236,21 +238,6 @@ class Recorder:
 
 def _stderr(message: str) -> None:
     print(f"dsh-testkit proxy: {message}", file=sys.stderr, flush=True)
-
-
-def live_report(recorder: Recorder, *, as_json: bool = False) -> str:
-    """The cache doctor's report of every exchange recorded so far, as plain text (or the
-    compact JSON document, formatVersion 4), from the recorder's incremental
-    :class:`LiveDoctor` (nothing diagnosed twice)."""
-    from ..doctor import compact_report, report_text
-    from ..doctor._compact import dumps_compact
-
-    report = recorder.live.report()
-    if as_json:
-        return dumps_compact(compact_report(report))
-    if report.empty:
-        return "Cache doctor (proxy trace) · the trace is empty: no model request was recorded\n"
-    return report_text(report)
 
 
 def session_summary(recorder: Recorder, grace: float) -> str:
@@ -292,22 +279,20 @@ def session_summary(recorder: Recorder, grace: float) -> str:
     return line
 
 
-_OFFSETS: Final = 4 * WINDOW
-"""Offsets of the latest exchanges kept for read-back (the doctor forgets older parents)."""
+class Followed:
+    """A recorder's exchanges for a live report: each exchange is read back from the trace file
+    when it is taken (the heap holds none), and the latest ``keep`` can be read back again by
+    index (the doctor's earlier requests). Recording may go on in another thread."""
 
-
-class LiveDoctor:
-    """The live report of a recorder's trace (thread-safe)."""
-
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: Recorder, *, keep: int) -> None:
         self._recorder = recorder
+        self._keep = keep
         self._pending: deque[int] = deque()
         self._offsets: OrderedDict[int, int] = OrderedDict()
-        self._lock = threading.Lock()
-        self._report = IncrementalReport(lookup=self._exchange)
+        self._taken = 0
         self._unsubscribe = recorder.subscribe(self._on_record)
         self.skipped_earlier = 0
-        """Exchanges of a continued trace too large to read back at start (not reported)."""
+        """Exchanges of a continued trace too large to read back at start (not followed)."""
         if recorder.continued and recorder.writer.size > REPORT_READ_LIMIT:
             self.skipped_earlier = recorder.continued
         elif recorder.continued:  # a restart: the session's earlier exchanges count too
@@ -320,12 +305,17 @@ class LiveDoctor:
                 self._pending.append(at)
                 at = end + 1
 
+    @property
+    def path(self) -> str | None:
+        """The trace file (``None`` when spooled to a temporary file)."""
+        return self._recorder.path
+
     def _on_record(self, record: Mapping[str, Any], offset: int) -> None:
         self._pending.append(offset)
 
-    def version(self) -> int:
-        """Grows with every exchange recorded (a new report is due)."""
-        return self._report.count + len(self._pending)
+    def waiting(self) -> int:
+        """Exchanges recorded but not taken yet."""
+        return len(self._pending)
 
     def _read(self, offset: int, index: int) -> Exchange | None:
         line = self._recorder.writer.read_line(offset)
@@ -343,30 +333,27 @@ class LiveDoctor:
             return None
         return dataclasses.replace(trace.exchanges[0], index=index)
 
-    def _exchange(self, index: int) -> Exchange:
+    def take(self) -> Iterator[Exchange]:
+        """The exchanges recorded since the last call, each read back as it is reached, indexed
+        from 0 on (a line that does not read back is skipped). One taker at a time."""
+        while self._pending:
+            offset = self._pending.popleft()
+            exchange = self._read(offset, self._taken)
+            if exchange is None:
+                continue
+            self._offsets[self._taken] = offset
+            while len(self._offsets) > self._keep:
+                self._offsets.popitem(last=False)
+            self._taken += 1
+            yield exchange
+
+    def exchange(self, index: int) -> Exchange:
+        """A taken exchange, read back again (``LookupError`` once it is no longer kept)."""
         offset = self._offsets.get(index)
         exchange = self._read(offset, index) if offset is not None else None
         if exchange is None:
             raise LookupError(f"exchange {index} is no longer kept for the live report")
         return exchange
-
-    def _drain(self) -> None:
-        while self._pending:
-            offset = self._pending.popleft()
-            index = self._report.count
-            exchange = self._read(offset, index)
-            if exchange is None:
-                continue
-            self._offsets[index] = offset
-            while len(self._offsets) > _OFFSETS:
-                self._offsets.popitem(last=False)
-            self._report.add(exchange)
-
-    def report(self) -> DoctorReport:
-        """The report of every exchange recorded so far."""
-        with self._lock:
-            self._drain()
-            return self._report.report(path=self._recorder.path)
 
     def close(self) -> None:
         self._unsubscribe()

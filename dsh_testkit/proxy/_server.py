@@ -21,44 +21,42 @@ What a team running it in front of a production key can count on:
 - **A clean stop**: exchanges in flight get ``grace`` seconds to end, then are recorded as
   ``interrupted`` (request complete, answer partial) and their clients cut.
 
-The HTTP side reuses the mock server's request reader (HTTP/1.1, keep-alive, chunked bodies);
-the upstream side is a small keep-alive HTTP/1.1 client (``_upstream.py``).
+The client side is the kit's loopback server (:mod:`dsh_testkit._loopback.server`, shared with
+the mock: requests read with h11, keep-alive, the connection cap, the refusals); the upstream side
+is a small keep-alive HTTP/1.1 client (``_upstream.py``). The live report pages
+(``/_dsh/report``, ``/_dsh/explorer``) are handed in (``pages=``;
+:func:`dsh_testkit.explorer.live_pages` makes them from the recorder).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
-import logging
-import socket
 import sys
-import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final, Self
-from urllib.parse import parse_qs, urlsplit
+from typing import Final, Self
+from urllib.parse import urlsplit
 
 from .._errors import TestkitError
-from .._loopback.thread import ServerThread
-from ..explorer._live import LiveReport, wants_json
-from ..mock._server import (
-    HEAD_TIMEOUT,
-    IDLE_TIMEOUT,
-    MAX_HEAD_BYTES,
-    _BadRequest,
-    _parse_head,
-    _read_body,
+from .._loopback.http import OWN_ANSWER_HEADERS, Head, error_body, send_answer
+from .._loopback.pages import PAGE_PATHS, Pages, no_pages_message
+from .._loopback.server import (
+    ClientConnection,
+    ListenError,
+    LoopbackServer,
+    default_max_connections,
 )
+from .._loopback.thread import ServerThread
 from ..scrub._scrubber import scrub_url
 from ..traces import Trace
-from ._recorder import Recorder, live_report
-from ._relay import InFlight, Relay, plain
+from ..traces._readers._otlp._ingest import OtlpIngest, otlp_route
+from ._recorder import Recorder
+from ._relay import InFlight, Relay
 from ._upstream import Upstream
 
-__all__ = ["ClientConnection", "ProxyError", "ProxyLimits", "ProxyServer", "serve_proxy"]
+__all__ = ["ProxyError", "ProxyLimits", "ProxyPages", "ProxyServer", "serve_proxy"]
 
 SHUTDOWN_GRACE: Final = 2.0
 """Default seconds a stopping proxy waits for the exchanges it is relaying to end."""
@@ -80,7 +78,7 @@ class ProxyLimits:
     """Seconds the upstream may send nothing mid-answer; then the client's answer is cut and
     the exchange recorded ``upstream-timeout``."""
     max_connections: int | None = None
-    """Concurrent client connections; ``None``: :func:`default_max_connections`."""
+    """Concurrent client connections; ``None``: 512, or less to fit the open-file limit."""
     pool_size: int = 32
     """Idle upstream connections kept for reuse (at most ``max_connections``)."""
     grace: float = SHUTDOWN_GRACE
@@ -98,21 +96,6 @@ class ProxyLimits:
             raise ValueError(f"grace must be 0 or more, got {self.grace!r}")
 
 
-def default_max_connections() -> int:
-    """512, or less when the open-file limit would not allow it: each client connection may
-    hold an upstream connection too and the pool keeps some, so a third of what the limit
-    leaves after 32 descriptors for everything else."""
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (ImportError, OSError, ValueError):  # pragma: no cover - no resource module
-        return 512
-    if soft == resource.RLIM_INFINITY or soft <= 0:
-        return 512
-    return max(4, min(512, (soft - 32) // 3))
-
-
 class ProxyError(TestkitError):
     """The proxy could not start: a bad upstream URL or option, an address that cannot be
     bound, or a non-loopback one without ``allow_remote`` (``.host``, ``.port``)."""
@@ -127,207 +110,77 @@ class ProxyError(TestkitError):
 ProxyError.__module__ = "dsh_testkit.proxy"
 
 
-class ClientConnection(asyncio.StreamReaderProtocol):
-    """One client connection: asyncio's stream protocol, which also notices the client leave.
+_OWN: Final = "/_dsh"
+"""The proxy's own path prefix."""
+_RESET: Final = _OWN + "/reset"
+"""The one upstream control path the proxy relays (``POST``): a reset between two runs."""
 
-    An end of file or a lost connection while an exchange is relayed cancels the exchange's
-    task at once (a client that half-closes its side counts as gone, as in nginx): the relay
-    records it ``abandoned`` and aborts the upstream request.
-    """
-
-    def __init__(self, proxy: _Proxy, loop: asyncio.AbstractEventLoop) -> None:
-        self.proxy = proxy
-        self.gone = False
-        """The client closed (or half-closed) its side."""
-        self.exchange: asyncio.Task[Any] | None = None
-        """The task relaying an exchange for this client now, if any."""
-        reader = asyncio.StreamReader(limit=MAX_HEAD_BYTES, loop=loop)
-        super().__init__(reader, self._connected, loop=loop)
-
-    def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Any:
-        return self.proxy.serve_client(self, reader, writer)
-
-    def _left(self) -> None:
-        self.gone = True
-        task = self.exchange
-        if task is not None and not task.done():
-            task.cancel()
-
-    def eof_received(self) -> bool | None:
-        self._left()
-        return super().eof_received()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._left()
-        super().connection_lost(exc)
+ProxyPages = Callable[[Recorder], Pages]
+"""What a proxy takes as ``pages``: given its recorder, the live pages of the trace it records
+(:func:`dsh_testkit.explorer.live_pages`)."""
 
 
-class _SendErrorCounter(logging.Filter):
-    """Counts asyncio's "socket.send() raised exception." lines logged on the proxy's thread
-    (writes to a client that left) instead of letting them through."""
+class _Responder:
+    """What the proxy does with each request: its own ``/_dsh/`` pages, or a relayed exchange."""
 
-    def __init__(self, recorder: Recorder) -> None:
-        super().__init__()
-        self.recorder = recorder
-        self.thread = threading.get_ident()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if threading.get_ident() == self.thread and "socket.send() raised" in str(record.msg):
-            self.recorder.events["send-failed"] += 1
-            return False
-        return True
-
-
-class _Proxy:
-    def __init__(
-        self,
-        relay: Relay,
-        recorder: Recorder,
-        limit: int,
-        warn: Callable[[str], None],
-    ) -> None:
+    def __init__(self, relay: Relay, otlp: OtlpIngest) -> None:
         self.relay = relay
-        self.recorder = recorder
-        self.limit = limit
-        self.warn = warn
-        self.tasks: set[asyncio.Task[Any]] = set()
-        self.reporting = asyncio.Lock()
-        """One report at a time."""
-        self.live = LiveReport(
-            recorder.trace,
-            lambda: (),
-            build=recorder.live.report,
-            version=recorder.live.version,
-        )
-        """The Cache Explorer at ``/_dsh/explorer`` and the JSON it polls, from the recorder's
-        incremental report."""
-        self._accept_reported = float("-inf")
-        self._accept_unreported = 0
+        self.otlp = otlp
 
-    def exception_handler(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        """The loop's exception handler while serving: accept() failing for want of descriptors
-        is counted and reported once per :data:`_ACCEPT_REPORT_EVERY`; the rest goes on."""
-        if "out of system resource" in str(context.get("message", "")):
-            self.recorder.events["accept-failed"] += 1
-            self._accept_unreported += 1
-            now = time.monotonic()
-            if now - self._accept_reported >= _ACCEPT_REPORT_EVERY:
-                self._accept_reported = now
-                error = context.get("exception")
-                self.warn(
-                    f"cannot accept connections: {getattr(error, 'strerror', None) or error} "
-                    f"({self._accept_unreported} time(s) since the last report; asyncio retries "
-                    "each second). Lower --max-connections or raise the open-file limit "
-                    "(ulimit -n)"
-                )
-                self._accept_unreported = 0
-            return
-        loop.default_exception_handler(context)
-
-    async def serve_client(
-        self, conn: ClientConnection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        try:
-            if len(self.tasks) >= self.limit:
-                self.recorder.events["refused"] += 1
-                await self._refuse_over_cap(reader, writer)
-                return
-            self.tasks.add(task)
-            sock = writer.get_extra_info("socket")
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            try:
-                while await self._one(conn, reader, writer):
-                    pass
-            except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, OSError):
-                pass
-            finally:
-                if not writer.is_closing():
-                    writer.close()
-                with contextlib.suppress(Exception):
-                    await writer.wait_closed()
-        except asyncio.CancelledError:
-            # The server is stopping. Ending normally matters: asyncio (3.11) logs a spurious
-            # "Exception in callback" for a client-connected task that ends cancelled.
-            pass
-        finally:
-            self.tasks.discard(task)
-
-    async def _refuse_over_cap(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        """A 503 with ``Retry-After: 1``, after reading the head (a quarter second at most, so
-        the close is a clean FIN that does not discard the answer), then close."""
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 0.25)
-        body = (
-            b'{"error":{"message":"dsh-testkit proxy: too many connections (the limit is %d)",'
-            b'"type":"proxy_error"}}' % self.limit
-        )
-        with contextlib.suppress(Exception):
-            writer.write(
-                b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n"
-                b"content-type: application/json\r\ncontent-length: %d\r\n"
-                b"connection: close\r\n\r\n%b" % (len(body), body)
-            )
-            await asyncio.wait_for(writer.drain(), 0.25)
-            writer.close()
-            await asyncio.wait_for(writer.wait_closed(), 0.25)
-        writer.transport.abort()
-
-    async def _one(
-        self, conn: ClientConnection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> bool:
-        try:
-            # asyncio.timeout, not wait_for: wait_for (3.11) wraps the read in a new task.
-            async with asyncio.timeout(IDLE_TIMEOUT):
-                raw = await reader.readuntil(b"\r\n\r\n")
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            return False
-        try:
-            head = _parse_head(raw)
-            async with asyncio.timeout(HEAD_TIMEOUT):
-                body = await _read_body(reader, writer, head)
-        except _BadRequest as bad:
-            await plain(writer, bad.status, str(bad).encode(), "text/plain")
-            return False
-        target = urlsplit(head.target)
-        if target.path == "/_dsh/explorer" or (
-            target.path == "/_dsh/report" and wants_json(target.query)
-        ):
-            # The live page and the JSON it polls (ETag, 304), made off the event loop.
-            if_none_match = ", ".join(head.values("if-none-match")) or None
-            async with self.reporting:
-                live = await asyncio.to_thread(
-                    self.live.answer, target.path, target.query, if_none_match
-                )
-            await plain(writer, live.status, live.body, live.content_type, live.headers)
-            return head.keep_alive
-        if target.path == "/_dsh/report":
-            as_json = parse_qs(target.query).get("format") == ["json"]
-            async with self.reporting:
-                # Off the loop: reading a long trace back must not stall the streams relayed.
-                text = await asyncio.to_thread(live_report, self.recorder, as_json=as_json)
-            await plain(
+    async def __call__(self, head: Head, client: ClientConnection) -> bool:
+        path = head.path
+        if otlp_route(path):
+            # OpenTelemetry exports are the proxy's to keep, never relayed upstream.
+            writer = client.writer
+            assert writer is not None
+            body = await client.body(head)
+            exported = self.otlp.answer(head.method, path, head.headers, body)
+            assert exported is not None
+            await send_answer(
                 writer,
-                200,
-                text.encode("utf-8"),
-                "application/json" if as_json else "text/plain; charset=utf-8",
+                exported.status,
+                exported.body,
+                exported.content_type,
+                (*exported.headers, *OWN_ANSWER_HEADERS),
+                head_only=head.method == "HEAD",
             )
             return head.keep_alive
-        exchange = InFlight(head, body)
-        del body  # the exchange holds the only reference: dropped once it is recorded
-        return await self.relay.forward(conn, exchange, writer) and head.keep_alive
-
-
-def _is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
+        if (path == _OWN or path.startswith(_OWN + "/")) and not (
+            path == _RESET and head.method == "POST"
+        ):
+            # The proxy's own paths, never relayed (an upstream mock's control API stays out of
+            # reach through the proxy), but for a reset between runs, relayed and recorded as a
+            # reset event (the next exchange starts from a cold cache). GETs of the live pages
+            # never get here when it has them.
+            writer = client.writer
+            assert writer is not None
+            await client.body(head)
+            headers: tuple[tuple[str, str], ...] = ()
+            if path in PAGE_PATHS and head.method == "GET":
+                attach = "ProxyServer(pages=dsh_testkit.explorer.live_pages)"
+                status, message = 404, f"Not Found: {no_pages_message('proxy', attach)}"
+            elif path in PAGE_PATHS:
+                status, message, headers = 405, "Method Not Allowed", (("allow", "GET"),)
+            else:
+                status = 404
+                message = (
+                    f"Not Found: {path} is not one of the proxy's own paths (/_dsh/report, "
+                    "/_dsh/explorer); the proxy relays no /_dsh/ path to the upstream but "
+                    "POST /_dsh/reset"
+                )
+            code = "not_found" if status == 404 else "method_not_allowed"
+            await send_answer(
+                writer,
+                status,
+                error_body(message, code=code),
+                "application/json",
+                (*headers, *OWN_ANSWER_HEADERS),
+                head_only=head.method == "HEAD",
+            )
+            return head.keep_alive
+        exchange = InFlight(head, await client.body(head))
+        # The exchange holds the only reference to the body: dropped once it is recorded.
+        return await self.relay.forward(client, exchange)
 
 
 async def serve_proxy(
@@ -342,10 +195,27 @@ async def serve_proxy(
     limits: ProxyLimits | None = None,
     allow_remote: bool = False,
     warn: Callable[[str], None] | None = None,
+    pages: ProxyPages | None = None,
+    allow_hosts: Iterable[str] = (),
+    otlp: OtlpIngest | None = None,
 ) -> Recorder:
     """Proxy to ``upstream`` on ``host:port`` until ``stop`` is set; ``ready(base_url)`` once
     listening. Returns the recorder (its trace file holds the session; its counts say how each
     exchange ended). ``warn`` gets the lines meant for the operator (default: stderr).
+    ``pages(recorder)`` makes the live report pages (:func:`dsh_testkit.explorer.live_pages`),
+    before any exchange is recorded; without them ``/_dsh/report`` and ``/_dsh/explorer``
+    answer 404.
+
+    Who may use it (:mod:`dsh_testkit._loopback.guard`): requests must name a loopback host (or
+    one of ``allow_hosts``: ``--allow-host``; ``"*"`` any), else 421; a request carrying another
+    origin's ``Origin`` is 403. Nothing refused is relayed or recorded; the ``Origin`` and
+    ``Sec-Fetch-*`` headers the proxy judged are not relayed, and ``/_dsh/`` paths are its own
+    (never relayed to an upstream mock's control API, but ``POST /_dsh/reset``: relayed and
+    recorded as a reset).
+
+    OpenTelemetry exports posted to ``/v1/traces`` and ``/v1/logs`` (OTLP/HTTP, protobuf or
+    JSON) go to ``otlp`` (a new one when not given), never upstream; ``GET /_dsh/otlp`` gives
+    them back as OTLP JSON lines.
 
     Raises :class:`ProxyError` for a bad upstream URL, an address that cannot be bound, or a
     non-loopback address without ``allow_remote``.
@@ -370,23 +240,22 @@ async def serve_proxy(
         raise ProxyError(str(exc), host=host, port=port) from None
     recorder = recorder if recorder is not None else Recorder(out, warn=say)
     relay = Relay(upstream, recorder, client, limits.grace)
-    proxy = _Proxy(relay, recorder, limit, say)
-    loop = asyncio.get_running_loop()
-    counter = _SendErrorCounter(recorder)
-    asyncio_logger = logging.getLogger("asyncio")
-    previous_handler = loop.get_exception_handler()
     try:
-        try:
-            server = await loop.create_server(
-                lambda: ClientConnection(proxy, loop), host, port, start_serving=False
-            )
-        except OSError as exc:
-            raise ProxyError(f"cannot listen: {exc.strerror or exc}", host=host, port=port) from exc
-        bound = [s.getsockname() for s in server.sockets]
-        exposed = [address for address, *_ in bound if not _is_loopback(address)]
+        server = LoopbackServer(
+            _Responder(relay, otlp if otlp is not None else OtlpIngest(path="otlp:proxy")),
+            name="dsh-testkit proxy",
+            label="proxy",
+            max_connections=limit,
+            events=recorder.events,
+            warn=say,
+            pages=pages(recorder) if pages is not None else None,
+            allow_hosts=allow_hosts,
+        )
+    except ValueError as exc:
+        raise ProxyError(str(exc), host=host, port=port) from None
+
+    def on_bound(exposed: list[str], base_url: str) -> None:
         if exposed and not allow_remote:
-            server.close()
-            await server.wait_closed()
             raise ProxyError(
                 f"refusing to listen on {', '.join(exposed)}, which is not a loopback address: "
                 "anyone who can reach it could send requests through the proxy to the upstream "
@@ -395,39 +264,29 @@ async def serve_proxy(
                 host=host,
                 port=port,
             )
-        loop.set_exception_handler(proxy.exception_handler)
-        asyncio_logger.addFilter(counter)
-        await server.start_serving()
-        first = bound[0]
-        display = f"[{first[0]}]" if ":" in first[0] else first[0]
         if exposed:
+            bound_port = base_url.rsplit(":", 1)[1]
             say(
-                f"WARNING: listening on {', '.join(exposed)} port {first[1]}, not a loopback "
+                f"WARNING: listening on {', '.join(exposed)} port {bound_port}, not a loopback "
                 f"address: anyone who can reach it can send requests through this proxy to "
                 f"{scrub_url(upstream)} (with their own key or none; the proxy adds no key and "
-                "asks for none) and read every recorded prompt and answer at "
-                f"http://{display}:{first[1]}/_dsh/report. There is no authentication"
+                f"asks for none) and read every recorded prompt and answer at "
+                f"{base_url}/_dsh/report. There is no authentication"
             )
-        try:
-            if ready is not None:
-                ready(f"http://{display}:{first[1]}")
-            await stop.wait()
-        finally:
-            server.close()
-            # Exchanges in flight get a moment to end and be recorded (a client that stopped
-            # reading at `data: [DONE]` may stop the proxy before the upstream's last bytes).
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(limits.grace):
-                    await relay.idle.wait()
-            relay.stopping = True
-            for task in list(proxy.tasks):
-                task.cancel()
-            if proxy.tasks:
-                await asyncio.gather(*proxy.tasks, return_exceptions=True)
-            await server.wait_closed()
+
+    async def stopping() -> None:
+        # Exchanges in flight get a moment to end and be recorded (a client that stopped
+        # reading at `data: [DONE]` may stop the proxy before the upstream's last bytes).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(limits.grace):
+                await relay.idle.wait()
+        relay.stopping = True
+
+    try:
+        await server.serve(host, port, stop=stop, ready=ready, on_bound=on_bound, stopping=stopping)
+    except ListenError as exc:
+        raise ProxyError(str(exc), host=host, port=port) from exc
     finally:
-        asyncio_logger.removeFilter(counter)
-        loop.set_exception_handler(previous_handler)
         client.close()
     return recorder
 
@@ -441,6 +300,8 @@ class ProxyServer:
 
     ``proxy.base_url`` is what a client takes as its base URL; :meth:`trace` is what it saw
     (read back from the trace file ``out``, continued when it exists, or from a temporary one).
+    ``ProxyServer(upstream, pages=live_pages)`` (from :mod:`dsh_testkit.explorer`) serves the
+    live report and the Cache Explorer of the trace at ``/_dsh/report`` and ``/_dsh/explorer``.
     """
 
     def __init__(
@@ -452,13 +313,20 @@ class ProxyServer:
         out: str | None = None,
         limits: ProxyLimits | None = None,
         allow_remote: bool = False,
+        pages: ProxyPages | None = None,
+        allow_hosts: Iterable[str] = (),
     ) -> None:
         self.upstream = upstream
+        self.allow_hosts = tuple(allow_hosts)
         self.host = host
         self.port = port
         self.out = out
         self.limits = limits
         self.allow_remote = allow_remote
+        self.pages = pages
+        self.otlp = OtlpIngest(path="otlp:proxy")
+        """The OpenTelemetry exports posted to ``/v1/traces`` and ``/v1/logs`` (kept, never
+        relayed): ``proxy.otlp.trace()`` is their model calls."""
         self.recorder: Recorder | None = None
         """The session's recorder (from :meth:`start` on): its counts and trace file."""
         self.base_url = ""
@@ -486,6 +354,9 @@ class ProxyServer:
                     recorder=recorder,
                     limits=self.limits,
                     allow_remote=self.allow_remote,
+                    pages=self.pages,
+                    otlp=self.otlp,
+                    allow_hosts=self.allow_hosts,
                 )
             )
         except BaseException:

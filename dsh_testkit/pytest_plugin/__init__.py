@@ -398,11 +398,22 @@ def dsh_mock_server(request: pytest.FixtureRequest) -> Iterator[MockServer]:
     dropped) and is strict as ``dsh_mock`` is (a request nothing scripted is refused at the
     call; scripted entries or routes left unused fail the test; ``@pytest.mark.dsh_lenient``
     opts out). Record through it with ``dsh_cassette``: loopback origins are filed as one, so
-    the cassette replays whatever port the server gets next time.
+    the cassette replays whatever port the server gets next time. The cache doctor's live
+    report of the requests it received is at ``/_dsh/report``, the Cache Explorer at
+    ``/_dsh/explorer``. It answers requests addressed to a loopback name only (a web page cannot
+    reach it through a name of its own); the ini option ``dsh_server_allow_hosts`` adds names.
     """
-    from ..mock import MockServer
+    from ..explorer import live_pages
+    from ..mock import MockServer, MockServerError
 
-    server = MockServer(_dated_mock(request.config)).start()
+    try:
+        server = MockServer(
+            _dated_mock(request.config),
+            pages=live_pages,
+            allow_hosts=request.config.getini("dsh_server_allow_hosts"),
+        ).start()
+    except MockServerError as exc:
+        raise pytest.UsageError(f"dsh_server_allow_hosts: {exc}") from None
     request.config.stash[_SERVER] = server
     try:
         yield server

@@ -368,6 +368,13 @@ def add_options(parser: pytest.Parser) -> None:
         default=[],
     )
     parser.addini(
+        "dsh_server_allow_hosts",
+        "host names dsh_mock_server answers besides loopback ones (its Host check against DNS "
+        "rebinding, as serve --allow-host; .example.test: the domain and its subdomains)",
+        type="args",
+        default=[],
+    )
+    parser.addini(
         "dsh_cassette_dir",
         "directory of cassettes, relative to the ini file (--dsh-cassette-dir overrides it)",
         default="",

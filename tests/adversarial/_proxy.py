@@ -223,7 +223,7 @@ async def start_proxy(upstream: str, out: Path, *args: str, nofile: int = 64) ->
     )
     assert process.stdout is not None and process.stderr is not None
     first = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()
-    match = re.search(r"listening on (http://127\.0\.0\.1:(\d+)) ", first)
+    match = re.fullmatch(r"(http://127\.0\.0\.1:(\d+))\n", first)  # the base URL alone
     if not match:
         rest = await process.stderr.read()
         raise AssertionError(f"the proxy did not start: {first!r} {rest.decode()!r}")
@@ -269,7 +269,7 @@ def request_bytes(tag: int, kind: str, *, size: int = 0) -> bytes:
     )
     body = text.replace("@@", _ESCAPED).encode()
     head = (
-        f"POST /chat/completions HTTP/1.1\r\nhost: x\r\nx-api-key: {CREDENTIAL}\r\n"
+        f"POST /chat/completions HTTP/1.1\r\nhost: localhost\r\nx-api-key: {CREDENTIAL}\r\n"
         f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body

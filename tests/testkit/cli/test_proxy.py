@@ -39,7 +39,7 @@ def proxy(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     try:
         assert process.stdout is not None
         first = process.stdout.readline()
-        match = re.search(r"listening on (http://[\d.]+:\d+) ", first)
+        match = re.fullmatch(r"(http://[\d.]+:\d+)\n", first)  # the base URL alone
         assert match, first + (process.stderr.read() if process.stderr else "")
         yield process, match.group(1)
     finally:

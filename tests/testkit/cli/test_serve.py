@@ -139,3 +139,63 @@ def test_serve_and_proxy_refuse_a_port_that_is_none(
             main([*command, "--port", port])
         assert stopped.value.code == 2
         assert message in capsys.readouterr().err
+
+
+def test_serve_beyond_loopback_needs_allow_remote_and_then_warns(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["serve", "--host", "0.0.0.0"]) == 1
+    err = capsys.readouterr().err
+    assert "not a loopback address" in err and "--allow-remote" in err
+    with serving("--host", "0.0.0.0", "--allow-remote") as (process, url):
+        port = url.rsplit(":", 1)[1]
+        assert httpx.get(f"http://127.0.0.1:{port}/models", headers=AUTH).status_code == 200
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert "WARNING: listening on 0.0.0.0" in err and "no authentication" in err
+
+
+@pytest.mark.parametrize("command", ["serve", "proxy"])
+def test_allow_host_adds_names_and_a_refusal_names_the_flag(command: str) -> None:
+    args = ["--allow-host", "mock.internal"]
+    if command == "proxy":
+        with serving() as (_, upstream):
+            process = subprocess.Popen(
+                [str(EXECUTABLE), "proxy", "--upstream", upstream, *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            assert process.stdout is not None
+            url = process.stdout.readline().strip()
+            statuses = _statuses(url)
+            process.send_signal(signal.SIGINT)
+            _, err = process.communicate(timeout=60)
+    else:
+        with serving(*args) as (process, url):
+            statuses = _statuses(url)
+            process.send_signal(signal.SIGTERM)
+            _, err = process.communicate(timeout=30)
+    assert statuses == {"127.0.0.1": 200, "mock.internal": 200, "evil.test": 421}
+    assert "refused a request for Host 'evil.test" in err and "--allow-host evil.test" in err
+
+
+def _statuses(url: str) -> dict[str, int]:
+    port = int(url.rsplit(":", 1)[1])
+    out = {}
+    for host in ("127.0.0.1", "mock.internal", "evil.test"):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(
+                f"GET /models HTTP/1.1\r\nHost: {host}:{port}\r\nauthorization: Bearer "
+                f"{API_KEY}\r\nconnection: close\r\n\r\n".encode()
+            )
+            out[host] = int(sock.recv(100).split(b" ", 2)[1])
+    return out
+
+
+@pytest.mark.parametrize("command", [["serve"], ["proxy", "--upstream", "http://127.0.0.1:9"]])
+def test_a_bad_allow_host_is_refused(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*command, "--allow-host", "mock.internal:8080"]) == 2
+    assert "--allow-host: 'mock.internal:8080' is not a host name" in capsys.readouterr().err

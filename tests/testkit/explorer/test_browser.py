@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from dsh_testkit.doctor import diagnose
-from dsh_testkit.explorer import render_html
+from dsh_testkit.explorer import live_pages, render_html
 from dsh_testkit.mock import MockDeepSeek, MockServer
 from dsh_testkit.proxy import ProxyServer
 from tests.testkit.explorer._scenes import three_killers
@@ -219,7 +219,10 @@ def wait_for_requests(page: Any, count: int) -> None:
 
 
 def test_the_live_proxy_page_shows_requests_as_they_are_answered(tab: Page) -> None:
-    with MockServer(MockDeepSeek()) as upstream, ProxyServer(upstream.base_url) as proxy:
+    with (
+        MockServer(MockDeepSeek()) as upstream,
+        ProxyServer(upstream.base_url, pages=live_pages) as proxy,
+    ):
         page = tab.open(f"{proxy.base_url}/_dsh/explorer")
         assert (
             page.locator(".empty").inner_text() == "The trace is empty: it holds no model requests."
@@ -245,7 +248,7 @@ def test_the_live_proxy_page_shows_requests_as_they_are_answered(tab: Page) -> N
 
 
 def test_the_live_mock_page_shows_its_request_log(tab: Page) -> None:
-    with MockServer(MockDeepSeek()) as server:
+    with MockServer(MockDeepSeek(), pages=live_pages) as server:
         page = tab.open(f"{server.base_url}/_dsh/explorer")
         client = openai.OpenAI(base_url=server.base_url, api_key=KEY)
         history: list[dict[str, Any]] = []

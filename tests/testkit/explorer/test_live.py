@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from dsh_testkit.doctor import compact_report, diagnose, expand_report
+from dsh_testkit.doctor import compact_report, diagnose, expand_report, report_text
+from dsh_testkit.explorer import live_pages
 from dsh_testkit.explorer._live import LiveReport, live_report_of
 from dsh_testkit.mock import MockDeepSeek, MockServer
 from dsh_testkit.proxy import ProxyServer
@@ -37,7 +38,10 @@ def report_of(client: httpx.Client, etag: str | None = None) -> httpx.Response:
 
 @pytest.mark.parametrize("server", ["proxy", "mock"])
 def test_the_report_json_answers_304_until_an_exchange_arrives(server: str) -> None:
-    with MockServer(MockDeepSeek()) as upstream, ProxyServer(upstream.base_url) as proxy:
+    with (
+        MockServer(MockDeepSeek(), pages=live_pages) as upstream,
+        ProxyServer(upstream.base_url, pages=live_pages) as proxy,
+    ):
         base = proxy.base_url if server == "proxy" else upstream.base_url
         with httpx.Client(base_url=base, timeout=30) as client:
             empty = report_of(client)
@@ -68,7 +72,10 @@ def test_the_report_json_answers_304_until_an_exchange_arrives(server: str) -> N
 
 
 def test_the_explorer_pages_embed_the_report_so_far_and_poll_it() -> None:
-    with MockServer(MockDeepSeek()) as upstream, ProxyServer(upstream.base_url) as proxy:
+    with (
+        MockServer(MockDeepSeek(), pages=live_pages) as upstream,
+        ProxyServer(upstream.base_url, pages=live_pages) as proxy,
+    ):
         for base in (proxy.base_url, upstream.base_url):
             with httpx.Client(base_url=base, timeout=30) as client:
                 ask(client, [], "hello")
@@ -85,14 +92,37 @@ def test_the_explorer_pages_embed_the_report_so_far_and_poll_it() -> None:
 
 def test_a_reset_mock_with_as_many_requests_is_a_new_version() -> None:
     mock = MockDeepSeek()
-    with MockServer(mock) as server, httpx.Client(base_url=server.base_url, timeout=30) as client:
+    with (
+        MockServer(mock, pages=live_pages) as server,
+        httpx.Client(base_url=server.base_url, timeout=30) as client,
+    ):
         ask(client, [], "one")
         etag = report_of(client).headers["etag"]
-        client.post("/_dsh/reset")
+        client.post("/_dsh/reset", json={})
         ask(client, [], "two")
         again = report_of(client, etag)
         assert again.status_code == 200
         assert again.json()["totals"]["requests"] == 1
+
+
+def test_servers_built_without_pages_say_how_to_attach_them() -> None:
+    """The servers import nothing of the doctor or the Explorer: their pages are handed in."""
+    with MockServer(MockDeepSeek()) as upstream, ProxyServer(upstream.base_url) as proxy:
+        for base, name in ((upstream.base_url, "MockServer"), (proxy.base_url, "ProxyServer")):
+            for path in ("/_dsh/report", "/_dsh/report?format=json", "/_dsh/explorer"):
+                answer = httpx.get(base + path, timeout=30)
+                assert answer.status_code == 404
+                assert f"{name}(pages=dsh_testkit.explorer.live_pages)" in answer.text
+        assert len(upstream.mock.requests) == 0  # the proxy did not relay them
+
+
+def test_the_text_report_is_the_doctors_text_of_the_live_report() -> None:
+    mock = three_killers()
+    pages = live_pages(mock)
+    answer = pages("/_dsh/report", "", None)
+    assert answer.status == 200 and answer.content_type == "text/plain; charset=utf-8"
+    assert answer.body.decode() == report_text(diagnose(mock)) == pages.text()
+    assert pages.live is live_report_of(mock)  # every pages of one mock share its report
 
 
 def test_the_mock_report_is_diagnose_of_the_mock() -> None:

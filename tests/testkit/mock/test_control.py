@@ -338,11 +338,11 @@ def test_serve_applies_its_options_and_reset_rereads_the_script_file(tmp_path: P
             script.write_text(
                 Script(entries=(Reply(text="second file"),)).dumps(), encoding="utf-8"
             )
-            assert client.post("/_dsh/reset").json() == {"reset": True}
+            assert client.post("/_dsh/reset", json={}).json() == {"reset": True}
             again = client.post(CHAT, json=chat_body(), headers=auth).json()
             assert again["choices"][0]["message"]["content"] == "second file"
             script.write_text("{not json", encoding="utf-8")
-            broken = client.post("/_dsh/reset")
+            broken = client.post("/_dsh/reset", json={})
             assert (
                 broken.status_code == 400
                 and "no longer parses" in broken.json()["error"]["message"]

@@ -288,18 +288,24 @@ def raw_exchange(server: MockServer, data: bytes, *, timeout: float = 5.0) -> by
         return b"".join(chunks)
 
 
+# Each HTTP/1.1 case carries a Host (without one, any of them is a 400 for that alone).
 BAD_HTTP = [
     b"GARBAGE\r\n\r\n",
     b"POST /chat/completions HTTP/9.9\r\n\r\n",
-    b"POST /chat/completions HTTP/1.1\r\nContent-Length: abc\r\n\r\n",
-    b"POST /chat/completions HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
-    b"POST /chat/completions HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
-    b"POST /chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-    b"POST /chat/completions HTTP/1.1\r\nX: a\x01b\r\n\r\n",
-    b"POST /chat/completions HTTP/1.1\r\n folded: x\r\n\r\n",
-    b"POST /chat/completions HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n",
-    b"POST /chat/completions HTTP/1.1\r\n" + b"X-Long: " + b"a" * 70_000 + b"\r\n\r\n",
-    b"POST ftp://x HTTP/1.1\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: abc\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: localhost\r\nX: a\x01b\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: localhost\r\n folded: x\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 99999999999\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\nHost: localhost\r\n"
+    + b"X-Long: "
+    + b"a" * 70_000
+    + b"\r\n\r\n",
+    b"POST ftp://x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    b"POST /chat/completions HTTP/1.1\r\n\r\n",
 ]
 
 
@@ -337,7 +343,7 @@ def test_a_few_hundred_fuzzed_requests_over_loopback(server: MockServer) -> None
 
 def test_a_half_sent_body_gets_408() -> None:
     with MockServer(body_timeout=0.3) as server:
-        head = b"POST /chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
+        head = b"POST /chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{"
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
             sock.sendall(head)
             answer = sock.recv(65536)
@@ -347,10 +353,11 @@ def test_a_half_sent_body_gets_408() -> None:
 
 def test_a_body_cut_short_by_the_client_gets_400(server: MockServer) -> None:
     answer = raw_exchange(
-        server, b"POST /chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
+        server,
+        b"POST /chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{",
     )
     assert answer.startswith(b"HTTP/1.1 400 ") and b"the request body ended early" in answer
-    chunked = b"POST /chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab"
+    chunked = b"POST /chat/completions HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab"
     assert raw_exchange(server, chunked).startswith(b"HTTP/1.1 400 ")
 
 
@@ -367,10 +374,12 @@ def test_connections_over_the_cap_are_refused_cleanly() -> None:
         held = []
         for _ in range(2):
             sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
-            sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n\r\n")
+            sock.sendall(
+                b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer k\r\n\r\n"
+            )
             assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")  # kept alive, counted
             held.append(sock)
-        refused = raw_exchange(server, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        refused = raw_exchange(server, b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\n")
         assert refused.startswith(b"HTTP/1.1 503 ") and b"retry-after: 1" in refused
         assert b"too many connections (the limit is 2)" in refused
         for sock in held:
@@ -378,7 +387,8 @@ def test_connections_over_the_cap_are_refused_cleanly() -> None:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:  # the server notices the closes
             answer = raw_exchange(
-                server, b"GET /v1/models HTTP/1.1\r\nAuthorization: Bearer k\r\n\r\n"
+                server,
+                b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer k\r\n\r\n",
             )
             if answer.startswith(b"HTTP/1.1 200 "):
                 break
@@ -479,7 +489,9 @@ def test_out_of_descriptors_the_server_refuses_cleanly_and_logs_little() -> None
         held: list[socket.socket] = []
         for _ in range(120):
             sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-            sock.sendall(b"GET /v1/models HTTP/1.1\r\nAuthorization: Bearer k\r\n\r\n")
+            sock.sendall(
+                b"GET /v1/models HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer k\r\n\r\n"
+            )
             held.append(sock)
         statuses: dict[bytes, int] = {}
         for sock in held:

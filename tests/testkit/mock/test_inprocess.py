@@ -122,7 +122,8 @@ def test_respx_route_takes_another_base_url(mock: MockDeepSeek) -> None:
             "http://gateway.test/deepseek/chat/completions", json=chat_body(), headers=AUTH
         )
     assert response.status_code == 404  # the mock routes by its own paths
-    assert mock.requests[0].path == "/deepseek/chat/completions"
+    assert "no endpoint at /deepseek/chat/completions" in response.json()["error"]["message"]
+    assert (mock.requests, mock.unlogged_requests) == ((), 1)  # not a model path: not logged
 
 
 def test_query_strings_are_not_part_of_the_path(mock: MockDeepSeek) -> None:

@@ -268,7 +268,12 @@ def as_answered(mock: MockDeepSeek, reply: Reply, thinking: bool) -> Reply:
 
 def round_trip(mock: MockDeepSeek, path: str, body: bytes, translate: Any) -> BlockAssembler:
     plan = mock.handle(
-        HttpRequest.build("POST", path, headers=[("authorization", f"Bearer {API_KEY}")], body=body)
+        HttpRequest.build(
+            "POST",
+            path,
+            headers=[("authorization", f"Bearer {API_KEY}"), ("content-type", "application/json")],
+            body=body,
+        )
     )
     assert plan.status == 200, plan.body_bytes
     parser = SseParser()

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dsh_testkit._loopback import http as loopback_http
+from dsh_testkit._loopback.http import BadRequest, parse_head
 from dsh_testkit.mock import ErrorReply, MockDeepSeek, MockServer, MockServerError, Reply, serve
 from dsh_testkit.mock._plan import Emit, HttpRequest, ResponsePlan
-from dsh_testkit.mock._server import _BadRequest, _parse_head
 
 from ._helpers import API_KEY, chat_body
 
@@ -47,46 +48,73 @@ def body_of(response: bytes) -> Any:
 def post(path: str, body: dict[str, Any], *, extra: bytes = b"", version: bytes = b"1.1") -> bytes:
     data = json.dumps(body).encode()
     return (
-        b"POST " + path.encode() + b" HTTP/" + version + b"\r\nhost: x\r\nconnection: close\r\n"
+        b"POST " + path.encode() + b" HTTP/" + version + b"\r\nhost: localhost\r\nconnection: close\r\n"
+        b"content-type: application/json\r\n"
         b"authorization: Bearer " + API_KEY.encode() + b"\r\ncontent-length: " + str(len(data)).encode()
         + b"\r\n" + extra + b"\r\n" + data
     )  # fmt: skip
 
 
+# HTTP/1.1 requires Host (h11 refuses a request without one: 400), so every HTTP/1.1 case but
+# the ones about Host carries one, to reach the fault it is about.
 @pytest.mark.parametrize(
     ("data", "status", "reason"),
     [
         (b"GARBAGE\r\n\r\n", 400, "malformed request line"),
         (b"GET / HTTP/2.0\r\n\r\n", 505, "only HTTP/1.0 and HTTP/1.1"),
-        (b"GET nowhere HTTP/1.1\r\n\r\n", 400, "absolute path"),
+        (b"GET nowhere HTTP/1.1\r\nhost: localhost\r\n\r\n", 400, "absolute path"),
+        (b"GET * HTTP/1.1\r\nhost: localhost\r\n\r\n", 400, "absolute path"),
         (b"GET / HTTP/1.1\r\nno colon here\r\n\r\n", 400, "malformed header line"),
         (b"GET / HTTP/1.1\r\nbad name: x\r\n\r\n", 400, "malformed header line"),
-        (b"GET / HTTP/1.1\r\nx: a\r\n folded\r\n\r\n", 400, "obsolete line folding"),
-        (b"GET / HTTP/1.1\r\nx: a\x01b\r\n\r\n", 400, "control character"),
         (
-            b"POST / HTTP/1.1\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n",
+            b"GET / HTTP/1.1\r\nhost: localhost\r\nx: a\r\n folded\r\n\r\n",
+            400,
+            "obsolete line folding",
+        ),
+        (b"GET / HTTP/1.1\r\nhost: localhost\r\nx: a\x01b\r\n\r\n", 400, "control character"),
+        (b"GET / HTTP/1.1\r\n\r\n", 400, "needs a Host header"),
+        (b"GET / HTTP/1.1\r\nhost: localhost\r\nhost: y\r\n\r\n", 400, "more than one Host"),
+        (
+            b"POST / HTTP/1.1\r\nhost: localhost\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n",
             400,
             "both Transfer-Encoding",
         ),
-        (b"POST / HTTP/1.1\r\ncontent-length: -1\r\n\r\n", 400, "invalid Content-Length"),
         (
-            b"POST / HTTP/1.1\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n",
+            b"POST / HTTP/1.1\r\nhost: localhost\r\ncontent-length: -1\r\n\r\n",
             400,
             "invalid Content-Length",
         ),
-        (b"POST / HTTP/1.1\r\ncontent-length: 999999999999\r\n\r\n", 413, "too large"),
-        (b"POST / HTTP/1.1\r\ntransfer-encoding: gzip\r\n\r\n", 501, "only the chunked"),
         (
-            b"POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+            b"POST / HTTP/1.1\r\nhost: localhost\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n",
+            400,
+            "invalid Content-Length",
+        ),
+        (
+            b"POST / HTTP/1.1\r\nhost: localhost\r\ncontent-length: 999999999999\r\n\r\n",
+            413,
+            "too large",
+        ),
+        (
+            b"POST / HTTP/1.1\r\nhost: localhost\r\ntransfer-encoding: gzip\r\n\r\n",
+            501,
+            "only the chunked",
+        ),
+        (
+            b"POST / HTTP/1.1\r\nhost: localhost\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
             400,
             "malformed chunk size",
         ),
         (
-            b"POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcXY",
+            b"POST / HTTP/1.1\r\nhost: localhost\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcXY",
             400,
             "not followed by CRLF",
         ),
-        (b"GET / HTTP/1.1\r\nx: " + b"a" * 70_000 + b"\r\n\r\n", 431, "request head too large"),
+        (
+            b"GET / HTTP/1.1\r\nhost: localhost\r\nx: " + b"a" * 70_000 + b"\r\n\r\n",
+            431,
+            "request head too large",
+        ),
+        (b"GET / HTTP/1.1\r\nx: " + b"a" * 70_000, 431, "request head too large"),
         (b"GET / HTTP/1.1\r\nhost: x", 400, "incomplete request head"),
     ],
 )
@@ -158,7 +186,8 @@ def test_a_chunked_request_body_and_expect_continue(server: MockServer) -> None:
     body = json.dumps(chat_body()).encode()
     chunked = b"%x\r\n%b\r\n0\r\nx-trailer: 1\r\n\r\n" % (len(body), body)
     head = (
-        b"POST /chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\nexpect: 100-continue\r\n"
+        b"POST /chat/completions HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\nexpect: 100-continue\r\n"
+        b"content-type: application/json\r\n"
         b"transfer-encoding: chunked\r\nauthorization: Bearer " + API_KEY.encode() + b"\r\n\r\n"
     )
     response = raw_exchange(server, head + chunked)
@@ -186,7 +215,7 @@ def test_absolute_form_targets_and_query_strings_are_accepted(server: MockServer
 def test_head_requests_get_headers_only(server: MockServer) -> None:
     response = raw_exchange(
         server,
-        b"HEAD /models HTTP/1.1\r\nhost: x\r\nconnection: close\r\nauthorization: Bearer k\r\n\r\n",
+        b"HEAD /models HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\nauthorization: Bearer k\r\n\r\n",
     )
     assert status_of(response) == 405
     assert response.endswith(b"\r\n\r\n")  # headers only
@@ -242,7 +271,7 @@ def test_the_control_api_over_http(server: MockServer) -> None:
         log = client.get("/_dsh/requests").json()["requests"]
         assert [r["status"] for r in log] == [429, 200]
         assert API_KEY not in json.dumps(log)
-        assert client.post("/_dsh/reset").json() == {"reset": True}
+        assert client.post("/_dsh/reset", json={}).json() == {"reset": True}
         after = client.get("/_dsh/requests").json()
         assert (after["requests"], after["dropped"], after["pending"]) == ([], 0, 0)
 
@@ -323,8 +352,8 @@ def test_error_entries_over_http_keep_their_headers(server: MockServer) -> None:
 @given(st.binary(max_size=300))
 def test_any_request_head_either_parses_or_is_refused_with_a_status(data: bytes) -> None:
     try:
-        head = _parse_head(data + b"\r\n\r\n")
-    except _BadRequest as bad:
+        head = parse_head(data + b"\r\n\r\n")
+    except BadRequest as bad:
         assert 400 <= bad.status < 600 and bad.reason
     else:
         assert head.method and head.target.startswith("/")
@@ -358,16 +387,27 @@ def test_random_bytes_never_break_the_server(fuzz_server: MockServer, data: byte
 @pytest.mark.parametrize(
     ("chunk", "status", "reason"),
     [
-        (b"FFFFFFFF\r\n", 413, "request body too large"),
+        # A chunk may declare any size; what arrives is counted against the cap (here lowered
+        # to 1,000 bytes), and the request is refused once it passes it.
+        (b"FFFFFFFF\r\n" + b"x" * 2000, 413, "request body too large"),
+        (b"400\r\n" + b"x" * 1024 + b"\r\n1\r\nx\r\n", 413, "request body too large"),
         (b"1" * 70_000 + b"\r\n", 400, "malformed chunked body"),
     ],
 )
 def test_chunked_bodies_too_large_or_unreadable(
-    server: MockServer, chunk: bytes, status: int, reason: str
+    server: MockServer,
+    chunk: bytes,
+    status: int,
+    reason: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    head = b"POST /chat/completions HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
+    monkeypatch.setattr(loopback_http, "MAX_BODY_BYTES", 1000)
+    head = (
+        b"POST /chat/completions HTTP/1.1\r\nhost: localhost\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
     response = raw_exchange(server, head + chunk)
     assert status_of(response) == status and reason in body_of(response)["error"]["message"]
+    assert not server.mock.requests  # refused before the mock saw it
 
 
 def test_a_hanging_answer_ends_when_the_client_leaves(server: MockServer) -> None:

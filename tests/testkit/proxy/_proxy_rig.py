@@ -141,7 +141,7 @@ class Rig:
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         reader, writer = connection or await self.connect()
         body = chat_body() if body is None else body
-        lines = [f"POST {path} HTTP/1.1", "host: x", f"authorization: Bearer {KEY}"]
+        lines = [f"POST {path} HTTP/1.1", "host: localhost", f"authorization: Bearer {KEY}"]
         lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
         lines.append(f"content-length: {len(body)}")
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from dsh_testkit.doctor import diagnose, report_text
+from dsh_testkit.explorer import live_pages
 from dsh_testkit.proxy import ProxyError, ProxyLimits, Recorder
-from dsh_testkit.proxy._recorder import live_report
 from dsh_testkit.proxy._server import serve_proxy
 from dsh_testkit.traces import Trace
 from tests.testkit.proxy._proxy_rig import (
@@ -176,7 +176,8 @@ def test_an_unreachable_upstream_gets_a_502_and_is_counted_not_recorded() -> Non
         reader, writer = await asyncio.open_connection("127.0.0.1", int(base.rsplit(":", 1)[1]))
         body = chat_body()
         writer.write(
-            b"POST /chat/completions HTTP/1.1\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body)
+            b"POST /chat/completions HTTP/1.1\r\nhost: localhost\r\ncontent-length: %d\r\n\r\n%b"
+            % (len(body), body)
         )
         status, _, _ = await read_answer(reader)
         writer.close()
@@ -324,6 +325,14 @@ def test_the_report_of_an_empty_trace_says_it_is_empty() -> None:
     assert "note: a note" in text
 
 
+def test_the_live_report_of_an_empty_trace_says_it_is_empty() -> None:
+    recorder = Recorder(None)
+    text = live_pages(recorder).text()
+    assert "the trace is empty: no model request was recorded" in text
+    assert "conversation(s)" not in text and "simulated" not in text
+    recorder.close()
+
+
 def test_the_live_report_diagnoses_each_exchange_once_without_reading_the_trace_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -333,6 +342,7 @@ def test_the_live_report_diagnoses_each_exchange_once_without_reading_the_trace_
         raise AssertionError("the live report read the whole trace back")
 
     monkeypatch.setattr(recorder.writer, "read_back", no_read_back)
+    pages = live_pages(recorder)
     body = json.loads(chat_body("x" * 5000))
     for index in range(3):
         body = {**body, "messages": [*body["messages"], {"role": "user", "content": f"q{index}"}]}
@@ -345,11 +355,11 @@ def test_the_live_report_diagnoses_each_exchange_once_without_reading_the_trace_
                 "outcome": "delivered",
             }
         )
-        document = json.loads(live_report(recorder, as_json=True))
+        document = json.loads(pages("/_dsh/report", "format=json", None).body)
         assert document["formatVersion"] == 4
         assert document["totals"]["requests"] == index + 1
-    assert recorder.live.version() == 3
-    assert "1 conversation(s) · 3 request(s)" in live_report(recorder)
+    assert pages.live.current().etag.endswith('-3"')  # one report per exchange, none twice
+    assert "1 conversation(s) · 3 request(s)" in pages.text()
     recorder.close()
 
 

@@ -16,6 +16,7 @@ import openai
 import pytest
 
 from dsh_testkit.doctor import diagnose
+from dsh_testkit.explorer import live_pages
 from dsh_testkit.mock import MockDeepSeek, MockServer, Reply, ToolCall
 from dsh_testkit.proxy import ProxyServer
 from dsh_testkit.traces import load_trace
@@ -31,7 +32,7 @@ def test_openai_agent_through_the_proxy_is_recorded_and_diagnosed(tmp_path: Path
     out = tmp_path / "run.trace"
     with (
         MockServer(MockDeepSeek(script(), passback="off")) as upstream,
-        ProxyServer(upstream.base_url, out=str(out)) as proxy,
+        ProxyServer(upstream.base_url, out=str(out), pages=live_pages) as proxy,
     ):
         client = openai.OpenAI(base_url=proxy.base_url, api_key=KEY)
         run_agent(client, ["read a.txt", "again"], reserialize_args=True)
@@ -99,6 +100,7 @@ def test_sse_is_relayed_event_by_event_before_the_upstream_finishes(tmp_path: Pa
 def test_proxy_command_prints_where_it_listens_and_the_report_on_ctrl_c(tmp_path: Path) -> None:
     out = tmp_path / "cli.trace"
     with MockServer(MockDeepSeek(script(), passback="off")) as upstream:
+        upstream_url = upstream.base_url
         process = subprocess.Popen(
             [
                 sys.executable,
@@ -118,14 +120,15 @@ def test_proxy_command_prints_where_it_listens_and_the_report_on_ctrl_c(tmp_path
         try:
             assert process.stdout is not None
             first = process.stdout.readline()
-            match = re.search(r"listening on (http://127\.0\.0\.1:\d+) ", first)
-            assert match, first
-            client = openai.OpenAI(base_url=match.group(1), api_key=KEY)
+            # As `serve`: the first line is the base URL alone, for scripts to read.
+            assert re.fullmatch(r"http://127\.0\.0\.1:\d+\n", first), first
+            client = openai.OpenAI(base_url=first.strip(), api_key=KEY)
             run_agent(client, ["read a.txt"], system=lambda i: RULES + f"\nnow: 17:0{i}:00")
         finally:
             process.send_signal(signal.SIGINT)
             rest, err = process.communicate(timeout=120)
     assert process.returncode == 0, err
+    assert f"listening on {first.strip()} → {upstream_url}" in err
     assert "Cache doctor" in rest and "volatile-system-text" in rest
     assert KEY not in first + rest + err
     lines = out.read_text(encoding="utf-8").splitlines()
@@ -139,7 +142,7 @@ def test_keys_in_bodies_and_query_strings_are_never_recorded_or_reported(tmp_pat
     other = "sk-" + "L3akyK3y99" * 4
     with (
         MockServer(MockDeepSeek()) as upstream,
-        ProxyServer(upstream.base_url, out=str(out)) as proxy,
+        ProxyServer(upstream.base_url, out=str(out), pages=live_pages) as proxy,
     ):
         body = {
             "model": "deepseek-chat",
@@ -176,7 +179,7 @@ def test_a_refused_request_keeps_the_apis_own_words(tmp_path: Path) -> None:
     out = tmp_path / "run.trace"
     with (
         MockServer(MockDeepSeek(script())) as upstream,
-        ProxyServer(upstream.base_url, out=str(out)) as proxy,
+        ProxyServer(upstream.base_url, out=str(out), pages=live_pages) as proxy,
     ):
         client = openai.OpenAI(base_url=proxy.base_url, api_key=KEY, max_retries=0)
         with pytest.raises(openai.BadRequestError) as refused:
@@ -208,7 +211,8 @@ def test_side_call_marks_and_a_mock_reset_reach_the_trace_and_no_other_header(
         http.post("/chat/completions", json=request, headers=secret).raise_for_status()
         marked = {**secret, "x-dsh-side-call": "1", "x-other": "kept-out"}
         http.post("/chat/completions", json=request, headers=marked).raise_for_status()
-        http.post("/_dsh/reset").raise_for_status()  # forwarded to the mock: its cache emptied
+        # forwarded to the mock: its cache emptied
+        http.post("/_dsh/reset", json={}).raise_for_status()
         http.post("/chat/completions", json=request, headers=secret).raise_for_status()
     text = out.read_text(encoding="utf-8")
     assert "sk-proxy-mark" not in text and "x-other" not in text

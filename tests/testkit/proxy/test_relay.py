@@ -96,7 +96,7 @@ async def _request(
         _OPEN.append(reader_writer[1])
     reader, writer = reader_writer
     writer.write(
-        f"{method} /chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer sk-test-"
+        f"{method} /chat/completions HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer sk-test-"
         f"{'k' * 20}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n".encode()
         + body
     )
@@ -405,7 +405,7 @@ def test_a_stopping_proxy_lets_an_answer_in_flight_end_and_records_it() -> None:
         url = await asyncio.wait_for(ready, 10)
         reader, writer = await asyncio.open_connection("127.0.0.1", int(url.rsplit(":", 1)[1]))
         writer.write(
-            b"POST /chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%b"
+            b"POST /chat/completions HTTP/1.1\r\nhost: localhost\r\ncontent-length: %d\r\n\r\n%b"
             % (len(BODY), BODY)
         )
         await reader.readuntil(b"\r\n\r\n")
