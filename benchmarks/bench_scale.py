@@ -6,7 +6,9 @@ runs in a fresh Python (a child process, as the command runs), timed after the i
 
 - ``parse``: ``json.loads`` of every line;
 - ``json``: what ``dsh-testkit cache-report TRACE --json`` does (read the file, diagnose, the
-  JSON document);
+  compact JSON document, formatVersion 4, one line by the C encoder);
+- ``json-full``: the same with the full document (formatVersion 3, ``DoctorReport.to_json``)
+  written with a two-space indent, as ``--json`` wrote it before the compact one;
 - ``text``: the text report written to a pipe (no colour: the plain table layout);
 - ``html``: the Cache Explorer page (``--html``).
 
@@ -41,7 +43,7 @@ REQUESTS = 10_000
 QUICK_REQUESTS = 200
 ROUNDS = 3
 QUICK_ROUNDS = 1
-MODES = ("parse", "json", "text", "html")
+MODES = ("parse", "json", "json-full", "text", "html")
 LONG = (250, 500)
 QUICK_LONG = (10, 20)
 GOAL_RATIO = 8.0
@@ -52,6 +54,7 @@ trace, mode = sys.argv[1:3]
 if mode != "parse":
     import argparse
     from dsh_testkit._console import dumps_report_json, emit, make_console
+    from dsh_testkit.doctor._compact import compact_report, dumps_compact
     from dsh_testkit.cli._doctor import read_input
     from dsh_testkit.doctor import diagnose
     from dsh_testkit.doctor._render import render_report
@@ -62,10 +65,14 @@ if mode == "parse":
         for line in file:
             json.loads(line)
     size = 0
+    document_cpu = 0.0
 else:
     args = argparse.Namespace(log=trace, sidecars=None, fill=None)
     report = diagnose(read_input("cache-report", args))
+    document_cpu = time.process_time()
     if mode == "json":
+        out = dumps_compact(compact_report(report))
+    elif mode == "json-full":
         out = dumps_report_json(report.to_json())
     elif mode == "text":
         buffer = io.StringIO()  # a pipe: no colour
@@ -73,8 +80,10 @@ else:
         out = buffer.getvalue()
     else:
         out = render_html(report)
+    document_cpu = time.process_time() - document_cpu
     size = len(out.encode("utf-8"))
 print(json.dumps({
+    "document": document_cpu,
     "cpu": time.process_time() - cpu,
     "wall": time.perf_counter() - wall,
     "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
@@ -221,7 +230,12 @@ def run(quick: bool) -> Section:
                 note=f"CPU; peak RSS {_mb(median([s['rss'] for s in samples['parse']]))}",
             )
         )
-        for mode, label in (("json", "--json"), ("text", "text report"), ("html", "--html")):
+        for mode, label in (
+            ("json", "--json"),
+            ("json-full", "--json as formatVersion 3 (indent 2)"),
+            ("text", "text report"),
+            ("html", "--html"),
+        ):
             cpu = [s["cpu"] for s in samples[mode]]
             paired = [c / p for c, p in zip(cpu, parse_cpu, strict=True) if p]
             ratio = statistics.median(paired) if paired else None
@@ -235,7 +249,8 @@ def run(quick: bool) -> Section:
                     note=f"CPU {median(cpu):.2f} s (wall {median([s['wall'] for s in samples[mode]]):.2f} s); "
                     f"peak RSS {_mb(median([s['rss'] for s in samples[mode]]))} "
                     f"({median([s['rss'] for s in samples[mode]]) / file_size:.1f}× the file); "
-                    f"output {_mb(samples[mode][0]['size'])}",
+                    f"output {_mb(samples[mode][0]['size'])} (its text or page "
+                    f"{median([s['document'] for s in samples[mode]]):.2f} s CPU)",
                 )
             )
         per_byte: list[tuple[int, float, float]] = []

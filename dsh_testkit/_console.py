@@ -176,9 +176,10 @@ def output_report(
     html_path: str | None,
     as_json: bool,
     inputs: Sequence[str | os.PathLike[str]] = (),
+    dumps: Callable[[Any], str] = dumps_report_json,
 ) -> int:
     """The end of every report command: write the HTML page when asked (and say so on stderr),
-    then print the JSON document or the tables. Returns the exit status (2 when the page cannot
+    then print the JSON document (as ``dumps`` writes it) or the tables. Returns the exit status (2 when the page cannot
     be written, or would replace one of the command's ``inputs``)."""
     if html_path:
         refused = write_output(f"dsh-testkit {command}", html_path, html, inputs=inputs)
@@ -186,7 +187,7 @@ def output_report(
             return refused
         print(f"dsh-testkit {command}: wrote the HTML report to {html_path}", file=sys.stderr)
     if as_json:
-        sys.stdout.write(dumps_report_json(document()))
+        sys.stdout.write(dumps(document()))
     else:
         emit(make_console(), *renderables())
     return 0

@@ -53,6 +53,8 @@ exports :class:`TestkitError`, the base of them all. The package is in brackets:
         │                              ``.offset``, ``.compression``)   [traces]
         ├── CacheUnfriendly            assert_cache_friendly found requests that lost cache hits
         │                              (``.conversation``, ``.findings``)   [AssertionError, doctor]
+        ├── ReportFormatError          a cache report JSON document of another formatVersion,
+        │                              or malformed (``expand_report``)   [ValueError, doctor]
         ├── CacheRegression            a run's caching or cost got worse than its baseline's
         │                              (``.comparison``, ``.scenarios``)   [AssertionError, compare]
         ├── ProxyError                 the recording proxy could not start (``.host``, ``.port``) [proxy]

@@ -28,12 +28,13 @@ from typing import Final
 from dsh_core import CorruptLogError, DshError, SidecarError
 from dsh_core.providers import Prices
 
-from .._console import dumps_report_json, output_report
+from .._console import output_report
 from ..doctor._assertions import failing_findings
 from ..doctor._codes import CAUSE_CODES, CODES
+from ..doctor._compact import COMPACT_FORMAT_VERSION, compact_report, dumps_compact
 from ..doctor._diagnose import diagnose
 from ..doctor._render import render_report
-from ..doctor._report import DOCTOR_FORMAT_VERSION, DoctorReport
+from ..doctor._report import DoctorReport
 from ..doctor._text import one_line
 from ..explorer import render_html
 from ..reports import NotASessionLogError
@@ -151,7 +152,10 @@ def _common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json",
         action="store_true",
-        help=f"print a JSON document (formatVersion {DOCTOR_FORMAT_VERSION}) instead of tables",
+        help=(
+            f"print the compact JSON document (formatVersion {COMPACT_FORMAT_VERSION}; "
+            "dsh_testkit.doctor.expand_report gives the full one) instead of tables"
+        ),
     )
     add_sidecar_arguments(parser)
 
@@ -297,12 +301,13 @@ def run_cache_report(args: argparse.Namespace) -> int:
     report = _allowed(report, list(args.allow or ()))
     return output_report(
         "cache-report",
-        document=report.to_json,
+        document=lambda: compact_report(report),
         renderables=lambda: render_report(report),
         html=lambda: render_html(report),
         html_path=args.html,
         as_json=args.json,
         inputs=[args.log],
+        dumps=dumps_compact,
     )
 
 
@@ -360,9 +365,9 @@ def run_trace_audit(args: argparse.Namespace) -> int:
         lines.append("the trace is empty: it holds no model requests")
     if getattr(args, "json", False):
         sys.stdout.write(
-            dumps_report_json(
+            dumps_compact(
                 {
-                    **report.to_json(),
+                    **compact_report(report),
                     "ok": not failing,
                     "allowed": sorted(allow),
                     "strict": strict,

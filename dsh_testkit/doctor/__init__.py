@@ -15,15 +15,18 @@ build gates on — is :mod:`dsh_testkit.compare` (``dsh-testkit compare BASE NEW
 
 The command is ``dsh-testkit cache-report INPUT``; the terms of the report are defined once
 (:data:`TERMS`), and so is the cache granularity (:func:`cache_granularity`, a
-:class:`~dsh_testkit.prompt.CacheGranularity`).
+:class:`~dsh_testkit.prompt.CacheGranularity`). ``cache-report --json`` writes the compact
+document (:func:`compact_report`, formatVersion 4: each piece of evidence once);
+:func:`expand_report` gives back the full one (:meth:`DoctorReport.to_json`, formatVersion 3).
 """
 
 from .._errors import PrefixInstability
 from ._assertions import DEFAULT_ALLOWED, assert_cache_friendly, assert_prefix_stable
 from ._branches import Conversation, Link, conversations
 from ._codes import CAUSE_CODES, TERMS, CauseCode, Severity
+from ._compact import compact_report, expand_report
 from ._diagnose import diagnose
-from ._errors import CacheUnfriendly
+from ._errors import CacheUnfriendly, ReportFormatError
 from ._model_facts import cache_granularity
 from ._render import report_text
 from ._report import (
@@ -49,6 +52,7 @@ __all__ = [
     "FindingGroup",
     "Link",
     "PrefixInstability",
+    "ReportFormatError",
     "RequestDiagnosis",
     "Segment",
     "Severity",
@@ -56,7 +60,9 @@ __all__ = [
     "assert_cache_friendly",
     "assert_prefix_stable",
     "cache_granularity",
+    "compact_report",
     "conversations",
     "diagnose",
+    "expand_report",
     "report_text",
 ]

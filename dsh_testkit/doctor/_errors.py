@@ -5,6 +5,8 @@
     TestkitError
     └── CacheUnfriendly     ``assert_cache_friendly`` found requests that lost cache hits
                             (``.conversation``, ``.findings``)   [AssertionError]
+    └── ReportFormatError   a cache report JSON document of a version not read here, or
+                            malformed (``expand_report``)
 
 (``compare``'s :class:`~dsh_testkit.compare.CacheRegression` is its sibling in the tree.)
 
@@ -18,7 +20,7 @@ from typing import Any
 
 from .._errors import TestkitError
 
-__all__ = ["CacheUnfriendly"]
+__all__ = ["CacheUnfriendly", "ReportFormatError"]
 
 
 class CacheUnfriendly(TestkitError, AssertionError):
@@ -34,5 +36,11 @@ class CacheUnfriendly(TestkitError, AssertionError):
         super().__init__(message)
 
 
+class ReportFormatError(TestkitError, ValueError):
+    """A cache report JSON document this version cannot read: another ``formatVersion``, not a
+    cache report, or a compact document missing what it refers to."""
+
+
 # A failing test names it where users import them from, not this private module.
 CacheUnfriendly.__module__ = "dsh_testkit.doctor"
+ReportFormatError.__module__ = "dsh_testkit.doctor"

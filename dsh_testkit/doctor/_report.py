@@ -31,6 +31,7 @@ __all__ = [
     "Segment",
     "Totals",
     "money",
+    "report_head",
     "request_ranges",
 ]
 
@@ -501,23 +502,31 @@ class DoctorReport:
         return list(found.values())
 
     def to_json(self) -> dict[str, Any]:
-        totals = self.totals
         return {
-            "formatVersion": DOCTOR_FORMAT_VERSION,
-            "kind": "dsh-testkit/cache-report",
-            "source": self.source,
-            "path": self.path,
-            "figures": self.figures,
-            "granularity": self.granularity.to_json(),
-            "timeResolution": self.time_resolution,
-            "prices": self.prices.to_json() if self.prices is not None else None,
-            "priceList": [p.to_json() for p in self.price_list()],
-            "totals": totals.to_json(),
-            "sideCalls": self.side_totals.to_json(),
-            "efficiency": _round(totals.efficiency),
-            "hitRate": _round(totals.hit_rate),
-            "causeCounts": self.counts(),
-            "savings": self.savings(),
+            **report_head(self),
             "conversations": [c.to_json() for c in self.conversations],
             "notes": list(self.notes),
         }
+
+
+def report_head(report: DoctorReport) -> dict[str, Any]:
+    """The full document's fields but its ``conversations`` and ``notes`` (the compact document
+    shares them)."""
+    totals = report.totals
+    return {
+        "formatVersion": DOCTOR_FORMAT_VERSION,
+        "kind": "dsh-testkit/cache-report",
+        "source": report.source,
+        "path": report.path,
+        "figures": report.figures,
+        "granularity": report.granularity.to_json(),
+        "timeResolution": report.time_resolution,
+        "prices": report.prices.to_json() if report.prices is not None else None,
+        "priceList": [p.to_json() for p in report.price_list()],
+        "totals": totals.to_json(),
+        "sideCalls": report.side_totals.to_json(),
+        "efficiency": _round(totals.efficiency),
+        "hitRate": _round(totals.hit_rate),
+        "causeCounts": report.counts(),
+        "savings": report.savings(),
+    }

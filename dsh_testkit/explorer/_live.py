@@ -8,10 +8,10 @@ them; the servers themselves import nothing of the doctor or of this page)::
     with ProxyServer(upstream, pages=live_pages) as proxy: ...
 
 - ``GET /_dsh/report``: the cache doctor's report as text;
-- ``GET /_dsh/report?format=json``: the report document (``DoctorReport.to_json``) with an
-  ``ETag``; a request whose ``If-None-Match`` names the current ETag gets ``304 Not Modified``
-  and no body, so a page polling every few hundred milliseconds costs nothing while no
-  exchange arrives;
+- ``GET /_dsh/report?format=json``: the compact report document (``compact_report``,
+  formatVersion 4) with an ``ETag``; a request whose ``If-None-Match`` names the current ETag
+  gets ``304 Not Modified`` and no body, so a page polling every few hundred milliseconds costs
+  nothing while no exchange arrives;
 - ``GET /_dsh/explorer``: the page, with the report so far embedded and that endpoint to poll.
 
 The report is diagnosed again only when the trace changed: each answer first reads a cheap
@@ -31,9 +31,9 @@ from typing import Any, Final, Protocol, runtime_checkable
 from urllib.parse import parse_qs
 from weakref import WeakKeyDictionary, ref
 
-from .._console import dumps_report_json
 from .._loopback.pages import LiveAnswer
 from ..doctor import DoctorReport, diagnose, report_text
+from ..doctor._compact import compact_report, dumps_compact
 from ..doctor._incremental import IncrementalReport
 from ..traces import Exchange
 from ._page import render_html
@@ -131,14 +131,14 @@ class LiveReport:
             ):
                 return cached
             report = self._build()
-            document = report.to_json()
+            document = compact_report(report)
             self._count += 1
             cached = _Cached(
                 marker=marker,
                 etag=f'"{self._token}-{self._count}"',
                 report=report,
                 document=document,
-                json=dumps_report_json(document).encode("utf-8"),
+                json=dumps_compact(document).encode("utf-8"),
             )
             self._cached = cached
             return cached

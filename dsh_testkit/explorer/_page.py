@@ -4,7 +4,8 @@ The page is one file that needs nothing else: no network, no CDN, no build step;
 from ``file://`` and, served by the proxy or the mock, polls a JSON endpoint for new requests.
 Everything the page shows is built in the browser from two JSON blocks:
 
-- ``dsh-report``: :meth:`DoctorReport.to_json` (formatVersion 2) as it is, and
+- ``dsh-report``: the compact report document (``compact_report``, formatVersion 4), which the
+  script expands to the full one (formatVersion 3) as ``expand_report`` does, and
 - ``dsh-config``: the cause codes' sentences and advice (``_codes.CODES``), the report's terms,
   the docs page the codes are listed in, and, for a live page, the URL to poll and the version
   of the embedded report.
@@ -28,6 +29,7 @@ from importlib import resources
 from typing import Any, Final
 
 from ..doctor._codes import CODES, TERMS
+from ..doctor._compact import compact_report
 from ..doctor._report import DoctorReport
 
 __all__ = ["DOCS_PAGE", "embed_json", "page_config", "render_html"]
@@ -127,7 +129,7 @@ def render_html(
             "</p></noscript>\n",
             "<div id='app' class='app' data-state='loading'></div>\n",
             "<script type='application/json' id='dsh-report'>",
-            embed_json(report.to_json()),
+            embed_json(compact_report(report)),
             "</script>\n<script type='application/json' id='dsh-config'>",
             embed_json(page_config(live=live, version=version)),
             "</script>\n<script>\n",

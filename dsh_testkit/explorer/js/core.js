@@ -81,6 +81,111 @@ function ranges(indexes) {
   return runs.join(", ");
 }
 
+/** A 4-place rate as the report rounds it. */
+function rate4(value) {
+  return Math.round(value * 1e4) / 1e4;
+}
+
+function expandFinding(body, lost, codes) {
+  let diff = body.diff === undefined ? null : body.diff;
+  if (Array.isArray(diff)) {
+    const [prefix, before, after, suffix] = diff;
+    diff = {
+      before: prefix + before + suffix,
+      after: prefix + after + suffix,
+      start: prefix.length,
+      beforeEnd: prefix.length + before.length,
+      afterEnd: prefix.length + after.length,
+    };
+  }
+  return {
+    code: body.code,
+    severity: body.severity,
+    sentence: codes[body.code] || "",
+    detail: body.detail,
+    where: body.where === undefined ? null : body.where,
+    evidence: body.evidence || [],
+    lostTokens: lost,
+    rejected: body.rejected || false,
+    rendered: body.rendered === undefined ? true : body.rendered,
+    diff,
+    signature: body.signature,
+  };
+}
+
+/** The full report (formatVersion 3) a compact one (formatVersion 4) stands for, as
+ * dsh_testkit.doctor.expand_report gives it; a full one as it is. */
+function expandReport(doc) {
+  if (!doc || doc.formatVersion === 3) return doc;
+  if (doc.formatVersion !== 4) throw new Error(`report formatVersion ${doc.formatVersion} is not read by this page`);
+  const codes = doc.codes || {};
+  const sources = doc.figureSources || [];
+  const opt = (v) => (v === undefined ? null : v);
+  const conversations = (doc.conversations || []).map((c) => {
+    const bodies = c.findings || [];
+    const labels = c.labels || [];
+    const byIndex = new Map();
+    const requests = c.requests.map((r, i) => {
+      byIndex.set(r.index, r);
+      const hit = opt(r.hitTokens);
+      const prompt = opt(r.promptTokens);
+      const status = opt(r.status);
+      const reusable = r.reusableTokens || 0;
+      const measured = hit !== null && !((status || 0) >= 400);
+      const src = sources[r.figures || 0] || [null, null, null];
+      const flat = r.segments || [];
+      const segments = [];
+      for (let k = 0; k < flat.length; k += 2) segments.push({ label: labels[flat[k]], tokens: flat[k + 1] });
+      return {
+        index: r.index,
+        position: i + 1,
+        conversation: c.key,
+        parent: opt(r.parent),
+        relation: r.relation,
+        model: opt(r.model),
+        status,
+        error: opt(r.error),
+        outcome: opt(r.outcome),
+        promptTokens: prompt,
+        hitTokens: hit,
+        completionTokens: opt(r.completionTokens),
+        figures: { prompt: src[0], hit: src[1], origin: src[2] },
+        hitRate: hit === null || !prompt ? null : rate4(hit / prompt),
+        reusableTokens: reusable,
+        sharedTokens: r.sharedTokens || 0,
+        roundedOffTokens: r.roundedOffTokens || 0,
+        lostTokens: measured ? reusable - Math.min(hit || 0, reusable) : 0,
+        divergence: opt(r.divergence),
+        findings: (r.findings || []).map(([id, lost]) => expandFinding(bodies[id], lost, codes)),
+        logEvents: r.logEvents || [],
+        notes: r.notes || [],
+        segments,
+        started: opt(r.started),
+        cost: opt(r.cost),
+        lostCost: opt(r.lostCost),
+      };
+    });
+    const findingGroups = (c.groups || []).map(([id, members, lost]) => {
+      const first = (byIndex.get(members[0]).findings || []).find(([fid]) => fid === id);
+      const finding = expandFinding(bodies[id], first ? first[1] : 0, codes);
+      return { code: finding.code, severity: finding.severity, requests: members, label: ranges(members), lostTokens: lost, finding };
+    });
+    return {
+      key: c.key,
+      totals: c.totals,
+      sideCalls: c.sideCalls,
+      efficiency: c.totals.efficiency,
+      hitRate: c.totals.hitRate,
+      findingGroups,
+      requests,
+    };
+  });
+  const out = { ...doc, formatVersion: 3, efficiency: doc.totals.efficiency, hitRate: doc.totals.hitRate, conversations };
+  delete out.codes;
+  delete out.figureSources;
+  return out;
+}
+
 function readJson(id) {
   const node = document.getElementById(id);
   return JSON.parse(node ? node.textContent : "null");
@@ -155,6 +260,7 @@ function compareScores(a, b) {
 }
 
 function index(data) {
+  data = expandReport(data);
   S.data = data;
   S.reqs = [];
   S.byIndex = new Map();

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from dsh_testkit.doctor import expand_report
 from dsh_testkit.traces._file import TraceWriter
 from tests._support import run_cli
 from tests.testkit.doctor._bodies import SYSTEM, Traffic, assistant, body, system, user
@@ -50,10 +51,13 @@ def test_cache_report_of_a_trace_names_the_cause_once_with_the_requests(tmp_path
     assert "efficiency 0.0 %" in out and "hit rate" in out
 
 
-def test_the_json_document_is_version_3_with_one_vocabulary(tmp_path) -> None:
+def test_the_json_document_is_compact_version_4_with_one_vocabulary(tmp_path) -> None:
     result = run_cli("cache-report", "--json", str(_volatile(tmp_path)))
-    document = json.loads(result.stdout)
-    assert document["formatVersion"] == 3 and document["kind"] == "dsh-testkit/cache-report"
+    assert result.stdout.count("\n") == 1  # one line: the C encoder, no indent
+    compact = json.loads(result.stdout)
+    assert compact["formatVersion"] == 4 and compact["kind"] == "dsh-testkit/cache-report"
+    document = expand_report(compact)
+    assert document["formatVersion"] == 3
     assert document["granularity"]["tokens"] == 128 and "unit" not in document
     request = document["conversations"][0]["requests"][1]
     assert {"promptTokens", "hitTokens", "reusableTokens", "lostTokens", "findings"} <= set(request)
@@ -145,7 +149,7 @@ def test_the_html_page_is_written(tmp_path) -> None:
 def test_a_session_log_goes_through_the_same_engine() -> None:
     log = REFERENCE / "compaction-recovery" / "session.jsonl"
     result = run_cli("cache-report", "--json", str(log))
-    document = json.loads(result.stdout)
+    document = expand_report(json.loads(result.stdout))
     assert document["source"] == "session-log"
     codes = document["causeCounts"]
     # The log holds an attempt the API refused (400: context window) before the compaction.

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core.persistence import load_session
+from dsh_testkit.doctor import expand_report
 
 
 def _cli(
@@ -80,7 +81,7 @@ def test_audit_and_cache_report_of_the_demo_log(
     assert requests[2]["differences"] == ["header: tool 'grep' added"]
     report = _cli("cache-report", "session.jsonl", "--json", cwd=out)
     assert report.returncode == 0, report.stderr
-    [conversation] = json.loads(report.stdout)["conversations"]
+    [conversation] = expand_report(json.loads(report.stdout))["conversations"]
     per_request = conversation["requests"]
     assert [r["index"] for r in per_request] == [0, 1, 2, 3, 4]
     # the header delta (a tool inserted mid-list) explains request 3's loss
@@ -105,7 +106,7 @@ def test_the_compaction_of_the_demo_log_is_a_rewrite_that_cost_nothing(
     and it cost nothing."""
     _, out = demo_run
     report = _cli("cache-report", "session.jsonl", "--json", cwd=out)
-    fifth = json.loads(report.stdout)["conversations"][0]["requests"][4]
+    fifth = expand_report(json.loads(report.stdout))["conversations"][0]["requests"][4]
     assert (fifth["parent"], fifth["relation"], fifth["lostTokens"]) == (3, "diverges", 0)
     assert fifth["hitTokens"] == fifth["reusableTokens"] > 0
     [finding] = fifth["findings"]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from dsh_testkit.doctor import expand_report
 from dsh_testkit.reports import audit_file
 from tests._support import REFERENCE_LOGS
 
@@ -83,7 +84,7 @@ def test_a_compaction_checkpoint_without_compaction_events_is_attributed_to_comp
     assert rewrite["description"] == (
         "compaction (checkpoint of compaction c-1): user/message at seq 10 replaced seq 3"
     )
-    report2 = json.loads(cli("cache-report", "--json", COMPACTION).stdout)
+    report2 = expand_report(json.loads(cli("cache-report", "--json", COMPACTION).stdout))
     second = report2["conversations"][0]["requests"][1]
     [finding] = second["findings"]
     assert (finding["code"], finding["severity"]) == ("history-rewritten", "loss")

@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 from dsh_core import EpochHeader, LlmCallConfig, ToolSchema, plan_header_event
 from dsh_core.persistence import dumps_session
 from dsh_testkit.cli._doctor import add_cache_report_arguments, run_cache_report
-from dsh_testkit.doctor import DoctorReport, RequestDiagnosis, diagnose, report_text
+from dsh_testkit.doctor import (
+    DoctorReport,
+    RequestDiagnosis,
+    diagnose,
+    expand_report,
+    report_text,
+)
 from dsh_testkit.doctor._report import DOCTOR_FORMAT_VERSION
 from dsh_testkit.explorer import render_html
 from dsh_testkit.traces import TraceError, loads_trace
@@ -712,7 +718,8 @@ def test_run_json_is_versioned_and_sorted(tmp_path, capsys):
     assert run([str(path), "--json"]) == 0
 
     text = capsys.readouterr().out
-    document = json.loads(text)
+    assert json.loads(text)["formatVersion"] == 4
+    document = expand_report(json.loads(text))
     assert document["formatVersion"] == DOCTOR_FORMAT_VERSION == 3
     assert (document["kind"], document["source"], document["figures"]) == (
         "dsh-testkit/cache-report",
@@ -727,8 +734,9 @@ def test_run_json_is_versioned_and_sorted(tmp_path, capsys):
         896,
     )
     assert (second["parent"], second["relation"], second["hitRate"]) == (0, "extends", 0.8145)
-    assert list(second) == sorted(second)
-    assert text.endswith("}\n")
+    written = json.loads(text)["conversations"][0]["requests"][1]  # as written: keys sorted
+    assert list(written) == sorted(written) and len(written) < len(second)
+    assert text.endswith("}\n") and text.count("\n") == 1
 
 
 def embedded_report(page: str) -> Any:

@@ -298,3 +298,29 @@ def test_a_side_call_is_a_branch_of_the_request_it_starts_from(tab: Page, tmp_pa
     row(page, 4).click()
     assert page.locator(".ab .card.a h3").inner_text() == "A · #2 · the request #4 extends"
     assert tab.problems == []
+
+
+def test_the_page_expands_the_compact_report_to_exactly_the_full_one(
+    tab: Page, tmp_path: Path
+) -> None:
+    """The page embeds and polls the compact document (formatVersion 4); its script expands it
+    to what ``DoctorReport.to_json`` says, value for value, in a real Chromium."""
+    from importlib import resources
+
+    from dsh_testkit.doctor import compact_report
+
+    core = resources.files("dsh_testkit.explorer").joinpath("js/core.js").read_text("utf-8")
+    page = tab.page
+    page.goto("about:blank")
+    expand = '(doc) => {\n"use strict";\n' + core + "\nreturn expandReport(doc);\n}"
+    reports = [
+        diagnose(three_killers()),
+        diagnose(hostile_bodies()),
+        diagnose(side_call_bodies()),
+    ]
+    assert any(c.groups for r in reports for c in r.conversations)
+    for report in reports:
+        assert page.evaluate(expand, compact_report(report)) == report.to_json()
+        full = report.to_json()
+        assert page.evaluate(expand, full) == full
+    assert tab.problems == []

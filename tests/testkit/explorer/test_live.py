@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dsh_testkit.doctor import diagnose, report_text
+from dsh_testkit.doctor import compact_report, diagnose, expand_report, report_text
 from dsh_testkit.explorer import live_pages
 from dsh_testkit.explorer._live import LiveReport, live_report_of
 from dsh_testkit.mock import MockDeepSeek, MockServer
@@ -129,7 +129,8 @@ def test_the_mock_report_is_diagnose_of_the_mock() -> None:
     mock = three_killers()
     live = live_report_of(mock)
     assert live is live_report_of(mock)
-    assert live.current().document == diagnose(mock).to_json()
+    assert live.current().document == compact_report(diagnose(mock))
+    assert expand_report(live.current().document) == diagnose(mock).to_json()
 
 
 def test_live_report_diagnoses_again_only_when_the_records_change() -> None:

@@ -356,6 +356,7 @@ def test_the_live_report_diagnoses_each_exchange_once_without_reading_the_trace_
             }
         )
         document = json.loads(pages("/_dsh/report", "format=json", None).body)
+        assert document["formatVersion"] == 4
         assert document["totals"]["requests"] == index + 1
     assert pages.live.current().etag.endswith('-3"')  # one report per exchange, none twice
     assert "1 conversation(s) · 3 request(s)" in pages.text()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dsh_testkit.doctor import conversations, diagnose
+from dsh_testkit.doctor import conversations, diagnose, expand_report
 from dsh_testkit.mock import MockServer, Reply
 from dsh_testkit.traces import Exchange, Trace, TraceError, load_trace, loads_trace
 from dsh_testkit.traces._readers._otlp import read_otlp_json, sniff_otlp_json
@@ -301,7 +301,7 @@ def test_cache_report_command_on_a_sample() -> None:
     assert "note: requests rebuilt from OpenTelemetry records" in done.stdout
     as_json = run_cli("cache-report", "--json", path)
     assert as_json.returncode == 0, as_json.stderr
-    report = json.loads(as_json.stdout)
+    report = expand_report(json.loads(as_json.stdout))
     assert (report["source"], report["figures"]) == ("otel", "reported")
     (conversation,) = report["conversations"]
     usage = [e.usage for e in sample("openllmetry")]
