@@ -43,6 +43,7 @@ from hypothesis import strategies as st
 from dsh_testkit.capture import RequestCapture
 from dsh_testkit.cassettes import use_cassette
 from dsh_testkit.cli import main as cli_main
+from dsh_testkit.explorer import live_pages
 from dsh_testkit.mock import MockServer
 from dsh_testkit.proxy import ProxyServer
 from dsh_testkit.traces import load_trace
@@ -63,7 +64,7 @@ tokens = st.text(
 
 @pytest.fixture(scope="module")
 def mock_server() -> Iterator[MockServer]:
-    with MockServer() as server:
+    with MockServer(pages=live_pages) as server:
         yield server
 
 
@@ -211,7 +212,7 @@ def outputs_of(
         folder = Path(scratch)
         trace, cassette = folder / "trace.jsonl", folder / "c.yaml"
         captured, har = folder / "capture.jsonl", folder / "raw.har"
-        with ProxyServer(mock.base_url, out=str(trace)) as proxy:
+        with ProxyServer(mock.base_url, out=str(trace), pages=live_pages) as proxy:
             with httpx.Client(base_url=proxy.base_url, timeout=60) as client:
                 sent = _exchange(client, headers, spelled, kind, place, stream)
             with httpx.Client(timeout=60) as client:

@@ -88,7 +88,8 @@ def test_the_openai_sdk_on_loopback_read_from_the_mock_a_capture_and_the_message
             api_key="sk-test",
             http_client=httpx2.Client(transport=capture.transport(httpx2.HTTPTransport())),
         )
-        messages = run_openai_agent(client, stream=stream)
+        with client:
+            messages = run_openai_agent(client, stream=stream)
     from_mock = trajectory_of(mock)
     assert from_mock.tool_names == ("get_weather", "get_time", "get_weather")
     assert from_mock.final_answer == "Oslo: light snow, 14:05."
@@ -128,6 +129,7 @@ def test_an_anthropic_sdk_run_reads_the_same() -> None:
                     ],
                 }
             )
+        client.close()
     run = trajectory_of(mock)
     assert_trajectory(
         run,
@@ -152,8 +154,11 @@ def test_a_committed_cassette_and_a_request_log_file(tmp_path: Path) -> None:
     mock = MockDeepSeek(list(SCRIPT))
     log = tmp_path / "requests.jsonl"
     mock.log_requests_to(log)
-    with MockServer(mock) as server:
-        run_openai_agent(openai.OpenAI(base_url=server.base_url, api_key="sk-test"))
+    with (
+        MockServer(mock) as server,
+        openai.OpenAI(base_url=server.base_url, api_key="sk-test") as client,
+    ):
+        run_openai_agent(client)
     mock.close_request_log()
     assert trajectory_of(log).steps == trajectory_of(mock).steps
     # a retried request (a 429, then the answer) is one turn, as the agent saw it
