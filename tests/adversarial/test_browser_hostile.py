@@ -49,7 +49,7 @@ NO_LOCAL_NETWORK_CHECKS = (
     "PrivateNetworkAccessRespectPreflightResults,LocalNetworkAccessChecks"
 )
 PROMPT = "SECRET-PROMPT-browser-5Hq"
-KEY = "sk-browser0hostile000000000000000"
+KEY = "sk-FAKE-browser-hostile-not-a-key"
 READS = ("/_dsh/requests", "/_dsh/report?format=json", "/_dsh/report", "/_dsh/explorer")
 FETCH = """async ([path, init]) => {
   try { const r = await fetch(path, init); return {status: r.status, body: await r.text()}; }

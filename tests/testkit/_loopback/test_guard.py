@@ -20,7 +20,7 @@ from dsh_testkit.explorer import live_pages
 from dsh_testkit.mock import MockDeepSeek, MockHandler, MockServer, MockServerError, Reply
 from dsh_testkit.proxy import ProxyError, ProxyServer
 
-KEY = "sk-guard0test0000000000000000000"
+KEY = "sk-FAKE-guard-test-not-a-key"
 CHAT = json.dumps(
     {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "hello"}]}
 ).encode()

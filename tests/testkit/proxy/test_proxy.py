@@ -207,7 +207,7 @@ def test_side_call_marks_and_a_mock_reset_reach_the_trace_and_no_other_header(
         ProxyServer(upstream.base_url, out=str(out)) as proxy,
         httpx.Client(base_url=proxy.base_url) as http,
     ):
-        secret = {"authorization": "Bearer sk-proxy-mark-0123456789abcdef"}
+        secret = {"authorization": "Bearer sk-FAKE-proxy-mark-not-a-key"}
         http.post("/chat/completions", json=request, headers=secret).raise_for_status()
         marked = {**secret, "x-dsh-side-call": "1", "x-other": "kept-out"}
         http.post("/chat/completions", json=request, headers=marked).raise_for_status()
