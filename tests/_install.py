@@ -124,11 +124,14 @@ def fresh_venv(path: Path, wheels: Path) -> Path:
 
 def offline_env(bin_dir: Path, wheels: Path, **extra: str) -> Mapping[str, str]:
     """The environment of a shell in the fresh venv ``bin_dir`` whose ``pip`` sees only
-    ``wheels``: no index, no configuration file of this machine, no network."""
+    ``wheels``: no index, no configuration file of this machine, no network, and none of the
+    variables a user's own machine would not have set (this run's ``CI``, which makes the plugin
+    refuse recording, and any DeepSeek key or URL)."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("PIP_", "PYTEST_", "VIRTUAL_ENV", "PYTHON"))
+        if not k.startswith(("PIP_", "PYTEST_", "VIRTUAL_ENV", "PYTHON", "DEEPSEEK_"))
+        and k != "CI"
     }
     env.update(
         PATH=os.pathsep.join([str(bin_dir), env.get("PATH", "")]),
