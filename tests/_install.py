@@ -130,8 +130,7 @@ def offline_env(bin_dir: Path, wheels: Path, **extra: str) -> Mapping[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("PIP_", "PYTEST_", "VIRTUAL_ENV", "PYTHON", "DEEPSEEK_"))
-        and k != "CI"
+        if not k.startswith(("PIP_", "PYTEST_", "VIRTUAL_ENV", "PYTHON", "DEEPSEEK_")) and k != "CI"
     }
     env.update(
         PATH=os.pathsep.join([str(bin_dir), env.get("PATH", "")]),
