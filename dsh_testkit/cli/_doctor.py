@@ -33,6 +33,7 @@ from ..doctor._assertions import failing_findings
 from ..doctor._codes import CAUSE_CODES, CODES
 from ..doctor._compact import COMPACT_FORMAT_VERSION, compact_report, dumps_compact
 from ..doctor._diagnose import diagnose
+from ..doctor._pool import default_jobs
 from ..doctor._render import render_report
 from ..doctor._report import DoctorReport
 from ..doctor._text import one_line
@@ -145,6 +146,14 @@ def _common_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _judging_arguments(parser, prefix="")
     parser.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="processes that diagnose a large trace's conversations (2,000 requests or more; "
+        "the report is the same as one process's; simulated figures use one); default: every "
+        "core this process may use",
+    )
+    parser.add_argument(
         "--price",
         metavar="hit=H,miss=M[,output=O]",
         help="list prices in dollars per million tokens (default: the model table's, dated)",
@@ -237,6 +246,12 @@ def _report(command: str, args: argparse.Namespace) -> DoctorReport | int:
     except ValueError as exc:
         print(f"dsh-testkit {command}: {exc}", file=sys.stderr)
         return 2
+    jobs = getattr(args, "jobs", None)
+    if jobs is None:
+        jobs = default_jobs()
+    elif jobs < 1:
+        print(f"dsh-testkit {command}: --jobs must be at least 1, got {jobs}", file=sys.stderr)
+        return 2
     prices = None
     if getattr(args, "price", None):
         try:
@@ -259,6 +274,7 @@ def _report(command: str, args: argparse.Namespace) -> DoctorReport | int:
             conversation=getattr(args, "conversation", None),
             granularity=granularity,
             prices=prices,
+            jobs=jobs,
         )
     except KeyError as exc:
         print(f"dsh-testkit {command}: {exc.args[0]}", file=sys.stderr)

@@ -10,6 +10,7 @@ from ..traces import Trace, trace_of
 from ..traces._model import paused_gc
 from ._engine import Doctor
 from ._model_facts import cache_granularity
+from ._pool import POOL_THRESHOLD, can_pool, diagnose_pooled
 from ._report import ConversationDiagnosis, DoctorReport, RequestDiagnosis, group_findings
 
 __all__ = ["diagnose"]
@@ -22,6 +23,7 @@ def diagnose(
     conversation: str | None = None,
     granularity: int | None = None,
     prices: Prices | None = None,
+    jobs: int = 1,
 ) -> DoctorReport:
     """The cache doctor's report of a trace (anything :func:`~dsh_testkit.traces.trace_of`
     takes: a trace, a file of any supported kind, a capture, a mock, a list of requests).
@@ -34,10 +36,17 @@ def diagnose(
     ``conversation`` restricts the report to one conversation (``KeyError`` naming the keys
     otherwise). ``granularity`` sets the cache granularity in tokens (default: from the trace's hits or
     the model table). ``prices`` overrides the list prices the cost figures use.
+
+    ``jobs`` (default 1) diagnoses the conversations of a large trace (2,000 requests or more)
+    in that many processes, forked from this one (where the platform forks): the report is the
+    same as one process's. Simulated figures are diagnosed in one process (the simulated cache
+    is shared by every conversation). Fork only from a process that runs no other thread.
     """
+    if jobs < 1:
+        raise ValueError(f"jobs must be 1 or more, not {jobs}")
     with paused_gc():
         trace = trace_of(value)
-        return _diagnose(trace, simulate, conversation, granularity, prices)
+        return _diagnose(trace, simulate, conversation, granularity, prices, jobs)
 
 
 def _diagnose(
@@ -46,21 +55,35 @@ def _diagnose(
     conversation: str | None,
     given: int | None,
     prices: Prices | None,
+    jobs: int = 1,
 ) -> DoctorReport:
     use_simulator = (not trace.has_usage) if simulate is None else simulate
     missing = simulate is None and not use_simulator and _lacks_hits(trace)
     granularity = cache_granularity(trace, given)
-    doctor = Doctor(
-        granularity=granularity,
-        simulate=use_simulator,
-        simulate_missing=missing,
-        time_resolution=trace.time_resolution,
-        prices=prices,
-    )
+
+    def make_doctor() -> Doctor:
+        return Doctor(
+            granularity=granularity,
+            simulate=use_simulator,
+            simulate_missing=missing,
+            time_resolution=trace.time_resolution,
+            prices=prices,
+        )
+
     by_key: dict[str, list[RequestDiagnosis]] = {}
-    for exchange in trace:
-        diagnosis = doctor.add(exchange)
-        by_key.setdefault(diagnosis.conversation, []).append(diagnosis)
+    if (
+        jobs > 1
+        and not (use_simulator or missing)
+        and len(trace) >= POOL_THRESHOLD
+        and can_pool()
+        and all(e.index == i for i, e in enumerate(trace))
+    ):
+        by_key = diagnose_pooled(trace, make_doctor, jobs)
+    else:
+        doctor = make_doctor()
+        for exchange in trace:
+            diagnosis = doctor.add(exchange)
+            by_key.setdefault(diagnosis.conversation, []).append(diagnosis)
     if conversation is not None:
         key = _conversation_key(conversation, list(by_key))
         by_key = {key: by_key[key]}

@@ -52,7 +52,7 @@ from ._codes import CauseCode
 from ._model_facts import rules_of, template_of
 from ._report import FigureSource, Finding, RequestDiagnosis, Segment
 
-__all__ = ["Doctor"]
+__all__ = ["Doctor", "Planned"]
 
 _GENERATION_PREFIX: Final = 2
 """``<｜Assistant｜><think>`` (or ``</think>``): the tokens a prompt ends with after its input."""
@@ -88,6 +88,14 @@ class _Figures:
     hit: int | None
     prompt_source: FigureSource | None
     hit_source: FigureSource | None
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A request's wire view and link (:meth:`Doctor.plan`)."""
+
+    view: WireView
+    link: Link
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,15 +210,40 @@ class Doctor:
 
     # -- one request ------------------------------------------------------------------------
 
-    def add(self, exchange: Exchange) -> RequestDiagnosis:
-        """Diagnose the next request of the trace."""
+    def plan(self, exchange: Exchange) -> Planned:
+        """The next request of the trace linked to its conversation, not yet diagnosed: its
+        wire view and its link (the one step that reads every earlier request)."""
         view = wire_view(exchange.body, endpoint=exchange.endpoint)
         if view is None:  # readers keep only chat requests; an empty body is still one
             view = WireView(endpoint=exchange.endpoint)
         if len(self._canonical) > _CANONICAL_ENTRIES:
             self._canonical.clear()
         view.parts(self._canonical)
-        link = self._brancher.link(exchange, view)
+        return Planned(view=view, link=self._brancher.link(exchange, view))
+
+    def hold(self, exchange: Exchange, planned: Planned) -> None:
+        """Keep ``exchange`` as a possible parent without diagnosing it: what :meth:`add`
+        would have kept of it (a process diagnosing some conversations of a trace holds the
+        requests of other conversations that its own requests are compared with)."""
+        if exchange.refused or exchange.index in self._known:
+            return
+        rendered = self._render(exchange, planned.link)
+        figures = self._figures(exchange, planned.view, rendered)
+        self._remember(
+            exchange,
+            figures.prompt,
+            rendered,
+            figures.prompt_source == "reported",
+            view=planned.view,
+        )
+
+    def add(self, exchange: Exchange, planned: Planned | None = None) -> RequestDiagnosis:
+        """Diagnose the next request of the trace (``planned``: its :meth:`plan`, made by a
+        doctor that planned every request before it; the requests it is compared with must
+        then have been added or held here)."""
+        if planned is None:
+            planned = self.plan(exchange)
+        view, link = planned.view, planned.link
         rendered = self._render(exchange, link)
         figures = self._figures(exchange, view, rendered)
         prompt, hit = figures.prompt, figures.hit

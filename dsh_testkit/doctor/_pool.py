@@ -1,0 +1,174 @@
+"""A trace's conversations diagnosed on every core, the report the same as one process's.
+
+Once every request is linked to its conversation, conversations are independent: a request is
+compared only with its parent, and what the doctor keeps between requests (positions, the
+once-per-conversation notes) is kept per conversation. So:
+
+1. **Plan** (this process, in trace order): each request's wire view and link. The brancher
+   decides the conversations; it reads every earlier request, so it is the one sequential step.
+2. **Diagnose** (this process and ``jobs - 1`` forked ones, which inherit the trace and the
+   plan: nothing is sent to them): each takes the next conversation not yet taken, largest
+   first, from a counter they share, and diagnoses its requests in trace order with the planned
+   links. A parent in another conversation (a run started over repeats an earlier
+   conversation's request) is held first, as one process would have held it.
+3. **Merge**: the diagnoses come back by conversation and are put in the order one process
+   gives (conversations by first request), so every report made of them is the same, byte for
+   byte.
+
+Figures the simulator makes are not pooled: its cache is one sequence shared by every
+conversation (a new session hits an earlier one's system prompt), so a simulated report is
+diagnosed in one process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from ..traces import Trace
+from ._engine import Doctor, Planned
+from ._report import Finding, RequestDiagnosis, Segment
+
+__all__ = ["POOL_THRESHOLD", "can_pool", "default_jobs", "diagnose_pooled"]
+
+POOL_THRESHOLD: Final = 2000
+"""Fewer requests than this are diagnosed in one process whatever ``jobs`` says: starting the
+workers costs more than they save."""
+
+_STATE: dict[str, Any] = {}
+"""What the forked workers inherit (set just before the fork, cleared after)."""
+
+
+def default_jobs() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - macOS and Windows have no affinity call
+        return max(1, os.cpu_count() or 1)
+
+
+def can_pool() -> bool:
+    """Whether this platform forks (the workers inherit the plan instead of receiving it)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def diagnose_pooled(
+    trace: Trace, make_doctor: Callable[[], Doctor], jobs: int
+) -> dict[str, list[RequestDiagnosis]]:
+    """Every request of ``trace`` diagnosed by ``jobs`` processes, by conversation, in the
+    order one :class:`Doctor` would give them (conversations by first request)."""
+    planner = make_doctor()
+    plans = [planner.plan(exchange) for exchange in trace]
+    members: dict[str, list[int]] = {}
+    for i, planned in enumerate(plans):
+        members.setdefault(planned.link.conversation, []).append(i)
+    keys = list(members)
+    # Largest first (by messages sent, the cost's main term), so that the last ones taken are
+    # small and the processes finish together.
+    weights = [sum(1 + len(plans[i].view.messages) for i in members[key]) for key in keys]
+    order = sorted(range(len(keys)), key=lambda k: (-weights[k], k))
+    context = multiprocessing.get_context("fork")
+    counter = context.Value("q", 0)
+    _STATE.update(
+        trace=trace,
+        plans=plans,
+        members=[members[key] for key in keys],
+        order=order,
+        counter=counter,
+        make_doctor=make_doctor,
+    )
+    # The workers only read what they inherit: frozen, the collector never touches (and so
+    # never copies) those pages in them.
+    gc.freeze()
+    try:
+        with context.Pool(jobs - 1) as pool:
+            pending = pool.map_async(_work, range(1, jobs), chunksize=1)
+            found = _work(0)
+            for part in pending.get():
+                found.extend(part)
+    finally:
+        _STATE.clear()
+        gc.unfreeze()
+    by_number = {number: [_unflat(item) for item in items] for number, items in found}
+    missing = [keys[k] for k in range(len(keys)) if k not in by_number]
+    if missing:  # pragma: no cover - every conversation is taken by exactly one process
+        raise RuntimeError(f"the pool lost conversations {missing}")
+    return {key: by_number[k] for k, key in enumerate(keys)}
+
+
+def _work(_: int) -> list[tuple[int, list[tuple[Any, ...]]]]:
+    """One process's share: conversations taken from the shared counter until none is left."""
+    trace: Trace = _STATE["trace"]
+    plans: Sequence[Planned] = _STATE["plans"]
+    members: Sequence[Sequence[int]] = _STATE["members"]
+    order: Sequence[int] = _STATE["order"]
+    counter = _STATE["counter"]
+    doctor: Doctor = _STATE["make_doctor"]()
+    exchanges = trace.exchanges
+    out: list[tuple[int, list[tuple[Any, ...]]]] = []
+    while True:
+        with counter.get_lock():
+            taken = counter.value
+            if taken >= len(order):
+                break
+            counter.value = taken + 1
+        number = order[taken]
+        diagnoses = []
+        for i in members[number]:
+            planned = plans[i]
+            parent = planned.link.parent
+            if parent is not None and plans[parent].link.conversation != planned.link.conversation:
+                doctor.hold(exchanges[parent], plans[parent])
+            diagnoses.append(_flat(doctor.add(exchanges[i], planned)))
+        out.append((number, diagnoses))
+    return out
+
+
+# -- the way back ----------------------------------------------------------------------------
+# A diagnosis crosses the pipe as a tuple of its fields (findings and segments as tuples too):
+# pickle writes and reads plain tuples in C, where a frozen dataclass costs a Python call and a
+# setattr per field each way (0.24 s against 1.7 s for the 10,000-request benchmark's report).
+
+_REQUEST_FIELDS: Final = tuple(f.name for f in dataclasses.fields(RequestDiagnosis))
+_FINDING_FIELDS: Final = tuple(f.name for f in dataclasses.fields(Finding))
+_FINDINGS: Final = _REQUEST_FIELDS.index("findings")
+_SEGMENTS: Final = _REQUEST_FIELDS.index("segments")
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _flat(diagnosis: RequestDiagnosis) -> tuple[Any, ...]:
+    values = [getattr(diagnosis, name) for name in _REQUEST_FIELDS]
+    values[_FINDINGS] = tuple(
+        tuple(getattr(f, name) for name in _FINDING_FIELDS) for f in diagnosis.findings
+    )
+    values[_SEGMENTS] = tuple(x for s in diagnosis.segments for x in (s.label, s.tokens))
+    return tuple(values)
+
+
+def _unflat(values: tuple[Any, ...]) -> RequestDiagnosis:
+    """The diagnosis :func:`_flat` took apart (built as unpickling builds a frozen dataclass:
+    no ``__init__``, the fields set directly)."""
+    findings = []
+    for item in values[_FINDINGS]:
+        finding = _new(Finding)
+        for name, value in zip(_FINDING_FIELDS, item, strict=True):
+            _set(finding, name, value)
+        findings.append(finding)
+    flat_segments = values[_SEGMENTS]
+    segments = []
+    for at in range(0, len(flat_segments), 2):
+        segment = _new(Segment)
+        _set(segment, "label", flat_segments[at])
+        _set(segment, "tokens", flat_segments[at + 1])
+        segments.append(segment)
+    diagnosis = _new(RequestDiagnosis)
+    for name, value in zip(_REQUEST_FIELDS, values, strict=True):
+        _set(diagnosis, name, value)
+    _set(diagnosis, "findings", tuple(findings))
+    _set(diagnosis, "segments", tuple(segments))
+    return diagnosis
