@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
@@ -35,13 +36,14 @@ from ..doctor._compact import COMPACT_FORMAT_VERSION, compact_report, dumps_comp
 from ..doctor._diagnose import diagnose
 from ..doctor._pool import default_jobs
 from ..doctor._render import render_report
-from ..doctor._report import DoctorReport
+from ..doctor._report import ConversationDiagnosis, DoctorReport, group_findings
+from ..doctor._stream import STREAM_BYTES, allowed_lazily, diagnose_stream
 from ..doctor._text import one_line
 from ..explorer import render_html
 from ..reports import NotASessionLogError
 from ..reports._loading import load_log
 from ..traces import Trace, TraceError
-from ..traces._compression import CompressedDataError, read_recording
+from ..traces._compression import CompressedDataError, compression_of, read_recording
 from ..traces._readers import identify
 from ..traces._readers._session_log import session_log_trace
 from ._logs import add_sidecar_arguments, sidecar_option
@@ -154,6 +156,15 @@ def _common_arguments(parser: argparse.ArgumentParser) -> None:
         "core this process may use",
     )
     parser.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="read a dsh-trace file (what proxy writes, uncompressed) as a stream, twice, "
+        "keeping the open conversations only: memory for the longest conversations, not the "
+        "file (the same report); default: for such files of "
+        f"{STREAM_BYTES // 2**20} MiB or more",
+    )
+    parser.add_argument(
         "--price",
         metavar="hit=H,miss=M[,output=O]",
         help="list prices in dollars per million tokens (default: the model table's, dated)",
@@ -259,6 +270,8 @@ def _report(command: str, args: argparse.Namespace) -> DoctorReport | int:
         except ValueError as exc:
             print(f"dsh-testkit {command}: {exc}", file=sys.stderr)
             return 2
+    if _streamed(args):
+        return _stream_report(command, args, granularity, prices)
     trace = read_input(command, args)
     if isinstance(trace, int):
         return trace
@@ -281,16 +294,61 @@ def _report(command: str, args: argparse.Namespace) -> DoctorReport | int:
         return 2
 
 
+def _streamed(args: argparse.Namespace) -> bool:
+    """Whether ``args.log`` is read as a stream (``--stream``, or a large trace file)."""
+    asked = getattr(args, "stream", None)
+    if asked is False:
+        return False
+    if not os.path.isfile(args.log):
+        return False  # read_input says why (or reads the pipe whole)
+    try:
+        with open(args.log, "rb") as file:
+            head = file.read(65536)
+            size = os.fstat(file.fileno()).st_size
+    except OSError:
+        return False  # read_input says why
+    if compression_of(head[:8]) is not None:
+        return False
+    reader = identify(head)
+    if reader is None or reader.name != "dsh-trace":
+        return False
+    return bool(asked) or size >= STREAM_BYTES
+
+
+def _stream_report(
+    command: str, args: argparse.Namespace, granularity: int | None, prices: Prices | None
+) -> DoctorReport | int:
+    path = args.log
+    try:
+        report = diagnose_stream(
+            path,
+            simulate=True if getattr(args, "simulate", False) else None,
+            conversation=getattr(args, "conversation", None),
+            granularity=granularity,
+            prices=prices,
+        )
+    except OSError as exc:
+        print(f"dsh-testkit {command}: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except (TraceError, DshError) as exc:
+        print(f"dsh-testkit {command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyError as exc:
+        print(f"dsh-testkit {command}: {exc.args[0]}", file=sys.stderr)
+        return 2
+    if not len(report.conversations):
+        why = report.notes[0] if report.notes else "it holds no model requests"
+        print(f"dsh-testkit {command}: {path}: nothing to report: {why}", file=sys.stderr)
+        return 2
+    return report
+
+
 def _allowed(report: DoctorReport, allow: list[str]) -> DoctorReport:
     """The report with ``allow``'s findings shown as accepted notes."""
     if not allow:
         return report
-    from dataclasses import replace
 
-    from ..doctor._report import ConversationDiagnosis, group_findings
-
-    conversations = []
-    for c in report.conversations:
+    def allowed(c: ConversationDiagnosis) -> ConversationDiagnosis:
         requests = tuple(
             replace(
                 r,
@@ -303,10 +361,12 @@ def _allowed(report: DoctorReport, allow: list[str]) -> DoctorReport:
             )
             for r in c.requests
         )
-        conversations.append(
-            ConversationDiagnosis(key=c.key, requests=requests, groups=group_findings(requests))
-        )
-    return replace(report, conversations=tuple(conversations))
+        return ConversationDiagnosis(key=c.key, requests=requests, groups=group_findings(requests))
+
+    lazily = allowed_lazily(report, allowed)
+    if lazily is not None:
+        return lazily
+    return replace(report, conversations=tuple(allowed(c) for c in report.conversations))
 
 
 def run_cache_report(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from ._model_facts import cache_granularity
 from ._pool import POOL_THRESHOLD, can_pool, diagnose_pooled
 from ._report import ConversationDiagnosis, DoctorReport, RequestDiagnosis, group_findings
 
-__all__ = ["diagnose"]
+__all__ = ["conversation_key", "diagnose", "figures_notes"]
 
 
 def diagnose(
@@ -85,29 +85,19 @@ def _diagnose(
             diagnosis = doctor.add(exchange)
             by_key.setdefault(diagnosis.conversation, []).append(diagnosis)
     if conversation is not None:
-        key = _conversation_key(conversation, list(by_key))
+        key = conversation_key(conversation, list(by_key))
         by_key = {key: by_key[key]}
-    notes = list(trace.notes)
-    if use_simulator and simulate is None and len(trace):
-        reported = sum(1 for e in trace if e.usage is not None)
-        notes.append(
-            "the trace carries no cache usage: hits are simulated"
-            + (
-                f" (the prompt counts of {reported} request(s) are the provider's, kept)"
-                if reported
-                else ", prompts too"
-            )
-        )
-    if missing:
-        lacking = sum(
+    notes = figures_notes(
+        list(trace.notes),
+        simulate=simulate,
+        use_simulator=use_simulator,
+        missing=missing,
+        count=len(trace),
+        reported=sum(1 for e in trace if e.usage is not None),
+        lacking=sum(
             1 for e in trace if not e.refused and (e.usage is None or e.usage.hit_tokens is None)
-        )
-        notes.append(
-            f"{lacking} request(s) have no cache figure in the trace: their hits are simulated "
-            "(marked), the other figures are the provider's"
-        )
-    if not len(trace):
-        notes.append("the trace is empty: it holds no model requests")
+        ),
+    )
     return DoctorReport(
         source=trace.source,
         path=trace.path,
@@ -128,7 +118,39 @@ def _lacks_hits(trace: Trace) -> bool:
     return any(not e.refused and (e.usage is None or e.usage.hit_tokens is None) for e in trace)
 
 
-def _conversation_key(asked: str, keys: list[str]) -> str:
+def figures_notes(
+    notes: list[str],
+    *,
+    simulate: bool | None,
+    use_simulator: bool,
+    missing: bool,
+    count: int,
+    reported: int,
+    lacking: int,
+) -> list[str]:
+    """``notes`` (the trace's) and what the report says of where its figures come from:
+    ``count`` requests, ``reported`` of them with usage, ``lacking`` answered ones without a
+    cache figure."""
+    if use_simulator and simulate is None and count:
+        notes.append(
+            "the trace carries no cache usage: hits are simulated"
+            + (
+                f" (the prompt counts of {reported} request(s) are the provider's, kept)"
+                if reported
+                else ", prompts too"
+            )
+        )
+    if missing:
+        notes.append(
+            f"{lacking} request(s) have no cache figure in the trace: their hits are simulated "
+            "(marked), the other figures are the provider's"
+        )
+    if not count:
+        notes.append("the trace is empty: it holds no model requests")
+    return notes
+
+
+def conversation_key(asked: str, keys: list[str]) -> str:
     """The conversation ``asked`` names: a key, or ``#N``, the Nth conversation as found
     (whether or not the trace names its conversations); ``KeyError`` naming the keys otherwise."""
     if asked in keys:

@@ -52,7 +52,7 @@ from ._codes import CauseCode
 from ._model_facts import rules_of, template_of
 from ._report import FigureSource, Finding, RequestDiagnosis, Segment
 
-__all__ = ["Doctor", "Planned"]
+__all__ = ["Doctor", "Planned", "view_of"]
 
 _GENERATION_PREFIX: Final = 2
 """``<｜Assistant｜><think>`` (or ``</think>``): the tokens a prompt ends with after its input."""
@@ -213,9 +213,7 @@ class Doctor:
     def plan(self, exchange: Exchange) -> Planned:
         """The next request of the trace linked to its conversation, not yet diagnosed: its
         wire view and its link (the one step that reads every earlier request)."""
-        view = wire_view(exchange.body, endpoint=exchange.endpoint)
-        if view is None:  # readers keep only chat requests; an empty body is still one
-            view = WireView(endpoint=exchange.endpoint)
+        view = view_of(exchange)
         if len(self._canonical) > _CANONICAL_ENTRIES:
             self._canonical.clear()
         view.parts(self._canonical)
@@ -236,6 +234,12 @@ class Doctor:
             figures.prompt_source == "reported",
             view=planned.view,
         )
+
+    def forget(self, index: int) -> None:
+        """Drop what is kept of request ``index``: no later request is compared with it (a
+        stream that planned the trace knows each request's last child)."""
+        self._known.pop(index, None)
+        self._rendered.pop(index, None)
 
     def add(self, exchange: Exchange, planned: Planned | None = None) -> RequestDiagnosis:
         """Diagnose the next request of the trace (``planned``: its :meth:`plan`, made by a
@@ -641,6 +645,14 @@ class Doctor:
         )
         lost_cost = diagnosis.lost_tokens * (prices.miss - prices.hit) / 1e6
         return replace(diagnosis, cost=cost, lost_cost=lost_cost)
+
+
+def view_of(exchange: Exchange) -> WireView:
+    """The request's wire view (an empty one for a body that is not a chat request's)."""
+    view = wire_view(exchange.body, endpoint=exchange.endpoint)
+    if view is None:  # readers keep only chat requests; an empty body is still one
+        view = WireView(endpoint=exchange.endpoint)
+    return view
 
 
 def _header_change(event: LogEvent) -> bool:

@@ -18,27 +18,49 @@ from dsh_core.providers._models import CacheRules, ChatTemplate
 from ..prompt._granularity import CacheGranularity, granularity_of_hits, table_granularity
 from ..traces import Exchange, Trace
 
-__all__ = ["cache_granularity", "rules_of", "template_of"]
+__all__ = ["GranularityTally", "cache_granularity", "rules_of", "template_of"]
 
 
-def _table_granularity(trace: Trace) -> CacheGranularity:
-    """The model table's, for the trace's most common model at its earliest time."""
-    models = Counter(e.model for e in trace if e.model is not None)
-    model = models.most_common(1)[0][0] if models else None
-    times = [e.started for e in trace if e.started is not None and e.started > 1e9]
-    return table_granularity(model, min(times) if times else None)
+class GranularityTally:
+    """What :func:`cache_granularity` reads of a trace, gathered one exchange at a time (a
+    trace read as a stream is never held whole)."""
+
+    __slots__ = ("earliest", "hits", "models")
+
+    def __init__(self) -> None:
+        self.hits: list[int] = []
+        """Every non-zero reported hit, in order."""
+        self.models: Counter[str] = Counter()
+        self.earliest: float | None = None
+        """The earliest start that is a date (after 2001)."""
+
+    def add(self, exchange: Exchange) -> None:
+        usage = exchange.usage
+        if usage is not None and usage.hit_tokens is not None and usage.hit_tokens > 0:
+            self.hits.append(usage.hit_tokens)
+        if exchange.model is not None:
+            self.models[exchange.model] += 1
+        started = exchange.started
+        if started is not None and started > 1e9:
+            self.earliest = started if self.earliest is None else min(self.earliest, started)
+
+    def granularity(self, given: int | None = None) -> CacheGranularity:
+        """The cache granularity (see the module docstring); ``given`` is the user's."""
+        if given is not None:
+            return CacheGranularity.given(given)
+        # The model table's, for the trace's most common model at its earliest time.
+        model = self.models.most_common(1)[0][0] if self.models else None
+        return granularity_of_hits(self.hits, table_granularity(model, self.earliest))
 
 
 def cache_granularity(trace: Trace, given: int | None = None) -> CacheGranularity:
     """The cache granularity for ``trace`` (see the module docstring); ``given`` is the user's."""
     if given is not None:
         return CacheGranularity.given(given)
-    hits = [
-        e.usage.hit_tokens
-        for e in trace
-        if e.usage is not None and e.usage.hit_tokens is not None and e.usage.hit_tokens > 0
-    ]
-    return granularity_of_hits(hits, _table_granularity(trace))
+    tally = GranularityTally()
+    for exchange in trace:
+        tally.add(exchange)
+    return tally.granularity()
 
 
 def _facts(exchange: Exchange) -> CacheFacts:

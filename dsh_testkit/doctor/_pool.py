@@ -33,7 +33,14 @@ from ..traces import Trace
 from ._engine import Doctor, Planned
 from ._report import Finding, RequestDiagnosis, Segment
 
-__all__ = ["POOL_THRESHOLD", "can_pool", "default_jobs", "diagnose_pooled"]
+__all__ = [
+    "POOL_THRESHOLD",
+    "can_pool",
+    "default_jobs",
+    "diagnose_pooled",
+    "flat_diagnosis",
+    "unflat_diagnosis",
+]
 
 POOL_THRESHOLD: Final = 2000
 """Fewer requests than this are diagnosed in one process whatever ``jobs`` says: starting the
@@ -85,15 +92,20 @@ def diagnose_pooled(
     # never copies) those pages in them.
     gc.freeze()
     try:
-        with context.Pool(jobs - 1) as pool:
-            pending = pool.map_async(_work, range(1, jobs), chunksize=1)
+        try:
+            pool = context.Pool(jobs - 1)
+        except (OSError, RuntimeError):  # no process or thread to be had (limits): this one
             found = _work(0)
-            for part in pending.get():
-                found.extend(part)
+        else:
+            with pool:
+                pending = pool.map_async(_work, range(1, jobs), chunksize=1)
+                found = _work(0)
+                for part in pending.get():
+                    found.extend(part)
     finally:
         _STATE.clear()
         gc.unfreeze()
-    by_number = {number: [_unflat(item) for item in items] for number, items in found}
+    by_number = {number: [unflat_diagnosis(item) for item in items] for number, items in found}
     missing = [keys[k] for k in range(len(keys)) if k not in by_number]
     if missing:  # pragma: no cover - every conversation is taken by exactly one process
         raise RuntimeError(f"the pool lost conversations {missing}")
@@ -123,7 +135,7 @@ def _work(_: int) -> list[tuple[int, list[tuple[Any, ...]]]]:
             parent = planned.link.parent
             if parent is not None and plans[parent].link.conversation != planned.link.conversation:
                 doctor.hold(exchanges[parent], plans[parent])
-            diagnoses.append(_flat(doctor.add(exchanges[i], planned)))
+            diagnoses.append(flat_diagnosis(doctor.add(exchanges[i], planned)))
         out.append((number, diagnoses))
     return out
 
@@ -141,7 +153,7 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def _flat(diagnosis: RequestDiagnosis) -> tuple[Any, ...]:
+def flat_diagnosis(diagnosis: RequestDiagnosis) -> tuple[Any, ...]:
     values = [getattr(diagnosis, name) for name in _REQUEST_FIELDS]
     values[_FINDINGS] = tuple(
         tuple(getattr(f, name) for name in _FINDING_FIELDS) for f in diagnosis.findings
@@ -150,8 +162,8 @@ def _flat(diagnosis: RequestDiagnosis) -> tuple[Any, ...]:
     return tuple(values)
 
 
-def _unflat(values: tuple[Any, ...]) -> RequestDiagnosis:
-    """The diagnosis :func:`_flat` took apart (built as unpickling builds a frozen dataclass:
+def unflat_diagnosis(values: tuple[Any, ...]) -> RequestDiagnosis:
+    """The diagnosis :func:`flat_diagnosis` took apart (built as unpickling builds a frozen dataclass:
     no ``__init__``, the fields set directly)."""
     findings = []
     for item in values[_FINDINGS]:

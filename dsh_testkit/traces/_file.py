@@ -397,9 +397,33 @@ def read_trace_lines(
     ended = len(lines[-1]) == 0
     if ended:
         lines.pop()
+    header = trace_header(
+        lines[0] if lines else ("" if not binary else b""),
+        path=path,
+        file_format=file_format,
+        versions=versions,
+    )
+    reader = TraceLines(path=path, share_history=share_history)
+    records: list[tuple[int, Mapping[str, Any]]] = []
+    count = len(lines)
+    for number, raw in enumerate(lines[1:], start=2):
+        record = reader.record(number, raw, torn=number == count and not ended)
+        if record is None:
+            break
+        records.append((number, record))
+    return header, iter(records), reader.notes
+
+
+def trace_header(
+    first: str | bytes,
+    *,
+    path: str | None = None,
+    file_format: str = TRACE_FORMAT,
+    versions: tuple[int, ...] = READABLE_VERSIONS,
+) -> Mapping[str, Any]:
+    """A trace file's first line, checked: :class:`TraceError` for another format or version."""
     try:
-        first = lines[0].decode("utf-8") if binary and lines else (lines[0] if lines else "")
-        header = loads_json(first) if lines else None
+        header = loads_json(first.decode("utf-8") if isinstance(first, bytes) else first)
     except ValueError:
         header = None
     if not isinstance(header, Mapping) or header.get("format") != file_format:
@@ -411,23 +435,37 @@ def read_trace_lines(
             f"version(s) {readable}",
             path=path,
         )
-    notes: list[str] = []
-    records: list[tuple[int, Mapping[str, Any]]] = []
-    count = len(lines)
-    shared = SharedHistory(may_hold_secret) if share_history else None
-    for number, raw in enumerate(lines[1:], start=2):
-        torn = number == count and not ended
-        if binary:
+    return header
+
+
+class TraceLines:
+    """A trace file's records parsed one line at a time (the lines after the header, in order),
+    with the notes of what was dropped: :func:`read_trace_lines` over a whole content, a stream
+    over a file's lines (``dsh_testkit.traces._stream``)."""
+
+    def __init__(self, *, path: str | None = None, share_history: bool = True) -> None:
+        self.path = path
+        self.notes: list[str] = []
+        self._shared = SharedHistory(may_hold_secret) if share_history else None
+
+    def record(self, number: int, raw: str | bytes, *, torn: bool) -> dict[str, Any] | None:
+        """Line ``number``'s record (``raw`` without its newline); ``None`` when it is an
+        unfinished last line (``torn``: no newline after it) that does not read, dropped with
+        a note. Raises :class:`TraceError` for a line that is not UTF-8, not JSON or not an
+        object."""
+        path = self.path
+        shared = self._shared
+        if isinstance(raw, bytes):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 if torn:
-                    notes.append(
+                    self.notes.append(
                         f"an unfinished last line (line {number}, {len(raw)} bytes, cut inside "
                         "a multi-byte character) was dropped: the recording stopped while "
                         "writing it"
                     )
-                    break
+                    return None
                 raise TraceError(
                     f"line {number} is not UTF-8 (byte {exc.start + 1} of the line)", path=path
                 ) from None
@@ -437,15 +475,14 @@ def read_trace_lines(
             record = shared.load(line) if shared is not None else loads_json(line)
         except ValueError:
             if torn:
-                notes.append(
+                self.notes.append(
                     f"an unfinished last line (line {number}, {len(line)} characters) was "
                     "dropped: the recording stopped while writing it"
                 )
-                break
+                return None
             raise TraceError(f"line {number} is not JSON", path=path) from None
         if not isinstance(record, dict):
             raise TraceError(f"line {number} is not a JSON object", path=path)
         if not (shared.may_hold_secret() if shared is not None else may_hold_secret(line)):
             record["_mayHoldKey"] = False  # the reader may skip scrubbing this record
-        records.append((number, record))
-    return header, iter(records), notes
+        return record

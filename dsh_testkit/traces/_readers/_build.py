@@ -249,13 +249,22 @@ class TraceBuilder:
     """Collects exchanges; skips non-model requests with one note; leaves out figures that
     cannot be true with one note per kind (``_fields.py``)."""
 
-    def __init__(self, source: TraceSource, path: str | None, *, scrubbed: bool = False) -> None:
+    def __init__(
+        self, source: TraceSource, path: str | None, *, scrubbed: bool = False, keep: bool = True
+    ) -> None:
         self.scrubbed = scrubbed
         """Whether the recording's request, answer, URL and headers hold no key shape already
         (a dsh-trace line our writer scrubbed): the known secrets are removed still."""
         self.source: TraceSource = source
         self.path = path
+        self.keep = keep
+        """Whether :attr:`exchanges` keeps what :meth:`add` returns (``False``: a stream, whose
+        reader keeps what it needs of each exchange itself)."""
         self.exchanges: list[Exchange] = []
+        self.count = 0
+        """Exchanges added so far (kept or not)."""
+        self._times: tuple[list[float | None], list[float | None]] = ([], [])
+        """Without :attr:`keep`: every exchange's start and end (for :meth:`found_resolution`)."""
         self.skipped = 0
         self.notes: list[str] = []
         self._secrets: dict[str, None] = {}
@@ -345,9 +354,9 @@ class TraceBuilder:
         if endpoint is None:
             self.skipped += 1
             return None
-        where = where or f"request {len(self.exchanges) + 1}"
+        where = where or f"request {self.count + 1}"
         exchange = Exchange(
-            index=len(self.exchanges),
+            index=self.count,
             endpoint=endpoint,
             url=url or None,
             body=body,
@@ -374,17 +383,41 @@ class TraceBuilder:
             exchange, self._known, shapes=not self.scrubbed, body_of_content=body_of_content
         )
         self._known_at.append(len(self._secrets))
-        self.exchanges.append(exchange)
+        self.count += 1
+        if self.keep:
+            self.exchanges.append(exchange)
+        elif self.resolution is None:
+            self._times[0].append(exchange.started)
+            self._times[1].append(exchange.finished)
         return exchange
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Every credential the exchanges added so far named, in order."""
+        return tuple(self._secrets)
+
+    def scrubbed_late(self) -> list[int]:
+        """The indexes of the exchanges added before a credential they may hold was named."""
+        total = len(self._secrets)
+        return [i for i, known_then in enumerate(self._known_at) if known_then < total]
 
     def trace(self) -> Trace:
         # A credential one exchange names is a secret in the others too (a client repeats its
         # key in a prompt, or sends the header only on some requests): the earlier exchanges
         # lose the ones named after them.
-        for i, known_then in enumerate(self._known_at):
-            if known_then < len(self._secrets):
-                self.exchanges[i] = scrub_exchange(self.exchanges[i], self._known, shapes=False)
+        for i in self.scrubbed_late():
+            self.exchanges[i] = scrub_exchange(self.exchanges[i], self._known, shapes=False)
         self._known_at = [len(self._secrets)] * len(self._known_at)
+        return Trace(
+            exchanges=tuple(self.exchanges),
+            source=self.source,
+            path=self.path,
+            notes=self.final_notes(),
+            time_resolution=self.found_resolution(),
+        )
+
+    def final_notes(self) -> tuple[str, ...]:
+        """The trace's notes once every exchange is added."""
         notes = list(self.notes)
         notes.extend(self.left_out.lines())
         if self.skipped:
@@ -392,22 +425,17 @@ class TraceBuilder:
                 f"{self.skipped} request(s) that are not model requests (no JSON `messages` "
                 "list) were skipped"
             )
-        resolution = self.resolution
-        if resolution is None:
-            # A gap is one time minus another: it is as coarse as the coarser of the two.
-            found = [
-                r
-                for r in (
-                    time_resolution(e.started for e in self.exchanges),
-                    time_resolution(e.finished for e in self.exchanges),
-                )
-                if r is not None
-            ]
-            resolution = max(found) if found else None
-        return Trace(
-            exchanges=tuple(self.exchanges),
-            source=self.source,
-            path=self.path,
-            notes=tuple(notes),
-            time_resolution=resolution,
-        )
+        return tuple(notes)
+
+    def found_resolution(self) -> float | None:
+        """The recording's time resolution: the reader's, else measured over every exchange."""
+        if self.resolution is not None:
+            return self.resolution
+        if self.keep:
+            starts = [e.started for e in self.exchanges]
+            ends = [e.finished for e in self.exchanges]
+        else:
+            starts, ends = self._times
+        # A gap is one time minus another: it is as coarse as the coarser of the two.
+        found = [r for r in (time_resolution(starts), time_resolution(ends)) if r is not None]
+        return max(found) if found else None

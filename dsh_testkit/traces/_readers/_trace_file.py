@@ -18,7 +18,7 @@ from typing import Any
 
 from .._errors import TraceError
 from .._file import read_trace_lines
-from .._model import LogEvent, Trace, TraceSource, TraceUsage
+from .._model import Exchange, LogEvent, Trace, TraceSource, TraceUsage
 from ._build import TraceBuilder, json_or_none, without_bom
 from ._fields import (
     Malformed,
@@ -82,41 +82,57 @@ def records_trace(
     scrubbed: bool = False,
 ) -> Trace:
     """Trace-file records (with their line numbers) as a trace."""
-    builder = TraceBuilder(source, path, scrubbed=scrubbed)
-    builder.resolution = 1e-6 if source == "proxy" else None
+    builder = trace_builder(source, path, scrubbed=scrubbed)
     builder.notes.extend(notes)
     for number, record in records:
-        # Files our writer wrote are scrubbed already; a hand-made one is scrubbed here.
-        builder.scrubbed = scrubbed and not record.get("_mayHoldKey", True)
-        try:
-            usage = optional_object(record.get("usage"), "usage")
-            request_text = optional_string(record.get("requestText"), "requestText")
-            headers = record.get("headers") or ()
-            outcome = record.get("outcome")
-            error = record.get("error")
-            builder.add(
-                url=optional_string(record.get("url"), "url"),
-                body=record.get("request"),
-                content=request_text.encode("utf-8", "surrogateescape")
-                if request_text is not None
-                else None,
-                method=optional_string(record.get("method"), "method"),
-                headers=tuple((str(k), str(v)) for k, v in headers),
-                status=optional_int(record.get("status"), "status"),
-                error=str(error) if error is not None else None,
-                response=optional_object(record.get("response"), "response"),
-                usage=_usage(usage) if usage is not None else None,
-                started=optional_time(record.get("started"), "started"),
-                first_byte=optional_time(record.get("firstByte"), "firstByte"),
-                finished=optional_time(record.get("finished"), "finished"),
-                conversation=optional_string(record.get("conversation"), "conversation"),
-                outcome=outcome if outcome in _OUTCOMES else None,
-                body_exact=record.get("bodyExact", True) is not False,
-                log_events=_log_events(record.get("logEvents")),
-                where=f"line {number}",
-            )
-        except Malformed as exc:
-            raise TraceError(f"line {number}: {exc}", path=path) from None
-        except (KeyError, TypeError, ValueError) as exc:
-            raise TraceError(f"line {number}: malformed exchange ({exc})", path=path) from None
+        add_record(builder, number, record, scrubbed=scrubbed)
     return builder.trace()
+
+
+def trace_builder(
+    source: TraceSource, path: str | None, *, scrubbed: bool, keep: bool = True
+) -> TraceBuilder:
+    """The builder a trace file's records go through (``keep=False``: a stream's)."""
+    builder = TraceBuilder(source, path, scrubbed=scrubbed, keep=keep)
+    builder.resolution = 1e-6 if source == "proxy" else None
+    return builder
+
+
+def add_record(
+    builder: TraceBuilder, number: int, record: Mapping[str, Any], *, scrubbed: bool
+) -> Exchange | None:
+    """One trace-file record (line ``number``) through ``builder``."""
+    path = builder.path
+    # Files our writer wrote are scrubbed already; a hand-made one is scrubbed here.
+    builder.scrubbed = scrubbed and not record.get("_mayHoldKey", True)
+    try:
+        usage = optional_object(record.get("usage"), "usage")
+        request_text = optional_string(record.get("requestText"), "requestText")
+        headers = record.get("headers") or ()
+        outcome = record.get("outcome")
+        error = record.get("error")
+        return builder.add(
+            url=optional_string(record.get("url"), "url"),
+            body=record.get("request"),
+            content=request_text.encode("utf-8", "surrogateescape")
+            if request_text is not None
+            else None,
+            method=optional_string(record.get("method"), "method"),
+            headers=tuple((str(k), str(v)) for k, v in headers),
+            status=optional_int(record.get("status"), "status"),
+            error=str(error) if error is not None else None,
+            response=optional_object(record.get("response"), "response"),
+            usage=_usage(usage) if usage is not None else None,
+            started=optional_time(record.get("started"), "started"),
+            first_byte=optional_time(record.get("firstByte"), "firstByte"),
+            finished=optional_time(record.get("finished"), "finished"),
+            conversation=optional_string(record.get("conversation"), "conversation"),
+            outcome=outcome if outcome in _OUTCOMES else None,
+            body_exact=record.get("bodyExact", True) is not False,
+            log_events=_log_events(record.get("logEvents")),
+            where=f"line {number}",
+        )
+    except Malformed as exc:
+        raise TraceError(f"line {number}: {exc}", path=path) from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TraceError(f"line {number}: malformed exchange ({exc})", path=path) from None

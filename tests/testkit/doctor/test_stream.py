@@ -1,0 +1,139 @@
+"""A trace file read as a stream gives the report the whole-file reader gives, byte for byte,
+while holding only the open conversations.
+
+The corpus: the benchmark's trace (conversations of 20 requests, ten interleaved, volatile
+system prompts), a trace without usage (simulated figures), one with usage on some requests only
+(mixed), a credential named only late in the file (scrubbed from the earlier requests before
+they are linked), a torn last line, a line that does not read, and the command line's choices.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.bench_traces import _records as benchmark_records
+from benchmarks.bench_traces import _write as write_benchmark_trace
+from dsh_testkit.doctor import diagnose
+from dsh_testkit.doctor._compact import compact_report, dumps_compact
+from dsh_testkit.doctor._render import report_text
+from dsh_testkit.doctor._stream import SpilledConversations, diagnose_stream
+from dsh_testkit.traces import TraceError, load_trace
+from dsh_testkit.traces._stream import TraceStream
+
+ROOT = Path(__file__).resolve().parents[3]
+HEADER = '{"format":"dsh-trace","version":1,"source":"proxy"}\n'
+KEY = "sk-FAKE-" + "7a" * 16
+
+
+def _write(path: Path, records: list[dict[str, Any]], *, tail: str = "") -> Path:
+    with path.open("w", encoding="utf-8", newline="\n") as file:
+        file.write(HEADER)
+        for record in records:
+            file.write(json.dumps(record, separators=(",", ":")) + "\n")
+        file.write(tail)
+    return path
+
+
+def _same(path: Path, **options: Any) -> None:
+    whole = diagnose(load_trace(path), **options)
+    streamed = diagnose_stream(path, **options)
+    assert isinstance(streamed.conversations, SpilledConversations)
+    assert [c.key for c in streamed.conversations] == [c.key for c in whole.conversations]
+    assert streamed == whole
+    assert dumps_compact(compact_report(streamed)) == dumps_compact(compact_report(whole))
+    assert report_text(streamed) == report_text(whole)
+
+
+def test_the_benchmark_trace_streams_to_the_same_report(tmp_path: Path) -> None:
+    path = tmp_path / "bench.trace"
+    write_benchmark_trace(path, 400)
+    report = diagnose_stream(path)
+    assert report.counts().get("volatile-system-text", 0) > 0
+    assert len(report.conversations) == 20
+    _same(path)
+    _same(path, conversation="#7")
+    _same(path, simulate=True)
+
+
+def test_figures_simulated_or_mixed_stream_the_same(tmp_path: Path) -> None:
+    records = benchmark_records(120)
+    bare = [{k: v for k, v in r.items() if k != "usage"} for r in records]
+    _same(_write(tmp_path / "bare.trace", bare))
+    mixed = [
+        r if i % 3 else {k: v for k, v in r.items() if k != "usage"} for i, r in enumerate(records)
+    ]
+    path = _write(tmp_path / "mixed.trace", mixed)
+    assert diagnose_stream(path).figures == "mixed"
+    _same(path)
+
+
+def test_a_credential_named_late_is_scrubbed_before_the_requests_are_linked(tmp_path: Path) -> None:
+    records = benchmark_records(40)
+    # An early request quotes the key; only a later one names it (its Authorization header),
+    # so the whole-file reader scrubs it from the early one at the end.
+    early = records[3]
+    last = early["request"]["messages"][-1]
+    early["request"]["messages"][-1] = {**last, "content": f"{last['content']} (my key is {KEY})"}
+    early["_mayHoldKey"] = True
+    records[30]["headers"] = [["authorization", f"Bearer {KEY}"]]
+    records[30]["_mayHoldKey"] = True
+    path = _write(tmp_path / "late.trace", records)
+    stream = TraceStream(path)
+    for _ in stream.read():
+        pass
+    assert stream.summary is not None and 3 in stream.summary.late
+    exchanges = list(stream.read())
+    assert KEY not in json.dumps(exchanges[3].body)
+    assert tuple(exchanges) == load_trace(path).exchanges
+    _same(path)
+    assert KEY not in dumps_compact(compact_report(diagnose_stream(path)))
+
+
+def test_a_torn_last_line_is_dropped_with_the_same_note(tmp_path: Path) -> None:
+    records = benchmark_records(40)
+    path = _write(tmp_path / "torn.trace", records, tail='{"started":17800')
+    report = diagnose_stream(path)
+    torn = f"unfinished last line (line {len(records) + 2}"
+    assert any(torn in note for note in report.notes)
+    _same(path)
+
+
+def test_a_line_that_does_not_read_is_an_error_naming_it(tmp_path: Path) -> None:
+    records = benchmark_records(30)
+    path = tmp_path / "bad.trace"
+    _write(path, records)
+    lines = path.read_text(encoding="utf-8").split("\n")
+    lines[12] = lines[12][:40]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    with pytest.raises(TraceError, match="line 13 is not JSON"):
+        diagnose_stream(path)
+    failed = _cli(str(path), "--stream")
+    assert failed.returncode == 1
+    assert b"line 13 is not JSON" in failed.stderr
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "dsh_testkit.cli", "cache-report", *args],
+        capture_output=True,
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def test_the_command_line_streams_to_the_same_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "bench.trace"
+    write_benchmark_trace(path, 200)
+    for extra in ([], ["--json"], ["--allow", "volatile-system-text"], ["--conversation", "#3"]):
+        streamed = _cli(str(path), "--stream", *extra)
+        whole = _cli(str(path), "--no-stream", *extra)
+        assert streamed.returncode == 0, streamed.stderr
+        assert streamed.stdout == whole.stdout
+    unknown = _cli(str(path), "--stream", "--conversation", "#99")
+    assert unknown.returncode == 2 and b"no conversation '#99'" in unknown.stderr
