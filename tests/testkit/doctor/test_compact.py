@@ -32,6 +32,7 @@ from dsh_testkit.doctor import (
     diagnose,
     expand_report,
 )
+from dsh_testkit.doctor import _report as report_module
 from dsh_testkit.doctor._compact import COMPACT_FORMAT_VERSION, dumps_compact, write_compact
 from dsh_testkit.doctor._report import (
     DOCTOR_FORMAT_VERSION,
@@ -199,6 +200,31 @@ def test_a_running_float_sum_ends_where_sum_ends_bit_for_bit(values: list[float]
     for value in values:
         running.add(value)
     assert _bits(running.total) == _bits(sum(values) if values else None)
+
+
+@pytest.mark.parametrize(
+    ("compensated", "values", "expected"),
+    [
+        # Python 3.12's What's New: sum() of floats is compensated (Neumaier), so these come out
+        # exact there and as plain left-to-right addition gives them up to 3.11
+        (True, [0.1] * 10, 1.0),
+        (False, [0.1] * 10, 0.9999999999999999),
+        (True, [1e16, 1.0, -1e16], 1.0),
+        (False, [1e16, 1.0, -1e16], 0.0),
+        (True, [-0.0], 0.0),  # the first value is added to the int 0, as sum() does
+        (True, [float("inf"), 1.0], float("inf")),  # a compensation that is not finite is left out
+    ],
+)
+def test_the_running_sum_follows_either_interpreter_rule(
+    monkeypatch: pytest.MonkeyPatch, compensated: bool, values: list[float], expected: float
+) -> None:
+    """The rule this interpreter's sum() does not use, checked on known sums (the property
+    above checks the one it uses against sum() itself)."""
+    monkeypatch.setattr(report_module, "_COMPENSATED", compensated)
+    running = _FloatSum()
+    for value in values:
+        running.add(value)
+    assert _bits(running.total) == _bits(expected)
 
 
 def test_the_benchmark_trace_is_written_in_pieces_exactly_as_it_dumps(tmp_path: Path) -> None:
