@@ -25,7 +25,7 @@ version; a version 3 document passes :func:`expand_report` unchanged.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from ._codes import CODES
@@ -40,7 +40,13 @@ from ._report import (
     request_ranges,
 )
 
-__all__ = ["COMPACT_FORMAT_VERSION", "compact_report", "dumps_compact", "expand_report"]
+__all__ = [
+    "COMPACT_FORMAT_VERSION",
+    "compact_report",
+    "dumps_compact",
+    "expand_report",
+    "write_compact",
+]
 
 COMPACT_FORMAT_VERSION: Final = 4
 """Version of the compact document (4: each piece of evidence once; 3, what
@@ -114,6 +120,10 @@ class _Tables:
         if found is None:
             found = self.sources[key] = len(self.sources)
         return found
+
+    def figure_sources(self) -> list[list[str | None]]:
+        """The ``figureSources`` table: each source numbered so far, in order."""
+        return [list(k) for k in self.sources]
 
 
 def _request(
@@ -191,21 +201,69 @@ def _conversation(c: ConversationDiagnosis, tables: _Tables) -> dict[str, Any]:
     return out
 
 
-def compact_report(report: DoctorReport) -> dict[str, Any]:
-    """The report as the compact (formatVersion 4) document."""
+def _fields(report: DoctorReport) -> dict[str, Any]:
+    """The document's fields but ``conversations`` and ``figureSources`` (those two are made as
+    the conversations are turned compact), from one pass over the conversations."""
     head = report_head(report)
     del head["efficiency"], head["hitRate"]
-    tables = _Tables()
-    conversations = [_conversation(c, tables) for c in report.conversations]
-    used = sorted({f.code for r in report.requests for f in r.findings})
     return {
         **head,
         "formatVersion": COMPACT_FORMAT_VERSION,
-        "codes": {code: CODES[code].sentence for code in used},
-        "figureSources": [list(k) for k in tables.sources],
-        "conversations": conversations,
+        # the codes found on any request are exactly the keys of causeCounts (already sorted)
+        "codes": {code: CODES[code].sentence for code in head["causeCounts"]},
         "notes": list(report.notes),
     }
+
+
+_MADE_LATE: Final = ("conversations", "figureSources")
+"""The fields made as the conversations are turned compact. ``figureSources`` numbers the
+sources in order of first appearance across the document, so it is known only once every
+conversation is done; sorted keys put it after ``conversations``, which is what lets
+:func:`write_compact` write it after them."""
+
+
+def compact_report(report: DoctorReport) -> dict[str, Any]:
+    """The report as the compact (formatVersion 4) document. Iterates ``report.conversations``
+    twice (the fields before them, then the conversations); :func:`write_compact` writes the
+    same document as text without holding it."""
+    fields = _fields(report)
+    tables = _Tables()
+    conversations = [_conversation(c, tables) for c in report.conversations]
+    notes = fields.pop("notes")  # the order it always had (the Explorer page embeds it unsorted)
+    return {
+        **fields,
+        "figureSources": tables.figure_sources(),
+        "conversations": conversations,
+        "notes": notes,
+    }
+
+
+def write_compact(report: DoctorReport, write: Callable[[str], object]) -> None:
+    """Write the compact document's text, exactly ``dumps_compact(compact_report(report))``, in
+    pieces to ``write``, never holding the whole document: each conversation is made compact,
+    encoded and written on its own.
+
+    ``report.conversations`` is iterated exactly twice, and only iterated (never indexed, nor
+    its length taken): once for the report's figures and the cause codes, which come before
+    ``conversations`` in key order, and once to write the conversations. What is held besides
+    one conversation is the report's figures and the document-wide ``figureSources`` table.
+    """
+    fields = _fields(report)
+    tables = _Tables()
+    keys = sorted([*fields, *_MADE_LATE])
+    write("{")
+    for n, key in enumerate(keys):
+        write(f"{',' if n else ''}{_ENCODER.encode(key)}:")
+        if key == "conversations":
+            write("[")
+            for i, c in enumerate(report.conversations):
+                write(f"{',' if i else ''}{_ENCODER.encode(_conversation(c, tables))}")
+            write("]")
+        elif key == "figureSources":
+            write(_ENCODER.encode(tables.figure_sources()))
+        else:
+            write(_ENCODER.encode(fields[key]))
+    write("}\n")
 
 
 # -- the way back: version 4 to version 3 ----------------------------------------------------------

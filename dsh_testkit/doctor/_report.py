@@ -9,6 +9,7 @@ conversation and for the whole trace the totals, with one definition of each ter
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
@@ -259,27 +260,11 @@ class Totals:
 
     @classmethod
     def of(cls, requests: Iterable[RequestDiagnosis]) -> Totals:
-        items = list(requests)
-        measured = [r for r in items if r.measured]
-        costs = [r.cost for r in items if r.cost is not None]
-        lost_costs = [r.lost_cost for r in measured if r.lost_cost is not None]
-        return cls(
-            requests=len(items),
-            measured=len(measured),
-            prompt_tokens=sum(r.prompt_tokens or 0 for r in measured),
-            hit_tokens=sum(r.hit_tokens or 0 for r in measured),
-            reusable_tokens=sum(r.reusable_tokens for r in measured),
-            counted_hit_tokens=sum(r.counted_hit_tokens for r in measured),
-            lost_tokens=sum(r.lost_tokens for r in measured),
-            cost=sum(costs) if costs else None,
-            lost_cost=sum(lost_costs) if lost_costs else None,
-            refused=sum(1 for r in items if (r.status or 0) >= 400),
-            simulated=sum(1 for r in measured if r.hit_source == "simulated"),
-            unknown=sum(1 for r in items if not r.measured and (r.status or 0) < 400),
-            unknown_prompt_tokens=sum(
-                r.prompt_tokens or 0 for r in items if not r.measured and (r.status or 0) < 400
-            ),
-        )
+        """The totals of ``requests``, taken in one pass (no list of them is kept)."""
+        running = _RunningTotals()
+        for request in requests:
+            running.add(request)
+        return running.totals()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -299,6 +284,114 @@ class Totals:
             "cost": _round(self.cost, 8),
             "lostCost": _round(self.lost_cost, 8),
         }
+
+
+_COMPENSATED: Final = sys.version_info >= (3, 12)
+"""Whether this interpreter's ``sum()`` of floats is compensated (Neumaier, since 3.12)."""
+
+
+class _FloatSum:
+    """A running sum of floats that ends bit for bit where ``sum()`` of the same floats in the
+    same order ends, on this interpreter: plain left to right up to 3.11, Neumaier's
+    compensated summation from 3.12 (CPython's ``builtin_sum``: the first item added to the
+    int 0, then a high sum and a compensation, the compensation added at the end when it is
+    non-zero and finite). So a figure summed as requests stream by is the figure the list
+    gave."""
+
+    __slots__ = ("_high", "_low", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._high = 0.0
+        self._low = 0.0
+
+    def add(self, value: float) -> None:
+        if not self.count:
+            self._high = 0 + value  # sum() starts from the int 0
+        elif _COMPENSATED:
+            high = self._high
+            total = high + value
+            if abs(high) >= abs(value):
+                self._low += (high - total) + value
+            else:
+                self._low += (value - total) + high
+            self._high = total
+        else:
+            self._high += value
+        self.count += 1
+
+    @property
+    def total(self) -> float | None:
+        """The sum (``None``: nothing was added)."""
+        if not self.count:
+            return None
+        low = self._low
+        return self._high + low if low and math.isfinite(low) else self._high
+
+
+class _RunningTotals:
+    """:class:`Totals` of requests added one at a time (ints exactly, floats as ``sum()``)."""
+
+    __slots__ = (
+        "cost",
+        "counted_hit_tokens",
+        "hit_tokens",
+        "lost_cost",
+        "lost_tokens",
+        "measured",
+        "prompt_tokens",
+        "refused",
+        "requests",
+        "reusable_tokens",
+        "simulated",
+        "unknown",
+        "unknown_prompt_tokens",
+    )
+
+    def __init__(self) -> None:
+        self.requests = self.measured = self.refused = self.simulated = self.unknown = 0
+        self.prompt_tokens = self.hit_tokens = self.reusable_tokens = 0
+        self.counted_hit_tokens = self.lost_tokens = self.unknown_prompt_tokens = 0
+        self.cost = _FloatSum()
+        self.lost_cost = _FloatSum()
+
+    def add(self, r: RequestDiagnosis) -> None:
+        self.requests += 1
+        if r.cost is not None:
+            self.cost.add(r.cost)
+        if r.measured:
+            self.measured += 1
+            self.prompt_tokens += r.prompt_tokens or 0
+            self.hit_tokens += r.hit_tokens or 0
+            self.reusable_tokens += r.reusable_tokens
+            self.counted_hit_tokens += r.counted_hit_tokens
+            self.lost_tokens += r.lost_tokens
+            if r.lost_cost is not None:
+                self.lost_cost.add(r.lost_cost)
+            if r.hit_source == "simulated":
+                self.simulated += 1
+        if (r.status or 0) >= 400:
+            self.refused += 1
+        elif not r.measured:
+            self.unknown += 1
+            self.unknown_prompt_tokens += r.prompt_tokens or 0
+
+    def totals(self) -> Totals:
+        return Totals(
+            requests=self.requests,
+            measured=self.measured,
+            prompt_tokens=self.prompt_tokens,
+            hit_tokens=self.hit_tokens,
+            reusable_tokens=self.reusable_tokens,
+            counted_hit_tokens=self.counted_hit_tokens,
+            lost_tokens=self.lost_tokens,
+            cost=self.cost.total,
+            lost_cost=self.lost_cost.total,
+            refused=self.refused,
+            simulated=self.simulated,
+            unknown=self.unknown,
+            unknown_prompt_tokens=self.unknown_prompt_tokens,
+        )
 
 
 def money(value: float | None) -> str:
@@ -435,7 +528,10 @@ class DoctorReport:
     which: :attr:`RequestDiagnosis.hit_source`). Reported prompt counts are always kept."""
     granularity: CacheGranularity
     """Tokens per cache unit the figures are counted in, and where that came from."""
-    conversations: tuple[ConversationDiagnosis, ...]
+    conversations: Sequence[ConversationDiagnosis]
+    """In trace order. Any sequence (one loaded from disk a conversation at a time, say): the
+    report's own figures (:attr:`totals`, :meth:`counts`, :func:`report_head`, …) only iterate
+    it, one pass each, never listing every request of the report."""
     notes: tuple[str, ...] = ()
     prices: Prices | None = None
     """The prices the cost figures use when one price applies to every request (``None``:
@@ -449,12 +545,12 @@ class DoctorReport:
     @property
     def totals(self) -> Totals:
         """The main lines': side calls (:attr:`side_totals`) are reported apart."""
-        return Totals.of(r for r in self.requests if not r.side_call)
+        return _figures(self).totals
 
     @property
     def side_totals(self) -> Totals:
         """The side calls' own figures."""
-        return Totals.of(r for r in self.requests if r.side_call)
+        return _figures(self).side_totals
 
     @property
     def empty(self) -> bool:
@@ -462,44 +558,19 @@ class DoctorReport:
 
     def counts(self) -> dict[str, int]:
         """How many requests each cause code was found on."""
-        out: dict[str, int] = {}
-        for request in self.requests:
-            for code in dict.fromkeys(request.codes):
-                out[code] = out.get(code, 0) + 1
-        return dict(sorted(out.items()))
+        return _figures(self).counts
 
     def savings(self) -> dict[str, dict[str, Any]]:
         """Per cause code that cost tokens: the requests, the lost tokens, and what fixing it
         would save at list prices."""
-        out: dict[str, dict[str, Any]] = {}
-        for request in self.requests:
-            lost = request.lost_tokens
-            for finding in request.findings:
-                if finding.severity != "loss" or not finding.lost_tokens:
-                    continue
-                entry = out.setdefault(
-                    finding.code, {"requests": 0, "lostTokens": 0, "savings": 0.0}
-                )
-                entry["requests"] += 1
-                entry["lostTokens"] += finding.lost_tokens
-                if request.lost_cost is not None and lost:
-                    entry["savings"] += request.lost_cost * finding.lost_tokens / lost
-        return {
-            code: {**entry, "savings": round(entry["savings"], 8)}
-            for code, entry in sorted(out.items())
-        }
+        return _figures(self).savings
 
     def price_list(self) -> list[Prices]:
         """The list prices the cost figures use: the given ones, else each distinct entry the
         requests' models and dates chose (the engine's rule: ``prices_for(model, started)``)."""
         if self.prices is not None:
             return [self.prices]
-        found: dict[str, Prices] = {}
-        for request in self.requests:
-            if request.cost is not None:
-                prices = prices_for(request.model, request.started)
-                found.setdefault(prices.label, prices)
-        return list(found.values())
+        return _figures(self).price_list
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -511,8 +582,9 @@ class DoctorReport:
 
 def report_head(report: DoctorReport) -> dict[str, Any]:
     """The full document's fields but its ``conversations`` and ``notes`` (the compact document
-    shares them)."""
-    totals = report.totals
+    shares them), from one pass over the report's conversations."""
+    figures = _figures(report)
+    totals = figures.totals
     return {
         "formatVersion": DOCTOR_FORMAT_VERSION,
         "kind": "dsh-testkit/cache-report",
@@ -522,11 +594,60 @@ def report_head(report: DoctorReport) -> dict[str, Any]:
         "granularity": report.granularity.to_json(),
         "timeResolution": report.time_resolution,
         "prices": report.prices.to_json() if report.prices is not None else None,
-        "priceList": [p.to_json() for p in report.price_list()],
+        "priceList": [p.to_json() for p in figures.price_list],
         "totals": totals.to_json(),
-        "sideCalls": report.side_totals.to_json(),
+        "sideCalls": figures.side_totals.to_json(),
         "efficiency": _round(totals.efficiency),
         "hitRate": _round(totals.hit_rate),
-        "causeCounts": report.counts(),
-        "savings": report.savings(),
+        "causeCounts": figures.counts,
+        "savings": figures.savings,
     }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Figures:
+    """A report's own figures (what :func:`report_head` says), from one pass."""
+
+    totals: Totals
+    side_totals: Totals
+    counts: dict[str, int]
+    savings: dict[str, dict[str, Any]]
+    price_list: list[Prices]
+
+
+def _figures(report: DoctorReport) -> _Figures:
+    """Every report-level figure from one pass over ``report.conversations``, one request at a
+    time (no list of the report's requests: a report may hold its conversations on disk)."""
+    main, side = _RunningTotals(), _RunningTotals()
+    counts: dict[str, int] = {}
+    savings: dict[str, dict[str, Any]] = {}
+    found: dict[str, Prices] = {}
+    for conversation in report.conversations:
+        for request in conversation.requests:
+            (side if request.side_call else main).add(request)
+            for code in dict.fromkeys(request.codes):
+                counts[code] = counts.get(code, 0) + 1
+            lost = request.lost_tokens
+            for finding in request.findings:
+                if finding.severity != "loss" or not finding.lost_tokens:
+                    continue
+                entry = savings.setdefault(
+                    finding.code, {"requests": 0, "lostTokens": 0, "savings": 0.0}
+                )
+                entry["requests"] += 1
+                entry["lostTokens"] += finding.lost_tokens
+                if request.lost_cost is not None and lost:
+                    entry["savings"] += request.lost_cost * finding.lost_tokens / lost
+            if report.prices is None and request.cost is not None:
+                prices = prices_for(request.model, request.started)
+                found.setdefault(prices.label, prices)
+    return _Figures(
+        totals=main.totals(),
+        side_totals=side.totals(),
+        counts=dict(sorted(counts.items())),
+        savings={
+            code: {**entry, "savings": round(entry["savings"], 8)}
+            for code, entry in sorted(savings.items())
+        },
+        price_list=[report.prices] if report.prices is not None else list(found.values()),
+    )
