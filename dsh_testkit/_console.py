@@ -177,16 +177,20 @@ def output_report(
     as_json: bool,
     inputs: Sequence[str | os.PathLike[str]] = (),
     dumps: Callable[[Any], str] = dumps_report_json,
+    write_document: Callable[[Callable[[str], object]], None] | None = None,
 ) -> int:
     """The end of every report command: write the HTML page when asked (and say so on stderr),
-    then print the JSON document (as ``dumps`` writes it) or the tables. Returns the exit status (2 when the page cannot
+    then print the JSON document (as ``dumps`` writes it, or in pieces by ``write_document``,
+    which is given the writer) or the tables. Returns the exit status (2 when the page cannot
     be written, or would replace one of the command's ``inputs``)."""
     if html_path:
         refused = write_output(f"dsh-testkit {command}", html_path, html, inputs=inputs)
         if refused:
             return refused
         print(f"dsh-testkit {command}: wrote the HTML report to {html_path}", file=sys.stderr)
-    if as_json:
+    if as_json and write_document is not None:
+        write_document(sys.stdout.write)
+    elif as_json:
         sys.stdout.write(dumps(document()))
     else:
         emit(make_console(), *renderables())

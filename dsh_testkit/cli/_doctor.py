@@ -32,7 +32,7 @@ from dsh_core.providers import Prices
 from .._console import output_report
 from ..doctor._assertions import failing_findings
 from ..doctor._codes import CAUSE_CODES, CODES
-from ..doctor._compact import COMPACT_FORMAT_VERSION, compact_report, dumps_compact
+from ..doctor._compact import COMPACT_FORMAT_VERSION, compact_report, dumps_compact, write_compact
 from ..doctor._diagnose import diagnose
 from ..doctor._pool import default_jobs
 from ..doctor._render import render_report
@@ -384,6 +384,7 @@ def run_cache_report(args: argparse.Namespace) -> int:
         as_json=args.json,
         inputs=[args.log],
         dumps=dumps_compact,
+        write_document=lambda write: write_compact(report, write),
     )
 
 

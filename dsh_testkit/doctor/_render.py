@@ -159,11 +159,24 @@ def _summary(label: str, totals: Totals) -> Text:
     return line
 
 
-def _figures_text(report: DoctorReport) -> str:
+def _sources(report: DoctorReport) -> tuple[int, set[str | None], set[str | None]]:
+    """The report's requests counted, and where their prompts and hits came from (one pass
+    over the conversations: a streamed report reads them back from disk)."""
+    count = 0
+    prompts: set[str | None] = set()
+    hits: set[str | None] = set()
+    for c in report.conversations:
+        for r in c.requests:
+            count += 1
+            if r.prompt_tokens is not None:
+                prompts.add(r.prompt_source)
+            if r.hit_tokens is not None:
+                hits.add(r.hit_source)
+    return count, prompts, hits
+
+
+def _figures_text(report: DoctorReport, prompts: set[str | None], hits: set[str | None]) -> str:
     """Where the figures come from, as the requests say."""
-    requests = report.requests
-    prompts = {r.prompt_source for r in requests if r.prompt_tokens is not None}
-    hits = {r.hit_source for r in requests if r.hit_tokens is not None}
     if hits == {"simulated"} and prompts == {"reported"}:
         return "prompts reported by the provider, hits simulated by the mock's prefix cache"
     if report.figures == "simulated" or hits == {"simulated"}:
@@ -194,14 +207,14 @@ def render_report(report: DoctorReport) -> list[Text | Table]:
             if not note.startswith("the trace is empty"):
                 out.append(Text(f"note: {note}", style="dim"))
         return out
-    figures = _figures_text(report)
-    marked = (
-        "simulated" in {r.hit_source for r in report.requests} and report.figures != "simulated"
-    )
+    count, prompts, hits = _sources(report)
+    figures = _figures_text(report, prompts, hits)
+    # a request's hit source is set only with its hit (so the hits' sources are every one's)
+    marked = "simulated" in hits and report.figures != "simulated"
     out.append(
         Text(
             f"{report.source} · {len(report.conversations)} conversation(s) · "
-            f"{len(report.requests)} request(s) · figures {figures} · cache "
+            f"{count} request(s) · figures {figures} · cache "
             f"granularity {report.granularity.describe()}",
             style="dim",
         )

@@ -278,7 +278,7 @@ def diagnose_stream(
         path=summary.path,
         figures="simulated" if use_simulator else "mixed" if missing else "reported",
         granularity=chosen,
-        conversations=SpilledConversations(holder, ordered),  # type: ignore[arg-type]
+        conversations=SpilledConversations(holder, ordered),
         notes=tuple(notes),
         prices=prices,
         time_resolution=summary.time_resolution,

@@ -26,6 +26,8 @@ from dsh_testkit.doctor._stream import SpilledConversations, diagnose_stream
 from dsh_testkit.traces import TraceError, load_trace
 from dsh_testkit.traces._stream import TraceStream
 
+from ..._support import with_memory_limit
+
 ROOT = Path(__file__).resolve().parents[3]
 HEADER = '{"format":"dsh-trace","version":1,"source":"proxy"}\n'
 KEY = "sk-FAKE-" + "7a" * 16
@@ -137,3 +139,27 @@ def test_the_command_line_streams_to_the_same_bytes(tmp_path: Path) -> None:
         assert streamed.stdout == whole.stdout
     unknown = _cli(str(path), "--stream", "--conversation", "#99")
     assert unknown.returncode == 2 and b"no conversation '#99'" in unknown.stderr
+
+
+@pytest.mark.slow
+def test_a_trace_larger_than_memory_allows_streams(tmp_path: Path) -> None:
+    """A trace whose whole-file analysis needs more memory than the process is given is read as
+    a stream within it. The limit is on address space (measured here on this trace: the stream
+    peaks at about 120 MB of it, the whole-file reading at about 210 MB; the interpreter and its
+    imports take about 70 MB)."""
+    path = tmp_path / "big.trace"
+    write_benchmark_trace(path, 10_000)  # the benchmark's trace: 33 MB of JSON lines
+    program = (
+        "import sys; from dsh_testkit.cli import main; sys.exit(main(['cache-report', "
+        f"{str(path)!r}, '--json', '--jobs', '1', '--' + sys.argv[1]]))"
+    )
+    budget = 165 * 2**20
+    streamed = subprocess.run(
+        with_memory_limit(budget, "-c", program, "stream"), capture_output=True, cwd=ROOT
+    )
+    assert streamed.returncode == 0, streamed.stderr[-2000:]
+    whole = subprocess.run(
+        with_memory_limit(budget, "-c", program, "no-stream"), capture_output=True, cwd=ROOT
+    )
+    assert whole.returncode != 0 and b"MemoryError" in whole.stderr
+    assert json.loads(streamed.stdout)["totals"]["requests"] == 10_000
