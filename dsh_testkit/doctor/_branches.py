@@ -42,6 +42,7 @@ and can keep only the latest ``window`` requests to bound its memory.
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -148,8 +149,9 @@ def _is_user(message: object) -> bool:
 @dataclass(slots=True)
 class _Known:
     conversation: str
-    keys: list[tuple[str, int]]
-    """The ``(scope, prefix hash)`` entries this request set (forgotten with it)."""
+    hashes: array[int]
+    """The prefix hashes of its components (its entries in the tables are ``(scope, hash)``,
+    forgotten with it): 8 bytes each, where a list of tuples took ~100."""
     first: tuple[str, str] | None
     children: int = 0
     branch: bool = False
@@ -222,7 +224,7 @@ class Brancher:
     def _shared_with(self, hashes: Sequence[int], known: _Known) -> int:
         """How many leading components a prompt (its prefix hashes) shares with ``known``."""
         k = 0
-        for (_, h), mine in zip(known.keys, hashes[1:], strict=False):
+        for h, mine in zip(known.hashes, hashes[1:], strict=False):
             if h != mine:
                 break
             k += 1
@@ -282,9 +284,13 @@ class Brancher:
                 common = self._shared_with(hashes, newest)
                 # Only when the main line itself departed from that older request (a change
                 # made, then undone): one that extends it too is a sibling, a side call off it.
-                kept = len(origin.keys)
-                departed = len(newest.keys) < kept or newest.keys[kept - 1] != origin.keys[-1]
-                if departed and common < len(newest.keys):
+                kept = len(origin.hashes)
+                departed = (
+                    len(newest.hashes) < kept
+                    or newest.scope != origin.scope
+                    or newest.hashes[kept - 1] != origin.hashes[-1]
+                )
+                if departed and common < len(newest.hashes):
                     returns_to = parent
                     parent, shared, relation = latest, common, "diverges"
         if parent is None:
@@ -371,12 +377,13 @@ class Brancher:
             return False
         main = self._known[latest]
         kept = len(hashes) - 2  # components before the new user message
-        return 3 <= kept < len(main.keys) and self._shared_with(hashes, main) == kept
+        return 3 <= kept < len(main.hashes) and self._shared_with(hashes, main) == kept
 
     def _promote(self, index: int, known: _Known) -> None:
         """A branch a later request extends: it was the main line after all."""
         known.branch = False
-        for entry in known.keys:
+        for h in known.hashes:
+            entry = (known.scope, h)
             self._through[entry] = max(self._through.get(entry, -1), index)
         latest = self._latest.get(known.conversation)
         if latest is None or latest < index:
@@ -392,26 +399,27 @@ class Brancher:
         *,
         side_call: bool,
     ) -> None:
-        keys = [(scope, h) for h in hashes[1:]]
+        own = array("q", hashes[1:])
         if not side_call:  # a side call is extended by its own retries only
-            for entry in keys:
-                self._through[entry] = index
-        if keys:
-            self._ends[keys[-1]] = index
+            for h in own:
+                self._through[(scope, h)] = index
+        if own:
+            self._ends[(scope, own[-1])] = index
         first = (scope, parts[2]) if len(parts) > 2 else None
         if first is not None and not side_call:
             self._first_message[first] = index
-        # Every request keeps its key list: a window forgets entries by it, and a request that
-        # returns to an earlier shape is told from a sibling by comparing two lists.
+        # Every request keeps its hashes: a window forgets entries by them, and a request that
+        # returns to an earlier shape is told from a sibling by comparing two of them.
         self._known[index] = _Known(
-            conversation=key, keys=keys, first=first, branch=side_call, scope=scope
+            conversation=key, hashes=own, first=first, branch=side_call, scope=scope
         )
         if self._window is not None:
             while len(self._known) > self._window:
                 self._forget(*self._known.popitem(last=False))
 
     def _forget(self, index: int, known: _Known) -> None:
-        for entry in known.keys:
+        for h in known.hashes:
+            entry = (known.scope, h)
             for table in (self._through, self._ends):
                 if table.get(entry) == index:
                     del table[entry]
