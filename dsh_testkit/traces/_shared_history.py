@@ -46,6 +46,12 @@ _HEADS: Final = 1024
 """Heads kept, the least recently used dropped first."""
 
 _WHITESPACE: Final = frozenset(" \t\n\r")
+_MESSAGES_KEY: Final = '"messages":['
+"""Where the fast path looks for the request's messages (the compact form writers use)."""
+_PLACEHOLDER: Final = "-7.3217770937e-299"
+"""A number no writer produces, put where the messages array was (a line that holds its text
+is read the careful way)."""
+_PLACEHOLDER_VALUE: Final = float(_PLACEHOLDER)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -118,6 +124,12 @@ class SharedHistory:
         self._next = None
         if not self._enabled:
             return loads_json(line)
+        found = self._spliced_load(line)
+        if found is not None:
+            return found
+        self._cut = None
+        self._spliced = 0
+        self._pending = []
         try:
             start = _skip(line, 0)
             if start >= len(line) or line[start] != "{":
@@ -130,6 +142,30 @@ class SharedHistory:
             self._pending = []
             return loads_json(line)
         return record
+
+    def _spliced_load(self, line: str) -> dict[str, Any] | None:
+        """The common line, fast: its messages array read as :meth:`_messages` reads it (the
+        tip's part shared, the rest scanned), the rest of the line parsed at once by the C
+        decoder with a placeholder where the array was. ``None`` (nothing decided) unless the
+        placeholder comes back as ``request.messages`` (so the array was that one: not a
+        ``"messages"`` key elsewhere, inside a string or overwritten by a later one)."""
+        at = line.find(_MESSAGES_KEY)
+        if at < 0 or _PLACEHOLDER in line:
+            return None
+        opening = at + len(_MESSAGES_KEY) - 1
+        try:
+            items, end = self._messages(line, opening)
+            record = _DECODER.decode(line[:opening] + _PLACEHOLDER + line[end:])
+        except (_Fallback, ValueError, StopIteration, IndexError, RecursionError):
+            return None
+        if not isinstance(record, dict):
+            return None
+        request = record.get("request")
+        if not isinstance(request, dict) or request.get("messages") != _PLACEHOLDER_VALUE:
+            return None
+        request["messages"] = items
+        found: dict[str, Any] = record
+        return found
 
     def _object(self, text: str, at: int, *, top: bool) -> tuple[dict[str, Any], int]:
         """The object opening at ``at`` (``{``): each value by the standard scanner, but the
