@@ -676,7 +676,7 @@ def _unjudged(change: Change) -> Change:
     )
 
 
-_CANONICAL_ENTRIES: Final = 200_000
+_CANONICAL_ENTRIES: Final = 65_536
 """Messages whose comparable text is kept for the requests that resend them."""
 
 _SEGMENTS: Final = 42

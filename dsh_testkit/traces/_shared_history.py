@@ -44,6 +44,10 @@ _PER_HEAD: Final = 64
 head; beyond this many, a conversation's lines are parsed whole: slower, never wrong)."""
 _HEADS: Final = 1024
 """Heads kept, the least recently used dropped first."""
+_TIPS: Final = 1024
+"""Tips kept in all, the least recently filed dropped first: a tip holds its conversation's
+history (parsed and raw), and a conversation that ended long ago is not resent (a long trace of
+many short conversations would otherwise keep thousands of them)."""
 
 _WHITESPACE: Final = frozenset(" \t\n\r")
 _MESSAGES_KEY: Final = '"messages":['
@@ -101,6 +105,8 @@ class SharedHistory:
         self._sniff = sniff
         self._splice = splice
         self._heads: dict[str, list[_Tip]] = {}
+        self._filed: dict[int, _Tip] = {}
+        """Every tip kept, by ``id``, in the order filed (the oldest first)."""
         self._line = ""
         self._cut: tuple[int, int, _Tip] | None = None
         """The last line's shared span (``[`` + 1, end) and the tip it came from."""
@@ -267,8 +273,20 @@ class SharedHistory:
         tips = self._heads.pop(head, None) or []
         if came_from is not None and came_from in tips:
             tips.remove(came_from)  # the conversation moved on
+            self._filed.pop(id(came_from), None)
         tips.insert(0, tip)
+        self._filed[id(tip)] = tip
+        for dropped in tips[_PER_HEAD:]:
+            self._filed.pop(id(dropped), None)
         del tips[_PER_HEAD:]
         self._heads[head] = tips
         while len(self._heads) > _HEADS:
-            del self._heads[next(iter(self._heads))]
+            for dropped in self._heads.pop(next(iter(self._heads))):
+                self._filed.pop(id(dropped), None)
+        while len(self._filed) > _TIPS:
+            oldest = self._filed.pop(next(iter(self._filed)))
+            kept = self._heads.get(oldest.inner[:_HEAD])
+            if kept is not None and oldest in kept:
+                kept.remove(oldest)
+                if not kept:
+                    del self._heads[oldest.inner[:_HEAD]]
