@@ -337,7 +337,9 @@ def _stream_report(
         print(f"dsh-testkit {command}: {exc.args[0]}", file=sys.stderr)
         return 2
     if not len(report.conversations):
-        why = report.notes[0] if report.notes else "it holds no model requests"
+        # as the whole-file reading says it: the reader's first note, else that it is empty
+        said = [n for n in report.notes if not n.startswith("the trace is empty")]
+        why = said[0] if said else "it holds no model requests"
         print(f"dsh-testkit {command}: {path}: nothing to report: {why}", file=sys.stderr)
         return 2
     return report

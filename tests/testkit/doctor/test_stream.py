@@ -129,6 +129,18 @@ def _cli(*args: str) -> subprocess.CompletedProcess[bytes]:
     )
 
 
+def test_an_empty_or_request_less_file_says_so_as_the_whole_file_reading_does(
+    tmp_path: Path,
+) -> None:
+    empty = _write(tmp_path / "empty.trace", [])
+    skipped = _write(tmp_path / "skipped.trace", [{"index": 0, "request": {"model": "x"}}])
+    for path in (empty, skipped):
+        streamed, whole = _cli(str(path), "--stream"), _cli(str(path), "--no-stream")
+        assert streamed.returncode == whole.returncode == 2
+        assert streamed.stderr == whole.stderr
+        assert b"nothing to report" in streamed.stderr
+
+
 def test_the_command_line_streams_to_the_same_bytes(tmp_path: Path) -> None:
     path = tmp_path / "bench.trace"
     write_benchmark_trace(path, 200)
