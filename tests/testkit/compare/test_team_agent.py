@@ -65,7 +65,7 @@ FIXES: Final = {
 }
 
 
-def _suite_run(server: MockServer, change: str, folder: Path) -> Path:
+def _suite_run(server: MockServer, client: openai.OpenAI, change: str, folder: Path) -> Path:
     """Each scenario a test on a reset mock; its traffic kept as the pytest baseline does."""
     clock = make_clock(change)
     for scenario in SCENARIOS:
@@ -73,29 +73,27 @@ def _suite_run(server: MockServer, change: str, folder: Path) -> Path:
         for document in routes(scenario):
             server.mock.add_route_json(document)
         failed = False
-        with openai.OpenAI(base_url=server.base_url, api_key="sk-team", max_retries=0) as client:
-            try:
-                run_scenario(client, scenario, change, clock)
-            except openai.BadRequestError:
-                failed = True
+        try:
+            run_scenario(client, scenario, change, clock)
+        except openai.BadRequestError:
+            failed = True
         node = f"tests/test_agent.py::test_scenario[{scenario.name}]"
         path = folder / "tests" / "test_agent" / f"test_scenario[{scenario.name}].trace.jsonl"
         write_baseline(server.mock.to_trace(), path, scenario=node, failed=failed)
     return folder
 
 
-def _recorded_run(server: MockServer, change: str, path: Path) -> Path:
+def _recorded_run(server: MockServer, client: openai.OpenAI, change: str, path: Path) -> Path:
     """The three scenarios through one mock, in one recording."""
     clock = make_clock(change)
     server.mock.reset()
     for scenario in SCENARIOS:
         for document in routes(scenario):
             server.mock.add_route_json(document)
-    with openai.OpenAI(base_url=server.base_url, api_key="sk-team", max_retries=0) as client:
-        for scenario in SCENARIOS:
-            # a refused request ends its scenario; the next one still runs, as a suite's would
-            with contextlib.suppress(openai.BadRequestError):
-                run_scenario(client, scenario, change, clock)
+    for scenario in SCENARIOS:
+        # a refused request ends its scenario; the next one still runs, as a suite's would
+        with contextlib.suppress(openai.BadRequestError):
+            run_scenario(client, scenario, change, clock)
     with TraceWriter(path, source="proxy") as writer:
         for exchange in server.mock.to_trace().exchanges:
             writer.append(exchange.to_json())
@@ -106,12 +104,22 @@ def _recorded_run(server: MockServer, change: str, path: Path) -> Path:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
     folder = tmp_path_factory.mktemp("team")
     out: dict[tuple[str, str], Path] = {}
-    with MockServer(MockDeepSeek(seed=0)) as server:
+    # One SDK client for all 102 scenarios: the bytes each sends do not depend on the client
+    # object, and building one per scenario (its TLS context loads the CA bundle, ~0.1 s, for a
+    # plain-HTTP loopback URL) was a sixth of this fixture's time.
+    with (
+        MockServer(MockDeepSeek(seed=0)) as server,
+        openai.OpenAI(base_url=server.base_url, api_key="sk-team", max_retries=0) as client,
+    ):
         for change in ["baseline", *EXPECTED]:
-            out["suite", change] = _suite_run(server, change, folder / "suite" / change)
-            out["recording", change] = _recorded_run(server, change, folder / f"{change}.trace")
-        out["suite", "again"] = _suite_run(server, "baseline", folder / "suite" / "again")
-        out["recording", "again"] = _recorded_run(server, "baseline", folder / "again.trace")
+            out["suite", change] = _suite_run(server, client, change, folder / "suite" / change)
+            out["recording", change] = _recorded_run(
+                server, client, change, folder / f"{change}.trace"
+            )
+        out["suite", "again"] = _suite_run(server, client, "baseline", folder / "suite" / "again")
+        out["recording", "again"] = _recorded_run(
+            server, client, "baseline", folder / "again.trace"
+        )
     return out
 
 

@@ -49,6 +49,11 @@ from dsh_testkit.proxy import ProxyServer
 from dsh_testkit.traces import load_trace
 from tests.testkit.scrub._readback import SPELLINGS, Spelling, reads_back
 
+TLS = httpx.create_ssl_context()
+"""The clients' TLS context, built once: httpx builds one per client and transport otherwise
+(loading the CA bundle, a fifth of an example's time), though every URL here is plain-HTTP
+loopback."""
+
 pytestmark = pytest.mark.slow
 
 PLACES = ("system", "user", "tool-arguments", "tool-result", "query")
@@ -207,15 +212,15 @@ def outputs_of(
     spelled = build(token)
     headers = _credential_headers(token, how)
     out: dict[str, str | bytes] = {}
-    httpx.post(mock.base_url + "/_dsh/reset", json={})
+    httpx.post(mock.base_url + "/_dsh/reset", json={}, verify=TLS)
     with tempfile.TemporaryDirectory(prefix="dsh-credential-") as scratch:
         folder = Path(scratch)
         trace, cassette = folder / "trace.jsonl", folder / "c.yaml"
         captured, har = folder / "capture.jsonl", folder / "raw.har"
         with ProxyServer(mock.base_url, out=str(trace), pages=live_pages) as proxy:
-            with httpx.Client(base_url=proxy.base_url, timeout=60) as client:
+            with httpx.Client(base_url=proxy.base_url, timeout=60, verify=TLS) as client:
                 sent = _exchange(client, headers, spelled, kind, place, stream)
-            with httpx.Client(timeout=60) as client:
+            with httpx.Client(timeout=60, verify=TLS) as client:
                 for name, base in (("mock", mock.base_url), ("proxy", proxy.base_url)):
                     for page in ("/_dsh/report", "/_dsh/report?format=json", "/_dsh/explorer"):
                         out[f"{name} GET {page}"] = client.get(base + page).text
@@ -223,14 +228,16 @@ def outputs_of(
         out["proxy trace file"] = trace.read_bytes()
         with (
             use_cassette(cassette, mode="all"),
-            httpx.Client(base_url=mock.base_url, timeout=60) as client,
+            httpx.Client(base_url=mock.base_url, timeout=60, verify=TLS) as client,
         ):
             _exchange(client, headers, spelled, kind, place, stream)
         out["cassette file"] = cassette.read_bytes()
         out["cassette read as a trace"] = _trace_json(cassette)
         capture = RequestCapture()
         with httpx.Client(
-            base_url=mock.base_url, timeout=60, transport=capture.transport(httpx.HTTPTransport())
+            base_url=mock.base_url,
+            timeout=60,
+            transport=capture.transport(httpx.HTTPTransport(verify=TLS)),
         ) as client:
             _exchange(client, headers, spelled, kind, place, stream)
         capture.save(captured)
@@ -243,7 +250,7 @@ def outputs_of(
         out["cache-report --json"] = _command("cache-report", str(trace), "--json")
         explorer = folder / "explorer.html"
         out["cache-report --html (stdout)"] = _command(
-            "cache-report", str(trace), "--html", str(page)
+            "cache-report", str(trace), "--html", str(explorer)
         )
         if explorer.exists():  # (not written when no request was answered: a refused Basic)
             out["cache-report --html (page)"] = explorer.read_text(encoding="utf-8")
