@@ -307,10 +307,14 @@ def _streamed(args: argparse.Namespace) -> bool:
             size = os.fstat(file.fileno()).st_size
     except OSError:
         return False  # read_input says why
-    if compression_of(head[:8]) is not None:
-        return False
-    reader = identify(head)
+    reader = None if compression_of(head[:8]) is not None else identify(head)
     if reader is None or reader.name != "dsh-trace":
+        if asked:
+            print(
+                f"dsh-testkit: --stream reads uncompressed dsh-trace files (what proxy writes); "
+                f"{args.log} is read whole",
+                file=sys.stderr,
+            )
         return False
     return bool(asked) or size >= STREAM_BYTES
 
@@ -319,6 +323,12 @@ def _stream_report(
     command: str, args: argparse.Namespace, granularity: int | None, prices: Prices | None
 ) -> DoctorReport | int:
     path = args.log
+    jobs = getattr(args, "jobs", None)
+    if jobs is not None and jobs > 1:
+        print(
+            f"dsh-testkit {command}: --jobs: a streamed trace is diagnosed in one process",
+            file=sys.stderr,
+        )
     try:
         report = diagnose_stream(
             path,

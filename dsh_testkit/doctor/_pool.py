@@ -22,11 +22,14 @@ diagnosed in one process.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Final
 
 from ..traces import Trace
@@ -78,8 +81,16 @@ def diagnose_pooled(
     # small and the processes finish together.
     weights = [sum(1 + len(plans[i].view.messages) for i in members[key]) for key in keys]
     order = sorted(range(len(keys)), key=lambda k: (-weights[k], k))
+    jobs = min(jobs, len(keys))  # a process per conversation at most
     context = multiprocessing.get_context("fork")
-    counter = context.Value("q", 0)
+    counter: Any = None
+    if jobs > 1:
+        try:
+            counter = context.Value("q", 0)
+        except (OSError, ImportError):  # no shared memory here (no /dev/shm): one process
+            jobs = 1
+    if counter is None:
+        counter = _Counter()
     _STATE.update(
         trace=trace,
         plans=plans,
@@ -89,27 +100,58 @@ def diagnose_pooled(
         make_doctor=make_doctor,
     )
     # The workers only read what they inherit: frozen, the collector never touches (and so
-    # never copies) those pages in them.
-    gc.freeze()
+    # never copies) those pages in them. (Not when the caller froze objects itself: unfreezing
+    # would thaw those too.)
+    freeze = jobs > 1 and gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
     try:
-        try:
-            pool = context.Pool(jobs - 1)
-        except (OSError, RuntimeError):  # no process or thread to be had (limits): this one
-            found = _work(0)
-        else:
-            with pool:
-                pending = pool.map_async(_work, range(1, jobs), chunksize=1)
-                found = _work(0)
-                for part in pending.get():
-                    found.extend(part)
+        found = _pooled(context, jobs) if jobs > 1 else _work(0)
     finally:
         _STATE.clear()
-        gc.unfreeze()
+        if freeze:
+            gc.unfreeze()
     by_number = {number: [unflat_diagnosis(item) for item in items] for number, items in found}
     missing = [keys[k] for k in range(len(keys)) if k not in by_number]
     if missing:  # pragma: no cover - every conversation is taken by exactly one process
         raise RuntimeError(f"the pool lost conversations {missing}")
     return {key: by_number[k] for k, key in enumerate(keys)}
+
+
+class _Counter:
+    """The shared counter's stand-in when one process takes every conversation."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def get_lock(self) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()
+
+
+def _pooled(context: Any, jobs: int) -> list[tuple[int, list[tuple[Any, ...]]]]:
+    """This process and ``jobs - 1`` forked ones take the conversations. A process that cannot
+    be started, or a worker that dies (killed for memory, say), leaves the whole diagnosis to
+    this process: the conversations a dead worker took are not known to be done."""
+    try:
+        executor = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=context)
+    except (OSError, RuntimeError):
+        return _work(0)
+    with executor:
+        try:
+            futures = [executor.submit(_work, k) for k in range(1, jobs)]
+        except (OSError, RuntimeError):  # no process or thread to be had (limits)
+            return _work(0)
+        found = _work(0)
+        try:
+            for future in futures:
+                found.extend(future.result())
+        except BrokenProcessPool:
+            pass
+        else:
+            return found
+    # (a dead worker may have died holding the shared counter's lock)
+    _STATE["counter"] = _Counter()
+    return _work(0)
 
 
 def _work(_: int) -> list[tuple[int, list[tuple[Any, ...]]]]:

@@ -55,7 +55,13 @@ _MESSAGES_KEY: Final = '"messages":['
 _PLACEHOLDER: Final = "-7.3217770937e-299"
 """A number no writer produces, put where the messages array was (a line that holds its text
 is read the careful way)."""
-_PLACEHOLDER_VALUE: Final = float(_PLACEHOLDER)
+_PLACED: Final = object()
+"""What the placeholder's text parses to (and no other number's: the same value written
+otherwise is a float)."""
+
+
+def _float_or_placed(text: str) -> Any:
+    return _PLACED if text == _PLACEHOLDER else float(text)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -63,6 +69,9 @@ def _refuse_constant(name: str) -> Any:
 
 
 _DECODER: Final = json.JSONDecoder(parse_constant=_refuse_constant)
+_SPLICED_DECODER: Final = json.JSONDecoder(
+    parse_constant=_refuse_constant, parse_float=_float_or_placed
+)
 # typeshed types make_scanner as taking itself and omits scanstring; both are what json.loads runs
 _SCAN: Final[Callable[[str, int], tuple[Any, int]]] = json.scanner.make_scanner(
     _DECODER  # type: ignore[arg-type]
@@ -161,13 +170,13 @@ class SharedHistory:
         opening = at + len(_MESSAGES_KEY) - 1
         try:
             items, end = self._messages(line, opening)
-            record = _DECODER.decode(line[:opening] + _PLACEHOLDER + line[end:])
+            record = _SPLICED_DECODER.decode(line[:opening] + _PLACEHOLDER + line[end:])
         except (_Fallback, ValueError, StopIteration, IndexError, RecursionError):
             return None
         if not isinstance(record, dict):
             return None
         request = record.get("request")
-        if not isinstance(request, dict) or request.get("messages") != _PLACEHOLDER_VALUE:
+        if not isinstance(request, dict) or request.get("messages") is not _PLACED:
             return None
         request["messages"] = items
         found: dict[str, Any] = record

@@ -20,8 +20,10 @@ record as it writes it).
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import IO
 
 from ..scrub._spellings import KnownSecrets
 from ._errors import TraceError
@@ -48,6 +50,12 @@ class StreamSummary:
     """Every credential the exchanges name, in order."""
     late: frozenset[int]
     """Exchanges read before a credential they may hold was named (scrubbed on a later pass)."""
+    size: int
+    """Bytes read (a later pass reads these and no more)."""
+    crc: int
+    """Their CRC-32 (a later pass must read the same bytes)."""
+    identity: tuple[int, int]
+    """The file's device and inode."""
 
 
 class TraceStream:
@@ -60,13 +68,24 @@ class TraceStream:
 
     def read(self) -> Iterator[Exchange]:
         """One pass over the file: its exchanges in order (see the module docstring).
-        Raises :class:`TraceError` as :func:`load_trace` does for the same file."""
+        Raises :class:`TraceError` as :func:`load_trace` does for the same file.
+
+        A later pass reads the bytes the first one read and no more: a file the proxy is still
+        appending to is read as it was when the first pass ended (a line it was writing then is
+        the unfinished last line, dropped with a note, in every pass). A file whose bytes up to
+        there changed, or that is another file by then, is a :class:`TraceError`."""
         known = self.summary
         final = KnownSecrets(known.secrets) if known is not None and known.late else None
         path = self.path
         with open(path, "rb") as file:
-            first = without_bom(file.readline())
-            header = trace_header(first.rstrip(b"\n"), path=path)
+            identity = _identity(file)
+            stop = known.size if known is not None else None
+            raw_first = file.readline()
+            if stop is not None:
+                raw_first = raw_first[:stop]
+            offset = len(raw_first)
+            crc = zlib.crc32(raw_first)
+            header = trace_header(without_bom(raw_first).rstrip(b"\n"), path=path)
             source = header.get("source")
             builder = trace_builder(
                 source if source in ("proxy", "capture", "memory") else "proxy",
@@ -76,20 +95,37 @@ class TraceStream:
             )
             lines = TraceLines(path=path)
             number = 1
+            failed: TraceError | None = None
             for raw in file:
+                if stop is not None and offset >= stop:
+                    break
+                if stop is not None and offset + len(raw) > stop:
+                    raw = raw[: stop - offset]
+                offset += len(raw)
+                crc = zlib.crc32(raw, crc)
                 number += 1
                 torn = not raw.endswith(b"\n")
                 record = lines.record(number, raw[:-1] if not torn else raw, torn=torn)
                 if record is None:
                     break
-                exchange = add_record(builder, number, record, scrubbed=True)
+                if failed is not None:
+                    continue  # every line is parsed first, as the whole-file reader does
+                try:
+                    exchange = add_record(builder, number, record, scrubbed=True)
+                except TraceError as exc:
+                    failed = exc
+                    continue
                 if exchange is None:
                     continue
                 if final is not None and known is not None and exchange.index in known.late:
                     exchange = scrub_exchange(exchange, final, shapes=False)
                 yield exchange
+            if failed is not None:
+                raise failed
+        if known is not None and (identity, offset, crc) != (known.identity, known.size, known.crc):
+            raise TraceError("the file changed between two passes over it", path=path)
         builder.notes[:0] = lines.notes
-        summary = StreamSummary(
+        self.summary = StreamSummary(
             source=builder.source,
             path=path,
             count=builder.count,
@@ -97,7 +133,13 @@ class TraceStream:
             time_resolution=builder.found_resolution(),
             secrets=builder.secrets,
             late=frozenset(builder.scrubbed_late()),
+            size=offset,
+            crc=crc,
+            identity=identity,
         )
-        if known is not None and (known.count, known.secrets) != (summary.count, summary.secrets):
-            raise TraceError("the file changed between two passes over it", path=path)
-        self.summary = summary
+
+
+def _identity(file: IO[bytes]) -> tuple[int, int]:
+    """Which file this is (device and inode): another file at the same path is not it."""
+    status = os.fstat(file.fileno())
+    return status.st_dev, status.st_ino

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,11 @@ import pytest
 
 from benchmarks.bench_traces import _write as write_benchmark_trace
 from dsh_testkit.doctor import _diagnose as diagnose_module
+from dsh_testkit.doctor import _pool as pool_module
 from dsh_testkit.doctor import diagnose
 from dsh_testkit.doctor._compact import compact_report, dumps_compact
+from dsh_testkit.doctor._engine import Doctor
+from dsh_testkit.doctor._model_facts import cache_granularity
 from dsh_testkit.doctor._pool import POOL_THRESHOLD, can_pool, default_jobs, diagnose_pooled
 from dsh_testkit.doctor._report import DoctorReport
 from dsh_testkit.traces import Trace, load_trace
@@ -126,6 +130,46 @@ def test_simulated_figures_stay_in_one_process(pooled_always: list[int]) -> None
     trace = _mixed_traffic().trace()
     _same(diagnose(trace, simulate=True), diagnose(trace, simulate=True, jobs=2))
     assert pooled_always == []
+
+
+def test_a_worker_that_dies_leaves_the_work_to_this_process() -> None:
+    """A worker killed mid-way (out of memory, say) loses the conversations it took: the pool
+    does not wait for them forever, and the report is still whole and right."""
+    trace = _mixed_traffic().trace()
+    parent = os.getpid()
+    granularity = cache_granularity(trace)
+
+    class Dying(Doctor):
+        def add(self, exchange: Any, planned: Any = None) -> Any:
+            if os.getpid() != parent:
+                os._exit(9)
+            if not exchange.index:  # this process waits, so that the workers take some
+                time.sleep(0.5)
+            return super().add(exchange, planned)
+
+    def make_doctor() -> Doctor:
+        return Dying(granularity=granularity, time_resolution=trace.time_resolution)
+
+    broken: list[int] = []
+    real = pool_module._pooled
+    real_counter = pool_module._Counter
+
+    def counted() -> Any:
+        broken.append(1)
+        return real_counter()
+
+    def watched(context: Any, jobs: int) -> Any:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(pool_module, "_Counter", counted)
+            return real(context, jobs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pool_module, "_pooled", watched)
+        found = diagnose_pooled(trace, make_doctor, 3)
+    assert broken, "a worker died, and this process took the work back"
+    one = diagnose(trace)
+    assert [c.key for c in one.conversations] == list(found)
+    assert [list(c.requests) for c in one.conversations] == list(found.values())
 
 
 def test_jobs_below_one_are_refused() -> None:

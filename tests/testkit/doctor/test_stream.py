@@ -106,6 +106,58 @@ def test_a_torn_last_line_is_dropped_with_the_same_note(tmp_path: Path) -> None:
     _same(path)
 
 
+def test_a_file_still_being_written_is_read_as_the_first_pass_found_it(tmp_path: Path) -> None:
+    """The proxy appends while the report is made: the line it was writing when the first pass
+    ended is dropped in every pass, and what it appends later is not read."""
+    records = benchmark_records(40)
+    full = json.dumps(records[-1], separators=(",", ":"))
+    path = _write(tmp_path / "live.trace", records[:-1], tail=full[:50])
+    stream = TraceStream(path)
+    first = list(stream.read())
+    with path.open("a", encoding="utf-8") as file:
+        file.write(full[50:] + "\n" + full + "\n")  # the line finished, and one more
+    second = list(stream.read())
+    assert tuple(second) == tuple(first) == load_trace_text(path, len(records) - 1)
+    assert stream.summary is not None
+    assert any("unfinished last line" in note for note in stream.summary.notes)
+
+
+def load_trace_text(path: Path, count: int) -> tuple[Any, ...]:
+    """The first ``count`` exchanges the whole-file reader gives for ``path`` now."""
+    return load_trace(path).exchanges[:count]
+
+
+def test_a_file_changed_between_the_passes_is_an_error(tmp_path: Path) -> None:
+    path = _write(tmp_path / "changing.trace", benchmark_records(40))
+    stream = TraceStream(path)
+    for _ in stream.read():
+        pass
+    text = path.read_text(encoding="utf-8").replace("Question 3", "Question 9", 1)
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(TraceError, match="changed between two passes"):
+        for _ in stream.read():
+            pass
+
+
+def test_a_bad_record_before_a_bad_line_fails_as_the_whole_file_reading_does(
+    tmp_path: Path,
+) -> None:
+    """The whole-file reader parses every line before it builds an exchange: a line that is not
+    JSON is the error even after a record that does not make an exchange."""
+    records = benchmark_records(40)
+    records[0]["status"] = "two hundred"
+    path = _write(tmp_path / "bad.trace", records)
+    lines = path.read_text(encoding="utf-8").split("\n")
+    lines[5] = lines[5][:30]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    with pytest.raises(TraceError) as whole:
+        load_trace(path)
+    with pytest.raises(TraceError) as streamed:
+        diagnose_stream(path)
+    assert str(streamed.value) == str(whole.value)
+    assert "line 6 is not JSON" in str(whole.value)
+
+
 def test_a_line_that_does_not_read_is_an_error_naming_it(tmp_path: Path) -> None:
     records = benchmark_records(30)
     path = tmp_path / "bad.trace"
@@ -149,6 +201,13 @@ def test_the_command_line_streams_to_the_same_bytes(tmp_path: Path) -> None:
         whole = _cli(str(path), "--no-stream", *extra)
         assert streamed.returncode == 0, streamed.stderr
         assert streamed.stdout == whole.stdout
+    pooled = _cli(str(path), "--stream", "--jobs", "2", "--json")
+    assert pooled.returncode == 0
+    assert b"--jobs: a streamed trace is diagnosed in one process" in pooled.stderr
+    har = tmp_path / "trace.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "entries": []}}), encoding="utf-8")
+    whole = _cli(str(har), "--stream")
+    assert b"--stream reads uncompressed dsh-trace files" in whole.stderr
     unknown = _cli(str(path), "--stream", "--conversation", "#99")
     assert unknown.returncode == 2 and b"no conversation '#99'" in unknown.stderr
 

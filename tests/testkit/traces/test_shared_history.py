@@ -208,3 +208,24 @@ def test_invalid_lines_raise_what_the_plain_parser_raises() -> None:
                 assert str(got) == str(expected)
             else:
                 raise AssertionError(f"{bad!r} read")
+
+
+def test_the_fast_path_takes_only_its_own_placeholder() -> None:
+    """The fast path puts a placeholder number where the first ``"messages":[`` array was and
+    parses the rest at once; it keeps the result only when that placeholder comes back as
+    ``request.messages``. A line whose ``request.messages`` is the placeholder's *value* written
+    otherwise, after an array under another ``messages`` key, is read the careful way."""
+    tricky = [
+        '{"request":{"tools":[{"messages":[{"role":"user","content":"x"}]}],'
+        '"messages":-7.32177709370e-299}}',
+        '{"request":{"tools":[{"messages":[{"role":"user","content":"x"}]}],'
+        '"messages":-7.3217770937e-299}}',
+        '{"request":{"messages":[{"role":"user","content":"a"}],"messages":[1]}}',
+        '{"response":{"messages":[{"role":"user","content":"a"}]},"request":{"messages":[2]}}',
+        '{"request":{"messages":[{"role":"user","content":"\\"messages\\":[x"}]}}',
+    ]
+    text = "\n".join([HEADER, *tricky]) + "\n"
+    shared = [json.dumps(r) for _, r in read_trace_lines(text, share_history=True)[1]]
+    plain = [json.dumps(r) for _, r in read_trace_lines(text, share_history=False)[1]]
+    assert shared == plain
+    assert json.loads(shared[0])["request"]["messages"] == -7.3217770937e-299
