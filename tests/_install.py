@@ -167,3 +167,22 @@ def checkout(into: Path) -> Path:
             (into / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, into / name)
     return into
+
+
+def commands(block: str) -> list[str]:
+    """A shell block's command lines as a guide prints them (comments and blank lines out)."""
+    lines = [line.split("  #", 1)[0].strip() for line in block.splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def sh(command: str, cwd: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """``command`` run by bash (stopping at the first failing line) in ``cwd`` with ``env``."""
+    return subprocess.run(
+        ["bash", "-e", "-c", command],
+        cwd=cwd,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-from tests._install import checkout, fresh_venv, offline_env, wheelhouse
+from tests._install import checkout, commands, fresh_venv, offline_env, sh, wheelhouse
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -51,24 +51,6 @@ PLAIN_INI = "[pytest]\nfilterwarnings = error\naddopts = -p no:cacheprovider\n"
 
 def install_examples(page: Path) -> dict[str, str]:
     return dict(INSTALL_EXAMPLE.findall(page.read_text(encoding="utf-8")))
-
-
-def commands(block: str) -> list[str]:
-    """A shell block's command lines (comments and blank lines out)."""
-    lines = [line.split("  #", 1)[0].strip() for line in block.splitlines()]
-    return [line for line in lines if line and not line.startswith("#")]
-
-
-def sh(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", "-e", "-c", command],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")

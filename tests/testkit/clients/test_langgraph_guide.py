@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from tests._install import checkout, fresh_venv, offline_env, wheelhouse
+from tests._install import checkout, commands, fresh_venv, offline_env, sh, wheelhouse
 
 ROOT = Path(__file__).resolve().parents[3]
 GUIDE = ROOT / "docs" / "guides" / "langgraph.md"
@@ -44,23 +43,6 @@ def _the_time_first(request) -> str:
 
 def guide() -> str:
     return GUIDE.read_text(encoding="utf-8")
-
-
-def commands(block: str) -> list[str]:
-    lines = [line.split("  #", 1)[0].strip() for line in block.splitlines()]
-    return [line for line in lines if line]
-
-
-def run(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", "-e", "-c", command],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
 
 
 def test_the_guide_holds_its_files_and_steps() -> None:
@@ -109,7 +91,7 @@ def test_a_new_user_walks_the_guide_to_a_cassette_and_a_baseline(tmp_path: Path)
         tmp_path / "wheels",
     )
     env = dict(offline_env(fresh_venv(tmp_path / "venv", wheels), wheels))
-    installed = run(steps["install"][0], tmp_path, env)
+    installed = sh(steps["install"][0], tmp_path, env)
     assert installed.returncode == 0, installed.stdout + installed.stderr
 
     project = tmp_path / "my-agent"
@@ -119,7 +101,7 @@ def test_a_new_user_walks_the_guide_to_a_cassette_and_a_baseline(tmp_path: Path)
 
     # The first test: the mock answers, thinking on, the reasoning passed back.
     (first,) = steps["first-run"]
-    result = run(first, project, env)
+    result = sh(first, project, env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3 passed" in result.stdout
 
@@ -127,26 +109,26 @@ def test_a_new_user_walks_the_guide_to_a_cassette_and_a_baseline(tmp_path: Path)
     (project / "tests" / "test_cassette.py").write_text(
         files["tests/test_cassette.py"], encoding="utf-8"
     )
-    before = run(first, project, env)
+    before = sh(first, project, env)
     assert before.returncode != 0
     assert "CassetteNotFound" in before.stdout and "--dsh-record-mode=once" in before.stdout
     record, replay = steps["cassette"]
-    recorded = run(record, project, env)
+    recorded = sh(record, project, env)
     assert recorded.returncode == 0, recorded.stdout + recorded.stderr
     cassette = project / "tests/cassettes/test_cassette/test_the_agent_from_its_cassette.yaml"
     assert f"`{cassette.relative_to(project)}`" in guide()
     written = cassette.read_bytes()
-    replayed = run(replay, project, env)
+    replayed = sh(replay, project, env)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "4 passed" in replayed.stdout
     assert cassette.read_bytes() == written
 
     # The baseline: written, then compared; no regression.
     update, check = steps["baseline"]
-    result = run(update, project, env)
+    result = sh(update, project, env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert len(list((project / ".dsh-cache-baseline").rglob("*.trace.jsonl"))) == 4
-    result = run(check, project, env)
+    result = sh(check, project, env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no regression" in result.stdout
 
@@ -157,7 +139,7 @@ def test_a_new_user_walks_the_guide_to_a_cassette_and_a_baseline(tmp_path: Path)
         original.replace("model = ChatDeepSeekWithReasoning(", "model = ChatDeepSeek("),
         encoding="utf-8",
     )
-    plain = run("pytest tests/test_agent.py::test_the_agent_calls_both_tools", project, env)
+    plain = sh("pytest tests/test_agent.py::test_the_agent_calls_both_tools", project, env)
     assert plain.returncode == 1
     (printed,) = dict(OUTPUT.findall(guide())).values()
     for line in printed.splitlines():
@@ -171,7 +153,7 @@ def test_a_new_user_walks_the_guide_to_a_cassette_and_a_baseline(tmp_path: Path)
     # The time at the top of the system prompt: the baseline catches it, naming the cause.
     assert original.count(TIME_FIRST[0]) == 1
     agent.write_text(original.replace(*TIME_FIRST) + TIME_FIRST_MIDDLEWARE, encoding="utf-8")
-    regressed = run(f"{check} tests/test_agent.py", project, env)
+    regressed = sh(f"{check} tests/test_agent.py", project, env)
     assert regressed.returncode == 1
     assert "CacheRegression" in regressed.stdout
     assert "efficiency 0.0 % (baseline 100.0 %)" in regressed.stdout
