@@ -62,9 +62,12 @@ def _stream_type(module: types.ModuleType) -> type[Any]:
             return module.ReadTimeout(_STALL_MESSAGE, request=self._request)  # type: ignore[no-any-return]
 
         def __iter__(self) -> Iterator[bytes]:
+            last = self._plan.last_write
             try:
-                for action in self._plan.body:
+                for index, action in enumerate(self._plan.body):
                     if isinstance(action, Emit):
+                        if index == last:
+                            self._plan.complete()  # recorded before the end can be read
                         yield action.data
                     elif isinstance(action, Pause):
                         time.sleep(action.seconds)
@@ -76,9 +79,12 @@ def _stream_type(module: types.ModuleType) -> type[Any]:
                 self._plan.complete()
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
+            last = self._plan.last_write
             try:
-                for action in self._plan.body:
+                for index, action in enumerate(self._plan.body):
                     if isinstance(action, Emit):
+                        if index == last:
+                            self._plan.complete()  # recorded before the end can be read
                         yield action.data
                     elif isinstance(action, Pause):
                         await asyncio.sleep(action.seconds)

@@ -121,15 +121,31 @@ class ResponsePlan:
     abort: Literal["reset", "hang"] | None = None
     """``reset``: close the connection before any byte; ``hang``: never answer (stay open)."""
     on_complete: Callable[[], None] | None = field(default=None, compare=False, repr=False)
-    """Set by the model on a request it logged: a transport calls :meth:`complete` once the
-    answer is carried out (its last byte handed over, or the connection given up), so the
-    request's record gets its end time (and reaches the request log file)."""
+    """Set by the model on a request it logged: a transport calls :meth:`complete` as the
+    answer is carried out (just before its last write, see :attr:`last_write`; or when the
+    connection is given up), so the request's record gets its end time (and reaches the request
+    log file) before the client can have read the whole answer."""
 
     def complete(self) -> None:
         """Tell the model the answer is done (see :attr:`on_complete`); idempotent enough:
         the model ignores a second call."""
         if self.on_complete is not None:
             self.on_complete()
+
+    @property
+    def last_write(self) -> int | None:
+        """The index in :attr:`body` of the last :class:`Emit` with bytes of a body that ends
+        cleanly (``None``: no such write, or the body ends in a fault). A transport calls
+        :meth:`complete` just before carrying it out, so a client that has read the answer's
+        last byte finds its record already written (the request log file, ``/_dsh/requests``);
+        a faulted or abandoned answer is completed when the transport gives it up."""
+        last = None
+        for index, action in enumerate(self.body):
+            if isinstance(action, (Hangup, Stall)):
+                return None
+            if isinstance(action, Emit) and action.data:
+                last = index
+        return last
 
     @property
     def body_bytes(self) -> bytes:

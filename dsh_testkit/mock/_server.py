@@ -91,7 +91,8 @@ class _Responder:
         try:
             return await _send(client.reader, writer, head, plan)
         finally:
-            plan.complete()  # the record's end time (and its line in the request log file)
+            # the record's end time (and its line in the request log file), if not given yet
+            plan.complete()
 
 
 async def _send(
@@ -123,10 +124,13 @@ async def _send(
     await writer.drain()
     if head.method == "HEAD":
         return keep_alive
-    for action in plan.body:
+    last = plan.last_write
+    for index, action in enumerate(plan.body):
         if isinstance(action, Emit):
             if not action.data:
                 continue
+            if index == last:
+                plan.complete()  # recorded before the client can read the end of the answer
             if chunked:
                 writer.write(b"%x\r\n%b\r\n" % (len(action.data), action.data))
             else:

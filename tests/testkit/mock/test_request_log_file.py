@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -61,6 +62,45 @@ def test_records_are_appended_with_their_times_and_read_by_the_doctor(tmp_path: 
     assert trace.source == "mock-requests" and len(trace) == 2
     assert trace.time_resolution is not None  # the report no longer says "no times"
     assert all(e.started is not None and e.finished is not None for e in trace)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_a_record_is_written_before_its_answer_can_be_read_to_the_end(
+    tmp_path: Path, stream: bool
+) -> None:
+    """The record is appended before the answer's last bytes go out: a client that stops
+    reading at the JSON's end or at ``data: [DONE]`` (as the SDKs do, without waiting for the
+    terminating chunk) finds it in the file, with its end time."""
+    path = tmp_path / "requests.jsonl"
+    body = json.dumps(
+        {
+            "model": "deepseek-chat",
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream": stream,
+        }
+    ).encode()
+    with MockServer() as server:
+        server.mock.log_requests_to(path)
+        host, port = server.base_url.split("//")[1].split("/")[0].split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as conn:
+            conn.sendall(
+                b"POST /chat/completions HTTP/1.1\r\nhost: %s:%s\r\n"
+                b"authorization: Bearer %s\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\n\r\n%s"
+                % (host.encode(), port.encode(), KEY.encode(), len(body), body)
+            )
+            received = b""
+            end = b"data: [DONE]" if stream else b'"usage"'
+            while end not in received or (not stream and not received.rstrip().endswith(b"}")):
+                chunk = conn.recv(65536)
+                assert chunk, received
+                received += chunk
+            # read no further: the terminating chunk may still be on its way
+            lines = path.read_text(encoding="utf-8").splitlines()
+        server.mock.close_request_log()
+    assert len(lines) == 2, lines
+    record = json.loads(lines[1])
+    assert record["finished"] is not None and record["started"] <= record["finished"]
 
 
 def test_the_file_reads_while_it_grows_and_a_restart_continues_it(tmp_path: Path) -> None:
