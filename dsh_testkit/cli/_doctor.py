@@ -35,7 +35,7 @@ from ..doctor._codes import CAUSE_CODES, CODES
 from ..doctor._compact import COMPACT_FORMAT_VERSION, compact_report, dumps_compact, write_compact
 from ..doctor._diagnose import diagnose
 from ..doctor._pool import default_jobs
-from ..doctor._render import render_report
+from ..doctor._render import DETAIL_REQUESTS, TOP, render_report
 from ..doctor._report import ConversationDiagnosis, DoctorReport, group_findings
 from ..doctor._stream import STREAM_BYTES, allowed_lazily, diagnose_stream
 from ..doctor._text import one_line
@@ -193,6 +193,23 @@ def add_cache_report_arguments(parser: argparse.ArgumentParser) -> None:
         "--html",
         metavar="FILE",
         help="also write the Cache Explorer: one self-contained HTML page (no network)",
+    )
+    parser.add_argument(
+        "--all",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        dest="full",
+        help="the text report: after the summary and the largest losses, every conversation's "
+        f"table of requests with all its findings (default: for reports of up to "
+        f"{DETAIL_REQUESTS} requests; --no-all: the summary only)",
+    )
+    parser.add_argument(
+        "--top",
+        type=int,
+        default=TOP,
+        metavar="N",
+        help=f"the text report: how many of the largest losses, and of the conversations that "
+        f"lost most, it lists (default {TOP})",
     )
     parser.epilog = INPUTS
 
@@ -383,6 +400,9 @@ def _allowed(report: DoctorReport, allow: list[str]) -> DoctorReport:
 
 def run_cache_report(args: argparse.Namespace) -> int:
     """``dsh-testkit cache-report`` over any input; returns the exit status."""
+    if args.top < 0:
+        print(f"dsh-testkit cache-report: --top must be 0 or more, got {args.top}", file=sys.stderr)
+        return 2
     report = _report("cache-report", args)
     if isinstance(report, int):
         return report
@@ -390,7 +410,7 @@ def run_cache_report(args: argparse.Namespace) -> int:
     return output_report(
         "cache-report",
         document=lambda: compact_report(report),
-        renderables=lambda: render_report(report),
+        renderables=lambda: render_report(report, full=args.full, top=args.top),
         html=lambda: render_html(report),
         html_path=args.html,
         as_json=args.json,

@@ -1,14 +1,22 @@
-"""The doctor's report on a terminal: a table per conversation, findings said once, totals.
+"""The doctor's report on a terminal: the summary and the largest losses first, then every
+request when asked (or when the report is small).
 
-One table per conversation (each request, the request it is compared with, its figures and
-causes), then its findings grouped (the same change on several requests is one entry naming
-them), then the totals and what fixing each cause would save, then the legend (the terms of
-``_codes.TERMS``) and the notes.
+First what the trace is and where its figures come from; then the totals and what fixing each
+cause would save; then the largest losses (the findings that cost most, across conversations,
+each said once with its evidence) and, for a large report, the conversations that lost most.
+Then, with ``full`` (``cache-report --all``) or for a report of up to :data:`DETAIL_REQUESTS`
+requests, a table per conversation (each request, the request it is compared with, its figures
+and causes) with its findings grouped; then the legend (the terms of ``_codes.TERMS``) and the
+notes. The summary is one pass over the conversations, whatever their number: a report of a
+million requests prints in the time it takes to read its diagnoses once.
 """
 
 from __future__ import annotations
 
+import heapq
 import io
+from dataclasses import dataclass, field
+from typing import Final
 
 from rich.table import Table
 from rich.text import Text
@@ -22,10 +30,18 @@ from ._report import (
     RequestDiagnosis,
     Totals,
     money,
+    report_figures,
 )
 from ._text import one_line
 
-__all__ = ["render_report", "report_text"]
+__all__ = ["DETAIL_REQUESTS", "TOP", "render_report", "report_text"]
+
+DETAIL_REQUESTS: Final = 200
+"""A report of up to this many requests shows every request's row unless told otherwise; a
+larger one its summary, its largest losses and the conversations that lost most."""
+
+TOP: Final = 10
+"""How many of the largest losses, and of the conversations that lost most, are shown."""
 
 _SEVERITY_STYLE = {"loss": "red", "refusal": "bold red", "note": "dim"}
 
@@ -159,20 +175,93 @@ def _summary(label: str, totals: Totals) -> Text:
     return line
 
 
-def _sources(report: DoctorReport) -> tuple[int, set[str | None], set[str | None]]:
-    """The report's requests counted, and where their prompts and hits came from (one pass
-    over the conversations: a streamed report reads them back from disk)."""
-    count = 0
-    prompts: set[str | None] = set()
-    hits: set[str | None] = set()
-    for c in report.conversations:
+@dataclass(slots=True)
+class _Cause:
+    """One finding (code, what it says, severity) across the conversations it was found in."""
+
+    order: int
+    group: FindingGroup
+    """Its group in the first conversation it was found in (its evidence stands for all)."""
+    keys: list[str]
+    """The first conversations it was found in (up to :data:`_KEYS`)."""
+    conversations: int = 0
+    requests: int = 0
+    lost_tokens: int = 0
+
+    @property
+    def rank(self) -> tuple[bool, int, int]:
+        """Refusals first, then by tokens lost; ties: the first found."""
+        return (self.group.severity == "refusal", self.lost_tokens, -self.order)
+
+
+_KEYS: Final = 3
+"""Conversations named by a cause found in several."""
+
+
+@dataclass(slots=True)
+class _Overview:
+    """What the summary needs, from one pass over the conversations (a streamed report reads
+    them back from disk): the requests counted, where their figures came from, each costly
+    finding across conversations, and the conversations that lost most (a bounded heap)."""
+
+    top: int
+    requests: int = 0
+    prompts: set[str | None] = field(default_factory=set)
+    hits: set[str | None] = field(default_factory=set)
+    causes: dict[tuple[str, str, str], _Cause] = field(default_factory=dict)
+    """Each finding that cost tokens or got a request refused, by code, what it says and its
+    severity (as ``group_findings`` groups them within a conversation)."""
+    conversations: list[tuple[int, int, ConversationDiagnosis, list[str]]] = field(
+        default_factory=list
+    )
+    """(lost tokens, minus the order found, conversation, its costly codes): a min-heap."""
+    losing: int = 0
+    """Conversations that lost tokens."""
+
+    def add(self, order: int, c: ConversationDiagnosis) -> None:
+        lost = 0
         for r in c.requests:
-            count += 1
+            self.requests += 1
             if r.prompt_tokens is not None:
-                prompts.add(r.prompt_source)
+                self.prompts.add(r.prompt_source)
             if r.hit_tokens is not None:
-                hits.add(r.hit_source)
-    return count, prompts, hits
+                self.hits.add(r.hit_source)
+            lost += r.lost_tokens
+        codes: dict[str, int] = {}
+        for group in c.groups:
+            if group.severity == "note" or not (group.lost_tokens or group.severity == "refusal"):
+                continue
+            codes[group.code] = codes.get(group.code, 0) + group.lost_tokens
+            finding = group.first
+            key = (group.code, finding.signature or finding.detail, group.severity)
+            cause = self.causes.get(key)
+            if cause is None:
+                cause = self.causes[key] = _Cause(order=len(self.causes), group=group, keys=[])
+            if not cause.keys or cause.keys[-1] != c.key:
+                cause.conversations += 1
+                if len(cause.keys) < _KEYS:
+                    cause.keys.append(c.key)
+            cause.requests += len(group.requests)
+            cause.lost_tokens += group.lost_tokens
+        if lost or codes:
+            self.losing += 1
+            named = sorted(codes, key=lambda code: -codes[code])
+            entry = (lost, -order, c, named)
+            if len(self.conversations) < self.top:
+                heapq.heappush(self.conversations, entry)
+            elif self.top and entry[:2] > self.conversations[0][:2]:
+                heapq.heapreplace(self.conversations, entry)
+
+    def largest(self) -> list[_Cause]:
+        """The ``top`` causes that cost most."""
+        return heapq.nlargest(self.top, self.causes.values(), key=lambda cause: cause.rank)
+
+
+def _overview(report: DoctorReport, top: int) -> _Overview:
+    overview = _Overview(top=top)
+    for order, c in enumerate(report.conversations):
+        overview.add(order, c)
+    return overview
 
 
 def _figures_text(report: DoctorReport, prompts: set[str | None], hits: set[str | None]) -> str:
@@ -189,8 +278,60 @@ def _figures_text(report: DoctorReport, prompts: set[str | None], hits: set[str 
     return "reported by the provider"
 
 
-def render_report(report: DoctorReport) -> list[Text | Table]:
-    """The report as rich renderables."""
+def _conversation_rows(overview: _Overview, marked: bool) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
+    table.add_column("conversation", overflow="fold")
+    for name in ("requests", "efficiency", "hit rate", "lost"):
+        table.add_column(name, justify="right")
+    table.add_column("causes", overflow="fold")
+    for lost, _, c, codes in sorted(overview.conversations, key=lambda e: (-e[0], -e[1])):
+        totals = c.totals
+        table.add_row(
+            c.key,
+            str(len(c.requests)),
+            _pct(totals.efficiency),
+            _pct(totals.hit_rate),
+            Text(_n(lost), style="red" if lost else ""),
+            Text(", ".join(codes), style="red"),
+        )
+    return table
+
+
+def _cause_head(cause: _Cause) -> Text:
+    group = cause.group
+    head = Text("  ")
+    head.append(f"{group.severity:<7} ", style=_SEVERITY_STYLE[group.severity])
+    head.append(group.code, style="bold")
+    if cause.conversations == 1:
+        head.append(f" · conversation {cause.keys[0]}, {group.noun} {group.label}")
+    else:
+        named = ", ".join(cause.keys) + (", …" if cause.conversations > len(cause.keys) else "")
+        head.append(
+            f" · {cause.requests:,} requests in {cause.conversations:,} conversations ({named})"
+        )
+    if cause.lost_tokens:
+        head.append(f" · {cause.lost_tokens:,} tokens lost", style="red")
+    return head
+
+
+def _largest_losses(causes: list[_Cause], full: bool) -> list[Text]:
+    out: list[Text] = []
+    for cause in causes:
+        out.append(_cause_head(cause))
+        if not full:  # else every conversation's findings follow, each said there
+            said = _group(cause.group)[1:]
+            if cause.conversations > 1:
+                said[0].append(f" (in conversation {cause.keys[0]})", style="dim")
+            out += said
+    return out
+
+
+def render_report(
+    report: DoctorReport, *, full: bool | None = None, top: int = TOP
+) -> list[Text | Table]:
+    """The report as rich renderables: the summary and the ``top`` largest losses first, then
+    every request's table when ``full`` (default: when the report has no more than
+    :data:`DETAIL_REQUESTS` requests), the legend and the notes."""
     out: list[Text | Table] = []
     head = Text()
     head.append("Cache doctor ", style="bold")
@@ -207,42 +348,74 @@ def render_report(report: DoctorReport) -> list[Text | Table]:
             if not note.startswith("the trace is empty"):
                 out.append(Text(f"note: {note}", style="dim"))
         return out
-    count, prompts, hits = _sources(report)
-    figures = _figures_text(report, prompts, hits)
+    overview = _overview(report, max(top, 0))
+    count = overview.requests
+    if full is None:
+        full = count <= DETAIL_REQUESTS
+    figures = _figures_text(report, overview.prompts, overview.hits)
     # a request's hit source is set only with its hit (so the hits' sources are every one's)
-    marked = "simulated" in hits and report.figures != "simulated"
+    marked = "simulated" in overview.hits and report.figures != "simulated"
+    conversations = len(report.conversations)
     out.append(
         Text(
-            f"{report.source} · {len(report.conversations)} conversation(s) · "
+            f"{report.source} · {conversations} conversation(s) · "
             f"{count} request(s) · figures {figures} · cache "
             f"granularity {report.granularity.describe()}",
             style="dim",
         )
     )
-    for c in report.conversations:
-        title = Text(f"\nconversation {c.key}", style="bold")
-        title.append(f" · {len(c.requests)} request(s)", style="dim")
-        out.append(title)
-        out.append(_table(c, marked))
-        for group in c.groups:
-            out += _group(group)
-        out.append(_summary("conversation", c.totals))
-        side = c.side_totals
-        if side.requests:
-            out.append(_summary(f"side calls ({side.requests}, apart from the main line)", side))
+    figures_of = report_figures(report)
     out.append(Text(""))
-    out.append(_summary("all", report.totals))
-    side = report.side_totals
+    out.append(_summary("all", figures_of.totals))
+    side = figures_of.side_totals
     if side.requests:
         out.append(_summary(f"side calls ({side.requests})", side))
-    savings = report.savings()
-    if savings:
+    if figures_of.savings:
         out.append(Text("\nwhat fixing each cause would save", style="bold"))
-        for code, entry in savings.items():
+        for code, entry in figures_of.savings.items():
             line = f"  {code}: {entry['lostTokens']:,} tokens on {entry['requests']} request(s)"
             if entry["savings"]:
                 line += f" · {money(entry['savings'])}"
             out.append(Text(line))
+    # every request's findings follow when full: with one conversation, a ranking would only
+    # say them twice
+    largest = overview.largest() if not full or conversations > 1 else []
+    if largest:
+        title = Text("\nlargest losses", style="bold")
+        if len(largest) < len(overview.causes):
+            title.append(f" ({len(largest)} of {len(overview.causes)} causes)", style="dim")
+        out.append(title)
+        out += _largest_losses(largest, full)
+    elif overview.top and not overview.causes:
+        out.append(Text("\nno finding cost a cache hit or got a request refused", style="green"))
+    if not full and overview.conversations and conversations > 1:
+        title = Text("\nconversations that lost most", style="bold")
+        if len(overview.conversations) < overview.losing:
+            title.append(f" ({len(overview.conversations)} of {overview.losing})", style="dim")
+        out.append(title)
+        out.append(_conversation_rows(overview, marked))
+    if full:
+        for c in report.conversations:
+            title = Text(f"\nconversation {c.key}", style="bold")
+            title.append(f" · {len(c.requests)} request(s)", style="dim")
+            out.append(title)
+            out.append(_table(c, marked))
+            for group in c.groups:
+                out += _group(group)
+            out.append(_summary("conversation", c.totals))
+            side = c.side_totals
+            if side.requests:
+                out.append(
+                    _summary(f"side calls ({side.requests}, apart from the main line)", side)
+                )
+    else:
+        out.append(
+            Text(
+                f"\n{count:,} requests in {conversations:,} conversation(s): each request's row "
+                "and every finding with `cache-report --all` (report_text(report, full=True))",
+                style="dim",
+            )
+        )
     out.append(Text("\nlegend", style="bold"))
     for name, meaning in TERMS:
         out.append(Text(f"  {name}: {meaning}", style="dim"))
@@ -251,8 +424,12 @@ def render_report(report: DoctorReport) -> list[Text | Table]:
     return out
 
 
-def report_text(report: DoctorReport) -> str:
-    """The report as plain text (no colours)."""
+def report_text(report: DoctorReport, *, full: bool | None = None, top: int = TOP) -> str:
+    """The report as plain text (no colours): the totals, what fixing each cause would save, the
+    ``top`` largest losses (each cause once, across conversations) and, for a report of more
+    than :data:`DETAIL_REQUESTS` requests, the ``top`` conversations that lost most; then every
+    conversation's table of requests when ``full`` (default: for a report of up to
+    :data:`DETAIL_REQUESTS` requests); the legend and the notes."""
     buffer = io.StringIO()
-    emit(make_console(buffer), *render_report(report))
+    emit(make_console(buffer), *render_report(report, full=full, top=top))
     return buffer.getvalue()

@@ -32,6 +32,7 @@ __all__ = [
     "Segment",
     "Totals",
     "money",
+    "report_figures",
     "report_head",
     "request_ranges",
 ]
@@ -545,12 +546,12 @@ class DoctorReport:
     @property
     def totals(self) -> Totals:
         """The main lines': side calls (:attr:`side_totals`) are reported apart."""
-        return _figures(self).totals
+        return report_figures(self).totals
 
     @property
     def side_totals(self) -> Totals:
         """The side calls' own figures."""
-        return _figures(self).side_totals
+        return report_figures(self).side_totals
 
     @property
     def empty(self) -> bool:
@@ -558,19 +559,19 @@ class DoctorReport:
 
     def counts(self) -> dict[str, int]:
         """How many requests each cause code was found on."""
-        return _figures(self).counts
+        return report_figures(self).counts
 
     def savings(self) -> dict[str, dict[str, Any]]:
         """Per cause code that cost tokens: the requests, the lost tokens, and what fixing it
         would save at list prices."""
-        return _figures(self).savings
+        return report_figures(self).savings
 
     def price_list(self) -> list[Prices]:
         """The list prices the cost figures use: the given ones, else each distinct entry the
         requests' models and dates chose (the engine's rule: ``prices_for(model, started)``)."""
         if self.prices is not None:
             return [self.prices]
-        return _figures(self).price_list
+        return report_figures(self).price_list
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -583,7 +584,7 @@ class DoctorReport:
 def report_head(report: DoctorReport) -> dict[str, Any]:
     """The full document's fields but its ``conversations`` and ``notes`` (the compact document
     shares them), from one pass over the report's conversations."""
-    figures = _figures(report)
+    figures = report_figures(report)
     totals = figures.totals
     return {
         "formatVersion": DOCTOR_FORMAT_VERSION,
@@ -615,7 +616,7 @@ class _Figures:
     price_list: list[Prices]
 
 
-def _figures(report: DoctorReport) -> _Figures:
+def report_figures(report: DoctorReport) -> _Figures:
     """Every report-level figure from one pass over ``report.conversations``, one request at a
     time (no list of the report's requests: a report may hold its conversations on disk)."""
     main, side = _RunningTotals(), _RunningTotals()

@@ -63,6 +63,15 @@ def wants_json(query: str) -> bool:
     return parse_qs(query).get("format") == ["json"]
 
 
+def _wants_all(query: str) -> bool | None:
+    """What a text ``/_dsh/report`` query asks of its rows: ``all=1`` every request's, ``all=0``
+    the summary only, else the report's own choice (by its size)."""
+    given = parse_qs(query).get("all")
+    if not given:
+        return None
+    return given[-1].lower() not in ("0", "false", "no")
+
+
 def _etags(header: str | None) -> set[str]:
     if not header:
         return set()
@@ -248,18 +257,20 @@ class LivePages:
         """The report as of now."""
         return self.live.current().report
 
-    def text(self) -> str:
-        """The report as of now, as text (``GET /_dsh/report``)."""
+    def text(self, *, full: bool | None = None) -> str:
+        """The report as of now, as text (``GET /_dsh/report``; ``?all=1``: every request's
+        row, ``?all=0``: the summary only; ``full`` as :func:`~dsh_testkit.doctor.report_text`
+        takes it)."""
         report = self.report()
         if report.empty and self._empty is not None:
             return self._empty
-        return report_text(report)
+        return report_text(report, full=full)
 
     def __call__(self, path: str, query: str = "", if_none_match: str | None = None) -> LiveAnswer:
         if path == "/_dsh/report" and not wants_json(query):
             return LiveAnswer(
                 status=200,
-                body=self.text().encode("utf-8"),
+                body=self.text(full=_wants_all(query)).encode("utf-8"),
                 content_type="text/plain; charset=utf-8",
                 headers=(("cache-control", "no-store"),),
             )

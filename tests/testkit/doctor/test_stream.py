@@ -50,6 +50,7 @@ def _same(path: Path, **options: Any) -> None:
     assert streamed == whole
     assert dumps_compact(compact_report(streamed)) == dumps_compact(compact_report(whole))
     assert report_text(streamed) == report_text(whole)
+    assert report_text(streamed, full=True) == report_text(whole, full=True)
 
 
 def test_the_benchmark_trace_streams_to_the_same_report(tmp_path: Path) -> None:
