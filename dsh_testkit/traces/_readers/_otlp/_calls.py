@@ -18,7 +18,9 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -43,19 +45,47 @@ def _join(
         elif log.event_name in MESSAGE_EVENTS or log.event_name == CHOICE_EVENT:
             loose.append(log)
     if loose:
-        calls = [s for s in spans if operation_of(s) is not None and s.start_ns is not None]
+        holders = _Holders(spans)
         for log in loose:
             if log.time_ns is None:
                 continue
-            holders = [
-                s
-                for s in calls
-                if s.start_ns is not None and s.start_ns <= log.time_ns <= (s.end_ns or s.start_ns)
-            ]
-            if holders:
-                span = max(holders, key=lambda s: s.start_ns or 0)
+            span = holders.latest_holding(log.time_ns)
+            if span is not None:
                 by_span.setdefault((span.trace_id, span.span_id), []).append(log)
     return by_span
+
+
+class _Holders:
+    """The model-call spans by start time, to find the one a loose record's time falls in: of
+    the spans whose interval holds it, the latest started (the first of them as given, on a
+    tie). A binary search, then a walk back that stops where no earlier span can still be
+    running (the running maximum of the ends): time in proportion to the spans open at that
+    moment, not to the file."""
+
+    def __init__(self, spans: Sequence[OtelSpan]) -> None:
+        calls = [s for s in spans if operation_of(s) is not None and s.start_ns is not None]
+        ordered = sorted(range(len(calls)), key=lambda i: (calls[i].start_ns or 0, i))
+        self._spans = [calls[i] for i in ordered]
+        self._starts = [s.start_ns or 0 for s in self._spans]
+        self._reach: list[int] = []
+        """The latest end of the spans up to each position."""
+        reach = -1
+        for span in self._spans:
+            reach = max(reach, span.end_ns or span.start_ns or 0)
+            self._reach.append(reach)
+
+    def latest_holding(self, time_ns: int) -> OtelSpan | None:
+        found: OtelSpan | None = None
+        at = bisect.bisect_right(self._starts, time_ns) - 1
+        while at >= 0 and self._reach[at] >= time_ns:
+            span = self._spans[at]
+            start = self._starts[at]
+            if found is not None and start < (found.start_ns or 0):
+                break
+            if time_ns <= (span.end_ns or start):
+                found = span  # an earlier one of the same start replaces it: the first given
+            at -= 1
+        return found
 
 
 def _read(span: OtelSpan, logs: Sequence[OtelLog], notes: SpanNotes) -> ModelCall | None:
@@ -122,29 +152,32 @@ def input_key(body: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def _merge_tails(calls: list[ModelCall]) -> list[ModelCall]:
-    """Each streamed call's tail merged into the request span it answers."""
+    """Each streamed call's tail merged into the request span it answers: the latest one
+    before it under the same parent that has no answer yet and the same messages."""
     out: list[ModelCall] = []
+    siblings: dict[tuple[str, str | None], list[int]] = {}
+    """Positions in ``out`` of the requests under each (trace, parent)."""
     for call in calls:
         if not call.stream_tail:
+            siblings.setdefault((call.span.trace_id, call.span.parent_id), []).append(len(out))
             out.append(call)
             continue
         key = input_key(call.body)
         at = call.started if call.started is not None else float("inf")
+        candidates = siblings.get((call.span.trace_id, call.span.parent_id), ())
         match = next(
             (
                 i
-                for i in range(len(out) - 1, -1, -1)
-                if not out[i].stream_tail
-                and out[i].usage is None
+                for i in reversed(candidates)
+                if out[i].usage is None
                 and out[i].response is None
-                and out[i].span.parent_id == call.span.parent_id
-                and out[i].span.trace_id == call.span.trace_id
                 and (out[i].started or 0.0) <= at
                 and input_key(out[i].body) == key
             ),
             None,
         )
         if match is None:
+            siblings.setdefault((call.span.trace_id, call.span.parent_id), []).append(len(out))
             out.append(dataclasses.replace(call, stream_tail=False))
             continue
         request = out[match]
@@ -178,36 +211,63 @@ def _overlap(a: ModelCall, b: ModelCall) -> bool:
     return a.started <= b_end and b.started <= a_end
 
 
+def _same_inputs(keys: Sequence[tuple[Any, ...]]) -> list[list[int]]:
+    """The positions of ``keys`` grouped by equal key, each group in order (keys that cannot be
+    hashed — a tool call's arguments given as an object — share one group, compared there)."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    loose: list[int] = []
+    for i, key in enumerate(keys):
+        try:
+            groups.setdefault(key, []).append(i)
+        except TypeError:
+            loose.append(i)
+    return [*groups.values(), loose] if loose else list(groups.values())
+
+
 def _dedupe(calls: list[ModelCall], notes: list[str]) -> list[ModelCall]:
+    """Calls described twice (the same messages, overlapping in time) read once. Only calls
+    with the same messages are compared, and, the calls being in the order they started, each
+    with the ones that started before it ended: time in proportion to the calls, not their
+    square."""
     keys = [input_key(c.body) for c in calls]
     dropped: set[int] = set()
     pairs: Counter[tuple[str, str]] = Counter()
-    for i in range(len(calls)):
-        if i in dropped:
-            continue
-        for j in range(i + 1, len(calls)):
-            if j in dropped or keys[j] != keys[i] or not _overlap(calls[i], calls[j]):
+    for group in _same_inputs(keys):
+        starts = [calls[i].started for i in group]
+        ordered = all(
+            b is None or (a is not None and a <= b) for a, b in itertools.pairwise(starts)
+        )
+        for at, i in enumerate(group):
+            if i in dropped:
                 continue
-            if calls[j].span.span_id == calls[i].span.span_id:
-                continue
-            keep, lose = (i, j) if _score(calls[i]) >= _score(calls[j]) else (j, i)
-            kept, other = calls[keep], calls[lose]
-            body = dict(kept.body)
-            for name in ("model", "tools"):
-                if name not in body and name in other.body:
-                    body[name] = other.body[name]
-            calls[keep] = dataclasses.replace(
-                kept,
-                body=body,
-                response=kept.response if kept.response is not None else other.response,
-                usage=kept.usage if kept.usage is not None else other.usage,
-                conversation=kept.conversation or other.conversation,
-            )
-            first, second = sorted((kept.scope or "?", other.scope or "?"))
-            pairs[first, second] += 1
-            dropped.add(lose)
-            if lose == i:
-                break
+            first = calls[i]
+            end = first.finished if first.finished is not None else first.started
+            for j in group[at + 1 :]:
+                later = calls[j].started
+                if ordered and (later is None or end is None or later > end):
+                    break  # it and every later one started after this one ended (or never)
+                if j in dropped or keys[j] != keys[i] or not _overlap(calls[i], calls[j]):
+                    continue
+                if calls[j].span.span_id == calls[i].span.span_id:
+                    continue
+                keep, lose = (i, j) if _score(calls[i]) >= _score(calls[j]) else (j, i)
+                kept, other = calls[keep], calls[lose]
+                body = dict(kept.body)
+                for name in ("model", "tools"):
+                    if name not in body and name in other.body:
+                        body[name] = other.body[name]
+                calls[keep] = dataclasses.replace(
+                    kept,
+                    body=body,
+                    response=kept.response if kept.response is not None else other.response,
+                    usage=kept.usage if kept.usage is not None else other.usage,
+                    conversation=kept.conversation or other.conversation,
+                )
+                a, b = sorted((kept.scope or "?", other.scope or "?"))
+                pairs[a, b] += 1
+                dropped.add(lose)
+                if lose == i:
+                    break
     for (a, b), count in sorted(pairs.items()):
         who = f"by {a} and {b}" if a != b else f"twice by {a}"
         notes.append(
