@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ._common import Figure, Section, median
-from .bench_traces import _write
+from .bench_traces import _write, write_otlp
 
 __all__ = ["run"]
 
@@ -66,12 +66,16 @@ if mode != "parse":
     from dsh_testkit.explorer._page import render_html
     from dsh_testkit.doctor._compact import write_compact
     from dsh_testkit.doctor._stream import diagnose_stream
+    from dsh_testkit.traces import load_trace
 wall, cpu = time.perf_counter(), time.process_time()
 if mode == "parse":
     with open(trace, "rb") as file:
         for line in file:
             json.loads(line)
     size = 0
+    document_cpu = 0.0
+elif mode == "otlp":
+    size = len(load_trace(trace))
     document_cpu = 0.0
 else:
     args = argparse.Namespace(log=trace, sidecars=None, fill=None)
@@ -202,6 +206,45 @@ def _write_long(path: Path, requests: int) -> int:
     return sent
 
 
+def _otlp_figures(tmp: Path, total: int, rounds: int) -> list[Figure]:
+    """Reading an OpenTelemetry export of the same traffic (``load_trace``: the records joined,
+    read, merged and deduplicated into exchanges) at half and all of ``total`` calls, beside
+    ``json.loads`` of its lines: the time per call should not grow with the file."""
+    per_call: list[tuple[int, float]] = []
+    figures: list[Figure] = []
+    for calls in (total // 2, total):
+        path = tmp / f"otlp{calls}.jsonl"
+        write_otlp(path, calls)
+        read: list[float] = []
+        parse: list[float] = []
+        for round_number in range(rounds):
+            for mode in ("otlp", "parse") if round_number % 2 else ("parse", "otlp"):
+                (read if mode == "otlp" else parse).append(_sample(path, mode)["cpu"])
+        per_call.append((calls, median(read) / calls))
+        figures.append(
+            Figure(
+                label=f"OpenTelemetry export, {calls:,} calls ({_mb(path.stat().st_size)}): read",
+                value=median(read),
+                unit="s",
+                note=f"CPU; json.loads of its lines {median(parse):.2f} s "
+                f"({median(read) / median(parse):.1f}×)",
+            )
+        )
+    (half, short), (whole, long) = per_call
+    figures.append(
+        Figure(
+            label=f"OpenTelemetry export: time per call, {whole:,} / {half:,} calls",
+            value=long / short if short else None,
+            unit="×",
+            goal="≤ 1.2",
+            ok=long <= 1.2 * short,
+            note="1: linear in the calls (every pair of calls was compared before: 4× per "
+            "doubling)",
+        )
+    )
+    return figures
+
+
 def _mb(value: float) -> str:
     return f"{value / 1e6:,.0f} MB"
 
@@ -293,6 +336,7 @@ def run(quick: bool) -> Section:
                 f"{median([s['cpu'] for s in samples['json']]):.2f} s (two passes)",
             )
         )
+        section.figures.extend(_otlp_figures(Path(tmp), total, rounds))
         per_byte: list[tuple[int, float, float]] = []
         for requests in lengths:
             path = Path(tmp) / f"long{requests}.trace"

@@ -110,6 +110,56 @@ def _write(path: Path, total: int) -> None:
             file.write(json.dumps(record, separators=(",", ":")) + "\n")
 
 
+def _otlp_span(record: dict[str, Any], number: int) -> dict[str, Any]:
+    """One exchange record as the span the OpenTelemetry GenAI conventions describe it with
+    (messages as parts, usage and cache read as attributes)."""
+
+    def parts(message: dict[str, Any]) -> dict[str, Any]:
+        return {"role": message["role"], "parts": [{"type": "text", "content": message["content"]}]}
+
+    answer = {**parts(record["response"]), "finish_reason": "stop"}
+    start = int(record["started"] * 1e9)
+    texts = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "deepseek",
+        "gen_ai.request.model": record["request"]["model"],
+        "gen_ai.input.messages": json.dumps([parts(m) for m in record["request"]["messages"]]),
+        "gen_ai.output.messages": json.dumps([answer]),
+    }
+    counts = {
+        "gen_ai.usage.input_tokens": record["usage"]["promptTokens"],
+        "gen_ai.usage.cache_read.input_tokens": record["usage"]["hitTokens"],
+        "gen_ai.usage.output_tokens": record["usage"]["completionTokens"],
+    }
+    return {
+        "traceId": f"{number // PER_CONVERSATION:032x}",
+        "spanId": f"{number + 1:016x}",
+        "name": f"chat {record['request']['model']}",
+        "kind": 3,
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(start + 500_000_000),
+        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in texts.items()]
+        + [{"key": k, "value": {"intValue": str(v)}} for k, v in counts.items()],
+    }
+
+
+def write_otlp(path: Path, total: int, *, batch: int = 50) -> None:
+    """The same traffic as :func:`_write`, as the collector's file exporter writes the spans of
+    an OpenTelemetry GenAI instrumentation: one export request per line, ``batch`` spans each."""
+    records = _records(total)
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "agent"}}]}
+    scope = {"name": "opentelemetry.instrumentation.openai_v2"}
+    with path.open("w", encoding="utf-8", newline="\n") as file:
+        for at in range(0, len(records), batch):
+            spans = [_otlp_span(r, at + k) for k, r in enumerate(records[at : at + batch])]
+            export = {
+                "resourceSpans": [
+                    {"resource": resource, "scopeSpans": [{"scope": scope, "spans": spans}]}
+                ]
+            }
+            file.write(json.dumps(export, separators=(",", ":")) + "\n")
+
+
 def _report_once(path: Path, simulate: bool) -> tuple[float, float, dict[str, int]]:
     """Wall and CPU seconds of one ``cache-report --json`` over ``path``, and the cause counts
     and conversations it found."""
