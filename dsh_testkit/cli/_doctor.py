@@ -37,13 +37,23 @@ from ..doctor._diagnose import diagnose
 from ..doctor._pool import default_jobs
 from ..doctor._render import DETAIL_REQUESTS, TOP, render_report
 from ..doctor._report import ConversationDiagnosis, DoctorReport, group_findings
-from ..doctor._stream import STREAM_BYTES, allowed_lazily, diagnose_stream
+from ..doctor._stream import (
+    STREAM_BYTES,
+    STREAM_COMPRESSED_BYTES,
+    allowed_lazily,
+    diagnose_stream,
+)
 from ..doctor._text import one_line
 from ..explorer import render_html
 from ..reports import NotASessionLogError
 from ..reports._loading import load_log
 from ..traces import Trace, TraceError
-from ..traces._compression import CompressedDataError, compression_of, read_recording
+from ..traces._compression import (
+    CompressedDataError,
+    DecompressingReader,
+    compression_of,
+    read_recording,
+)
 from ..traces._readers import identify
 from ..traces._readers._session_log import session_log_trace
 from ._logs import add_sidecar_arguments, sidecar_option
@@ -159,10 +169,11 @@ def _common_arguments(parser: argparse.ArgumentParser) -> None:
         "--stream",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="read a dsh-trace file (what proxy writes, uncompressed) as a stream, twice, "
-        "keeping the open conversations only: memory for the longest conversations, not the "
-        "file (the same report); default: for such files of "
-        f"{STREAM_BYTES // 2**20} MiB or more",
+        help="read a dsh-trace file (what proxy writes, compressed with zstd or gzip or not) as "
+        "a stream, twice, keeping the open conversations only: memory for the longest "
+        "conversations, not the file (the same report); default: for such files of "
+        f"{STREAM_BYTES // 2**20} MiB or more ({STREAM_COMPRESSED_BYTES // 2**20} MiB "
+        "compressed)",
     )
     parser.add_argument(
         "--price",
@@ -320,20 +331,27 @@ def _streamed(args: argparse.Namespace) -> bool:
         return False  # read_input says why (or reads the pipe whole)
     try:
         with open(args.log, "rb") as file:
-            head = file.read(65536)
             size = os.fstat(file.fileno()).st_size
-    except OSError:
+            compression = compression_of(file.peek(8)[:8])
+            if compression is None:
+                head = file.read(65536)
+            else:
+                head = DecompressingReader(file, compression, path=args.log, chunk=65536).read(
+                    65536
+                )
+    except (OSError, CompressedDataError):
         return False  # read_input says why
-    reader = None if compression_of(head[:8]) is not None else identify(head)
+    reader = identify(head)
     if reader is None or reader.name != "dsh-trace":
         if asked:
             print(
-                f"dsh-testkit: --stream reads uncompressed dsh-trace files (what proxy writes); "
-                f"{args.log} is read whole",
+                f"dsh-testkit: --stream reads dsh-trace files (what proxy writes, compressed or "
+                f"not); {args.log} is read whole",
                 file=sys.stderr,
             )
         return False
-    return bool(asked) or size >= STREAM_BYTES
+    threshold = STREAM_BYTES if compression is None else STREAM_COMPRESSED_BYTES
+    return bool(asked) or size >= threshold
 
 
 def _stream_report(
@@ -356,6 +374,9 @@ def _stream_report(
         )
     except OSError as exc:
         print(f"dsh-testkit {command}: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except CompressedDataError as exc:  # as read_input says it
+        print(f"dsh-testkit {command}: {exc}", file=sys.stderr)
         return 2
     except (TraceError, DshError) as exc:
         print(f"dsh-testkit {command}: {exc}", file=sys.stderr)

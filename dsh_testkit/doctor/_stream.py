@@ -46,10 +46,20 @@ from ._model_facts import GranularityTally
 from ._pool import flat_diagnosis, unflat_diagnosis
 from ._report import ConversationDiagnosis, DoctorReport, RequestDiagnosis, group_findings
 
-__all__ = ["STREAM_BYTES", "SpilledConversations", "allowed_lazily", "diagnose_stream"]
+__all__ = [
+    "STREAM_BYTES",
+    "STREAM_COMPRESSED_BYTES",
+    "SpilledConversations",
+    "allowed_lazily",
+    "diagnose_stream",
+]
 
 STREAM_BYTES: Final = 256 * 2**20
 """``cache-report`` streams a dsh-trace file this large or larger (``--stream`` for any size)."""
+
+STREAM_COMPRESSED_BYTES: Final = 32 * 2**20
+"""… and a compressed one this large or larger: trace lines compress ten times and more (each
+request resends its conversation's history), so this is a plain file well past STREAM_BYTES."""
 
 _RELATIONS: Final[tuple[Relation, ...]] = ("first", "extends", "repeats", "diverges", "branch")
 _NONE: Final = -1
@@ -200,10 +210,12 @@ def diagnose_stream(
     prices: Prices | None = None,
     spill: IO[bytes] | None = None,
 ) -> DoctorReport:
-    """The cache doctor's report of the dsh-trace file at ``path``, read as a stream (see the
-    module docstring): the report :func:`diagnose` gives for the same file, its conversations
-    read back from ``spill`` (a binary file open for reading and writing; default: an unnamed
-    temporary file, gone when the report is)."""
+    """The cache doctor's report of the dsh-trace file at ``path`` (compressed with zstd or gzip
+    or not), read as a stream (see the module docstring): the report :func:`diagnose` gives for
+    the same file, its conversations read back from ``spill`` (a binary file open for reading
+    and writing; default: an unnamed temporary file, gone when the report is). Raises
+    :class:`~dsh_testkit.traces.TraceError` as ``load_trace`` does for the same file, and
+    :class:`~dsh_testkit.traces.CompressedDataError` for a damaged frame or member."""
     stream = TraceStream(path)
     with paused_gc():
         plan, facts, summary = _plan(stream)

@@ -27,10 +27,12 @@ zstd comes from the standard library from Python 3.14 on (``compression.zstd``) 
 
 from __future__ import annotations
 
+import io
 import os
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeAlias
+from typing import IO, Any, Final, Literal, TypeAlias
 
 from .._errors import TestkitError
 
@@ -40,6 +42,7 @@ __all__ = [
     "CompressedDataError",
     "Compression",
     "Decompressed",
+    "DecompressingReader",
     "compression_of",
     "decompressed",
     "read_recording",
@@ -216,3 +219,158 @@ def read_recording(path: str | os.PathLike[str]) -> Decompressed:
     with open(name, "rb") as file:
         data = file.read()
     return decompressed(data, path=name)
+
+
+_CHUNK: Final = 1 << 20
+"""Compressed bytes read at a time by :class:`DecompressingReader`."""
+
+
+class DecompressingReader(io.RawIOBase):
+    """The plain content of a compressed file, decompressed as it is read: what
+    :func:`decompressed` gives for the whole file, byte for byte, holding one chunk at a time.
+
+    Every frame or member in order, skippable frames skipped, zero padding after the last gzip
+    member ignored; a torn last frame or member is read up to the cut and :attr:`note` (set once
+    the end is reached) says so in the same words; a damaged one raises the same
+    :class:`CompressedDataError` when the reading reaches it. Wrap it in ``io.BufferedReader``
+    to read lines."""
+
+    def __init__(
+        self,
+        file: IO[bytes],
+        compression: Compression,
+        *,
+        path: str | None,
+        chunk: int = _CHUNK,
+    ) -> None:
+        super().__init__()
+        self._file = file
+        self._chunk = chunk
+        self._path = path
+        self._chunks = self._zstd() if compression == "zstd" else self._gzip()
+        self._pending = memoryview(b"")
+        self._buffer = b""
+        """Compressed bytes read and not yet decompressed; they start at :attr:`_at`."""
+        self._at = 0
+        self._ended = False
+        self.note: str | None = None
+        """What a torn tail cost (see :attr:`Decompressed.note`), once the end is read."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, target: Any) -> int:
+        while not self._pending:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._pending = memoryview(chunk)
+        size = min(len(target), len(self._pending))
+        target[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+    def _fill(self, size: int) -> None:
+        """Read until :attr:`_buffer` holds ``size`` bytes, or the file ends."""
+        while len(self._buffer) < size and not self._ended:
+            more = self._file.read(self._chunk)
+            if more:
+                self._buffer += more
+            else:
+                self._ended = True
+
+    def _error(self, message: str, at: int, compression: Compression) -> CompressedDataError:
+        return CompressedDataError(message, path=self._path, offset=at, compression=compression)
+
+    def _frame(
+        self,
+        decoder: Any,
+        errors: tuple[type[Exception], ...],
+        compression: Compression,
+        number: int,
+    ) -> Iterator[bytes]:
+        """One frame or member, from :attr:`_at`: its decoded bytes; :attr:`note` when cut."""
+        start = self._at
+        kept = 0
+        unit = "frame" if compression == "zstd" else "member"
+        while True:
+            self._fill(1)
+            if not self._buffer:
+                self.note = _torn(compression, number, start, self._at, kept)
+                return
+            data, self._buffer = self._buffer, b""
+            try:
+                out = decoder.decompress(data)
+            except errors as exc:
+                raise self._error(
+                    f"{compression} {unit} {number} (from byte {start:,}) is damaged: {exc}",
+                    start,
+                    compression,
+                ) from None
+            if out:
+                kept += len(out)
+                yield out
+            if decoder.eof:
+                self._buffer = decoder.unused_data
+                self._at += len(data) - len(self._buffer)
+                return
+            self._at += len(data)
+
+    def _zstd(self) -> Iterator[bytes]:
+        zstd = _zstd_module()
+        frames = 0
+        while True:
+            self._fill(8)
+            if not self._buffer:
+                return
+            if len(self._buffer) >= 8 and _is_skippable(self._buffer, 0):
+                skip = 8 + int.from_bytes(self._buffer[4:8], "little")
+                while skip > len(self._buffer) and not self._ended:
+                    skip -= len(self._buffer)
+                    self._at += len(self._buffer)
+                    self._buffer = b""
+                    self._fill(1)
+                taken = min(skip, len(self._buffer))
+                self._at += taken
+                self._buffer = self._buffer[taken:]
+                continue
+            if not self._buffer.startswith(ZSTD_MAGIC):
+                if len(self._buffer) < 4 and ZSTD_MAGIC.startswith(self._buffer):
+                    size = self._at + len(self._buffer)
+                    self.note = _torn("zstd", frames + 1, self._at, size, 0)
+                    return
+                raise self._error(
+                    f"byte {self._at:,} is not the start of a zstd frame (after {frames} "
+                    "frame(s)): the data after the last frame is not zstd",
+                    self._at,
+                    "zstd",
+                )
+            yield from self._frame(zstd.ZstdDecompressor(), (zstd.ZstdError,), "zstd", frames + 1)
+            if self.note is not None:
+                return
+            frames += 1
+
+    def _gzip(self) -> Iterator[bytes]:
+        members = 0
+        while True:
+            self._fill(2)
+            if not self._buffer:
+                return
+            if not self._buffer.startswith(GZIP_MAGIC):
+                at = self._at
+                while not self._buffer.strip(b"\0"):  # zero padding to the end: the end
+                    self._at += len(self._buffer)
+                    self._buffer = b""
+                    self._fill(1)
+                    if not self._buffer:
+                        return
+                raise self._error(
+                    f"byte {at:,} is not the start of a gzip member (after {members} member(s))",
+                    at,
+                    "gzip",
+                )
+            decoder = zlib.decompressobj(wbits=31)
+            yield from self._frame(decoder, (zlib.error,), "gzip", members + 1)
+            if self.note is not None:
+                return
+            members += 1

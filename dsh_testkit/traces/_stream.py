@@ -15,10 +15,15 @@ found, and a pass made after one has ended gives every exchange exactly as ``loa
 (the late credentials scrubbed). A first pass gives the exchanges as read; whether any of them
 lacks a late scrub is :attr:`StreamSummary.late` (nearly always empty: our writer scrubs each
 record as it writes it).
+
+A file compressed with zstd or gzip (a rotated, shipped trace) is decompressed as it is read
+(:class:`~._compression.DecompressingReader`, the same bytes and the same torn-tail note as the
+whole-file reading); every pass decompresses it again.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import zlib
 from collections.abc import Iterator
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from ..scrub._spellings import KnownSecrets
+from ._compression import DecompressingReader, compression_of
 from ._errors import TraceError
 from ._file import TraceLines, trace_header
 from ._model import Exchange, TraceSource
@@ -33,6 +39,9 @@ from ._readers._build import scrub_exchange, without_bom
 from ._readers._trace_file import add_record, trace_builder
 
 __all__ = ["StreamSummary", "TraceStream"]
+
+_BUFFER = 1 << 20
+"""Decompressed bytes buffered at a time for a compressed file's lines."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +65,8 @@ class StreamSummary:
     """Their CRC-32 (a later pass must read the same bytes)."""
     identity: tuple[int, int]
     """The file's device and inode."""
+    torn: str | None = None
+    """What a torn last frame or member of a compressed file cost (the first pass's note)."""
 
 
 class TraceStream:
@@ -77,8 +88,15 @@ class TraceStream:
         known = self.summary
         final = KnownSecrets(known.secrets) if known is not None and known.late else None
         path = self.path
-        with open(path, "rb") as file:
-            identity = _identity(file)
+        with open(path, "rb") as plain:
+            identity = _identity(plain)
+            compression = compression_of(plain.peek(8)[:8])
+            unpacked = (
+                DecompressingReader(plain, compression, path=path)
+                if compression is not None
+                else None
+            )
+            file = io.BufferedReader(unpacked, _BUFFER) if unpacked is not None else plain
             stop = known.size if known is not None else None
             raw_first = file.readline()
             if stop is not None:
@@ -125,11 +143,15 @@ class TraceStream:
         if known is not None and (identity, offset, crc) != (known.identity, known.size, known.crc):
             raise TraceError("the file changed between two passes over it", path=path)
         builder.notes[:0] = lines.notes
+        # what a torn compressed tail cost, first, as read_recording's note is; a later pass
+        # stops at the first one's last byte, before any end it would see
+        cut = known.torn if known is not None else (unpacked.note if unpacked else None)
         self.summary = StreamSummary(
             source=builder.source,
             path=path,
             count=builder.count,
-            notes=builder.final_notes(),
+            notes=(cut, *builder.final_notes()) if cut else builder.final_notes(),
+            torn=cut,
             time_resolution=builder.found_resolution(),
             secrets=builder.secrets,
             late=frozenset(builder.scrubbed_late()),

@@ -208,7 +208,7 @@ def test_the_command_line_streams_to_the_same_bytes(tmp_path: Path) -> None:
     har = tmp_path / "trace.har"
     har.write_text(json.dumps({"log": {"version": "1.2", "entries": []}}), encoding="utf-8")
     whole = _cli(str(har), "--stream")
-    assert b"--stream reads uncompressed dsh-trace files" in whole.stderr
+    assert b"--stream reads dsh-trace files (what proxy writes, compressed or not)" in whole.stderr
     unknown = _cli(str(path), "--stream", "--conversation", "#99")
     assert unknown.returncode == 2 and b"no conversation '#99'" in unknown.stderr
 

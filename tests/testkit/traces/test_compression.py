@@ -11,19 +11,21 @@ with (``backports.zstd`` / ``compression.zstd``), from committed plain fixtures.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import shutil
 import struct
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_testkit.reports import audit_file
 from dsh_testkit.traces import TraceError, load_trace
 from dsh_testkit.traces._compression import (
     CompressedDataError,
+    DecompressingReader,
     compression_of,
     decompressed,
     read_recording,
@@ -209,3 +211,102 @@ def test_a_damaged_compressed_trace_is_a_trace_error(tmp_path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(TraceError, match="is damaged"):
         load_trace(path)
+
+
+# -- read as a stream ---------------------------------------------------------------------------
+
+
+def _skippable(payload: bytes) -> bytes:
+    return b"\x5a\x2a\x4d\x18" + struct.pack("<I", len(payload)) + payload
+
+
+@st.composite
+def compressed_files(draw: st.DrawFn) -> bytes:
+    """Frames or members of either kind, with what files hold besides them: skippable frames,
+    zero padding, a cut anywhere, garbage, a flipped byte."""
+    kind = draw(st.sampled_from(["zstd", "gzip"]))
+    parts: list[bytes] = []
+    for chunk in draw(st.lists(st.binary(max_size=400), min_size=1, max_size=5)):
+        if kind == "zstd" and draw(st.booleans()):
+            parts.append(_skippable(draw(st.binary(max_size=20))))
+        parts.append(frame(chunk) if kind == "zstd" else gzip.compress(chunk, mtime=0))
+    data = b"".join(parts)
+    change = draw(st.sampled_from(["none", "cut", "garbage", "flip", "zeros", "skip-past-end"]))
+    if change == "cut":
+        data = data[: draw(st.integers(0, len(data)))]
+    elif change == "garbage":
+        data += draw(st.binary(min_size=1, max_size=9))
+    elif change == "flip" and data:
+        at = draw(st.integers(0, len(data) - 1))
+        data = data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
+    elif change == "zeros":
+        data += b"\0" * draw(st.integers(1, 40)) + draw(st.sampled_from([b"", b"\1"]))
+    elif change == "skip-past-end":
+        data += b"\x50\x2a\x4d\x18" + struct.pack("<I", 1000) + b"abc"
+    return data
+
+
+def _streamed(data: bytes, chunk: int) -> tuple[bytes, str | None]:
+    kind = compression_of(data[:8])
+    assert kind is not None
+    reader = DecompressingReader(io.BytesIO(data), kind, path="t.zst", chunk=chunk)
+    out = io.BufferedReader(reader, 7).read()
+    return out, reader.note
+
+
+@settings(max_examples=400)
+@given(compressed_files(), st.integers(1, 64))
+def test_a_stream_decompresses_what_the_whole_file_reading_does(data: bytes, chunk: int) -> None:
+    """Byte for byte, the same torn-tail note, the same error, however the bytes arrive."""
+    if compression_of(data[:8]) is None:
+        return  # a cut before the magic: not compressed, not this reader's
+    try:
+        whole = decompressed(data, path="t.zst")
+    except CompressedDataError as exc:
+        with pytest.raises(CompressedDataError) as raised:
+            _streamed(data, chunk)
+        assert (str(raised.value), raised.value.offset) == (str(exc), exc.offset)
+        return
+    assert _streamed(data, chunk) == (whole.data, whole.note)
+
+
+def test_a_compressed_trace_file_streams_to_the_report_read_whole(tmp_path: Path) -> None:
+    """zstd frames appended per batch and gzip members, whole or torn, through the doctor."""
+    from benchmarks.bench_traces import _write as write_benchmark_trace
+    from dsh_testkit.doctor import diagnose
+    from dsh_testkit.doctor._compact import compact_report, dumps_compact
+    from dsh_testkit.doctor._stream import SpilledConversations, diagnose_stream
+
+    plain = tmp_path / "bench.trace"
+    write_benchmark_trace(plain, 300)
+    lines = plain.read_bytes().splitlines(keepends=True)
+    batches = [b"".join(lines[i : i + 40]) for i in range(0, len(lines), 40)]
+    files = {
+        "zstd": b"".join(frame(b) for b in batches),
+        "gzip": b"".join(gzip.compress(b, mtime=0) for b in batches),
+    }
+    files["zstd-torn"] = files["zstd"][:-25]
+    files["gzip-torn"] = files["gzip"][:-25]
+    for name, data in files.items():
+        path = tmp_path / f"bench.trace.{name}"
+        path.write_bytes(data)
+        whole = diagnose(load_trace(path))
+        streamed = diagnose_stream(path)
+        assert isinstance(streamed.conversations, SpilledConversations)
+        assert streamed == whole, name
+        assert dumps_compact(compact_report(streamed)) == dumps_compact(compact_report(whole))
+        if name.endswith("torn"):
+            assert streamed.notes[0].startswith("the last "), streamed.notes
+        by_cli = run_cli("cache-report", "--json", "--stream", str(path))
+        read_whole = run_cli("cache-report", "--json", "--no-stream", str(path))
+        assert by_cli.returncode == 0 and by_cli.stdout == read_whole.stdout, by_cli.stderr
+        assert "read whole" not in by_cli.stderr
+    # a damaged frame in the middle: the same error and exit status either way
+    damaged = bytearray(files["zstd"])
+    damaged[len(damaged) // 2] ^= 0xFF
+    path = tmp_path / "damaged.trace.zst"
+    path.write_bytes(bytes(damaged))
+    streamed_run = run_cli("cache-report", "--stream", str(path))
+    whole_run = run_cli("cache-report", "--no-stream", str(path))
+    assert streamed_run.returncode == whole_run.returncode == 2
+    assert streamed_run.stderr == whole_run.stderr and "is damaged" in whole_run.stderr
