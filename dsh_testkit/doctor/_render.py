@@ -217,6 +217,8 @@ class _Overview:
     """(lost tokens, minus the order found, conversation, its costly codes): a min-heap."""
     losing: int = 0
     """Conversations that lost tokens."""
+    notes: dict[str, int] = field(default_factory=dict)
+    """Requests with a note (a risk that cost nothing, an accepted cause), by code."""
 
     def add(self, order: int, c: ConversationDiagnosis) -> None:
         lost = 0
@@ -227,6 +229,9 @@ class _Overview:
             if r.hit_tokens is not None:
                 self.hits.add(r.hit_source)
             lost += r.lost_tokens
+            for f in r.findings:
+                if f.severity == "note":
+                    self.notes[f.code] = self.notes.get(f.code, 0) + 1
         codes: dict[str, int] = {}
         for group in c.groups:
             if group.severity == "note" or not (group.lost_tokens or group.severity == "refusal"):
@@ -287,7 +292,7 @@ def _conversation_rows(overview: _Overview, marked: bool) -> Table:
     for lost, _, c, codes in sorted(overview.conversations, key=lambda e: (-e[0], -e[1])):
         totals = c.totals
         table.add_row(
-            c.key,
+            Text(c.key),  # a key is the recording's text, never markup
             str(len(c.requests)),
             _pct(totals.efficiency),
             _pct(totals.hit_rate),
@@ -372,7 +377,8 @@ def render_report(
         out.append(_summary(f"side calls ({side.requests})", side))
     if figures_of.savings:
         out.append(Text("\nwhat fixing each cause would save", style="bold"))
-        for code, entry in figures_of.savings.items():
+        by_tokens = sorted(figures_of.savings.items(), key=lambda item: -item[1]["lostTokens"])
+        for code, entry in by_tokens:
             line = f"  {code}: {entry['lostTokens']:,} tokens on {entry['requests']} request(s)"
             if entry["savings"]:
                 line += f" · {money(entry['savings'])}"
@@ -409,10 +415,17 @@ def render_report(
                     _summary(f"side calls ({side.requests}, apart from the main line)", side)
                 )
     else:
+        if overview.notes:
+            named = ", ".join(
+                f"{code} on {n:,}"
+                for code, n in sorted(overview.notes.items(), key=lambda item: -item[1])
+            )
+            out.append(Text(f"\nnotes (no tokens lost): {named} request(s)", style="dim"))
         out.append(
             Text(
                 f"\n{count:,} requests in {conversations:,} conversation(s): each request's row "
-                "and every finding with `cache-report --all` (report_text(report, full=True))",
+                "and every finding with `cache-report --all`, report_text(report, full=True) "
+                "or /_dsh/report?all=1",
                 style="dim",
             )
         )
@@ -425,11 +438,11 @@ def render_report(
 
 
 def report_text(report: DoctorReport, *, full: bool | None = None, top: int = TOP) -> str:
-    """The report as plain text (no colours): the totals, what fixing each cause would save, the
-    ``top`` largest losses (each cause once, across conversations) and, for a report of more
-    than :data:`DETAIL_REQUESTS` requests, the ``top`` conversations that lost most; then every
-    conversation's table of requests when ``full`` (default: for a report of up to
-    :data:`DETAIL_REQUESTS` requests); the legend and the notes."""
+    """The report as plain text (no colours): the totals, what fixing each cause would save (most
+    tokens first), the ``top`` largest losses (each cause once, across conversations); then
+    every conversation's table of requests when ``full`` (default: for a report of up to
+    :data:`DETAIL_REQUESTS` requests), else the ``top`` conversations that lost most (of
+    several) and how many requests carry each note; the legend and the trace's notes."""
     buffer = io.StringIO()
     emit(make_console(buffer), *render_report(report, full=full, top=top))
     return buffer.getvalue()

@@ -48,18 +48,14 @@ from ._report import ConversationDiagnosis, DoctorReport, RequestDiagnosis, grou
 
 __all__ = [
     "STREAM_BYTES",
-    "STREAM_COMPRESSED_BYTES",
     "SpilledConversations",
     "allowed_lazily",
     "diagnose_stream",
 ]
 
 STREAM_BYTES: Final = 256 * 2**20
-"""``cache-report`` streams a dsh-trace file this large or larger (``--stream`` for any size)."""
-
-STREAM_COMPRESSED_BYTES: Final = 32 * 2**20
-"""… and a compressed one this large or larger: trace lines compress ten times and more (each
-request resends its conversation's history), so this is a plain file well past STREAM_BYTES."""
+"""``cache-report`` streams a dsh-trace file this large or larger, decompressed when it is
+compressed (``--stream`` for any size)."""
 
 _RELATIONS: Final[tuple[Relation, ...]] = ("first", "extends", "repeats", "diverges", "branch")
 _NONE: Final = -1

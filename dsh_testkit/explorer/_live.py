@@ -69,7 +69,7 @@ def _wants_all(query: str) -> bool | None:
     given = parse_qs(query).get("all")
     if not given:
         return None
-    return given[-1].lower() not in ("0", "false", "no")
+    return given[-1].lower() not in ("0", "false", "no", "off")
 
 
 def _etags(header: str | None) -> set[str]:

@@ -282,39 +282,51 @@ class DecompressingReader(io.RawIOBase):
     def _error(self, message: str, at: int, compression: Compression) -> CompressedDataError:
         return CompressedDataError(message, path=self._path, offset=at, compression=compression)
 
-    def _frame(
-        self,
-        decoder: Any,
-        errors: tuple[type[Exception], ...],
-        compression: Compression,
-        number: int,
-    ) -> Iterator[bytes]:
-        """One frame or member, from :attr:`_at`: its decoded bytes; :attr:`note` when cut."""
+    def _frame(self, decoder: Any, compression: Compression, number: int) -> Iterator[bytes]:
+        """One frame or member, from :attr:`_at`: its decoded bytes, at most a chunk at a time;
+        :attr:`note` when it is cut short."""
         start = self._at
         kept = 0
+        fed = 0
+        """Compressed bytes given to the decoder (each once)."""
+        tail = b""
+        """gzip: input the decoder left for the next call (its output limit was reached)."""
         unit = "frame" if compression == "zstd" else "member"
+        errors = (zlib.error,) if compression == "gzip" else (_zstd_module().ZstdError,)
         while True:
-            self._fill(1)
-            if not self._buffer:
-                self.note = _torn(compression, number, start, self._at, kept)
-                return
-            data, self._buffer = self._buffer, b""
+            wants = decoder.needs_input if compression == "zstd" else not tail
+            if wants:
+                self._fill(1)
+                if not self._buffer:
+                    # cut short: what it had decoded is kept (zlib may hold a last piece)
+                    rest = decoder.flush() if compression == "gzip" else b""
+                    if rest:
+                        kept += len(rest)
+                        yield rest
+                    self._at = start + fed
+                    self.note = _torn(compression, number, start, self._at, kept)
+                    return
+                data, self._buffer = self._buffer, b""
+                fed += len(data)
+            else:
+                data = b"" if compression == "zstd" else tail
             try:
-                out = decoder.decompress(data)
+                out = decoder.decompress(data, self._chunk)
             except errors as exc:
                 raise self._error(
                     f"{compression} {unit} {number} (from byte {start:,}) is damaged: {exc}",
                     start,
                     compression,
                 ) from None
+            if compression == "gzip":
+                tail = decoder.unconsumed_tail
             if out:
                 kept += len(out)
                 yield out
             if decoder.eof:
-                self._buffer = decoder.unused_data
-                self._at += len(data) - len(self._buffer)
+                self._buffer = decoder.unused_data + self._buffer
+                self._at = start + fed - len(decoder.unused_data)
                 return
-            self._at += len(data)
 
     def _zstd(self) -> Iterator[bytes]:
         zstd = _zstd_module()
@@ -345,7 +357,7 @@ class DecompressingReader(io.RawIOBase):
                     self._at,
                     "zstd",
                 )
-            yield from self._frame(zstd.ZstdDecompressor(), (zstd.ZstdError,), "zstd", frames + 1)
+            yield from self._frame(zstd.ZstdDecompressor(), "zstd", frames + 1)
             if self.note is not None:
                 return
             frames += 1
@@ -370,7 +382,7 @@ class DecompressingReader(io.RawIOBase):
                     "gzip",
                 )
             decoder = zlib.decompressobj(wbits=31)
-            yield from self._frame(decoder, (zlib.error,), "gzip", members + 1)
+            yield from self._frame(decoder, "gzip", members + 1)
             if self.note is not None:
                 return
             members += 1

@@ -211,3 +211,38 @@ def test_the_command_line_chooses(tmp_path: Path) -> None:
     assert every.stdout == default.stdout
     bad = run_cli("cache-report", "--top", "-1", str(path))
     assert bad.returncode == 2 and "--top must be 0 or more" in bad.stderr
+
+
+def test_keys_are_shown_as_written_never_as_markup() -> None:
+    """Conversation keys come from the recording (session ids, headers, OpenTelemetry ids):
+    rich must print them, not read them as its markup (``[/]`` alone crashed it)."""
+    traffic = Traffic()
+    keys = ["[/]", "[bold]x[/]", "job[/tmp/a]", "sess-[red]"]
+    for key in keys:
+        _conversation(traffic, key, volatile=True)
+    report = diagnose(traffic.trace())
+    for full in (False, True):
+        text = report_text(report, full=full)
+        for key in keys:
+            assert key in text, (full, key)
+
+
+def test_the_summary_counts_the_notes_and_orders_savings_by_tokens(day: DoctorReport) -> None:
+    text = report_text(day, full=False)
+    notes = {
+        code for r in day.requests for f in r.findings if f.severity == "note" for code in [f.code]
+    }
+    assert notes, "the corpus must hold notes"
+    line = next(line for line in text.splitlines() if line.startswith("notes (no tokens lost): "))
+    for code in notes:
+        count = sum(
+            1 for r in day.requests for f in r.findings if f.code == code and f.severity == "note"
+        )
+        assert f"{code} on {count:,}" in line
+    saving = text.split("what fixing each cause would save\n", 1)[1].split("\n\n", 1)[0]
+    tokens = [
+        int(found.group(1).replace(",", ""))
+        for row in saving.splitlines()
+        if (found := re.search(r": ([\d,]+) tokens", row))
+    ]
+    assert len(tokens) == len(day.savings()) and tokens == sorted(tokens, reverse=True)

@@ -124,7 +124,13 @@ def test_the_text_report_is_the_doctors_text_of_the_live_report() -> None:
     assert answer.body.decode() == report_text(diagnose(mock)) == pages.text()
     assert pages.live is live_report_of(mock)  # every pages of one mock share its report
     report = diagnose(mock)
-    for query, full in (("all=1", True), ("all=0", False), ("all=no", False), ("x=1", None)):
+    for query, full in (
+        ("all=1", True),
+        ("all=0", False),
+        ("all=no", False),
+        ("all=off", False),
+        ("x=1", None),
+    ):
         asked = pages("/_dsh/report", query, None).body.decode()
         assert asked == report_text(report, full=full), query
     assert pages("/_dsh/report", "all=1", None).body != pages("/_dsh/report", "all=0", None).body

@@ -310,3 +310,30 @@ def test_a_compressed_trace_file_streams_to_the_report_read_whole(tmp_path: Path
     whole_run = run_cli("cache-report", "--no-stream", str(path))
     assert streamed_run.returncode == whole_run.returncode == 2
     assert streamed_run.stderr == whole_run.stderr and "is damaged" in whole_run.stderr
+
+
+def test_a_compressed_trace_streams_by_its_plain_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cache-report streams a trace of STREAM_BYTES or more, counted decompressed (a trace
+    compresses 40 to 120 times: its compressed size says little)."""
+    import argparse
+
+    from benchmarks.bench_traces import _write as write_benchmark_trace
+    from dsh_testkit.cli import _doctor
+
+    plain = tmp_path / "bench.trace"
+    write_benchmark_trace(plain, 200)
+    size = plain.stat().st_size
+    packed = tmp_path / "bench.trace.zst"
+    packed.write_bytes(b"".join(frame(line) for line in plain.read_bytes().splitlines(True)))
+    assert packed.stat().st_size < size
+
+    def streamed(path: Path, stream: bool | None = None) -> bool:
+        return _doctor._streamed(argparse.Namespace(log=str(path), stream=stream))
+
+    monkeypatch.setattr(_doctor, "STREAM_BYTES", size)
+    assert streamed(plain) and streamed(packed)  # one frame a line: each piece counted
+    monkeypatch.setattr(_doctor, "STREAM_BYTES", size + 1)
+    assert not streamed(plain) and not streamed(packed)
+    assert streamed(packed, True) and not streamed(packed, False)
