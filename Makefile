@@ -29,15 +29,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The suite on two pytest-xdist workers (--dist loadgroup: the tests of a module marked with one
-# xdist_group run on one worker, so its costly module fixture is built once) under coverage run (not --cov, so the pytest plugin's
+# The suite on two pytest-xdist workers under coverage run (not --cov, so the pytest plugin's
 # import-time lines are measured too): patch = subprocess (pyproject.toml) measures each worker
 # from its first line into a data file of its own, and coverage combine merges them. Bytecode
 # caching is on (PYTHONDONTWRITEBYTECODE empty): where the environment turns it off, every worker
 # and every Python the tests start would compile and assertion-rewrite the project anew.
 pytest: $(STAMP)
 	$(BIN)/coverage erase
-	PYTHONDONTWRITEBYTECODE= HYPOTHESIS_PROFILE=ci $(BIN)/coverage run -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= HYPOTHESIS_PROFILE=ci $(BIN)/coverage run -m pytest -n 2 $(PYTEST_ARGS)
 	@$(BIN)/coverage combine --quiet
 	@# The total is read off the table's TOTAL line: each report analyses every file anew (~3 s).
 	@# The table's exit status (2 below fail_under) is make's.
@@ -59,7 +58,7 @@ check: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	PYTHONDONTWRITEBYTECODE= HYPOTHESIS_PROFILE=fast $(BIN)/pytest -q -n 2 --dist loadgroup -m "not slow" $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= HYPOTHESIS_PROFILE=fast $(BIN)/pytest -q -n 2 -m "not slow" $(PYTEST_ARGS)
 
 # The documentation site (MkDocs): warnings are errors. Output in site/ (not committed).
 docs: $(STAMP)

@@ -31,10 +31,6 @@ from dsh_testkit.traces._file import TraceWriter
 
 from ._team_agent import CHANGES, SCENARIOS, make_clock, routes, run_scenario
 
-# one worker runs the team's 102 scenarios (the module's runs fixture, 42 s under coverage), not
-# both: make test runs pytest-xdist with --dist loadgroup
-pytestmark = pytest.mark.xdist_group("team-agent")
-
 
 @dataclass(frozen=True)
 class Expected:

@@ -29,9 +29,7 @@ from .._real_wire import conversation_runs, har_document, load_runs, require_wir
 from ._real import ISSUE_LOST, LABELS, real_cases, short_id
 from ._scoring import Case, Scorecard, score
 
-# one worker builds the module's cases (22 s under coverage), not both: make test runs
-# pytest-xdist with --dist loadgroup
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("real-verdicts")]
+pytestmark = pytest.mark.slow
 
 DEFECTS: Final[Mapping[str, str]] = {}
 """The requests the doctor gets wrong today, and the defect behind each (its case id → why)."""
