@@ -59,7 +59,6 @@ trace, mode = sys.argv[1:3]
 if mode != "parse":
     import argparse
     from dsh_testkit._console import dumps_report_json, emit, make_console
-    from dsh_testkit.doctor._compact import compact_report, dumps_compact
     from dsh_testkit.cli._doctor import read_input
     from dsh_testkit.doctor import diagnose
     from dsh_testkit.doctor._render import render_report
@@ -84,12 +83,10 @@ else:
     else:
         report = diagnose(read_input("cache-report", args), jobs=2 if mode == "json-jobs2" else 1)
     document_cpu = time.process_time()
-    if mode == "stream":
+    if mode in ("stream", "json", "json-jobs2"):  # as cache-report --json writes it
         parts = []
         write_compact(report, parts.append)
         out = "".join(parts)
-    elif mode in ("json", "json-jobs2"):
-        out = dumps_compact(compact_report(report))
     elif mode == "json-full":
         out = dumps_report_json(report.to_json())
     elif mode == "text":

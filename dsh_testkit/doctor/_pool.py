@@ -111,7 +111,11 @@ def diagnose_pooled(
         _STATE.clear()
         if freeze:
             gc.unfreeze()
-    by_number = {number: [unflat_diagnosis(item) for item in items] for number, items in found}
+    # this process's own diagnoses never crossed a pipe: only the workers' are flat
+    by_number = {
+        number: [d if isinstance(d, RequestDiagnosis) else unflat_diagnosis(d) for d in items]
+        for number, items in found
+    }
     missing = [keys[k] for k in range(len(keys)) if k not in by_number]
     if missing:  # pragma: no cover - every conversation is taken by exactly one process
         raise RuntimeError(f"the pool lost conversations {missing}")
@@ -128,7 +132,12 @@ class _Counter:
         return contextlib.nullcontext()
 
 
-def _pooled(context: Any, jobs: int) -> list[tuple[int, list[tuple[Any, ...]]]]:
+_Taken = list[tuple[int, list[Any]]]
+"""Conversations a process diagnosed, by number: a worker's diagnoses flat (tuples, for the
+pipe), this process's as they are."""
+
+
+def _pooled(context: Any, jobs: int) -> _Taken:
     """This process and ``jobs - 1`` forked ones take the conversations. A process that cannot
     be started, or a worker that dies (killed for memory, say), leaves the whole diagnosis to
     this process: the conversations a dead worker took are not known to be done."""
@@ -154,8 +163,9 @@ def _pooled(context: Any, jobs: int) -> list[tuple[int, list[tuple[Any, ...]]]]:
     return _work(0)
 
 
-def _work(_: int) -> list[tuple[int, list[tuple[Any, ...]]]]:
-    """One process's share: conversations taken from the shared counter until none is left."""
+def _work(worker: int) -> _Taken:
+    """One process's share: conversations taken from the shared counter until none is left
+    (``worker`` 0 is this process: its diagnoses stay objects; a worker's are made flat)."""
     trace: Trace = _STATE["trace"]
     plans: Sequence[Planned] = _STATE["plans"]
     members: Sequence[Sequence[int]] = _STATE["members"]
@@ -163,7 +173,8 @@ def _work(_: int) -> list[tuple[int, list[tuple[Any, ...]]]]:
     counter = _STATE["counter"]
     doctor: Doctor = _STATE["make_doctor"]()
     exchanges = trace.exchanges
-    out: list[tuple[int, list[tuple[Any, ...]]]] = []
+    out: _Taken = []
+    flat = worker != 0
     while True:
         with counter.get_lock():
             taken = counter.value
@@ -171,13 +182,14 @@ def _work(_: int) -> list[tuple[int, list[tuple[Any, ...]]]]:
                 break
             counter.value = taken + 1
         number = order[taken]
-        diagnoses = []
+        diagnoses: list[Any] = []
         for i in members[number]:
             planned = plans[i]
             parent = planned.link.parent
             if parent is not None and plans[parent].link.conversation != planned.link.conversation:
                 doctor.hold(exchanges[parent], plans[parent])
-            diagnoses.append(flat_diagnosis(doctor.add(exchanges[i], planned)))
+            diagnosis = doctor.add(exchanges[i], planned)
+            diagnoses.append(flat_diagnosis(diagnosis) if flat else diagnosis)
         out.append((number, diagnoses))
     return out
 
