@@ -297,10 +297,11 @@ def test_a_compressed_trace_file_streams_to_the_report_read_whole(tmp_path: Path
         assert dumps_compact(compact_report(streamed)) == dumps_compact(compact_report(whole))
         if name.endswith("torn"):
             assert streamed.notes[0].startswith("the last "), streamed.notes
-        by_cli = run_cli("cache-report", "--json", "--stream", str(path))
-        read_whole = run_cli("cache-report", "--json", "--no-stream", str(path))
-        assert by_cli.returncode == 0 and by_cli.stdout == read_whole.stdout, by_cli.stderr
-        assert "read whole" not in by_cli.stderr
+        if name in ("zstd", "gzip-torn"):  # the command's choice, twice (each run ~1 s)
+            by_cli = run_cli("cache-report", "--json", "--stream", str(path))
+            read_whole = run_cli("cache-report", "--json", "--no-stream", str(path))
+            assert by_cli.returncode == 0 and by_cli.stdout == read_whole.stdout, by_cli.stderr
+            assert "read whole" not in by_cli.stderr
     # a damaged frame in the middle: the same error and exit status either way
     damaged = bytearray(files["zstd"])
     damaged[len(damaged) // 2] ^= 0xFF
