@@ -202,6 +202,7 @@ def add_cache_report_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--all",
+        "--full",  # report_text's name for it
         action=argparse.BooleanOptionalAction,
         default=None,
         dest="full",

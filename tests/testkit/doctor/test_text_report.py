@@ -209,6 +209,8 @@ def test_the_command_line_chooses(tmp_path: Path) -> None:
     assert "largest losses" in summary.stdout and "(1 of 3)" in summary.stdout
     every = run_cli("cache-report", "--all", str(path))
     assert every.stdout == default.stdout
+    assert run_cli("cache-report", "--full", str(path)).stdout == default.stdout
+    assert run_cli("cache-report", "--no-full", "--top", "1", str(path)).stdout == summary.stdout
     bad = run_cli("cache-report", "--top", "-1", str(path))
     assert bad.returncode == 2 and "--top must be 0 or more" in bad.stderr
 
