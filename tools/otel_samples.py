@@ -27,7 +27,8 @@ Samples (``--only`` takes these names):
       /tmp/legacy/bin/python -m tools.otel_samples --only openllmetry-legacy
 
 Re-running gives the same bytes: span and trace ids come from a counter, the SDK's clock is a
-fake one that advances half a second per reading from 2026-12-02T17:00:00Z, and what still
+fake one that advances half a second per reading from 2026-12-02T17:00:00Z (pydantic-ai's
+costs are priced at that time too: DeepSeek's rates change with the hour), and what still
 varies per run (the mock's port, pydantic-ai's random conversation ids) is replaced by fixed
 values. Everything is scrubbed with the project's secret scrubber before it is written, and the
 fake API key is checked absent.
@@ -41,6 +42,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import datetime
 import itertools
 import json
 import re
@@ -180,6 +182,31 @@ def fake_clock() -> Iterator[None]:
         namespace["time_ns"] = real
 
 
+@contextlib.contextmanager
+def fixed_price_time() -> Iterator[None]:
+    """pydantic-ai's cost (``operation.cost``) priced at the fake clock's start, not now.
+
+    pydantic-ai prices each answer with genai-prices at the answer's timestamp, which is the
+    machine's clock; DeepSeek's rates change with the hour (off-peak and peak windows, UTC), so
+    the sample's cost would depend on when it was made (a test failed between 01:00 and 04:00
+    UTC). The price lookup is given the fake clock's first reading instead."""
+    import pydantic_ai._genai_prices
+
+    namespace = vars(pydantic_ai._genai_prices)  # it calls calc_price from its globals
+    real = namespace["calc_price"]
+    when = datetime.datetime.fromtimestamp(START_NS / 1e9, datetime.UTC)
+
+    def at_start(*args: Any, **kwargs: Any) -> Any:
+        kwargs["genai_request_timestamp"] = when
+        return real(*args, **kwargs)
+
+    namespace["calc_price"] = at_start
+    try:
+        yield
+    finally:
+        namespace["calc_price"] = real
+
+
 _UUID: Final = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 
 
@@ -259,7 +286,7 @@ async def record_pydantic_ai(
 
 def _pydantic_ai(timestamp: bool) -> Callable[[], str]:
     def make() -> str:
-        with MockServer() as server, fake_clock():
+        with MockServer() as server, fake_clock(), fixed_price_time():
             script = _script()
             server.mock.push(*(_no_reasoning(script) if timestamp else script))
             recorder = SpanRecorder("weather-agent")
