@@ -26,10 +26,9 @@ import contextlib
 import dataclasses
 import gc
 import multiprocessing
+import multiprocessing.connection
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Final
 
 from ..traces import Trace
@@ -138,29 +137,77 @@ pipe), this process's as they are."""
 
 
 def _pooled(context: Any, jobs: int) -> _Taken:
-    """This process and ``jobs - 1`` forked ones take the conversations. A process that cannot
-    be started, or a worker that dies (killed for memory, say), leaves the whole diagnosis to
-    this process: the conversations a dead worker took are not known to be done."""
+    """This process and ``jobs - 1`` forked ones take the conversations.
+
+    A process that cannot be started, or a worker that dies (killed for memory, say), leaves the
+    whole diagnosis to this process: the conversations a dead worker took are not known to be
+    done. A worker that never starts its share is not waited for once every conversation is
+    in: a library's fork hook can hold a forked child forever (OpenTelemetry's SDK, in a process
+    where its tracer provider was made before ``concurrent.futures.thread`` was imported, waits
+    in the child on a lock taken before the fork), and such a child never takes a conversation.
+    """
+    started: list[tuple[Any, Any]] = []
     try:
-        executor = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=context)
-    except (OSError, RuntimeError):
-        return _work(0)
-    with executor:
-        try:
-            futures = [executor.submit(_work, k) for k in range(1, jobs)]
-        except (OSError, RuntimeError):  # no process or thread to be had (limits)
-            return _work(0)
+        for worker in range(1, jobs):
+            receive, send = context.Pipe(duplex=False)
+            try:
+                process = context.Process(target=_serve, args=(worker, send), daemon=True)
+                process.start()
+            except BaseException:
+                receive.close()
+                raise
+            finally:
+                send.close()
+            started.append((process, receive))
+    except (OSError, RuntimeError):  # no process or pipe to be had (limits)
+        return _alone(started)
+    total = len(_STATE["order"])
+    try:
         found = _work(0)
-        try:
-            for future in futures:
-                found.extend(future.result())
-        except BrokenProcessPool:
-            pass
-        else:
-            return found
-    # (a dead worker may have died holding the shared counter's lock)
+        waiting = {receive: process for process, receive in started}
+        while len(found) < total:
+            if not waiting:  # pragma: no cover - every conversation is taken by someone
+                raise RuntimeError("the pool's conversations were neither done nor taken")
+            ready: list[Any] = multiprocessing.connection.wait(list(waiting))
+            for receive in ready:
+                del waiting[receive]
+                try:
+                    found.extend(receive.recv())
+                except (EOFError, OSError):  # it died: what it took is lost
+                    return _alone(started)
+    finally:
+        _stop(started)
+    return found
+
+
+def _serve(worker: int, send: Any) -> None:
+    """A forked worker: its share, sent back whole."""
+    try:
+        send.send(_work(worker))
+    finally:
+        send.close()
+
+
+def _alone(started: list[tuple[Any, Any]]) -> _Taken:
+    """Every conversation diagnosed by this process, from the first (what started workers
+    took is not trusted; a dead one may have died holding the shared counter's lock)."""
+    _stop(started)
     _STATE["counter"] = _Counter()
     return _work(0)
+
+
+def _stop(started: list[tuple[Any, Any]]) -> None:
+    """End the workers: those done have exited; one still starting, or held in a fork hook, is
+    terminated (killed if it ignores that)."""
+    for process, receive in started:
+        receive.close()
+        if process.is_alive():
+            process.terminate()
+        process.join(5)
+        if process.is_alive():  # pragma: no cover - SIGTERM handled and ignored
+            process.kill()
+            process.join()
+    started.clear()
 
 
 def _work(worker: int) -> _Taken:

@@ -9,7 +9,9 @@ system prompt, real recordings of many projects, and the benchmark's own trace t
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -170,6 +172,83 @@ def test_a_worker_that_dies_leaves_the_work_to_this_process() -> None:
     one = diagnose(trace)
     assert [c.key for c in one.conversations] == list(found)
     assert [list(c.requests) for c in one.conversations] == list(found.values())
+
+
+_HOLD: list[int] = []
+"""Set by a test: the forked child of that fork (1 = the first after it was set) never returns
+from its fork hook, as a library's hook that deadlocks in a child."""
+_FORKS: list[int] = [0]
+
+
+def _count_fork() -> None:
+    _FORKS[0] += 1
+
+
+def _hold_in_child() -> None:
+    if _HOLD and _FORKS[0] - _HOLD[0] == 1:
+        time.sleep(3600)
+
+
+if can_pool():
+    os.register_at_fork(before=_count_fork, after_in_child=_hold_in_child)
+
+
+class _Slow(Doctor):
+    """Waits on this process's first request, so that the workers take some conversations."""
+
+    parent = os.getpid()
+
+    def add(self, exchange: Any, planned: Any = None) -> Any:
+        if os.getpid() == _Slow.parent and not exchange.index:
+            time.sleep(0.5)
+        return super().add(exchange, planned)
+
+
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_a_worker_held_in_a_fork_hook_is_not_waited_for(jobs: int) -> None:
+    """OpenTelemetry's SDK registers a fork hook that can wait forever in the child (its tracer
+    provider made before ``concurrent.futures.thread`` was imported): this suite hung on it once.
+    A worker that never starts takes no conversation: the pool ends without it, the report
+    whole and right, and no process left behind. With three jobs the other worker's share
+    comes back."""
+    trace = _mixed_traffic().trace()
+    granularity = cache_granularity(trace)
+    _Slow.parent = os.getpid()
+
+    def make_doctor() -> Doctor:
+        return _Slow(granularity=granularity, time_resolution=trace.time_resolution)
+
+    taken: list[Any] = []
+    real = pool_module._pooled
+
+    def watched(context: Any, jobs: int) -> Any:
+        found = real(context, jobs)
+        taken.extend(found)
+        return found
+
+    def expired(*_: Any) -> None:
+        raise TimeoutError("the pool waited for a worker that never started")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(60)
+    _HOLD[:] = [_FORKS[0]]
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(pool_module, "_pooled", watched)
+            found = diagnose_pooled(trace, make_doctor, jobs)
+    finally:
+        _HOLD.clear()
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    one = diagnose(trace)
+    assert [c.key for c in one.conversations] == list(found)
+    assert [list(c.requests) for c in one.conversations] == list(found.values())
+    assert multiprocessing.active_children() == []
+    by_worker = [n for n, items in taken if any(isinstance(d, tuple) for d in items)]
+    if jobs == 3:
+        assert by_worker, "the worker that started took conversations, and they came back"
+    else:
+        assert not by_worker and len(taken) == len(one.conversations)
 
 
 def test_jobs_below_one_are_refused() -> None:
