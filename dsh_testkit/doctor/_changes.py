@@ -36,6 +36,7 @@ __all__ = [
     "component_label",
     "component_text",
     "describe_components",
+    "message_labels",
     "refusal_reason",
 ]
 
@@ -353,10 +354,22 @@ def component_label(view: WireView, component: int) -> str:
 def describe_components(view: WireView) -> list[str]:
     """Labels of the view's components, in prompt order (``system``, ``tools``,
     ``messages[2] user``, …)."""
-    out = ["system", "tools"]
-    for i, message in enumerate(view.messages):
-        role = message.get("role") if isinstance(message, Mapping) else None
-        out.append(f"messages[{view.wire_index(i)}] {role or '?'}")
+    return ["system", "tools", *message_labels(view, 0, len(view.messages))]
+
+
+def message_labels(view: WireView, start: int, stop: int) -> list[str]:
+    """:func:`component_label` of messages ``start`` to ``stop`` (positions in
+    :attr:`~WireView.messages`), in one pass: every request's prompt bar labels its messages."""
+    offset = view.message_offset
+    messages = view.messages
+    out = []
+    for i in range(start, stop):
+        message = messages[i]
+        # (a dict first: the ABC check costs more than the label)
+        role = (
+            message.get("role") if type(message) is dict or isinstance(message, Mapping) else None
+        )
+        out.append(f"messages[{i + offset}] {role or '?'}")
     return out
 
 

@@ -47,7 +47,7 @@ from ..traces import Exchange, LogEvent
 from ._attribution import attribute, component_at, floor_unit, refusal, refused_changes
 from ._branches import Brancher, Link
 from ._change import Change
-from ._changes import clock_risk, compare, component_label
+from ._changes import clock_risk, compare, component_label, message_labels
 from ._codes import CauseCode
 from ._model_facts import rules_of, template_of
 from ._report import FigureSource, Finding, RequestDiagnosis, Segment
@@ -318,7 +318,7 @@ class Doctor:
             segments=self._segments(view, rendered, prompt),
             started=exchange.started,
         )
-        diagnosis = self._priced(exchange, diagnosis)
+        self._price(exchange, diagnosis)
         if not exchange.refused:
             self._remember(
                 exchange, prompt, rendered, figures.prompt_source == "reported", view=view
@@ -615,7 +615,7 @@ class Doctor:
         ]
         messages = count - 2
         if messages <= _SEGMENTS:
-            spans += [(component_label(view, 2 + i), 2 + i, 3 + i) for i in range(messages)]
+            spans += _message_spans(view, 0, messages)
         else:
             recent = _SEGMENTS // 3
             older = messages - recent
@@ -625,7 +625,7 @@ class Doctor:
                 if hi > lo:
                     label = f"messages[{view.wire_index(lo)}–{view.wire_index(hi - 1)}]"
                     spans.append((label, 2 + lo, 2 + hi))
-            spans += [(component_label(view, 2 + i), 2 + i, 3 + i) for i in range(older, messages)]
+            spans += _message_spans(view, older, messages)
         out = []
         for label, lo, hi in spans:
             size = round((marks[hi] - marks[lo]) * ratio)
@@ -633,9 +633,12 @@ class Doctor:
                 out.append(Segment(label=label, tokens=size))
         return tuple(out)
 
-    def _priced(self, exchange: Exchange, diagnosis: RequestDiagnosis) -> RequestDiagnosis:
+    def _price(self, exchange: Exchange, diagnosis: RequestDiagnosis) -> None:
+        """Set the new ``diagnosis``'s cost and lost cost (its other fields price it). It is
+        filled in place, being this call's own and not yet seen by anyone: a copy of its 25
+        fields per request cost more than the pricing."""
         if diagnosis.prompt_tokens is None or exchange.refused:
-            return diagnosis
+            return
         prices = self.prices or prices_for(exchange.model, exchange.started)
         hit = diagnosis.hit_tokens or 0
         cost = prices.cost(
@@ -643,8 +646,10 @@ class Doctor:
             miss_tokens=max(0, diagnosis.prompt_tokens - hit),
             output_tokens=diagnosis.completion_tokens or 0,
         )
-        lost_cost = diagnosis.lost_tokens * (prices.miss - prices.hit) / 1e6
-        return replace(diagnosis, cost=cost, lost_cost=lost_cost)
+        object.__setattr__(diagnosis, "cost", cost)
+        object.__setattr__(
+            diagnosis, "lost_cost", diagnosis.lost_tokens * (prices.miss - prices.hit) / 1e6
+        )
 
 
 def view_of(exchange: Exchange) -> WireView:
@@ -653,6 +658,16 @@ def view_of(exchange: Exchange) -> WireView:
     if view is None:  # readers keep only chat requests; an empty body is still one
         view = WireView(endpoint=exchange.endpoint)
     return view
+
+
+def _message_spans(view: WireView, start: int, stop: int) -> list[tuple[str, int, int]]:
+    """The prompt bar's span of each message from ``start`` to ``stop`` (components ``2 + i``;
+    a component past the view's messages is the end of the prompt, as :func:`component_label`
+    says)."""
+    last = min(stop, len(view.messages))
+    labels = message_labels(view, start, last) if last > start else []
+    labels += [component_label(view, 2 + i) for i in range(max(start, last), stop)]
+    return [(label, 2 + i, 3 + i) for i, label in zip(range(start, stop), labels, strict=True)]
 
 
 def _header_change(event: LogEvent) -> bool:

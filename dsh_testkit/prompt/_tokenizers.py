@@ -114,14 +114,14 @@ class HeuristicTokenizer:
         ids = self._ids
         if len(ids) > _PIECE_IDS_MAX:
             ids.clear()
-        out: list[int] = []
-        append = out.append
-        for piece in _pieces(text):
-            token = ids.get(piece)
-            if token is None:
-                token = ids[piece] = hashed_id(piece)
-            append(token)
-        return out
+        pieces = _pieces(text)
+        out: list[int | None] = list(map(ids.get, pieces))  # known pieces in one pass, in C
+        if None in out:
+            for at, token in enumerate(out):
+                if token is None:
+                    piece = pieces[at]
+                    out[at] = ids[piece] = hashed_id(piece)
+        return out  # type: ignore[return-value]  # every None was replaced
 
     def __repr__(self) -> str:
         return "HeuristicTokenizer()"

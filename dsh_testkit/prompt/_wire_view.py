@@ -226,6 +226,10 @@ class WireView:
         default_factory=list, init=False, repr=False, compare=False
     )
     _tools_text: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
+    _thinking: list[bool] = field(default_factory=list, init=False, repr=False, compare=False)
+    _cache_key: list[tuple[str | None, str | None]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
 
     @property
     def system_text(self) -> str:
@@ -235,7 +239,9 @@ class WireView:
     @property
     def thinking(self) -> bool:
         """Whether the request runs in thinking mode (the providers' one rule)."""
-        return _thinking(self.params, self.endpoint)
+        if not self._thinking:  # asked of each request several times by the doctor: once
+            self._thinking.append(_thinking(self.params, self.endpoint))
+        return self._thinking[0]
 
     @property
     def model(self) -> str | None:
@@ -249,6 +255,8 @@ class WireView:
         one model (``deepseek-chat``, ``deepseek-reasoner``, ``deepseek-v4-flash``) share its
         units (docs/fidelity.md, "Cache key").
         """
+        if self._cache_key:  # asked of a request as a child and again as a parent: once
+            return self._cache_key[0]
         model = self.model
         info = resolve_model(model, endpoint=self.endpoint) if model is not None else None
         served = cache_model(info.id) if info is not None else model
@@ -256,7 +264,9 @@ class WireView:
         metadata = self.params.get("metadata")
         if user is None and isinstance(metadata, Mapping):
             user = metadata.get("user_id")
-        return served, None if user is None else str(user)
+        key = served, None if user is None else str(user)
+        self._cache_key.append(key)
+        return key
 
     def rendered_tools(self) -> str:
         """The tools as the template renders them (compact JSON of :func:`rendered_tool` each)."""
