@@ -22,6 +22,7 @@ diagnosed in one process.
 
 from __future__ import annotations
 
+import concurrent.futures.thread  # noqa: F401  (imported for its fork hooks: see _pooled)
 import contextlib
 import dataclasses
 import gc
@@ -145,6 +146,8 @@ def _pooled(context: Any, jobs: int) -> _Taken:
     in: a library's fork hook can hold a forked child forever (OpenTelemetry's SDK, in a process
     where its tracer provider was made before ``concurrent.futures.thread`` was imported, waits
     in the child on a lock taken before the fork), and such a child never takes a conversation.
+    Importing ``concurrent.futures.thread`` with this module registers that lock's own fork
+    hooks first, so a provider made after the doctor was imported no longer holds a child.
     """
     started: list[tuple[Any, Any]] = []
     try:

@@ -113,12 +113,51 @@ class Unreadable(Exception):
         super().__init__(reason)
 
 
+class SharedMessages:
+    """One object per distinct message of a read.
+
+    A call resends its history, and an instrumentation writes that history anew on every span,
+    so each call held its own copy of every earlier message: about 20 KB a call for the
+    benchmark's traffic, growing with the conversation. A message equal to one read before is
+    that one, as a dsh-trace file's shared history gives it (and the doctor's per-message memo
+    then hits). Two messages are the same when their ``repr`` is: for the values a reader
+    makes (dicts, lists, strings, numbers, booleans, ``None``) that is type-strict (``1``,
+    ``1.0`` and ``True`` differ, as ``==`` would not say) and keeps key order. The memo holds
+    each text's hash and length, not the text; a hit is checked against the kept message's own
+    ``repr``.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[int, int], list[Any]] = {}
+
+    def share(self, messages: list[Any]) -> list[Any]:
+        """``messages``, each replaced by the same message read before, if any."""
+        out = []
+        seen = self._seen
+        for message in messages:
+            try:
+                text = repr(message)
+            except RecursionError:  # nested past what repr walks: kept as it is
+                out.append(message)
+                continue
+            kept = seen.setdefault((hash(text), len(text)), [])
+            same = next((k for k in kept if k is message or repr(k) == text), None)
+            if same is None:  # the first of its text (or of its hash)
+                kept.append(message)
+                same = message
+            out.append(same)
+        return out
+
+
 class SpanNotes(GroupedNotes):
     """What the reader skipped or could not tell, one note per kind (with a count and the first
-    span it happened to), and the spans that are not model calls, by what they are."""
+    span it happened to), and the spans that are not model calls, by what they are; and the
+    read's :class:`SharedMessages`."""
 
     def __init__(self) -> None:
         super().__init__("span")
+        self.shared = SharedMessages()
+        """The messages of the calls read so far, each once."""
         self.skipped: Counter[str] = Counter()
         """Spans that are not model calls, by a label (``gen_ai.operation.name
         'execute_tool'``, ``OpenInference kind 'TOOL'``, …)."""
@@ -396,10 +435,13 @@ def build_call(
         and (started is None or e.time_ns >= started)
     ]
     conversation = span.attributes.get("gen_ai.conversation.id", span.attributes.get("session.id"))
+    body = scrub_json(body)
+    if isinstance(body.get("messages"), list):
+        body["messages"] = notes.shared.share(body["messages"])  # (the body is this call's own)
     return ModelCall(
         convention=convention,
         span=span,
-        body=scrub_json(body),
+        body=body,
         response=scrub_json(response) if response is not None else None,
         usage=usage,
         started=seconds(started),

@@ -1,0 +1,85 @@
+"""An OpenTelemetry export's calls share the messages they resend, as a dsh-trace file's do.
+
+Every span writes its call's whole history again; read naively, each call held its own copy of
+every earlier message. The reader keeps one object per distinct message, and "distinct" is
+type-strict: ``1``, ``1.0`` and ``True`` are equal in Python but different JSON, so messages
+that differ only so stay apart, as do ones whose keys come in another order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from benchmarks.bench_traces import write_otlp
+from dsh_testkit.traces import load_trace
+from dsh_testkit.traces._readers._otlp._common import SharedMessages
+
+
+def test_resent_history_is_one_object_per_message(tmp_path: Path) -> None:
+    path = tmp_path / "export.otlp.jsonl"
+    write_otlp(path, 200)
+    trace = load_trace(path)
+    by_conversation: dict[str, list[Any]] = {}
+    for exchange in trace:
+        messages = exchange.body["messages"]
+        first = messages[0]["content"][:12]  # "Agent N: you": one conversation's system prompt
+        by_conversation.setdefault(first, []).append(messages)
+    assert len(by_conversation) > 1
+    resent = 0
+    for requests in by_conversation.values():
+        for earlier, later in itertools.pairwise(requests):
+            assert len(later) > len(earlier)
+            for old, new in zip(earlier, later, strict=False):
+                if json.dumps(old) == json.dumps(new):  # (a timestamped system prompt is not)
+                    assert new is old  # the same object, not an equal copy
+                    resent += 1
+    assert resent > len(trace)  # the history: several messages a request
+    # distinct messages stay distinct
+    every = [m for e in trace for m in e.body["messages"]]
+    assert len({id(m) for m in every}) == len({json.dumps(m) for m in every})
+
+
+def test_equal_in_python_but_not_in_json_is_not_shared() -> None:
+    shared = SharedMessages()
+    first = shared.share([{"role": "user", "content": "a", "n": 1}])
+    for other in (
+        {"role": "user", "content": "a", "n": 1.0},
+        {"role": "user", "content": "a", "n": True},
+        {"content": "a", "role": "user", "n": 1},  # the same keys in another order
+        {"role": "user", "content": ("a",), "n": 1},
+    ):
+        found = shared.share([other])
+        assert found[0] is other and found[0] is not first[0]
+    again = {"role": "user", "content": "a", "n": 1}
+    assert shared.share([again])[0] is first[0]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(-2, 2) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner),
+    max_leaves=8,
+)
+
+
+@given(st.lists(_JSON, max_size=12))
+def test_a_shared_message_is_always_the_same_json(messages: list[Any]) -> None:
+    shared = SharedMessages()
+    out = shared.share(messages)
+    assert len(out) == len(messages)
+    for before, after in zip(messages, out, strict=True):
+        assert json.dumps(after) == json.dumps(before)
+        assert repr(after) == repr(before)
+
+
+def test_a_message_nested_too_deep_to_repr_is_kept_as_it_is() -> None:
+    deep: Any = "x"
+    for _ in range(100_000):
+        deep = [deep]
+    message = {"role": "user", "content": deep}
+    assert SharedMessages().share([message])[0] is message
