@@ -65,12 +65,8 @@ def text_diff(a: str, b: str) -> TextDiff | None:
     if a == b:
         return None
     limit = min(len(a), len(b))
-    start = 0
-    while start < limit and a[start] == b[start]:
-        start += 1
-    end = 0
-    while end < limit - start and a[len(a) - 1 - end] == b[len(b) - 1 - end]:
-        end += 1
+    start = _common_prefix(a, b, limit)
+    end = _common_suffix(a, b, limit - start)
     lo = max(0, start - _EXCERPT)
     a_hi = min(len(a), len(a) - end + _EXCERPT)
     b_hi = min(len(b), len(b) - end + _EXCERPT)
@@ -81,6 +77,33 @@ def text_diff(a: str, b: str) -> TextDiff | None:
         before_end=len(a) - end - lo,
         after_end=len(b) - end - lo,
     )
+
+
+def _common_prefix(a: str, b: str, limit: int) -> int:
+    """How many leading characters ``a`` and ``b`` share, at most ``limit``: halving the
+    unknown part and comparing slices (in C) rather than a character at a time, so a volatile
+    system prompt's first difference is found in a dozen comparisons."""
+    lo, hi = 0, limit  # a[:lo] == b[:lo]; they differ before hi + 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _common_suffix(a: str, b: str, limit: int) -> int:
+    """How many trailing characters ``a`` and ``b`` share, at most ``limit``."""
+    lo, hi = 0, limit
+    size_a, size_b = len(a), len(b)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[size_a - mid : size_a - lo] == b[size_b - mid : size_b - lo]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 _VOLATILE_TOKEN: Final = re.compile(
