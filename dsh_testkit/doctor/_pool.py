@@ -149,49 +149,71 @@ def _pooled(context: Any, jobs: int) -> _Taken:
     Importing ``concurrent.futures.thread`` with this module registers that lock's own fork
     hooks first, so a provider made after the doctor was imported no longer holds a child.
     """
-    started: list[tuple[Any, Any]] = []
+    started: list[_Worker] = []
     try:
-        for worker in range(1, jobs):
+        for number in range(1, jobs):
             receive, send = context.Pipe(duplex=False)
             try:
-                process = context.Process(target=_serve, args=(worker, send), daemon=True)
+                process = context.Process(target=_serve, args=(number, send), daemon=True)
                 process.start()
             except BaseException:
                 receive.close()
                 raise
             finally:
                 send.close()
-            started.append((process, receive))
+            started.append(_Worker(process, receive))
     except (OSError, RuntimeError):  # no process or pipe to be had (limits)
         return _alone(started)
     total = len(_STATE["order"])
     try:
         found = _work(0)
-        waiting = {receive: process for process, receive in started}
+        waiting = {worker.receive: worker for worker in started}
         while len(found) < total:
             if not waiting:  # pragma: no cover - every conversation is taken by someone
                 raise RuntimeError("the pool's conversations were neither done nor taken")
             ready: list[Any] = multiprocessing.connection.wait(list(waiting))
             for receive in ready:
-                del waiting[receive]
+                worker = waiting.pop(receive)
                 try:
-                    found.extend(receive.recv())
+                    kind, value = receive.recv()
                 except (EOFError, OSError):  # it died: what it took is lost
                     return _alone(started)
+                worker.heard = True
+                if kind == "failed":
+                    raise value  # as one process would have raised it
+                found.extend(value)
     finally:
         _stop(started)
     return found
 
 
-def _serve(worker: int, send: Any) -> None:
-    """A forked worker: its share, sent back whole."""
+class _Worker:
+    """A forked worker, the pipe its share comes back on, and whether it came."""
+
+    __slots__ = ("heard", "process", "receive")
+
+    def __init__(self, process: Any, receive: Any) -> None:
+        self.process = process
+        self.receive = receive
+        self.heard = False
+
+
+def _serve(number: int, send: Any) -> None:
+    """A forked worker: its share sent back whole, or what it raised."""
     try:
-        send.send(_work(worker))
+        try:
+            message: tuple[str, Any] = ("done", _work(number))
+        except Exception as exc:  # any failure goes back, to be raised there
+            message = ("failed", exc)
+        try:
+            send.send(message)
+        except Exception as exc:  # the share or the error would not pickle
+            send.send(("failed", RuntimeError(f"a pool worker could not send back: {exc!r}")))
     finally:
         send.close()
 
 
-def _alone(started: list[tuple[Any, Any]]) -> _Taken:
+def _alone(started: list[_Worker]) -> _Taken:
     """Every conversation diagnosed by this process, from the first (what started workers
     took is not trusted; a dead one may have died holding the shared counter's lock)."""
     _stop(started)
@@ -199,17 +221,17 @@ def _alone(started: list[tuple[Any, Any]]) -> _Taken:
     return _work(0)
 
 
-def _stop(started: list[tuple[Any, Any]]) -> None:
-    """End the workers: those done have exited; one still starting, or held in a fork hook, is
-    terminated (killed if it ignores that)."""
-    for process, receive in started:
-        receive.close()
-        if process.is_alive():
-            process.terminate()
-        process.join(5)
-        if process.is_alive():  # pragma: no cover - SIGTERM handled and ignored
-            process.kill()
-            process.join()
+def _stop(started: list[_Worker]) -> None:
+    """End the workers. One whose share came back exits by itself: it is waited for. One never
+    heard from (still starting, held in a fork hook, or dead) is killed: not terminated, since a
+    forked child would run the application's own SIGTERM handler."""
+    for worker in started:
+        worker.receive.close()
+        if worker.heard:
+            worker.process.join(10)
+        if worker.process.is_alive():
+            worker.process.kill()
+        worker.process.join()
     started.clear()
 
 

@@ -193,15 +193,67 @@ if can_pool():
     os.register_at_fork(before=_count_fork, after_in_child=_hold_in_child)
 
 
+_TOOK: Any = multiprocessing.get_context("fork").Event() if can_pool() else None
+"""Set by a worker's first request (inherited by each fork: one event for the test's pool)."""
+
+
 class _Slow(Doctor):
-    """Waits on this process's first request, so that the workers take some conversations."""
+    """On this process's first request, waits until a worker has taken a conversation (when
+    ``wait``), so that the workers' share is never empty by chance; a worker raises when
+    ``fail``."""
 
     parent = os.getpid()
+    wait = False
+    fail = False
 
     def add(self, exchange: Any, planned: Any = None) -> Any:
-        if os.getpid() == _Slow.parent and not exchange.index:
-            time.sleep(0.5)
+        if os.getpid() != _Slow.parent:
+            _TOOK.set()
+            if _Slow.fail:
+                raise ValueError("a worker's own failure")
+        elif _Slow.wait and not exchange.index:
+            assert _TOOK.wait(60), "no worker took a conversation within a minute"
         return super().add(exchange, planned)
+
+
+def _pool_with(trace: Trace, jobs: int, *, wait: bool, fail: bool = False) -> Any:
+    """``diagnose_pooled`` with :class:`_Slow` doctors; returns the result, the conversations
+    as each process gave them, and the workers' exit codes."""
+    granularity = cache_granularity(trace)
+    _Slow.parent, _Slow.wait, _Slow.fail = os.getpid(), wait, fail
+    _TOOK.clear()
+
+    def make_doctor() -> Doctor:
+        return _Slow(granularity=granularity, time_resolution=trace.time_resolution)
+
+    taken: list[Any] = []
+    codes: list[int | None] = []
+    real, real_stop = pool_module._pooled, pool_module._stop
+
+    def watched(context: Any, jobs: int) -> Any:
+        found = real(context, jobs)
+        taken.extend(found)
+        return found
+
+    def stopped(started: list[Any]) -> None:
+        workers = list(started)
+        real_stop(started)
+        codes.extend(w.process.exitcode for w in workers)
+
+    def expired(*_: Any) -> None:
+        raise TimeoutError("the pool waited for a worker that never started")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(60)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(pool_module, "_pooled", watched)
+            patch.setattr(pool_module, "_stop", stopped)
+            return diagnose_pooled(trace, make_doctor, jobs), taken, codes
+    finally:
+        _Slow.wait = _Slow.fail = False
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.parametrize("jobs", [2, 3])
@@ -209,37 +261,14 @@ def test_a_worker_held_in_a_fork_hook_is_not_waited_for(jobs: int) -> None:
     """OpenTelemetry's SDK registers a fork hook that can wait forever in the child (its tracer
     provider made before ``concurrent.futures.thread`` was imported): this suite hung on it once.
     A worker that never starts takes no conversation: the pool ends without it, the report
-    whole and right, and no process left behind. With three jobs the other worker's share
-    comes back."""
+    whole and right, and no process left behind (the held one killed). With three jobs the
+    other worker's share comes back, and it exits by itself."""
     trace = _mixed_traffic().trace()
-    granularity = cache_granularity(trace)
-    _Slow.parent = os.getpid()
-
-    def make_doctor() -> Doctor:
-        return _Slow(granularity=granularity, time_resolution=trace.time_resolution)
-
-    taken: list[Any] = []
-    real = pool_module._pooled
-
-    def watched(context: Any, jobs: int) -> Any:
-        found = real(context, jobs)
-        taken.extend(found)
-        return found
-
-    def expired(*_: Any) -> None:
-        raise TimeoutError("the pool waited for a worker that never started")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(60)
     _HOLD[:] = [_FORKS[0]]
     try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(pool_module, "_pooled", watched)
-            found = diagnose_pooled(trace, make_doctor, jobs)
+        found, taken, codes = _pool_with(trace, jobs, wait=jobs == 3)
     finally:
         _HOLD.clear()
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
     one = diagnose(trace)
     assert [c.key for c in one.conversations] == list(found)
     assert [list(c.requests) for c in one.conversations] == list(found.values())
@@ -247,8 +276,18 @@ def test_a_worker_held_in_a_fork_hook_is_not_waited_for(jobs: int) -> None:
     by_worker = [n for n, items in taken if any(isinstance(d, tuple) for d in items)]
     if jobs == 3:
         assert by_worker, "the worker that started took conversations, and they came back"
+        assert sorted(codes, key=str) == [-signal.SIGKILL, 0]
     else:
         assert not by_worker and len(taken) == len(one.conversations)
+        assert codes == [-signal.SIGKILL]
+
+
+def test_what_a_worker_raises_is_raised_here() -> None:
+    """A worker's failure is the caller's, as one process's would be (not a quiet rerun)."""
+    trace = _mixed_traffic().trace()
+    with pytest.raises(ValueError, match="a worker's own failure"):
+        _pool_with(trace, 2, wait=True, fail=True)
+    assert multiprocessing.active_children() == []
 
 
 def test_jobs_below_one_are_refused() -> None:

@@ -83,3 +83,22 @@ def test_a_message_nested_too_deep_to_repr_is_kept_as_it_is() -> None:
         deep = [deep]
     message = {"role": "user", "content": deep}
     assert SharedMessages().share([message])[0] is message
+
+
+def test_a_message_at_the_edge_of_what_repr_walks_never_raises() -> None:
+    """The check of a kept message runs a frame deeper than the first ``repr``: at the one depth
+    where only the second fails, the message is kept as it is (the call is still read)."""
+
+    def nested(depth: int) -> dict[str, Any]:
+        value: Any = "x"
+        for _ in range(depth):
+            value = [value]
+        return {"role": "user", "content": value}
+
+    for depth in range(800, 1200, 2):
+        shared = SharedMessages()
+        first = nested(depth)
+        assert shared.share([first])[0] is first
+        second = nested(depth)
+        found = shared.share([second])[0]
+        assert found is first or found is second  # (identity: == would recurse as deep)

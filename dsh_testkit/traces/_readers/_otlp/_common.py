@@ -137,11 +137,11 @@ class SharedMessages:
         for message in messages:
             try:
                 text = repr(message)
+                kept = seen.setdefault((hash(text), len(text)), [])
+                same = next((k for k in kept if k is message or repr(k) == text), None)
             except RecursionError:  # nested past what repr walks: kept as it is
                 out.append(message)
                 continue
-            kept = seen.setdefault((hash(text), len(text)), [])
-            same = next((k for k in kept if k is message or repr(k) == text), None)
             if same is None:  # the first of its text (or of its hash)
                 kept.append(message)
                 same = message
