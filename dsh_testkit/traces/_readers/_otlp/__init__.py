@@ -32,12 +32,12 @@ from typing import Any, Final
 from ..._compression import ZSTD_MAGIC, CompressedDataError, decompressed
 from ..._errors import TraceError
 from ..._model import Exchange, Trace
-from .._build import decode_text, scrub_exchange
+from .._build import BOM, decode_text, scrub_exchange
 from .._fields import Malformed
 from .._fields import kind_of as _kind
 from ._calls import model_calls
 from ._common import SpanNotes
-from ._json import SIGNALS, documents, logs_of, sniff_otlp_json, spans_of
+from ._json import SIGNALS, documents, documents_of_bytes, logs_of, sniff_otlp_json, spans_of
 from ._protobuf import ProtobufError, decode_export
 from ._records import OtelLog, OtelSpan
 
@@ -216,7 +216,13 @@ def read(data: bytes, path: str | None) -> Trace:
             text, torn = decode_text(data, path=path, line_based=True)
             if torn is not None:
                 notes.append(torn)
-            for number, document in documents(text.removeprefix("\ufeff"), notes):
+                found = documents(text.removeprefix("\ufeff"), notes)
+            else:  # all UTF-8: read from the bytes a line at a time, the text let go
+                del text
+                start = len(BOM) if data.startswith(BOM) else 0
+                start += len(BOM) if data.startswith(BOM, start) else 0  # (as removeprefix)
+                found = documents_of_bytes(data, notes, start=start)
+            for number, document in found:
                 records.add_document(document, f"line {number}")
     except Malformed as exc:
         reason = str(exc)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from .._fields import Malformed as _Malformed  # not OTLP JSON: names the field
@@ -271,12 +271,58 @@ def _parse(text: str) -> tuple[Any, str | None]:
         return None, "nested too deeply"
 
 
+def _lines(text: str) -> Iterator[str]:
+    """``text.split("\\n")``, a line at a time: an export's lines are not held twice over."""
+    start, size = 0, len(text)
+    while start <= size:
+        stop = text.find("\n", start)
+        if stop < 0:
+            stop = size
+        yield text[start:stop]
+        start = stop + 1
+
+
+def _decoded_lines(data: bytes, start: int) -> Iterator[str]:
+    """The lines of ``data[start:]`` (valid UTF-8), each decoded alone: what :func:`_lines`
+    gives of the decoded text (a newline is one byte, and no other character's bytes hold it)."""
+    size = len(data)
+    while start <= size:
+        stop = data.find(b"\n", start)
+        if stop < 0:
+            stop = size
+        yield data[start:stop].decode("utf-8")
+        start = stop + 1
+
+
+def _last_line(text: str) -> int:
+    """The number of the last line with more than white space in it (0: none), without a copy
+    of the text."""
+    end = len(text)
+    while end and text[end - 1].isspace():
+        end -= 1
+    return text.count("\n", 0, end) + 1 if end else 0
+
+
 def documents(text: str, notes: list[str]) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON) of each line; the whole text when it is one document. An
     unfinished last line (no newline after it) is dropped with a note; another line that is
     not JSON raises :class:`Malformed` naming it."""
-    lines = text.split("\n")
-    last = max((n for n, line in enumerate(lines, 1) if line.strip()), default=0)
+    return _documents(_lines(text), lambda: text, notes)
+
+
+def documents_of_bytes(
+    data: bytes, notes: list[str], *, start: int = 0
+) -> Iterator[tuple[int, Any]]:
+    """:func:`documents` of ``data[start:]`` decoded (valid UTF-8, as the caller checked), a line
+    decoded at a time: a large export is not held as text beside its bytes while its spans are
+    gathered (the text is decoded whole only to read the file as one document, or to say why a
+    line is not JSON)."""
+    return _documents(_decoded_lines(data, start), lambda: data[start:].decode("utf-8"), notes)
+
+
+def _documents(
+    lines: Iterator[str], whole: Callable[[], str], notes: list[str]
+) -> Iterator[tuple[int, Any]]:
     first = True
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -284,16 +330,20 @@ def documents(text: str, notes: list[str]) -> Iterator[tuple[int, Any]]:
         document, problem = _parse(line)
         if problem is None:
             yield number, document
-        elif first and number != last:
-            whole, whole_problem = _parse(text)
+            first = False
+            continue
+        text = whole()
+        last = _last_line(text)
+        if first and number != last:
+            whole_document, whole_problem = _parse(text)
             if whole_problem is not None:
                 raise _Malformed(
                     f"line {number} is not JSON ({problem}), nor is the whole file one JSON "
                     f"document ({whole_problem})"
                 )
-            yield number, whole
+            yield number, whole_document
             return
-        elif number == last and not text.endswith("\n"):
+        if number == last and not text.endswith("\n"):
             notes.append(
                 f"an unfinished last line (line {number}, {len(line)} characters) was dropped: "
                 "the export stopped while writing it"
