@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -193,8 +193,17 @@ if can_pool():
     os.register_at_fork(before=_count_fork, after_in_child=_hold_in_child)
 
 
-_TOOK: Any = multiprocessing.get_context("fork").Event() if can_pool() else None
+def _event() -> Any:
+    try:
+        return multiprocessing.get_context("fork").Event() if can_pool() else None
+    except OSError:  # no shared memory here (no /dev/shm): the pool runs in one process too
+        return None
+
+
+_TOOK: Any = _event()
 """Set by a worker's first request (inherited by each fork: one event for the test's pool)."""
+
+_NO_EVENT: Final = "no shared memory for an event here (the pool itself falls back to one process)"
 
 
 class _Slow(Doctor):
@@ -219,6 +228,8 @@ class _Slow(Doctor):
 def _pool_with(trace: Trace, jobs: int, *, wait: bool, fail: bool = False) -> Any:
     """``diagnose_pooled`` with :class:`_Slow` doctors; returns the result, the conversations
     as each process gave them, and the workers' exit codes."""
+    if _TOOK is None:
+        pytest.skip(_NO_EVENT)
     granularity = cache_granularity(trace)
     _Slow.parent, _Slow.wait, _Slow.fail = os.getpid(), wait, fail
     _TOOK.clear()
