@@ -345,9 +345,7 @@ def component_label(view: WireView, component: int) -> str:
         return "tools"
     index = component - 2
     if 0 <= index < len(view.messages):
-        message = view.messages[index]
-        role = message.get("role") if isinstance(message, Mapping) else None
-        return f"messages[{view.wire_index(index)}] {role or '?'}"
+        return message_labels(view, index, index + 1)[0]
     return "the end of the prompt"
 
 

@@ -66,7 +66,7 @@ def text_diff(a: str, b: str) -> TextDiff | None:
         return None
     limit = min(len(a), len(b))
     start = _common_prefix(a, b, limit)
-    end = _common_suffix(a, b, limit - start)
+    end = _common_prefix(a[::-1], b[::-1], limit - start)  # the common suffix
     lo = max(0, start - _EXCERPT)
     a_hi = min(len(a), len(a) - end + _EXCERPT)
     b_hi = min(len(b), len(b) - end + _EXCERPT)
@@ -87,19 +87,6 @@ def _common_prefix(a: str, b: str, limit: int) -> int:
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _common_suffix(a: str, b: str, limit: int) -> int:
-    """How many trailing characters ``a`` and ``b`` share, at most ``limit``."""
-    lo, hi = 0, limit
-    size_a, size_b = len(a), len(b)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[size_a - mid : size_a - lo] == b[size_b - mid : size_b - lo]:
             lo = mid
         else:
             hi = mid - 1

@@ -20,7 +20,7 @@ import base64
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final
+from typing import Any, AnyStr, Final
 
 from .._fields import Malformed as _Malformed  # not OTLP JSON: names the field
 from .._fields import kind_of as _kind
@@ -271,27 +271,26 @@ def _parse(text: str) -> tuple[Any, str | None]:
         return None, "nested too deeply"
 
 
-def _lines(text: str) -> Iterator[str]:
-    """``text.split("\\n")``, a line at a time: an export's lines are not held twice over."""
-    start, size = 0, len(text)
+def _split(text: AnyStr, newline: AnyStr, start: int = 0) -> Iterator[AnyStr]:
+    """``text[start:].split(newline)``, a piece at a time: an export's lines are not held twice
+    over."""
+    size = len(text)
     while start <= size:
-        stop = text.find("\n", start)
+        stop = text.find(newline, start)
         if stop < 0:
             stop = size
         yield text[start:stop]
         start = stop + 1
 
 
+def _lines(text: str) -> Iterator[str]:
+    return _split(text, "\n")
+
+
 def _decoded_lines(data: bytes, start: int) -> Iterator[str]:
     """The lines of ``data[start:]`` (valid UTF-8), each decoded alone: what :func:`_lines`
     gives of the decoded text (a newline is one byte, and no other character's bytes hold it)."""
-    size = len(data)
-    while start <= size:
-        stop = data.find(b"\n", start)
-        if stop < 0:
-            stop = size
-        yield data[start:stop].decode("utf-8")
-        start = stop + 1
+    return (line.decode("utf-8") for line in _split(data, b"\n", start))
 
 
 def _last_line(text: str) -> int:
